@@ -1,0 +1,35 @@
+//! The cluster zone: Kubernetes objects reduced to what DNS needs ([`model`]), the store that
+//! joins and indexes them ([`zone`]), and the sources that fill it ([`manifests`]).
+
+pub mod manifests;
+pub mod model;
+pub mod zone;
+
+pub use zone::ClusterZone;
+
+/// A Kubernetes object that cannot be used for DNS. The source skips it, logs this, and applies
+/// the rest.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} {namespace}/{name}: {message}")]
+pub struct ObjectError {
+    /// The object's kind (`Service`, `EndpointSlice`, ...).
+    pub kind: &'static str,
+    /// Its namespace (empty for cluster-scoped objects).
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl ObjectError {
+    /// An error about the object `kind` `namespace/name`.
+    pub fn new(kind: &'static str, namespace: &str, name: &str, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            message: message.into(),
+        }
+    }
+}

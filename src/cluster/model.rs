@@ -1,0 +1,469 @@
+//! The DNS projection of Kubernetes objects: only the fields cluster DNS reads, converted from the
+//! k8s-openapi types with errors that name the object.
+//!
+//! Everything here is immutable once built and shared behind `Arc`s by the zone store
+//! ([`super::zone`]). Names are stored lower-case (Kubernetes names are DNS labels already, so
+//! this only guards against odd input); strings that repeat across objects are `Arc<str>`.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+use super::ObjectError;
+
+/// The label that ties an EndpointSlice to its Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// A transport protocol of a Service or EndpointSlice port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PortProtocol {
+    /// TCP (the Kubernetes default).
+    Tcp,
+    /// UDP.
+    Udp,
+    /// SCTP.
+    Sctp,
+}
+
+impl PortProtocol {
+    /// Parses a Kubernetes protocol string (case-insensitive, as DNS labels are).
+    pub fn parse(s: &str) -> Option<Self> {
+        if s.eq_ignore_ascii_case("tcp") {
+            Some(Self::Tcp)
+        } else if s.eq_ignore_ascii_case("udp") {
+            Some(Self::Udp)
+        } else if s.eq_ignore_ascii_case("sctp") {
+            Some(Self::Sctp)
+        } else {
+            None
+        }
+    }
+}
+
+/// One port of a Service (its `port`) or of an EndpointSlice (the endpoints' port).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PortInfo {
+    /// The port name, lower-case; empty for an unnamed port.
+    pub name: Arc<str>,
+    /// The protocol.
+    pub protocol: PortProtocol,
+    /// The port number; `None` is CoreDNS's `-1` sentinel for a slice without ports.
+    pub port: Option<u16>,
+}
+
+/// How a Service is answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServiceKind {
+    /// A ClusterIP (also NodePort/LoadBalancer) service with its cluster IPs, in spec order,
+    /// without duplicates.
+    ClusterIp(Vec<IpAddr>),
+    /// A headless service (`clusterIP: None`): answered from its ready endpoints.
+    Headless,
+    /// An ExternalName service: a CNAME to this name. `None` when `externalName` is an IP literal
+    /// or not a valid name; such a service answers NXDOMAIN, as CoreDNS does.
+    ExternalName(Option<Arc<str>>),
+}
+
+/// The DNS view of a Service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceInfo {
+    /// Service name, lower-case.
+    pub name: Arc<str>,
+    /// Namespace, lower-case.
+    pub namespace: Arc<str>,
+    /// How it answers.
+    pub kind: ServiceKind,
+    /// The Service ports.
+    pub ports: Vec<PortInfo>,
+}
+
+/// One ready endpoint of an EndpointSlice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointInfo {
+    /// Its addresses (normally one); non-IP addresses (FQDN slices) are dropped.
+    pub addresses: Vec<IpAddr>,
+    /// `hostname`, lower-case.
+    pub hostname: Option<Arc<str>>,
+    /// `targetRef.name` when the target is a Pod, lower-case (used by `endpoint_pod_names`).
+    pub pod_name: Option<Arc<str>>,
+}
+
+/// The DNS view of an EndpointSlice: only ready endpoints are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceInfo {
+    /// Slice name.
+    pub name: Arc<str>,
+    /// Namespace, lower-case.
+    pub namespace: Arc<str>,
+    /// The Service it belongs to (its `kubernetes.io/service-name` label), lower-case; `None` for
+    /// a slice without the label, which DNS ignores.
+    pub service: Option<Arc<str>>,
+    /// Ready endpoints (`conditions.ready` true or unset).
+    pub endpoints: Vec<EndpointInfo>,
+    /// Slice ports; a slice without ports holds one sentinel port (`port: None`).
+    pub ports: Vec<PortInfo>,
+}
+
+/// The DNS view of a Pod (only used with `pods verified`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodInfo {
+    /// Pod name.
+    pub name: Arc<str>,
+    /// Namespace, lower-case.
+    pub namespace: Arc<str>,
+    /// `status.podIP`; `None` when the pod has no IP yet, is terminating, or has finished, so it
+    /// gives no record.
+    pub ip: Option<IpAddr>,
+}
+
+fn lower(s: &str) -> Arc<str> {
+    if s.bytes().any(|b| b.is_ascii_uppercase()) {
+        Arc::from(s.to_ascii_lowercase())
+    } else {
+        Arc::from(s)
+    }
+}
+
+fn required_name(
+    kind: &'static str,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Result<(Arc<str>, Arc<str>), ObjectError> {
+    let name = meta.name.as_deref().unwrap_or_default();
+    let namespace = meta.namespace.as_deref().unwrap_or("default");
+    if name.is_empty() {
+        return Err(ObjectError::new(
+            kind,
+            namespace,
+            "<unnamed>",
+            "metadata.name is missing",
+        ));
+    }
+    if !is_dns_label(name) && kind != "EndpointSlice" && kind != "Pod" {
+        return Err(ObjectError::new(
+            kind,
+            namespace,
+            name,
+            "metadata.name is not a DNS label (lower-case letters, digits and '-', at most 63)",
+        ));
+    }
+    if !is_dns_label(namespace) {
+        return Err(ObjectError::new(
+            kind,
+            namespace,
+            name,
+            "metadata.namespace is not a DNS label",
+        ));
+    }
+    Ok((lower(name), lower(namespace)))
+}
+
+/// True for a label Kubernetes accepts as a DNS label (RFC 1123), compared case-insensitively.
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn port_number(kind: &'static str, ns: &str, name: &str, value: i32) -> Result<u16, ObjectError> {
+    u16::try_from(value)
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| ObjectError::new(kind, ns, name, format!("port {value} is out of range 1-65535")))
+}
+
+fn protocol(
+    kind: &'static str,
+    ns: &str,
+    name: &str,
+    value: Option<&str>,
+) -> Result<PortProtocol, ObjectError> {
+    match value {
+        None => Ok(PortProtocol::Tcp),
+        Some(p) => PortProtocol::parse(p)
+            .ok_or_else(|| ObjectError::new(kind, ns, name, format!("unknown port protocol '{p}'"))),
+    }
+}
+
+impl ServiceInfo {
+    /// Projects a Service.
+    pub fn from_k8s(svc: &Service) -> Result<Self, ObjectError> {
+        const KIND: &str = "Service";
+        let (name, namespace) = required_name(KIND, &svc.metadata)?;
+        let err = |msg: String| ObjectError::new(KIND, &namespace, &name, msg);
+        let spec = svc.spec.as_ref().ok_or_else(|| err("spec is missing".into()))?;
+
+        let mut ports = Vec::new();
+        for p in spec.ports.iter().flatten() {
+            let port = PortInfo {
+                name: lower(p.name.as_deref().unwrap_or_default()),
+                protocol: protocol(KIND, &namespace, &name, p.protocol.as_deref())?,
+                port: Some(port_number(KIND, &namespace, &name, p.port)?),
+            };
+            if !ports.contains(&port) {
+                ports.push(port);
+            }
+        }
+
+        let kind = if spec.type_.as_deref() == Some("ExternalName") {
+            let target = spec.external_name.as_deref().unwrap_or_default();
+            ServiceKind::ExternalName(external_target(target))
+        } else {
+            let listed: Vec<&str> = match &spec.cluster_ips {
+                Some(ips) if !ips.is_empty() => ips.iter().map(String::as_str).collect(),
+                _ => spec.cluster_ip.as_deref().into_iter().collect(),
+            };
+            match listed.first() {
+                Some(first) if first.eq_ignore_ascii_case("none") => ServiceKind::Headless,
+                None => return Err(err("spec.clusterIP is missing (neither an IP nor None)".into())),
+                Some(_) => {
+                    let mut ips = Vec::with_capacity(listed.len());
+                    for s in &listed {
+                        let ip: IpAddr = s
+                            .parse()
+                            .map_err(|_| err(format!("spec.clusterIPs has an invalid IP '{s}'")))?;
+                        if !ips.contains(&ip) {
+                            ips.push(ip);
+                        }
+                    }
+                    ServiceKind::ClusterIp(ips)
+                }
+            }
+        };
+        Ok(Self {
+            name,
+            namespace,
+            kind,
+            ports,
+        })
+    }
+}
+
+/// Normalises an `externalName` into an absolute lower-case DNS name, or `None` when it is an IP
+/// literal or not a valid name (CoreDNS refuses to make a CNAME to those).
+fn external_target(target: &str) -> Option<Arc<str>> {
+    let t = target.trim().trim_end_matches('.');
+    if t.is_empty() || t.parse::<IpAddr>().is_ok() || t.len() > 253 {
+        return None;
+    }
+    let valid = t.split('.').all(|l| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    });
+    valid.then(|| Arc::from(format!("{}.", t.to_ascii_lowercase())))
+}
+
+impl SliceInfo {
+    /// Projects an EndpointSlice, keeping only ready endpoints with IP addresses.
+    pub fn from_k8s(slice: &EndpointSlice) -> Result<Self, ObjectError> {
+        const KIND: &str = "EndpointSlice";
+        let (name, namespace) = required_name(KIND, &slice.metadata)?;
+        let service = slice
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(SERVICE_NAME_LABEL))
+            .filter(|s| is_dns_label(s))
+            .map(|s| lower(s));
+
+        let mut ports = Vec::new();
+        for p in slice.ports.iter().flatten() {
+            let number = match p.port {
+                Some(n) => Some(port_number(KIND, &namespace, &name, n)?),
+                None => None,
+            };
+            let port = PortInfo {
+                name: lower(p.name.as_deref().unwrap_or_default()),
+                protocol: protocol(KIND, &namespace, &name, p.protocol.as_deref())?,
+                port: number,
+            };
+            if !ports.contains(&port) {
+                ports.push(port);
+            }
+        }
+        if ports.is_empty() {
+            ports.push(PortInfo {
+                name: Arc::from(""),
+                protocol: PortProtocol::Tcp,
+                port: None,
+            });
+        }
+
+        let mut endpoints = Vec::new();
+        for ep in &slice.endpoints {
+            let ready = ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
+            if !ready {
+                continue;
+            }
+            let addresses: Vec<IpAddr> = ep.addresses.iter().filter_map(|a| a.parse().ok()).collect();
+            if addresses.is_empty() {
+                continue;
+            }
+            let hostname = ep.hostname.as_deref().filter(|h| is_dns_label(h)).map(lower);
+            let pod_name = ep
+                .target_ref
+                .as_ref()
+                .filter(|r| r.kind.as_deref() == Some("Pod"))
+                .and_then(|r| r.name.as_deref())
+                .map(lower);
+            endpoints.push(EndpointInfo {
+                addresses,
+                hostname,
+                pod_name,
+            });
+        }
+        Ok(Self {
+            name,
+            namespace,
+            service,
+            endpoints,
+            ports,
+        })
+    }
+}
+
+impl PodInfo {
+    /// Projects a Pod: the primary `status.podIP`, dropped for terminating pods and for pods in
+    /// phase Succeeded, Failed or Unknown.
+    pub fn from_k8s(pod: &Pod) -> Result<Self, ObjectError> {
+        const KIND: &str = "Pod";
+        let (name, namespace) = required_name(KIND, &pod.metadata)?;
+        let status = pod.status.as_ref();
+        let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+        let live =
+            pod.metadata.deletion_timestamp.is_none() && !matches!(phase, "Succeeded" | "Failed" | "Unknown");
+        let ip = match status.and_then(|s| s.pod_ip.as_deref()) {
+            Some(s) if !s.is_empty() => Some(s.parse::<IpAddr>().map_err(|_| {
+                ObjectError::new(
+                    KIND,
+                    &namespace,
+                    &name,
+                    format!("status.podIP '{s}' is not an IP"),
+                )
+            })?),
+            _ => None,
+        };
+        Ok(Self {
+            name,
+            namespace,
+            ip: ip.filter(|_| live),
+        })
+    }
+}
+
+/// Projects a Namespace to its (lower-case) name.
+pub fn namespace_name(ns: &Namespace) -> Result<Arc<str>, ObjectError> {
+    let name = ns.metadata.name.as_deref().unwrap_or_default();
+    if !is_dns_label(name) {
+        return Err(ObjectError::new(
+            "Namespace",
+            "",
+            name,
+            "metadata.name is not a DNS label",
+        ));
+    }
+    Ok(lower(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn svc(yaml: &str) -> Service {
+        serde_saphyr::from_str(yaml).expect("test yaml")
+    }
+
+    #[test]
+    fn cluster_ip_service_projects_ips_and_ports() {
+        let s = svc(
+            "metadata: {name: Svc1, namespace: testns}\nspec:\n  clusterIP: 10.96.10.1\n  clusterIPs: [10.96.10.1, 'fd00::1', 10.96.10.1]\n  ports:\n  - {name: http, port: 80, protocol: TCP}\n  - {port: 53, protocol: UDP}\n",
+        );
+        let info = ServiceInfo::from_k8s(&s).expect("valid");
+        assert_eq!(&*info.name, "svc1");
+        let ips: Vec<IpAddr> = vec!["10.96.10.1".parse().unwrap(), "fd00::1".parse().unwrap()];
+        assert_eq!(info.kind, ServiceKind::ClusterIp(ips));
+        assert_eq!(info.ports.len(), 2);
+        assert_eq!(info.ports[1].protocol, PortProtocol::Udp);
+        assert_eq!(&*info.ports[1].name, "");
+    }
+
+    #[test]
+    fn headless_and_external_name() {
+        let h = svc("metadata: {name: h, namespace: a}\nspec: {clusterIP: None}\n");
+        assert_eq!(ServiceInfo::from_k8s(&h).unwrap().kind, ServiceKind::Headless);
+        let e = svc(
+            "metadata: {name: e, namespace: a}\nspec: {type: ExternalName, externalName: WWW.Example.com}\n",
+        );
+        assert_eq!(
+            ServiceInfo::from_k8s(&e).unwrap().kind,
+            ServiceKind::ExternalName(Some(Arc::from("www.example.com.")))
+        );
+        let ip =
+            svc("metadata: {name: e, namespace: a}\nspec: {type: ExternalName, externalName: 192.0.2.1}\n");
+        assert_eq!(
+            ServiceInfo::from_k8s(&ip).unwrap().kind,
+            ServiceKind::ExternalName(None)
+        );
+    }
+
+    #[test]
+    fn bad_services_are_errors_naming_the_object() {
+        let bad_ip = svc("metadata: {name: s, namespace: a}\nspec: {clusterIP: 10.0.0.300}\n");
+        let e = ServiceInfo::from_k8s(&bad_ip).unwrap_err().to_string();
+        assert!(e.contains("Service a/s") && e.contains("10.0.0.300"), "{e}");
+        let bad_port =
+            svc("metadata: {name: s, namespace: a}\nspec: {clusterIP: 10.0.0.3, ports: [{port: 70000}]}\n");
+        assert!(
+            ServiceInfo::from_k8s(&bad_port)
+                .unwrap_err()
+                .to_string()
+                .contains("70000")
+        );
+        let no_spec = svc("metadata: {name: s, namespace: a}\n");
+        assert!(ServiceInfo::from_k8s(&no_spec).is_err());
+        let no_name = svc("metadata: {namespace: a}\nspec: {clusterIP: None}\n");
+        assert!(ServiceInfo::from_k8s(&no_name).is_err());
+    }
+
+    #[test]
+    fn slice_keeps_ready_endpoints_only() {
+        let s: EndpointSlice = serde_saphyr::from_str(
+            "metadata: {name: x, namespace: n, labels: {kubernetes.io/service-name: web}}\naddressType: IPv4\nendpoints:\n- {addresses: [10.0.0.1], conditions: {ready: true}, hostname: web-0}\n- {addresses: [10.0.0.2], conditions: {ready: false}}\n- {addresses: [10.0.0.3], conditions: {}, targetRef: {kind: Pod, name: p3}}\n- {addresses: [not-an-ip]}\n",
+        )
+        .unwrap();
+        let info = SliceInfo::from_k8s(&s).unwrap();
+        assert_eq!(info.service.as_deref(), Some("web"));
+        assert_eq!(info.endpoints.len(), 2);
+        assert_eq!(info.endpoints[0].hostname.as_deref(), Some("web-0"));
+        assert_eq!(info.endpoints[1].pod_name.as_deref(), Some("p3"));
+        assert_eq!(
+            info.ports,
+            vec![PortInfo {
+                name: Arc::from(""),
+                protocol: PortProtocol::Tcp,
+                port: None
+            }]
+        );
+    }
+
+    #[test]
+    fn pods_that_finished_or_terminate_have_no_ip() {
+        let p: Pod = serde_saphyr::from_str(
+            "metadata: {name: p, namespace: n}\nstatus: {phase: Running, podIP: 10.1.1.1}\n",
+        )
+        .unwrap();
+        assert!(PodInfo::from_k8s(&p).unwrap().ip.is_some());
+        let p: Pod = serde_saphyr::from_str(
+            "metadata: {name: p, namespace: n}\nstatus: {phase: Succeeded, podIP: 10.1.1.1}\n",
+        )
+        .unwrap();
+        assert!(PodInfo::from_k8s(&p).unwrap().ip.is_none());
+        let p: Pod = serde_saphyr::from_str("metadata: {name: p, namespace: n, deletionTimestamp: '2026-01-01T00:00:00Z'}\nstatus: {phase: Running, podIP: 10.1.1.1}\n").unwrap();
+        assert!(PodInfo::from_k8s(&p).unwrap().ip.is_none());
+    }
+}

@@ -1,0 +1,442 @@
+//! [`ClusterZone`]: the in-memory state cluster DNS answers from, updated object by object.
+//!
+//! The store owns the join of EndpointSlices to their Service (by the
+//! `kubernetes.io/service-name` label), the reverse index from IPs to services, the pod IP index
+//! and the SOA serial. It knows nothing about DNS names or record types: the query engine in
+//! [`crate::dns`] reads it.
+//!
+//! Consistency: each Service's record set (the Service and all its slices) lives in one
+//! [`ServiceEntry`] behind an `Arc` that is swapped whole on every change, so a reader sees either
+//! the old or the new set, never a half-applied one. Reads are lock-free apart from DashMap's
+//! shard read locks; writes are expected from one source task at a time.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use dashmap::DashMap;
+
+use super::model::{PodInfo, ServiceInfo, ServiceKind, SliceInfo};
+
+/// Everything DNS knows about one Service name in one namespace: the Service (if it exists yet)
+/// and the EndpointSlices labelled with its name, by slice name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceEntry {
+    /// The Service object; `None` while only slices for that name exist.
+    pub service: Option<ServiceInfo>,
+    /// The slices that name this service, keyed by slice name (sorted, so answers are stable).
+    pub slices: BTreeMap<Arc<str>, Arc<SliceInfo>>,
+}
+
+impl ServiceEntry {
+    /// True when no slice of this service has a ready address.
+    pub fn has_no_ready_addresses(&self) -> bool {
+        self.slices.values().all(|s| s.endpoints.is_empty())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.service.is_none() && self.slices.is_empty()
+    }
+
+    /// The IPs this entry contributes to the reverse index: (ip, is_cluster_ip).
+    fn reverse_ips(&self) -> Vec<(IpAddr, bool)> {
+        let mut out = Vec::new();
+        if let Some(ServiceInfo {
+            kind: ServiceKind::ClusterIp(ips),
+            ..
+        }) = &self.service
+        {
+            out.extend(ips.iter().map(|ip| (*ip, true)));
+        }
+        // Endpoint PTRs only exist for slices joined to an existing Service.
+        if self.service.is_some() {
+            for slice in self.slices.values() {
+                for ep in &slice.endpoints {
+                    out.extend(ep.addresses.iter().map(|ip| (*ip, false)));
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// One service that owns an IP, as the reverse index records it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ReverseOwner {
+    /// Namespace of the service.
+    pub namespace: Arc<str>,
+    /// Service name.
+    pub service: Arc<str>,
+    /// True when the IP is one of the service's ClusterIPs, false for an endpoint address.
+    pub cluster_ip: bool,
+}
+
+type ServiceMap = DashMap<Arc<str>, Arc<ServiceEntry>>;
+/// (namespace, name) of an object.
+type ObjectKey = (Arc<str>, Arc<str>);
+
+/// The cluster's DNS-relevant state. See the module docs.
+#[derive(Debug)]
+pub struct ClusterZone {
+    /// Namespaces that exist as Namespace objects.
+    namespaces: DashMap<Arc<str>, ()>,
+    /// Services by namespace, then by name.
+    services: DashMap<Arc<str>, Arc<ServiceMap>>,
+    /// Which service name each slice was last joined to, by (namespace, slice name).
+    slice_owner: DashMap<ObjectKey, Option<Arc<str>>>,
+    /// IP → the services owning it as a ClusterIP or ready endpoint address.
+    reverse: DashMap<IpAddr, Vec<ReverseOwner>>,
+    /// Pod (namespace, name) → its IP, for updates and deletes.
+    pods: DashMap<ObjectKey, IpAddr>,
+    /// (namespace, pod IP) → number of live pods with that IP.
+    pod_ips: DashMap<(Arc<str>, IpAddr), u32>,
+    serial: AtomicU32,
+    synced: AtomicBool,
+}
+
+impl Default for ClusterZone {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn unix_now() -> u32 {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    u32::try_from(secs).unwrap_or(u32::MAX)
+}
+
+impl ClusterZone {
+    /// An empty zone that has not synced.
+    pub fn new() -> Self {
+        Self {
+            namespaces: DashMap::new(),
+            services: DashMap::new(),
+            slice_owner: DashMap::new(),
+            reverse: DashMap::new(),
+            pods: DashMap::new(),
+            pod_ips: DashMap::new(),
+            serial: AtomicU32::new(unix_now()),
+            synced: AtomicBool::new(false),
+        }
+    }
+
+    // ---------------------------------------------------------------- reads
+
+    /// True once the source has delivered its first complete state.
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// The SOA serial: the Unix time of the last change that altered DNS data.
+    pub fn serial(&self) -> u32 {
+        self.serial.load(Ordering::Relaxed)
+    }
+
+    /// True when a Namespace object of that (lower-case) name exists.
+    pub fn namespace_exists(&self, namespace: &str) -> bool {
+        self.namespaces.contains_key(namespace)
+    }
+
+    /// The record set of a service, by lower-case namespace and name.
+    pub fn service(&self, namespace: &str, name: &str) -> Option<Arc<ServiceEntry>> {
+        let map = self.services.get(namespace)?.clone();
+        map.get(name).map(|e| e.clone())
+    }
+
+    /// The services that own `ip`, ClusterIP owners first, then endpoint owners, each group
+    /// sorted by namespace and name.
+    pub fn reverse(&self, ip: &IpAddr) -> Vec<ReverseOwner> {
+        self.reverse.get(ip).map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// True when a live pod in `namespace` has `ip` as its primary IP.
+    pub fn pod_ip_exists(&self, namespace: &str, ip: IpAddr) -> bool {
+        self.pod_ips.contains_key(&(Arc::from(namespace), ip))
+    }
+
+    /// Number of services (with a Service object) in the zone.
+    pub fn service_count(&self) -> usize {
+        self.services
+            .iter()
+            .map(|m| m.value().iter().filter(|e| e.service.is_some()).count())
+            .sum()
+    }
+
+    // ---------------------------------------------------------------- writes
+
+    /// Marks the zone as synced (the first full state has been applied).
+    pub fn set_synced(&self, synced: bool) {
+        self.synced.store(synced, Ordering::Release);
+    }
+
+    fn bump_serial(&self) {
+        self.serial.fetch_max(unix_now(), Ordering::Relaxed);
+    }
+
+    /// Adds or keeps a Namespace.
+    pub fn apply_namespace(&self, name: Arc<str>) {
+        if self.namespaces.insert(name, ()).is_none() {
+            self.bump_serial();
+        }
+    }
+
+    /// Removes a Namespace. Its services stay stored (Kubernetes deletes them separately) but are
+    /// no longer answered, because answers need the namespace to exist.
+    pub fn delete_namespace(&self, name: &str) {
+        if self.namespaces.remove(name).is_some() {
+            self.bump_serial();
+        }
+    }
+
+    /// Adds or replaces a Service.
+    pub fn apply_service(&self, svc: ServiceInfo) {
+        let ns = svc.namespace.clone();
+        let name = svc.name.clone();
+        self.update_entry(&ns, &name, |e| e.service = Some(svc));
+    }
+
+    /// Removes a Service (its slices stay, waiting for a Service of that name).
+    pub fn delete_service(&self, namespace: &str, name: &str) {
+        self.update_entry(&Arc::from(namespace), &Arc::from(name), |e| e.service = None);
+    }
+
+    /// Adds or replaces an EndpointSlice, moving it if its service label changed.
+    pub fn apply_slice(&self, slice: SliceInfo) {
+        let key = (slice.namespace.clone(), slice.name.clone());
+        let previous = self.slice_owner.insert(key, slice.service.clone()).flatten();
+        if let Some(old) = previous.filter(|old| Some(old) != slice.service.as_ref()) {
+            let slice_name = slice.name.clone();
+            self.update_entry(&slice.namespace, &old, |e| {
+                e.slices.remove(&slice_name);
+            });
+        }
+        if let Some(service) = slice.service.clone() {
+            let ns = slice.namespace.clone();
+            let slice = Arc::new(slice);
+            self.update_entry(&ns, &service, |e| {
+                e.slices.insert(slice.name.clone(), slice);
+            });
+        }
+    }
+
+    /// Removes an EndpointSlice.
+    pub fn delete_slice(&self, namespace: &str, name: &str) {
+        let key = (Arc::from(namespace), Arc::from(name));
+        if let Some((_, Some(service))) = self.slice_owner.remove(&key) {
+            self.update_entry(&key.0, &service, |e| {
+                e.slices.remove(name);
+            });
+        }
+    }
+
+    /// Adds or replaces a Pod in the pod IP index.
+    pub fn apply_pod(&self, pod: PodInfo) {
+        let key = (pod.namespace.clone(), pod.name.clone());
+        let old = match pod.ip {
+            Some(ip) => self.pods.insert(key, ip),
+            None => self.pods.remove(&key).map(|(_, ip)| ip),
+        };
+        if old == pod.ip {
+            return;
+        }
+        if let Some(ip) = old {
+            self.pod_ip_release(&pod.namespace, ip);
+        }
+        if let Some(ip) = pod.ip {
+            *self.pod_ips.entry((pod.namespace.clone(), ip)).or_insert(0) += 1;
+        }
+        self.bump_serial();
+    }
+
+    /// Removes a Pod from the pod IP index.
+    pub fn delete_pod(&self, namespace: &str, name: &str) {
+        if let Some(((ns, _), ip)) = self.pods.remove(&(Arc::from(namespace), Arc::from(name))) {
+            self.pod_ip_release(&ns, ip);
+            self.bump_serial();
+        }
+    }
+
+    fn pod_ip_release(&self, namespace: &Arc<str>, ip: IpAddr) {
+        let key = (namespace.clone(), ip);
+        let now_zero = match self.pod_ips.get_mut(&key) {
+            Some(mut n) => {
+                *n = n.saturating_sub(1);
+                *n == 0
+            }
+            None => false,
+        };
+        if now_zero {
+            self.pod_ips.remove_if(&key, |_, n| *n == 0);
+        }
+    }
+
+    /// Applies `change` to a copy of the entry for (namespace, name) and swaps the copy in whole,
+    /// keeping the reverse index and the serial in step.
+    fn update_entry(&self, namespace: &Arc<str>, name: &Arc<str>, change: impl FnOnce(&mut ServiceEntry)) {
+        let map = self.services.entry(namespace.clone()).or_default().clone();
+        let old = map.get(name).map(|e| e.clone());
+        let mut new = old.as_deref().cloned().unwrap_or_default();
+        change(&mut new);
+        if old.as_deref() == Some(&new) {
+            return;
+        }
+        let old_ips = old.as_deref().map(ServiceEntry::reverse_ips).unwrap_or_default();
+        let new_ips = new.reverse_ips();
+        if new.is_empty() {
+            map.remove(name);
+        } else {
+            map.insert(name.clone(), Arc::new(new));
+        }
+        self.reindex(namespace, name, &old_ips, &new_ips);
+        self.bump_serial();
+    }
+
+    fn reindex(&self, namespace: &Arc<str>, name: &Arc<str>, old: &[(IpAddr, bool)], new: &[(IpAddr, bool)]) {
+        for (ip, cluster_ip) in old.iter().filter(|x| !new.contains(x)) {
+            let empty = match self.reverse.get_mut(ip) {
+                Some(mut owners) => {
+                    owners.retain(|o| {
+                        !(o.cluster_ip == *cluster_ip && &o.namespace == namespace && &o.service == name)
+                    });
+                    owners.is_empty()
+                }
+                None => false,
+            };
+            if empty {
+                self.reverse.remove_if(ip, |_, v| v.is_empty());
+            }
+        }
+        for (ip, cluster_ip) in new.iter().filter(|x| !old.contains(x)) {
+            let mut owners = self.reverse.entry(*ip).or_default();
+            let owner = ReverseOwner {
+                namespace: namespace.clone(),
+                service: name.clone(),
+                cluster_ip: *cluster_ip,
+            };
+            // ClusterIP owners sort before endpoint owners, then by namespace and name.
+            let pos = owners
+                .binary_search_by(|o| {
+                    (!o.cluster_ip, &o.namespace, &o.service).cmp(&(
+                        !owner.cluster_ip,
+                        &owner.namespace,
+                        &owner.service,
+                    ))
+                })
+                .unwrap_or_else(|p| p);
+            owners.insert(pos, owner);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::model::{EndpointInfo, PortInfo, PortProtocol};
+
+    fn svc(ns: &str, name: &str, kind: ServiceKind) -> ServiceInfo {
+        ServiceInfo {
+            name: name.into(),
+            namespace: ns.into(),
+            kind,
+            ports: vec![],
+        }
+    }
+
+    fn slice(ns: &str, name: &str, service: Option<&str>, ips: &[&str]) -> SliceInfo {
+        SliceInfo {
+            name: name.into(),
+            namespace: ns.into(),
+            service: service.map(Arc::from),
+            endpoints: ips
+                .iter()
+                .map(|ip| EndpointInfo {
+                    addresses: vec![ip.parse().unwrap()],
+                    hostname: None,
+                    pod_name: None,
+                })
+                .collect(),
+            ports: vec![PortInfo {
+                name: "".into(),
+                protocol: PortProtocol::Tcp,
+                port: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn slices_join_by_label_and_move_when_it_changes() {
+        let z = ClusterZone::new();
+        z.apply_slice(slice("n", "s1", Some("web"), &["10.0.0.1"]));
+        let e = z.service("n", "web").unwrap();
+        assert!(e.service.is_none());
+        assert_eq!(e.slices.len(), 1);
+        // No Service yet: no endpoint PTR.
+        assert!(z.reverse(&"10.0.0.1".parse().unwrap()).is_empty());
+        z.apply_service(svc("n", "web", ServiceKind::Headless));
+        assert_eq!(z.reverse(&"10.0.0.1".parse().unwrap()).len(), 1);
+        z.apply_service(svc("n", "api", ServiceKind::Headless));
+        z.apply_slice(slice("n", "s1", Some("api"), &["10.0.0.1"]));
+        assert!(z.service("n", "web").unwrap().slices.is_empty());
+        assert_eq!(z.service("n", "api").unwrap().slices.len(), 1);
+        let owners = z.reverse(&"10.0.0.1".parse().unwrap());
+        assert_eq!(owners.len(), 1);
+        assert_eq!(&*owners[0].service, "api");
+        z.delete_slice("n", "s1");
+        assert!(z.reverse(&"10.0.0.1".parse().unwrap()).is_empty());
+    }
+
+    #[test]
+    fn reverse_index_puts_cluster_ips_first() {
+        let z = ClusterZone::new();
+        let ip: IpAddr = "10.0.0.9".parse().unwrap();
+        z.apply_service(svc("a", "hd", ServiceKind::Headless));
+        z.apply_slice(slice("a", "hd-1", Some("hd"), &["10.0.0.9"]));
+        z.apply_service(svc("z", "cip", ServiceKind::ClusterIp(vec![ip])));
+        let owners = z.reverse(&ip);
+        assert!(owners[0].cluster_ip && &*owners[0].service == "cip");
+        assert!(!owners[1].cluster_ip);
+        z.delete_service("z", "cip");
+        assert_eq!(z.reverse(&ip).len(), 1);
+        assert!(z.service("z", "cip").is_none());
+    }
+
+    #[test]
+    fn pod_index_counts_and_releases() {
+        let z = ClusterZone::new();
+        let ip: IpAddr = "10.1.0.1".parse().unwrap();
+        let pod = |name: &str, ip: Option<IpAddr>| PodInfo {
+            name: name.into(),
+            namespace: "n".into(),
+            ip,
+        };
+        z.apply_pod(pod("a", Some(ip)));
+        z.apply_pod(pod("b", Some(ip)));
+        z.delete_pod("n", "a");
+        assert!(z.pod_ip_exists("n", ip));
+        z.apply_pod(pod("b", None));
+        assert!(!z.pod_ip_exists("n", ip));
+        assert!(!z.pod_ip_exists("other", ip));
+    }
+
+    #[test]
+    fn unchanged_updates_keep_the_serial() {
+        let z = ClusterZone::new();
+        z.serial.store(1, Ordering::Relaxed);
+        z.apply_namespace("n".into());
+        let s = z.serial();
+        assert!(s > 1);
+        z.serial.store(2, Ordering::Relaxed);
+        z.apply_namespace("n".into());
+        z.apply_service(svc("n", "x", ServiceKind::Headless));
+        z.serial.store(3, Ordering::Relaxed);
+        z.apply_service(svc("n", "x", ServiceKind::Headless));
+        assert_eq!(z.serial(), 3);
+    }
+}

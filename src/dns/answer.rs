@@ -1,0 +1,959 @@
+//! [`ClusterAnswerer`]: answers one question in the cluster zones from a [`ClusterZone`], by the
+//! Kubernetes DNS spec and the decisions in the behaviour reference.
+//!
+//! The answerer builds records; it does not touch the wire. Its result says what to send
+//! (rcode, sections) or that the name is not ours ([`Outcome::Fallthrough`]) so the next
+//! handler takes it.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::rdata::{A, AAAA, CNAME, NS, PTR, SOA, SRV, TXT};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+
+use super::addr::{dashed, parse_pod_label, parse_reverse};
+use super::qname::ClusterName;
+use crate::cluster::ClusterZone;
+use crate::cluster::model::{EndpointInfo, PortInfo, PortProtocol, ServiceInfo, ServiceKind, SliceInfo};
+use crate::cluster::zone::ServiceEntry;
+
+/// The spec version `dns-version.<zone>` answers.
+pub const SCHEMA_VERSION: &str = "1.1.0";
+/// The fixed TTL of the `dns-version` TXT record.
+pub const DNS_VERSION_TTL: u32 = 28800;
+/// How many CNAME links an in-zone ExternalName chase follows.
+const MAX_CNAME_CHAIN: usize = 10;
+
+/// How pod names (`<dashed-ip>.<ns>.pod.<zone>`) are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PodRecords {
+    /// No pod records (the plugin default).
+    #[default]
+    Disabled,
+    /// Any IP in an existing namespace.
+    Insecure,
+    /// Only IPs of live pods in that namespace.
+    Verified,
+}
+
+/// What the answerer needs from the `kubernetes` plugin's configuration.
+#[derive(Debug, Clone)]
+pub struct AnswerSettings {
+    /// Every zone the plugin owns, lower-case and absolute (forward and reverse).
+    pub zones: Vec<Name>,
+    /// The first forward zone: PTR targets are built in it.
+    pub primary: Name,
+    /// TTL of synthesised records and SOA MINIMUM.
+    pub ttl: u32,
+    /// Pod record mode.
+    pub pods: PodRecords,
+    /// Use the pod name as the endpoint name when the endpoint has no hostname.
+    pub endpoint_pod_names: bool,
+    /// No endpoint data: headless, endpoint-name answers and endpoint PTRs are NXDOMAIN.
+    pub noendpoints: bool,
+    /// Zones whose NXDOMAIN answers go to the next handler (`None`: fallthrough off).
+    pub fallthrough: Option<Vec<Name>>,
+    /// A ClusterIP service with no ready endpoints is NXDOMAIN.
+    pub ignore_empty_service: bool,
+    /// Namespaces exposed (empty: all).
+    pub namespaces: Vec<String>,
+    /// This server's own IPs (from `POD_IP`), used to find the Service the NS record names.
+    pub self_ips: Vec<IpAddr>,
+}
+
+/// A complete answer to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The rcode.
+    pub rcode: ResponseCode,
+    /// Answer section.
+    pub answers: Vec<Record>,
+    /// Authority section (one SOA for negative answers).
+    pub authority: Vec<Record>,
+    /// Additional section (SRV/NS glue).
+    pub additional: Vec<Record>,
+    /// An ExternalName target outside the cluster zones whose records should follow the CNAME
+    /// (chased through the forwarder when one is configured).
+    pub external_target: Option<Name>,
+}
+
+/// The result of asking the answerer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Send this.
+    Answer(Answer),
+    /// The name is NXDOMAIN in a fallthrough zone, or outside the plugin's zones: the next
+    /// handler answers.
+    Fallthrough,
+}
+
+/// The intermediate result of resolving one name: rcode, records, and whether the final name
+/// is negative (NODATA/NXDOMAIN, so the authority section gets the SOA).
+#[derive(Debug, Default)]
+struct Resolution {
+    nxdomain: bool,
+    answers: Vec<Record>,
+    additional: Vec<Record>,
+    external_target: Option<Name>,
+    /// The answer is a CNAME chain whose in-zone end has no records of the asked type.
+    nodata_tail: bool,
+}
+
+impl Resolution {
+    fn nxdomain() -> Self {
+        Self {
+            nxdomain: true,
+            ..Self::default()
+        }
+    }
+    fn nodata() -> Self {
+        Self::default()
+    }
+    fn records(answers: Vec<Record>) -> Self {
+        Self {
+            answers,
+            ..Self::default()
+        }
+    }
+}
+
+/// Answers questions in the cluster zones. Cheap to share: it holds the settings and an `Arc`
+/// of the zone.
+#[derive(Debug, Clone)]
+pub struct ClusterAnswerer {
+    settings: Arc<AnswerSettings>,
+    zone: Arc<ClusterZone>,
+}
+
+fn is_reverse(zone: &Name) -> bool {
+    let labels: Vec<&[u8]> = zone.iter().collect();
+    matches!(
+        labels.as_slice(),
+        [.., b"in-addr", b"arpa"] | [.., b"ip6", b"arpa"] | [b"arpa"]
+    )
+}
+
+/// A name made of `labels` followed by `suffix`. The labels come from Kubernetes objects, which
+/// are valid DNS labels; a label that isn't gives `None` and is left out of the answer.
+fn name_under(labels: &[&str], suffix: &Name) -> Option<Name> {
+    let mut name = Name::from_labels(labels.iter().map(|l| l.as_bytes())).ok()?;
+    name.set_fqdn(false);
+    name.append_domain(suffix).ok()
+}
+
+fn address_record(owner: &Name, ttl: u32, ip: IpAddr) -> Record {
+    match ip {
+        IpAddr::V4(v4) => Record::from_rdata(owner.clone(), ttl, RData::A(A(v4))),
+        IpAddr::V6(v6) => Record::from_rdata(owner.clone(), ttl, RData::AAAA(AAAA(v6))),
+    }
+}
+
+fn family_matches(qtype: RecordType, ip: &IpAddr) -> bool {
+    matches!(
+        (qtype, ip),
+        (RecordType::A, IpAddr::V4(_)) | (RecordType::AAAA, IpAddr::V6(_))
+    )
+}
+
+/// One SRV candidate before duplicates are removed.
+struct SrvCandidate {
+    target: Name,
+    port: u16,
+    glue: IpAddr,
+}
+
+impl ClusterAnswerer {
+    /// An answerer over `zone` with `settings`.
+    pub fn new(settings: AnswerSettings, zone: Arc<ClusterZone>) -> Self {
+        Self {
+            settings: Arc::new(settings),
+            zone,
+        }
+    }
+
+    /// The zone it reads.
+    pub fn zone(&self) -> &Arc<ClusterZone> {
+        &self.zone
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &AnswerSettings {
+        &self.settings
+    }
+
+    /// The longest plugin zone that contains `lower` (a lower-case name).
+    pub fn matching_zone(&self, lower: &Name) -> Option<&Name> {
+        self.settings
+            .zones
+            .iter()
+            .filter(|z| z.zone_of(lower))
+            .max_by_key(|z| z.num_labels())
+    }
+
+    /// Answers `qname` (as the client spelt it) for `qtype`. Class, opcode and question count
+    /// are the server's business and already checked.
+    pub fn answer(&self, qname: &Name, qtype: RecordType) -> Outcome {
+        let lower = qname.to_lowercase();
+        let Some(zone) = self.matching_zone(&lower).cloned() else {
+            return Outcome::Fallthrough;
+        };
+        let res = self.resolve(qname, &lower, &zone, qtype, 0);
+        if res.nxdomain
+            && res.answers.is_empty()
+            && let Some(ft) = &self.settings.fallthrough
+            && (ft.is_empty() || ft.iter().any(|z| z.zone_of(&lower)))
+        {
+            return Outcome::Fallthrough;
+        }
+        let negative = res.nxdomain || res.answers.is_empty() || res.nodata_tail;
+        let rcode = if res.nxdomain && res.answers.is_empty() && !self.zone.is_synced() {
+            ResponseCode::ServFail
+        } else if res.nxdomain {
+            ResponseCode::NXDomain
+        } else {
+            ResponseCode::NoError
+        };
+        let authority = if negative {
+            vec![self.soa(&zone)]
+        } else {
+            Vec::new()
+        };
+        Outcome::Answer(Answer {
+            rcode,
+            answers: res.answers,
+            authority,
+            additional: res.additional,
+            external_target: res.external_target,
+        })
+    }
+
+    /// The SOA record of `zone` (owner as configured).
+    pub fn soa(&self, zone: &Name) -> Record {
+        let ttl = self.settings.ttl;
+        let mname = name_under(&["ns", "dns"], zone).unwrap_or_else(|| zone.clone());
+        let rname = name_under(&["hostmaster"], zone).unwrap_or_else(|| zone.clone());
+        let soa = SOA::new(mname, rname, self.zone.serial(), 7200, 1800, 86400, ttl);
+        Record::from_rdata(zone.clone(), ttl.min(300), RData::SOA(soa))
+    }
+
+    /// Resolves `owner` (client spelling) whose lower-case form is `lower`, inside `zone`.
+    fn resolve(
+        &self,
+        owner: &Name,
+        lower: &Name,
+        zone: &Name,
+        qtype: RecordType,
+        depth: usize,
+    ) -> Resolution {
+        let keep = usize::from(lower.num_labels() - zone.num_labels());
+        let labels: Option<Vec<&str>> = lower.iter().map(|l| std::str::from_utf8(l).ok()).collect();
+        let Some(labels) = labels else {
+            return Resolution::nxdomain();
+        };
+        // The zone as the client spelt it: SRV and NS targets are built in it.
+        let zone_spelt = owner.trim_to(usize::from(zone.num_labels()));
+        if is_reverse(zone) {
+            return self.resolve_reverse(owner, &labels, keep, zone, qtype);
+        }
+        let node = ClusterName::parse(&labels[..keep]);
+        let ttl = self.settings.ttl;
+        match node {
+            ClusterName::Apex => match qtype {
+                RecordType::SOA => Resolution::records(vec![self.soa(zone)]),
+                RecordType::NS => {
+                    let mut res = Resolution::nodata();
+                    for (target, glue) in self.name_servers(&zone_spelt) {
+                        res.answers.push(Record::from_rdata(
+                            owner.clone(),
+                            ttl,
+                            RData::NS(NS(target.clone())),
+                        ));
+                        res.additional
+                            .extend(glue.into_iter().map(|ip| address_record(&target, ttl, ip)));
+                    }
+                    res
+                }
+                _ => Resolution::nodata(),
+            },
+            ClusterName::ServiceRoot | ClusterName::PodRoot => Resolution::nodata(),
+            ClusterName::DnsVersion => match qtype {
+                RecordType::TXT => {
+                    let txt = TXT::new(vec![SCHEMA_VERSION.to_owned()]);
+                    Resolution::records(vec![Record::from_rdata(
+                        owner.clone(),
+                        DNS_VERSION_TTL,
+                        RData::TXT(txt),
+                    )])
+                }
+                _ => Resolution::nodata(),
+            },
+            ClusterName::NsDns => {
+                let ips: Vec<IpAddr> = self
+                    .name_servers(&zone_spelt)
+                    .into_iter()
+                    .flat_map(|(_, g)| g)
+                    .collect();
+                self.addresses(owner, qtype, ips)
+            }
+            ClusterName::Namespace(ns) => {
+                if self.namespace_exposed(ns) {
+                    Resolution::nodata()
+                } else {
+                    Resolution::nxdomain()
+                }
+            }
+            ClusterName::PodNamespace(ns) => {
+                if self.settings.pods != PodRecords::Disabled && self.namespace_exposed(ns) {
+                    Resolution::nodata()
+                } else {
+                    Resolution::nxdomain()
+                }
+            }
+            ClusterName::PodAddress { namespace, address } => {
+                self.resolve_pod(owner, namespace, address, qtype)
+            }
+            ClusterName::Service { namespace, service } => {
+                self.resolve_service(owner, &zone_spelt, namespace, service, qtype, depth)
+            }
+            ClusterName::Endpoint {
+                namespace,
+                service,
+                endpoint,
+            } => self.resolve_endpoint(owner, namespace, service, endpoint, qtype),
+            ClusterName::Port {
+                namespace,
+                service,
+                port,
+                protocol,
+            } => self.resolve_port(owner, &zone_spelt, namespace, service, port, protocol, qtype),
+            ClusterName::Invalid => Resolution::nxdomain(),
+        }
+    }
+
+    fn namespace_exposed(&self, ns: &str) -> bool {
+        (self.settings.namespaces.is_empty() || self.settings.namespaces.iter().any(|n| n == ns))
+            && self.zone.namespace_exists(ns)
+    }
+
+    /// The entry and Service for (namespace, name) if DNS should see it at all.
+    fn visible_service(&self, namespace: &str, name: &str) -> Option<Arc<ServiceEntry>> {
+        if !self.namespace_exposed(namespace) {
+            return None;
+        }
+        let entry = self.zone.service(namespace, name)?;
+        let svc = entry.service.as_ref()?;
+        let hidden = match &svc.kind {
+            ServiceKind::ClusterIp(_) => self.settings.ignore_empty_service && entry.has_no_ready_addresses(),
+            ServiceKind::Headless => self.settings.noendpoints || entry.has_no_ready_addresses(),
+            ServiceKind::ExternalName(target) => target.is_none(),
+        };
+        (!hidden).then_some(entry)
+    }
+
+    /// A, AAAA or NODATA from a set of addresses (duplicates removed, order kept).
+    fn addresses(
+        &self,
+        owner: &Name,
+        qtype: RecordType,
+        ips: impl IntoIterator<Item = IpAddr>,
+    ) -> Resolution {
+        let mut seen = Vec::new();
+        for ip in ips {
+            if family_matches(qtype, &ip) && !seen.contains(&ip) {
+                seen.push(ip);
+            }
+        }
+        let ttl = self.settings.ttl;
+        Resolution::records(
+            seen.into_iter()
+                .map(|ip| address_record(owner, ttl, ip))
+                .collect(),
+        )
+    }
+
+    /// The endpoint name of one address of `ep` (§4.3).
+    fn endpoint_name(&self, ep: &EndpointInfo, ip: &IpAddr) -> String {
+        if let Some(h) = &ep.hostname {
+            return h.to_string();
+        }
+        if self.settings.endpoint_pod_names
+            && let Some(p) = ep
+                .pod_name
+                .as_deref()
+                .filter(|p| p.len() < 64 && crate::cluster::model::is_dns_label(p))
+        {
+            return p.to_owned();
+        }
+        dashed(ip)
+    }
+
+    fn ready_addresses(entry: &ServiceEntry) -> impl Iterator<Item = (&SliceInfo, &EndpointInfo, &IpAddr)> {
+        entry
+            .slices
+            .values()
+            .flat_map(|s| s.endpoints.iter().map(move |e| (&**s, e)))
+            .flat_map(|(s, e)| e.addresses.iter().map(move |ip| (s, e, ip)))
+    }
+
+    fn resolve_service(
+        &self,
+        owner: &Name,
+        zone_spelt: &Name,
+        namespace: &str,
+        service: &str,
+        qtype: RecordType,
+        depth: usize,
+    ) -> Resolution {
+        let Some(entry) = self.visible_service(namespace, service) else {
+            return Resolution::nxdomain();
+        };
+        let Some(svc) = entry.service.as_ref() else {
+            return Resolution::nxdomain();
+        };
+        match (&svc.kind, qtype) {
+            (ServiceKind::ClusterIp(ips), RecordType::A | RecordType::AAAA) => {
+                self.addresses(owner, qtype, ips.iter().copied())
+            }
+            (ServiceKind::Headless, RecordType::A | RecordType::AAAA) => {
+                self.addresses(owner, qtype, Self::ready_addresses(&entry).map(|(_, _, ip)| *ip))
+            }
+            (ServiceKind::ClusterIp(_) | ServiceKind::Headless, RecordType::SRV) => {
+                let candidates = self.srv_candidates(&entry, svc, zone_spelt, |_| true);
+                self.srv(owner, candidates)
+            }
+            (ServiceKind::ExternalName(Some(target)), RecordType::CNAME) => {
+                match Name::from_ascii(&**target) {
+                    Ok(t) => Resolution::records(vec![Record::from_rdata(
+                        owner.clone(),
+                        self.settings.ttl,
+                        RData::CNAME(CNAME(t)),
+                    )]),
+                    Err(_) => Resolution::nxdomain(),
+                }
+            }
+            (ServiceKind::ExternalName(Some(target)), RecordType::A | RecordType::AAAA) => {
+                self.chase(owner, target, qtype, depth)
+            }
+            _ => Resolution::nodata(),
+        }
+    }
+
+    /// CNAME to an ExternalName target, followed by the target's records when it is in one of
+    /// our zones (RFC 1034 rules: the target's rcode, NODATA when it lacks the type).
+    fn chase(&self, owner: &Name, target: &str, qtype: RecordType, depth: usize) -> Resolution {
+        let Ok(target) = Name::from_ascii(target) else {
+            return Resolution::nxdomain();
+        };
+        let cname = Record::from_rdata(
+            owner.clone(),
+            self.settings.ttl,
+            RData::CNAME(CNAME(target.clone())),
+        );
+        let lower = target.to_lowercase();
+        let in_zone = self.matching_zone(&lower).cloned();
+        match in_zone {
+            Some(zone) if depth < MAX_CNAME_CHAIN && lower != owner.to_lowercase() => {
+                let mut tail = self.resolve(&target, &lower, &zone, qtype, depth + 1);
+                tail.nodata_tail |= tail.answers.is_empty();
+                tail.answers.insert(0, cname);
+                tail.additional.clear();
+                tail
+            }
+            // A loop or an over-long chain: the CNAME alone, marked negative.
+            Some(_) => Resolution {
+                nodata_tail: true,
+                ..Resolution::records(vec![cname])
+            },
+            None => Resolution {
+                external_target: Some(target),
+                ..Resolution::records(vec![cname])
+            },
+        }
+    }
+
+    /// SRV candidates for `entry`: ClusterIP services give (port × ClusterIP) with the service
+    /// name as target; headless services give (ready address × slice port) with endpoint names.
+    fn srv_candidates(
+        &self,
+        entry: &ServiceEntry,
+        svc: &ServiceInfo,
+        zone_spelt: &Name,
+        port_filter: impl Fn(&PortInfo) -> bool,
+    ) -> Vec<SrvCandidate> {
+        let mut out = Vec::new();
+        match &svc.kind {
+            ServiceKind::ClusterIp(ips) => {
+                let Some(target) = name_under(&[&svc.name, &svc.namespace, "svc"], zone_spelt) else {
+                    return out;
+                };
+                for p in svc.ports.iter().filter(|p| port_filter(p)) {
+                    let Some(port) = p.port else { continue };
+                    for ip in ips {
+                        out.push(SrvCandidate {
+                            target: target.clone(),
+                            port,
+                            glue: *ip,
+                        });
+                    }
+                }
+            }
+            ServiceKind::Headless => {
+                for (slice, ep, ip) in Self::ready_addresses(entry) {
+                    let ep_name = self.endpoint_name(ep, ip);
+                    let Some(target) = name_under(&[&ep_name, &svc.name, &svc.namespace, "svc"], zone_spelt)
+                    else {
+                        continue;
+                    };
+                    for p in slice.ports.iter().filter(|p| port_filter(p)) {
+                        let Some(port) = p.port else { continue };
+                        out.push(SrvCandidate {
+                            target: target.clone(),
+                            port,
+                            glue: *ip,
+                        });
+                    }
+                }
+            }
+            ServiceKind::ExternalName(_) => {}
+        }
+        out
+    }
+
+    /// SRV records from candidates: priority 0, weight floor(100/N) (at least 1) with N counted
+    /// before duplicates (by target and port) are removed; glue per (target, address).
+    fn srv(&self, owner: &Name, candidates: Vec<SrvCandidate>) -> Resolution {
+        let ttl = self.settings.ttl;
+        let n = candidates.len().max(1);
+        let weight = u16::try_from(100 / n).unwrap_or(0).max(1);
+        let mut res = Resolution::nodata();
+        let mut seen_srv = BTreeSet::new();
+        let mut seen_glue = BTreeSet::new();
+        for c in candidates {
+            let target_key = c.target.to_lowercase().to_ascii();
+            if seen_srv.insert((target_key.clone(), c.port)) {
+                let srv = SRV::new(0, weight, c.port, c.target.clone());
+                res.answers
+                    .push(Record::from_rdata(owner.clone(), ttl, RData::SRV(srv)));
+            }
+            if seen_glue.insert((target_key, c.glue)) {
+                res.additional.push(address_record(&c.target, ttl, c.glue));
+            }
+        }
+        res
+    }
+
+    fn resolve_endpoint(
+        &self,
+        owner: &Name,
+        namespace: &str,
+        service: &str,
+        endpoint: &str,
+        qtype: RecordType,
+    ) -> Resolution {
+        if self.settings.noendpoints {
+            return Resolution::nxdomain();
+        }
+        let Some(entry) = self.visible_service(namespace, service) else {
+            return Resolution::nxdomain();
+        };
+        if matches!(
+            entry.service.as_ref().map(|s| &s.kind),
+            Some(ServiceKind::ExternalName(_))
+        ) {
+            return Resolution::nxdomain();
+        }
+        let ips: Vec<IpAddr> = Self::ready_addresses(&entry)
+            .filter(|(_, ep, ip)| self.endpoint_name(ep, ip) == endpoint)
+            .map(|(_, _, ip)| *ip)
+            .collect();
+        if ips.is_empty() {
+            return Resolution::nxdomain();
+        }
+        self.addresses(owner, qtype, ips)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn resolve_port(
+        &self,
+        owner: &Name,
+        zone_spelt: &Name,
+        namespace: &str,
+        service: &str,
+        port: &str,
+        protocol: &str,
+        qtype: RecordType,
+    ) -> Resolution {
+        let Some(proto) = PortProtocol::parse(protocol) else {
+            return Resolution::nxdomain();
+        };
+        if port.is_empty() {
+            return Resolution::nxdomain();
+        }
+        let Some(entry) = self.visible_service(namespace, service) else {
+            return Resolution::nxdomain();
+        };
+        let Some(svc) = entry.service.as_ref() else {
+            return Resolution::nxdomain();
+        };
+        let candidates = self.srv_candidates(&entry, svc, zone_spelt, |p| {
+            p.protocol == proto && &*p.name == port
+        });
+        if candidates.is_empty() {
+            return Resolution::nxdomain();
+        }
+        match qtype {
+            RecordType::SRV => self.srv(owner, candidates),
+            _ => Resolution::nodata(),
+        }
+    }
+
+    fn resolve_pod(&self, owner: &Name, namespace: &str, address: &str, qtype: RecordType) -> Resolution {
+        if self.settings.pods == PodRecords::Disabled || !self.namespace_exposed(namespace) {
+            return Resolution::nxdomain();
+        }
+        let Some(ip) = parse_pod_label(address) else {
+            return Resolution::nxdomain();
+        };
+        if self.settings.pods == PodRecords::Verified && !self.zone.pod_ip_exists(namespace, ip) {
+            return Resolution::nxdomain();
+        }
+        self.addresses(owner, qtype, [ip])
+    }
+
+    fn resolve_reverse(
+        &self,
+        owner: &Name,
+        labels: &[&str],
+        keep: usize,
+        zone: &Name,
+        qtype: RecordType,
+    ) -> Resolution {
+        if keep == 0 {
+            return match qtype {
+                RecordType::SOA => Resolution::records(vec![self.soa(zone)]),
+                RecordType::NS => {
+                    let ttl = self.settings.ttl;
+                    let mut res = Resolution::nodata();
+                    for (target, glue) in self.name_servers(&self.settings.primary) {
+                        res.answers.push(Record::from_rdata(
+                            owner.clone(),
+                            ttl,
+                            RData::NS(NS(target.clone())),
+                        ));
+                        res.additional
+                            .extend(glue.into_iter().map(|ip| address_record(&target, ttl, ip)));
+                    }
+                    res
+                }
+                _ => Resolution::nodata(),
+            };
+        }
+        let Some(ip) = parse_reverse(labels) else {
+            return Resolution::nxdomain();
+        };
+        let targets = self.ptr_targets(ip);
+        if targets.is_empty() {
+            return Resolution::nxdomain();
+        }
+        if qtype != RecordType::PTR {
+            return Resolution::nodata();
+        }
+        let ttl = self.settings.ttl;
+        Resolution::records(
+            targets
+                .into_iter()
+                .map(|t| Record::from_rdata(owner.clone(), ttl, RData::PTR(PTR(t))))
+                .collect(),
+        )
+    }
+
+    /// PTR targets for `ip` (§4.5): the first service owning it as a ClusterIP, else every
+    /// (service, endpoint name) owning it as a ready endpoint address.
+    fn ptr_targets(&self, ip: IpAddr) -> Vec<Name> {
+        let allowed = |ns: &str| {
+            self.settings.namespaces.is_empty() || self.settings.namespaces.iter().any(|n| n == ns)
+        };
+        let primary = &self.settings.primary;
+        let owners = self.zone.reverse(&ip);
+        if let Some(o) = owners.iter().find(|o| o.cluster_ip && allowed(&o.namespace)) {
+            return name_under(&[&o.service, &o.namespace, "svc"], primary)
+                .into_iter()
+                .collect();
+        }
+        if self.settings.noendpoints {
+            return Vec::new();
+        }
+        let mut out: Vec<Name> = Vec::new();
+        for o in owners.iter().filter(|o| !o.cluster_ip && allowed(&o.namespace)) {
+            let Some(entry) = self.zone.service(&o.namespace, &o.service) else {
+                continue;
+            };
+            for (_, ep, addr) in Self::ready_addresses(&entry) {
+                if *addr != ip {
+                    continue;
+                }
+                let ep_name = self.endpoint_name(ep, addr);
+                if let Some(t) = name_under(&[&ep_name, &o.service, &o.namespace, "svc"], primary)
+                    && !out.contains(&t)
+                {
+                    out.push(t);
+                }
+            }
+        }
+        out
+    }
+
+    /// NS targets with their glue (§4.9): the Service whose endpoints hold one of this server's
+    /// own IPs; else the `kube-dns` Service in `kube-system`, which fronts the cluster DNS
+    /// server in every kubeadm-style cluster; else `ns.dns.<zone>` with our own IPs.
+    fn name_servers(&self, zone_spelt: &Name) -> Vec<(Name, Vec<IpAddr>)> {
+        let mut out: Vec<(Name, Vec<IpAddr>)> = Vec::new();
+        fn push(out: &mut Vec<(Name, Vec<IpAddr>)>, target: Name, glue: Vec<IpAddr>) {
+            if !out.iter().any(|(t, _)| t == &target) {
+                out.push((target, glue));
+            }
+        }
+        for ip in &self.settings.self_ips {
+            for o in self.zone.reverse(ip).iter().filter(|o| !o.cluster_ip) {
+                let Some(entry) = self.zone.service(&o.namespace, &o.service) else {
+                    continue;
+                };
+                match entry.service.as_ref().map(|s| &s.kind) {
+                    Some(ServiceKind::ClusterIp(ips)) => {
+                        if let Some(t) = name_under(&[&o.service, &o.namespace, "svc"], zone_spelt) {
+                            push(&mut out, t, ips.clone());
+                        }
+                    }
+                    Some(ServiceKind::Headless) => {
+                        for (_, ep, addr) in Self::ready_addresses(&entry).filter(|(_, _, a)| *a == ip) {
+                            let ep_name = self.endpoint_name(ep, addr);
+                            if let Some(t) =
+                                name_under(&[&ep_name, &o.service, &o.namespace, "svc"], zone_spelt)
+                            {
+                                push(&mut out, t, vec![*addr]);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if out.is_empty()
+            && let Some(ServiceKind::ClusterIp(ips)) = self
+                .zone
+                .service("kube-system", "kube-dns")
+                .and_then(|e| e.service.as_ref().map(|s| s.kind.clone()))
+            && let Some(t) = name_under(&["kube-dns", "kube-system", "svc"], zone_spelt)
+        {
+            push(&mut out, t, ips);
+        }
+        if out.is_empty()
+            && let Some(t) = name_under(&["ns", "dns"], zone_spelt)
+        {
+            push(&mut out, t, self.settings.self_ips.clone());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::model::{EndpointInfo, SliceInfo};
+
+    fn n(s: &str) -> Name {
+        Name::from_ascii(s).unwrap()
+    }
+
+    fn settings() -> AnswerSettings {
+        AnswerSettings {
+            zones: vec![n("cluster.local."), n("in-addr.arpa."), n("ip6.arpa.")],
+            primary: n("cluster.local."),
+            ttl: 5,
+            pods: PodRecords::Disabled,
+            endpoint_pod_names: false,
+            noendpoints: false,
+            fallthrough: None,
+            ignore_empty_service: false,
+            namespaces: vec![],
+            self_ips: vec![],
+        }
+    }
+
+    fn svc(ns: &str, name: &str, kind: ServiceKind) -> ServiceInfo {
+        ServiceInfo {
+            name: name.into(),
+            namespace: ns.into(),
+            kind,
+            ports: vec![],
+        }
+    }
+
+    fn zone() -> Arc<ClusterZone> {
+        let z = ClusterZone::new();
+        z.apply_namespace("ns".into());
+        z.apply_service(svc(
+            "ns",
+            "a",
+            ServiceKind::ClusterIp(vec!["10.0.0.1".parse().unwrap()]),
+        ));
+        z.apply_service(svc(
+            "ns",
+            "to-a",
+            ServiceKind::ExternalName(Some("a.ns.svc.cluster.local.".into())),
+        ));
+        z.apply_service(svc(
+            "ns",
+            "to-to-a",
+            ServiceKind::ExternalName(Some("to-a.ns.svc.cluster.local.".into())),
+        ));
+        z.apply_service(svc(
+            "ns",
+            "loop",
+            ServiceKind::ExternalName(Some("loop.ns.svc.cluster.local.".into())),
+        ));
+        z.apply_service(svc(
+            "ns",
+            "to-nothing",
+            ServiceKind::ExternalName(Some("nothing.ns.svc.cluster.local.".into())),
+        ));
+        z.apply_service(svc(
+            "ns",
+            "out",
+            ServiceKind::ExternalName(Some("www.example.com.".into())),
+        ));
+        Arc::new(z)
+    }
+
+    fn ask(a: &ClusterAnswerer, name: &str, t: RecordType) -> Answer {
+        match a.answer(&n(name), t) {
+            Outcome::Answer(ans) => ans,
+            Outcome::Fallthrough => panic!("fell through"),
+        }
+    }
+
+    #[test]
+    fn before_sync_would_be_nxdomain_is_servfail_with_soa() {
+        let z = zone();
+        let a = ClusterAnswerer::new(settings(), z.clone());
+        let ans = ask(&a, "nosuch.ns.svc.cluster.local.", RecordType::A);
+        assert_eq!(ans.rcode, ResponseCode::ServFail);
+        assert_eq!(ans.authority.len(), 1);
+        // Positive answers are given from what has arrived.
+        assert_eq!(ask(&a, "a.ns.svc.cluster.local.", RecordType::A).answers.len(), 1);
+        z.set_synced(true);
+        assert_eq!(
+            ask(&a, "nosuch.ns.svc.cluster.local.", RecordType::A).rcode,
+            ResponseCode::NXDomain
+        );
+    }
+
+    #[test]
+    fn externalname_chains_in_zone() {
+        let z = zone();
+        z.set_synced(true);
+        let a = ClusterAnswerer::new(settings(), z);
+        let ans = ask(&a, "to-to-a.ns.svc.cluster.local.", RecordType::A);
+        let types: Vec<RecordType> = ans.answers.iter().map(Record::record_type).collect();
+        assert_eq!(types, [RecordType::CNAME, RecordType::CNAME, RecordType::A]);
+        assert!(ans.authority.is_empty());
+        // Target missing: CNAME then NXDOMAIN (RFC 6604), SOA in authority.
+        let ans = ask(&a, "to-nothing.ns.svc.cluster.local.", RecordType::A);
+        assert_eq!(ans.rcode, ResponseCode::NXDomain);
+        assert_eq!(ans.answers.len(), 1);
+        assert_eq!(ans.authority.len(), 1);
+        // A self-loop stops at the first CNAME.
+        let ans = ask(&a, "loop.ns.svc.cluster.local.", RecordType::A);
+        assert_eq!(ans.answers.len(), 1);
+        assert_eq!(ans.rcode, ResponseCode::NoError);
+        // Outside the zone: the CNAME, and the target to chase upstream.
+        let ans = ask(&a, "out.ns.svc.cluster.local.", RecordType::AAAA);
+        assert_eq!(ans.answers.len(), 1);
+        assert_eq!(ans.external_target, Some(n("www.example.com.")));
+        // CNAME questions are never chased.
+        let ans = ask(&a, "to-a.ns.svc.cluster.local.", RecordType::CNAME);
+        assert_eq!(ans.answers.len(), 1);
+        assert!(ans.authority.is_empty());
+    }
+
+    #[test]
+    fn fallthrough_takes_only_nxdomain_in_its_zones() {
+        let z = zone();
+        z.set_synced(true);
+        let mut s = settings();
+        s.fallthrough = Some(vec![n("in-addr.arpa.")]);
+        let a = ClusterAnswerer::new(s.clone(), z.clone());
+        assert_eq!(
+            a.answer(&n("9.9.9.9.in-addr.arpa."), RecordType::PTR),
+            Outcome::Fallthrough
+        );
+        assert!(matches!(
+            a.answer(&n("nosuch.ns.svc.cluster.local."), RecordType::A),
+            Outcome::Answer(_)
+        ));
+        s.fallthrough = Some(vec![]);
+        let a = ClusterAnswerer::new(s, z);
+        assert_eq!(
+            a.answer(&n("nosuch.ns.svc.cluster.local."), RecordType::A),
+            Outcome::Fallthrough
+        );
+        // NODATA never falls through.
+        assert!(matches!(
+            a.answer(&n("a.ns.svc.cluster.local."), RecordType::AAAA),
+            Outcome::Answer(_)
+        ));
+        assert_eq!(a.answer(&n("example.com."), RecordType::A), Outcome::Fallthrough);
+    }
+
+    #[test]
+    fn ns_prefers_the_service_holding_our_own_ip() {
+        let z = zone();
+        z.set_synced(true);
+        z.apply_namespace("kube-system".into());
+        z.apply_service(svc(
+            "kube-system",
+            "kube-dns",
+            ServiceKind::ClusterIp(vec!["10.96.0.10".parse().unwrap()]),
+        ));
+        z.apply_service(svc(
+            "kube-system",
+            "my-dns",
+            ServiceKind::ClusterIp(vec!["10.96.0.53".parse().unwrap()]),
+        ));
+        z.apply_slice(SliceInfo {
+            name: "my-dns-1".into(),
+            namespace: "kube-system".into(),
+            service: Some("my-dns".into()),
+            endpoints: vec![EndpointInfo {
+                addresses: vec!["10.244.0.9".parse().unwrap()],
+                hostname: None,
+                pod_name: None,
+            }],
+            ports: vec![],
+        });
+        let a = ClusterAnswerer::new(settings(), z.clone());
+        let ans = ask(&a, "cluster.local.", RecordType::NS);
+        assert_eq!(
+            crate_show(&ans.answers[0]),
+            "kube-dns.kube-system.svc.cluster.local."
+        );
+        let mut s = settings();
+        s.self_ips = vec!["10.244.0.9".parse().unwrap()];
+        let a = ClusterAnswerer::new(s, z);
+        let ans = ask(&a, "cluster.local.", RecordType::NS);
+        assert_eq!(
+            crate_show(&ans.answers[0]),
+            "my-dns.kube-system.svc.cluster.local."
+        );
+        assert_eq!(ans.additional.len(), 1);
+    }
+
+    fn crate_show(r: &Record) -> String {
+        match &r.data {
+            RData::NS(ns) => ns.0.to_ascii(),
+            other => format!("{other:?}"),
+        }
+    }
+}

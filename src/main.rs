@@ -1,0 +1,218 @@
+//! The `cluster-dns` binary: command-line flags (CoreDNS's single-dash style and GNU double-dash
+//! style both work), logging, and the signal that stops the server. Everything else is in the
+//! library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use cluster_dns::config::{Config, DEFAULT_DNS_PORT};
+
+const USAGE: &str = "\
+cluster-dns: a Kubernetes cluster DNS server (a drop-in for CoreDNS)
+
+Usage: cluster-dns [-conf PATH] [-dns.port PORT] [--check]
+       cluster-dns --version | --help
+
+Options:
+  -conf, --conf PATH       Corefile to load (default: ./Corefile)
+  -dns.port, --dns.port N  port for server blocks whose keys name none (default: 53)
+  --check, -check          validate the Corefile and exit (non-zero with the error)
+  --version, -version      print the version and exit
+  -h, --help, -help        print this help and exit
+
+Logging: RUST_LOG (for example RUST_LOG=debug); default info.
+";
+
+#[derive(Debug)]
+struct Cli {
+    conf: PathBuf,
+    dns_port: u16,
+    check: bool,
+}
+
+#[derive(Debug)]
+enum Action {
+    Run(Cli),
+    Version,
+    Help,
+}
+
+fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Action, String> {
+    let mut cli = Cli {
+        conf: PathBuf::from("Corefile"),
+        dns_port: DEFAULT_DNS_PORT,
+        check: false,
+    };
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with('-') => (f.to_owned(), Some(v.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        let name = flag.trim_start_matches('-');
+        if !flag.starts_with('-') || name.is_empty() || flag.starts_with("---") {
+            return Err(format!("unexpected argument '{arg}'"));
+        }
+        let mut value = |what: &str| -> Result<String, String> {
+            match inline.clone() {
+                Some(v) => Ok(v),
+                None => args.next().ok_or_else(|| format!("{flag} needs {what}")),
+            }
+        };
+        match name {
+            "conf" => {
+                let v = value("a path")?;
+                if v.is_empty() {
+                    return Err(format!("{flag} needs a path"));
+                }
+                cli.conf = PathBuf::from(v);
+            }
+            "dns.port" => {
+                let v = value("a port")?;
+                cli.dns_port = v
+                    .parse()
+                    .map_err(|_| format!("{flag}: '{v}' is not a port (0-65535)"))?;
+            }
+            "check" | "validate" if inline.is_none() => cli.check = true,
+            "version" if inline.is_none() => return Ok(Action::Version),
+            "h" | "help" if inline.is_none() => return Ok(Action::Help),
+            _ => return Err(format!("unknown flag '{flag}' (see --help)")),
+        }
+    }
+    Ok(Action::Run(cli))
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+        // hickory-server logs every response at INFO; that is the `log` plugin's job here.
+        .add_directive("hickory_server=warn".parse().expect("static directive"))
+        .add_directive("hickory_proto=warn".parse().expect("static directive"));
+    use std::io::IsTerminal;
+    let ansi = std::io::stderr().is_terminal();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => tracing::info!("SIGTERM received, stopping"),
+                    _ = int.recv() => tracing::info!("SIGINT received, stopping"),
+                }
+            }
+            _ => std::future::pending::<()>().await,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+fn main() -> ExitCode {
+    let action = match parse_args(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("cluster-dns: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = match action {
+        Action::Version => {
+            println!("cluster-dns {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Action::Help => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Action::Run(cli) => cli,
+    };
+    let config = match Config::load(&cli.conf, cli.dns_port) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cluster-dns: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if cli.check {
+        println!(
+            "{}: OK ({} server block(s))",
+            cli.conf.display(),
+            config.blocks.len()
+        );
+        return ExitCode::SUCCESS;
+    }
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cluster-dns: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let running = match cluster_dns::app::start(&config).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("{e}");
+                eprintln!("cluster-dns: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        shutdown_signal().await;
+        match running.stop().await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("cluster-dns: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Action, String> {
+        parse_args(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn flags_in_both_styles() {
+        for args in [&["-conf", "x"][..], &["--conf", "x"], &["-conf=x"], &["--conf=x"]] {
+            match parse(args) {
+                Ok(Action::Run(c)) => assert_eq!(c.conf, PathBuf::from("x")),
+                _ => panic!("{args:?}"),
+            }
+        }
+        assert!(matches!(
+            parse(&["--check", "-conf", "x"]),
+            Ok(Action::Run(Cli { check: true, .. }))
+        ));
+        assert!(matches!(parse(&["-version"]), Ok(Action::Version)));
+        assert!(matches!(parse(&["--help"]), Ok(Action::Help)));
+        assert!(matches!(
+            parse(&["-dns.port", "1053"]),
+            Ok(Action::Run(Cli { dns_port: 1053, .. }))
+        ));
+    }
+
+    #[test]
+    fn bad_flags_are_errors() {
+        assert!(parse(&["-conf"]).unwrap_err().contains("needs a path"));
+        assert!(parse(&["-dns.port", "99999"]).unwrap_err().contains("not a port"));
+        assert!(parse(&["--frob"]).unwrap_err().contains("unknown flag"));
+        assert!(parse(&["stray"]).unwrap_err().contains("unexpected argument"));
+        assert!(parse(&["--version=1"]).is_err());
+    }
+}

@@ -1,0 +1,320 @@
+//! The DNS server: UDP and TCP listeners on hickory-server, request validation (opcode, question
+//! count, class, EDNS version), routing to the server block whose zone matches, and response
+//! writing with EDNS and truncation.
+//!
+//! [`serve`] takes already-bound sockets and a shutdown future, so tests bind port 0 and stop
+//! the server cleanly.
+
+pub mod fit;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
+use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
+use hickory_server::Server;
+use hickory_server::net::runtime::Time;
+pub use hickory_server::net::xfer::Protocol;
+use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
+use hickory_server::zone_handler::MessageResponseBuilder;
+use tokio::net::{TcpListener, UdpSocket};
+
+use crate::plugin::{Chain, Reply};
+
+/// The UDP payload size cluster-dns advertises and never exceeds (DNS Flag Day 2020).
+pub const MAX_UDP_PAYLOAD: u16 = 1232;
+/// UDP size limit for a query without EDNS (RFC 1035).
+pub const PLAIN_UDP_LIMIT: u16 = 512;
+/// How long an idle TCP connection is kept.
+pub const TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Errors of the serving layer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// A socket could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The server stopped with an error.
+    #[error("dns server failed: {0}")]
+    Serve(String),
+}
+
+/// One server block as the router sees it: its zones (lower-case, absolute) and its chain.
+#[derive(Debug, Clone)]
+pub struct BlockRoute {
+    /// The block's zones.
+    pub zones: Vec<Name>,
+    /// Its plugins.
+    pub chain: Chain,
+}
+
+/// The server blocks that share one listen address, routed by the longest matching zone.
+#[derive(Debug, Clone, Default)]
+pub struct Router {
+    /// The blocks.
+    pub blocks: Vec<BlockRoute>,
+}
+
+impl Router {
+    /// The chain of the block whose zone is the longest suffix of `lower`.
+    pub fn route(&self, lower: &Name) -> Option<&Chain> {
+        self.blocks
+            .iter()
+            .flat_map(|b| b.zones.iter().map(move |z| (z, &b.chain)))
+            .filter(|(z, _)| z.zone_of(lower))
+            .max_by_key(|(z, _)| z.num_labels())
+            .map(|(_, c)| c)
+    }
+}
+
+/// hickory-server's request handler for a [`Router`].
+#[derive(Debug, Clone)]
+pub struct DnsHandler {
+    router: Arc<Router>,
+}
+
+impl DnsHandler {
+    /// A handler routing to `router`.
+    pub fn new(router: Arc<Router>) -> Self {
+        Self { router }
+    }
+}
+
+/// The response an error-only or answered request gets, before encoding.
+struct Response {
+    meta: Metadata,
+    answers: Vec<Record>,
+    authority: Vec<Record>,
+    additional: Vec<Record>,
+}
+
+impl Response {
+    fn rcode(meta: Metadata, rcode: ResponseCode) -> Self {
+        let mut meta = meta;
+        meta.response_code = rcode;
+        Self {
+            meta,
+            answers: Vec::new(),
+            authority: Vec::new(),
+            additional: Vec::new(),
+        }
+    }
+}
+
+impl DnsHandler {
+    /// Decides the response to `req` (no I/O).
+    fn respond(&self, req: &Request) -> Response {
+        let mut meta = Metadata::response_from_request(&req.metadata);
+        meta.recursion_available = false;
+        if req.metadata.op_code != OpCode::Query {
+            return Response::rcode(meta, ResponseCode::NotImp);
+        }
+        if let Some(edns) = &req.edns
+            && edns.version() > 0
+        {
+            return Response::rcode(meta, ResponseCode::BADVERS);
+        }
+        let query = match req.queries.queries() {
+            [q] => q,
+            // No question: SERVFAIL, as CoreDNS's server answers it.
+            [] => return Response::rcode(meta, ResponseCode::ServFail),
+            _ => return Response::rcode(meta, ResponseCode::FormErr),
+        };
+        if query.query_class() != DNSClass::IN {
+            return Response::rcode(meta, ResponseCode::Refused);
+        }
+        let qtype = query.query_type();
+        if matches!(qtype, RecordType::AXFR | RecordType::IXFR) {
+            return Response::rcode(meta, ResponseCode::Refused);
+        }
+        if qtype == RecordType::OPT {
+            return Response::rcode(meta, ResponseCode::FormErr);
+        }
+        let original = query.original();
+        let lower = original.name().to_lowercase();
+        let Some(chain) = self.router.route(&lower) else {
+            return Response::rcode(meta, ResponseCode::Refused);
+        };
+        match chain.serve(original.name(), qtype) {
+            Reply::Authoritative(answer) => {
+                meta.authoritative = true;
+                meta.response_code = answer.rcode;
+                Response {
+                    meta,
+                    answers: answer.answers,
+                    authority: answer.authority,
+                    additional: answer.additional,
+                }
+            }
+            Reply::Rcode(rcode) => Response::rcode(meta, rcode),
+        }
+    }
+}
+
+/// A response ready to encode: records cut to the size limit, and the OPT to send.
+struct Prepared {
+    resp: Response,
+    edns: Option<Edns>,
+}
+
+impl DnsHandler {
+    /// Decides the response to `req` and cuts it to the client's size limit: the client's EDNS
+    /// payload capped at ours and never below 512 on UDP, 512 without EDNS, 64 KiB on TCP. An
+    /// OPT is sent only when the query had one.
+    fn prepare(&self, req: &Request) -> Prepared {
+        let mut resp = self.respond(req);
+        let udp = matches!(req.protocol(), Protocol::Udp);
+        let edns = req.edns.as_ref().map(|client| {
+            let mut ours = Edns::new();
+            ours.set_version(0);
+            ours.set_max_payload(client.max_payload().clamp(PLAIN_UDP_LIMIT, MAX_UDP_PAYLOAD));
+            ours
+        });
+        let limit = match (&edns, udp) {
+            (_, false) => usize::from(u16::MAX),
+            (Some(e), true) => usize::from(e.max_payload()),
+            (None, true) => usize::from(PLAIN_UDP_LIMIT),
+        };
+        let f = fit::fit(
+            req.queries.as_bytes(),
+            &resp.answers,
+            &resp.authority,
+            &resp.additional,
+            edns.is_some(),
+            limit,
+        );
+        resp.answers.truncate(f.answers);
+        resp.authority.truncate(f.authority);
+        resp.additional.truncate(f.additional);
+        resp.meta.truncation = f.truncated;
+        Prepared { resp, edns }
+    }
+
+    /// Answers one wire-format request without sockets, as the server would (used by the fuzz
+    /// targets and benchmarks). `None` where the server sends nothing: shorter than a header,
+    /// or a response packet. Unparsable bodies get FORMERR.
+    pub fn answer_wire(&self, bytes: &[u8], src: SocketAddr, protocol: Protocol) -> Option<Vec<u8>> {
+        let mut decoder = BinDecoder::new(bytes);
+        let header = Header::read(&mut decoder).ok()?;
+        let req = match Request::from_bytes(bytes.to_vec(), src, protocol) {
+            Ok(r) => r,
+            Err(_) => {
+                let mut meta = Metadata::response_from_request(&header.metadata);
+                meta.response_code = ResponseCode::FormErr;
+                let mut out = Vec::new();
+                Header {
+                    metadata: meta,
+                    counts: HeaderCounts::default(),
+                }
+                .emit(&mut BinEncoder::new(&mut out))
+                .ok()?;
+                return Some(out);
+            }
+        };
+        if req.metadata.message_type == MessageType::Response {
+            return None;
+        }
+        let p = self.prepare(&req);
+        let builder = MessageResponseBuilder::new(&req.queries, p.edns.as_ref());
+        let message = builder.build(
+            p.resp.meta,
+            p.resp.answers.iter(),
+            p.resp.authority.iter(),
+            [],
+            p.resp.additional.iter(),
+        );
+        let mut out = Vec::with_capacity(512);
+        let mut enc = BinEncoder::new(&mut out);
+        if matches!(protocol, Protocol::Udp) {
+            enc.set_max_size(p.edns.as_ref().map_or(PLAIN_UDP_LIMIT, Edns::max_payload));
+        }
+        message.destructive_emit(&mut enc).ok()?;
+        Some(out)
+    }
+}
+
+#[async_trait::async_trait]
+impl RequestHandler for DnsHandler {
+    async fn handle_request<R: ResponseHandler, T: Time>(
+        &self,
+        req: &Request,
+        mut response_handle: R,
+    ) -> ResponseInfo {
+        let p = self.prepare(req);
+        let meta = p.resp.meta;
+        let builder = MessageResponseBuilder::new(&req.queries, p.edns.as_ref());
+        let message = builder.build(
+            meta,
+            p.resp.answers.iter(),
+            p.resp.authority.iter(),
+            [],
+            p.resp.additional.iter(),
+        );
+        match response_handle.send_response(message).await {
+            Ok(info) => info,
+            Err(error) => {
+                tracing::debug!(%error, "failed to send a response");
+                Header {
+                    metadata: meta,
+                    counts: HeaderCounts::default(),
+                }
+                .into()
+            }
+        }
+    }
+}
+
+/// Binds UDP and TCP on the same address and port. With port 0, UDP picks a free port and TCP
+/// takes the same one.
+pub async fn bind(addr: SocketAddr) -> Result<(UdpSocket, TcpListener), ServerError> {
+    let err = |source| ServerError::Bind {
+        addr: addr.to_string(),
+        source,
+    };
+    if addr.port() != 0 {
+        let udp = UdpSocket::bind(addr).await.map_err(err)?;
+        let tcp = TcpListener::bind(addr).await.map_err(err)?;
+        return Ok((udp, tcp));
+    }
+    let mut last = None;
+    for _ in 0..16 {
+        let udp = UdpSocket::bind(addr).await.map_err(err)?;
+        let port = udp.local_addr().map_err(err)?.port();
+        match TcpListener::bind((addr.ip(), port)).await {
+            Ok(tcp) => return Ok((udp, tcp)),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(err(last.unwrap_or_else(|| std::io::Error::other("no free port"))))
+}
+
+/// Serves `router` on the bound `sockets` until `shutdown` completes.
+pub async fn serve(
+    router: Arc<Router>,
+    sockets: Vec<(UdpSocket, TcpListener)>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    let mut server = Server::new(DnsHandler::new(router));
+    for (udp, tcp) in sockets {
+        server.register_socket(udp);
+        server.register_listener(tcp, TCP_IDLE_TIMEOUT, 32);
+    }
+    let token = server.shutdown_token().clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        token.cancel();
+    });
+    server
+        .block_until_done()
+        .await
+        .map_err(|e| ServerError::Serve(e.to_string()))
+}

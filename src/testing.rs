@@ -1,0 +1,51 @@
+//! Ready-made servers for fuzz targets and benchmarks: the conformance fixture's cluster behind
+//! the kubeadm-style `kubernetes` stanza, as a [`DnsHandler`] that answers wire bytes without
+//! sockets. Not part of the server; kept in the library so every harness builds the same thing.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::cluster::{ClusterZone, manifests};
+use crate::config::Config;
+use crate::corefile::Corefile;
+use crate::plugin::Chain;
+use crate::plugin::kubernetes::Kubernetes;
+use crate::server::{BlockRoute, DnsHandler, Router};
+
+/// The conformance fixture (Namespaces, Services, EndpointSlices, Pods).
+pub const FIXTURE_YAML: &str = include_str!("../tests/data/conformance-fixture.yaml");
+
+/// The kubeadm profile's server block, without a forwarder.
+pub const KUBEADM_BLOCK: &str = ".:53 {\n kubernetes cluster.local in-addr.arpa ip6.arpa {\n  pods insecure\n  fallthrough in-addr.arpa ip6.arpa\n  ttl 30\n }\n}\n";
+
+/// A handler over `yaml` (Kubernetes objects) with the server block `corefile`.
+pub fn handler_for(corefile: &str, yaml: &str) -> Result<DnsHandler, String> {
+    let path = Path::new("/dev/null/Corefile");
+    let cf = Corefile::parse_str(corefile, path).map_err(|e| e.to_string())?;
+    let config = Config::from_corefile(&cf, path, 53).map_err(|e| e.to_string())?;
+    let zone = Arc::new(ClusterZone::new());
+    let mut report = manifests::LoadReport::default();
+    manifests::load_str(yaml, Path::new("fixture.yaml"), &zone, &mut report).map_err(|e| e.to_string())?;
+    zone.set_synced(true);
+    let mut blocks = Vec::new();
+    for block in &config.blocks {
+        let chain = Chain {
+            kubernetes: block
+                .kubernetes
+                .as_ref()
+                .map(|k| Kubernetes::new(k, zone.clone(), Vec::new())),
+        };
+        let zones = block
+            .zones
+            .iter()
+            .map(|z| hickory_proto::rr::Name::from_ascii(z).map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?;
+        blocks.push(BlockRoute { zones, chain });
+    }
+    Ok(DnsHandler::new(Arc::new(Router { blocks })))
+}
+
+/// The conformance fixture behind [`KUBEADM_BLOCK`].
+pub fn fixture_handler() -> Result<DnsHandler, String> {
+    handler_for(KUBEADM_BLOCK, FIXTURE_YAML)
+}

@@ -1,0 +1,318 @@
+//! The real binary: flags, `--check` on good and broken Corefiles, and the demo cluster served
+//! and queried with the real `dig`.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::support;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cluster-dns"));
+    c.env("RUST_LOG", "info");
+    c
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A running `cluster-dns` with its DNS address, read from its log, and its log lines so far.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    log: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Server {
+    fn start(corefile: &Path) -> Self {
+        let mut child = bin()
+            .arg("-conf")
+            .arg(corefile)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("binary starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut seen = Vec::new();
+        let addr = loop {
+            let line = match rx.recv_timeout(Duration::from_secs(30)) {
+                Ok(l) => l,
+                Err(_) => {
+                    let _ = child.kill();
+                    panic!("server did not report its address; log: {seen:#?}");
+                }
+            };
+            seen.push(line.clone());
+            if let Some(rest) = line.split("addr=").nth(1)
+                && line.contains("serving DNS")
+            {
+                break rest.split_whitespace().next().unwrap().parse().expect("addr");
+            }
+        };
+        Self {
+            child,
+            addr,
+            log: rx,
+            seen,
+        }
+    }
+
+    /// Stops with SIGTERM and returns the exit status's success.
+    fn stop(mut self) -> bool {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        for _ in 0..100 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        false
+    }
+
+    fn log_lines(&mut self) -> Vec<String> {
+        while let Ok(l) = self.log.try_recv() {
+            self.seen.push(l);
+        }
+        self.seen.clone()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn dig(addr: SocketAddr, args: &[&str]) -> String {
+    let out = Command::new("dig")
+        .arg(format!("@{}", addr.ip()))
+        .arg("-p")
+        .arg(addr.port().to_string())
+        .args(["+time=2", "+tries=1"])
+        .args(args)
+        .output()
+        .expect("dig is installed (apt-get install bind9-dnsutils)");
+    assert!(
+        out.status.success(),
+        "dig {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The demo config with its port set to 0 (a free port), next to a copy of the demo cluster.
+fn demo_on_free_port() -> PathBuf {
+    let dir = support::temp_dir("demo");
+    let corefile = std::fs::read_to_string(repo().join("config/Corefile.demo")).unwrap();
+    assert!(corefile.contains(".:1053"), "the demo serves port 1053");
+    std::fs::write(dir.join("Corefile"), corefile.replace(".:1053", ".:0")).unwrap();
+    std::fs::copy(
+        repo().join("config/demo-cluster.yaml"),
+        dir.join("demo-cluster.yaml"),
+    )
+    .unwrap();
+    dir.join("Corefile")
+}
+
+#[test]
+fn dig_answers_the_demo_cluster() {
+    let server = Server::start(&demo_on_free_port());
+    let a = server.addr;
+
+    let out = dig(a, &["+short", "web.default.svc.cluster.local"]);
+    assert_eq!(out.trim(), "10.96.100.10");
+
+    let full = dig(a, &["web.default.svc.cluster.local"]);
+    assert!(
+        full.contains("status: NOERROR") && full.contains("flags: qr aa rd;"),
+        "{full}"
+    );
+    assert!(full.contains("udp: 1232"), "{full}");
+
+    let srv = dig(a, &["+tcp", "SRV", "_http._tcp.web.default.svc.cluster.local"]);
+    assert!(
+        srv.contains(
+            "_http._tcp.web.default.svc.cluster.local. 30 IN\tSRV 0 100 80 web.default.svc.cluster.local."
+        ),
+        "{srv}"
+    );
+    assert!(
+        srv.contains("web.default.svc.cluster.local. 30 IN\tA\t10.96.100.10"),
+        "{srv}"
+    );
+
+    let mut headless: Vec<String> = dig(a, &["+short", "web-pods.default.svc.cluster.local"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    headless.sort();
+    assert_eq!(headless, ["10.244.1.21", "10.244.2.22", "10.244.3.23"]);
+
+    assert_eq!(
+        dig(a, &["+short", "db-1.db.default.svc.cluster.local"]).trim(),
+        "10.244.2.31"
+    );
+    let nx = dig(a, &["db-2.db.default.svc.cluster.local"]);
+    assert!(
+        nx.contains("status: NXDOMAIN")
+            && nx.contains("IN\tSOA\tns.dns.cluster.local. hostmaster.cluster.local."),
+        "{nx}"
+    );
+    assert_eq!(
+        dig(a, &["+short", "CNAME", "docs.default.svc.cluster.local"]).trim(),
+        "kubernetes.io."
+    );
+    assert_eq!(
+        dig(a, &["+short", "-x", "10.96.100.10"]).trim(),
+        "web.default.svc.cluster.local."
+    );
+    assert_eq!(
+        dig(a, &["+short", "TXT", "dns-version.cluster.local"]).trim(),
+        "\"1.1.0\""
+    );
+    assert_eq!(
+        dig(a, &["+short", "10-244-1-21.default.pod.cluster.local"]).trim(),
+        "10.244.1.21"
+    );
+    // +notcp and +tcp agree (the e2e probes use both).
+    assert_eq!(
+        dig(a, &["+short", "+notcp", "kube-dns.kube-system.svc.cluster.local"]),
+        dig(a, &["+short", "+tcp", "kube-dns.kube-system.svc.cluster.local"])
+    );
+    assert!(server.stop(), "SIGTERM exits 0");
+}
+
+#[test]
+fn a_malformed_object_is_skipped_and_named_while_the_rest_serves() {
+    let dir = support::temp_dir("badobj");
+    std::fs::write(
+        dir.join("cluster.yaml"),
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: broken, namespace: a}\nspec: {clusterIP: 10.0.0.999}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: good, namespace: a}\nspec: {clusterIP: 10.0.0.7}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("Corefile"),
+        ".:0 {\n bind 127.0.0.1\n kubernetes cluster.local {\n  manifests cluster.yaml\n }\n}\n",
+    )
+    .unwrap();
+    let mut server = Server::start(&dir.join("Corefile"));
+    assert_eq!(
+        dig(server.addr, &["+short", "good.a.svc.cluster.local"]).trim(),
+        "10.0.0.7"
+    );
+    let log = server.log_lines().join("\n");
+    assert!(
+        log.contains("a/broken") && log.contains("10.0.0.999") && log.contains("skipped"),
+        "{log}"
+    );
+    assert!(dig(server.addr, &["broken.a.svc.cluster.local"]).contains("NXDOMAIN"));
+    assert!(server.stop());
+}
+
+#[test]
+fn version_and_help() {
+    let out = bin().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("cluster-dns "));
+    let out = bin().arg("-version").output().unwrap();
+    assert!(out.status.success());
+    let out = bin().arg("--help").output().unwrap();
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("-conf"));
+    let out = bin().arg("--bogus").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown flag '--bogus'"));
+}
+
+#[test]
+fn check_accepts_the_shipped_configs() {
+    {
+        let conf = "config/Corefile.demo";
+        let out = bin()
+            .args(["--check", "-conf"])
+            .arg(repo().join(conf))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{conf}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn check_rejects_each_kind_of_corefile_mistake() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("unclosed block", ".:53 {\n kubernetes cluster.local\n", "line 1"),
+        ("unexpected brace", ".:53 {\n}\n}\n", "Corefile:3"),
+        ("unknown directive", ".:53 {\n  frobnicate\n}\n", "Corefile:2"),
+        (
+            "not yet implemented",
+            ".:53 {\n  forward . 8.8.8.8\n}\n",
+            "Corefile:2",
+        ),
+        (
+            "unknown kubernetes property",
+            ".:53 {\n kubernetes cluster.local {\n  frob 1\n }\n}\n",
+            "Corefile:3",
+        ),
+        (
+            "bad ttl",
+            ".:53 {\n kubernetes cluster.local {\n  ttl 9999\n }\n}\n",
+            "Corefile:3",
+        ),
+        (
+            "bad pods mode",
+            ".:53 {\n kubernetes cluster.local {\n  pods sometimes\n }\n}\n",
+            "Corefile:3",
+        ),
+        ("bad port", ".:99999 {\n}\n", "Corefile:1"),
+        ("bad bind", ".:53 {\n bind not-an-ip\n}\n", "Corefile:2"),
+        (
+            "unterminated quote",
+            ".:53 {\n kubernetes \"cluster.local\n}\n",
+            "Corefile:2",
+        ),
+        (
+            "import of a missing file",
+            ".:53 {\n import nothing-here.conf\n}\n",
+            "Corefile:2",
+        ),
+    ];
+    for (what, text, at) in cases {
+        let dir = support::temp_dir("bad");
+        std::fs::write(dir.join("Corefile"), text).unwrap();
+        let out = bin()
+            .args(["--check", "-conf"])
+            .arg(dir.join("Corefile"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{what}: accepted");
+        assert!(err.contains(at), "{what}: error does not point at {at}: {err}");
+    }
+    let out = bin()
+        .args(["--check", "-conf", "/nonexistent/Corefile"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/Corefile"));
+}

@@ -1,0 +1,9 @@
+//! Integration tests: the real server on loopback, queried over real UDP and TCP sockets and
+//! with the real `dig`. One test binary for the whole suite, to keep builds short.
+
+#![allow(clippy::unwrap_used)]
+
+mod cli;
+mod conformance;
+mod support;
+mod transport;
