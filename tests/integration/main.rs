@@ -5,5 +5,6 @@
 
 mod cli;
 mod conformance;
+mod deploy;
 mod support;
 mod transport;

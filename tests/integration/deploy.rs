@@ -1,0 +1,151 @@
+//! `deploy/`: every manifest deserialises into its k8s-openapi type with no unknown field, the
+//! RBAC grants exactly list/watch on what the watches read, and the Deployment and Service keep
+//! CoreDNS's contract (labels, port names, probes, security settings).
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use serde_json::Value;
+
+fn docs() -> Vec<Value> {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/cluster-dns.yaml")).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+/// Keys present in `orig` but lost after a typed round trip: fields the type does not know.
+fn unknown_fields(orig: &Value, round: &Value, path: &str, out: &mut Vec<String>) {
+    match (orig, round) {
+        (Value::Object(o), Value::Object(r)) => {
+            for (k, v) in o {
+                match r.get(k) {
+                    Some(rv) => unknown_fields(v, rv, &format!("{path}.{k}"), out),
+                    None => out.push(format!("{path}.{k}")),
+                }
+            }
+        }
+        (Value::Array(o), Value::Array(r)) => {
+            for (i, (a, b)) in o.iter().zip(r).enumerate() {
+                unknown_fields(a, b, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(doc: &Value) -> T {
+    let obj: T = serde_json::from_value(doc.clone()).unwrap_or_else(|e| panic!("{}: {e}", doc["kind"]));
+    let mut lost = Vec::new();
+    unknown_fields(doc, &serde_json::to_value(&obj).unwrap(), "", &mut lost);
+    assert!(lost.is_empty(), "{} has fields its type does not know: {lost:?}", doc["kind"]);
+    obj
+}
+
+#[test]
+fn manifests_are_valid_kubernetes_objects() {
+    let mut kinds = Vec::new();
+    for doc in docs() {
+        let kind = doc["kind"].as_str().unwrap().to_owned();
+        match kind.as_str() {
+            "ServiceAccount" => drop(typed::<ServiceAccount>(&doc)),
+            "ClusterRole" => drop(typed::<ClusterRole>(&doc)),
+            "ClusterRoleBinding" => drop(typed::<ClusterRoleBinding>(&doc)),
+            "ConfigMap" => drop(typed::<ConfigMap>(&doc)),
+            "Deployment" => drop(typed::<Deployment>(&doc)),
+            "PodDisruptionBudget" => drop(typed::<PodDisruptionBudget>(&doc)),
+            "Service" => drop(typed::<Service>(&doc)),
+            other => panic!("unexpected kind {other}"),
+        }
+        kinds.push(kind);
+    }
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"]
+    );
+}
+
+#[test]
+fn rbac_grants_exactly_list_and_watch_on_the_watched_resources() {
+    let role: ClusterRole = docs().iter().find(|d| d["kind"] == "ClusterRole").map(typed).unwrap();
+    let mut granted = Vec::new();
+    for rule in role.rules.unwrap() {
+        let mut verbs = rule.verbs.clone();
+        verbs.sort();
+        assert_eq!(verbs, ["list", "watch"], "read-only");
+        for group in rule.api_groups.unwrap() {
+            for r in rule.resources.clone().unwrap() {
+                granted.push(format!("{group}/{r}"));
+            }
+        }
+    }
+    granted.sort();
+    assert_eq!(granted, ["/namespaces", "/pods", "/services", "discovery.k8s.io/endpointslices"]);
+    let binding: ClusterRoleBinding = docs().iter().find(|d| d["kind"] == "ClusterRoleBinding").map(typed).unwrap();
+    assert_eq!(binding.role_ref.name, role.metadata.name.unwrap());
+    let subject = &binding.subjects.unwrap()[0];
+    assert_eq!((subject.name.as_str(), subject.namespace.as_deref()), ("cluster-dns", Some("kube-system")));
+}
+
+#[test]
+fn deployment_and_service_keep_the_coredns_contract() {
+    let d: Deployment = docs().iter().find(|d| d["kind"] == "Deployment").map(typed).unwrap();
+    let spec = d.spec.unwrap();
+    assert_eq!(spec.replicas, Some(2));
+    let ru = spec.strategy.unwrap().rolling_update.unwrap();
+    assert_eq!(ru.max_unavailable, Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(0)));
+    let pod = spec.template.spec.unwrap();
+    assert_eq!(pod.priority_class_name.as_deref(), Some("system-cluster-critical"));
+    assert_eq!(pod.dns_policy.as_deref(), Some("Default"));
+    assert!(pod.affinity.unwrap().pod_anti_affinity.is_some());
+    let c = &pod.containers[0];
+    let live = c.liveness_probe.as_ref().unwrap().http_get.as_ref().unwrap();
+    let ready = c.readiness_probe.as_ref().unwrap().http_get.as_ref().unwrap();
+    assert_eq!(live.path.as_deref(), Some("/health"));
+    assert_eq!(ready.path.as_deref(), Some("/ready"));
+    let sc = c.security_context.as_ref().unwrap();
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    let caps = sc.capabilities.as_ref().unwrap();
+    assert_eq!(caps.add.as_deref(), Some(&["NET_BIND_SERVICE".to_owned()][..]));
+    assert_eq!(caps.drop.as_deref(), Some(&["ALL".to_owned()][..]));
+    assert_eq!(pod.security_context.unwrap().run_as_non_root, Some(true));
+    let res = c.resources.as_ref().unwrap();
+    assert!(res.requests.as_ref().unwrap().contains_key("memory") && res.limits.as_ref().unwrap().contains_key("memory"));
+    assert_eq!(c.args.as_deref().unwrap()[0], "-conf");
+    let labels = spec.template.metadata.unwrap().labels.unwrap();
+    assert_eq!(labels.get("k8s-app").map(String::as_str), Some("kube-dns"));
+
+    let s: Service = docs().iter().find(|d| d["kind"] == "Service").map(typed).unwrap();
+    assert_eq!(s.metadata.name.as_deref(), Some("kube-dns"));
+    let spec = s.spec.unwrap();
+    assert_eq!(spec.cluster_ip.as_deref(), Some("10.96.0.10"));
+    assert_eq!(spec.selector.unwrap().get("k8s-app").map(String::as_str), Some("kube-dns"));
+    let ports: Vec<(String, i32, String)> = spec
+        .ports
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.name.unwrap(), p.port, p.protocol.unwrap()))
+        .collect();
+    assert_eq!(
+        ports,
+        [
+            ("dns".to_owned(), 53, "UDP".to_owned()),
+            ("dns-tcp".to_owned(), 53, "TCP".to_owned()),
+            ("metrics".to_owned(), 9153, "TCP".to_owned())
+        ]
+    );
+}
+
+#[test]
+fn the_configmap_holds_the_kubeadm_corefile_and_it_parses() {
+    let cm: ConfigMap = docs().iter().find(|d| d["kind"] == "ConfigMap").map(typed).unwrap();
+    let corefile = cm.data.unwrap().remove("Corefile").unwrap();
+    for line in ["kubernetes cluster.local in-addr.arpa ip6.arpa", "forward . /etc/resolv.conf", "cache 30", "loadbalance"] {
+        assert!(corefile.contains(line), "{line}");
+    }
+    let cf = cluster_dns::corefile::Corefile::parse_str(&corefile, std::path::Path::new("Corefile")).unwrap();
+    assert_eq!(cf.blocks.len(), 1);
+    assert_eq!(cf.blocks[0].directives.len(), 10);
+}
