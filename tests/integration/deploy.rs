@@ -9,7 +9,8 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use serde_json::Value;
 
 fn docs() -> Vec<Value> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/cluster-dns.yaml")).unwrap();
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/cluster-dns.yaml")).unwrap();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
     docs.into_iter().filter(|d| !d.is_null()).collect()
 }
@@ -38,7 +39,11 @@ fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(doc: &Value) -> T {
     let obj: T = serde_json::from_value(doc.clone()).unwrap_or_else(|e| panic!("{}: {e}", doc["kind"]));
     let mut lost = Vec::new();
     unknown_fields(doc, &serde_json::to_value(&obj).unwrap(), "", &mut lost);
-    assert!(lost.is_empty(), "{} has fields its type does not know: {lost:?}", doc["kind"]);
+    assert!(
+        lost.is_empty(),
+        "{} has fields its type does not know: {lost:?}",
+        doc["kind"]
+    );
     obj
 }
 
@@ -62,13 +67,25 @@ fn manifests_are_valid_kubernetes_objects() {
     kinds.sort();
     assert_eq!(
         kinds,
-        ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"]
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "Deployment",
+            "PodDisruptionBudget",
+            "Service",
+            "ServiceAccount"
+        ]
     );
 }
 
 #[test]
 fn rbac_grants_exactly_list_and_watch_on_the_watched_resources() {
-    let role: ClusterRole = docs().iter().find(|d| d["kind"] == "ClusterRole").map(typed).unwrap();
+    let role: ClusterRole = docs()
+        .iter()
+        .find(|d| d["kind"] == "ClusterRole")
+        .map(typed)
+        .unwrap();
     let mut granted = Vec::new();
     for rule in role.rules.unwrap() {
         let mut verbs = rule.verbs.clone();
@@ -81,22 +98,47 @@ fn rbac_grants_exactly_list_and_watch_on_the_watched_resources() {
         }
     }
     granted.sort();
-    assert_eq!(granted, ["/namespaces", "/pods", "/services", "discovery.k8s.io/endpointslices"]);
-    let binding: ClusterRoleBinding = docs().iter().find(|d| d["kind"] == "ClusterRoleBinding").map(typed).unwrap();
+    assert_eq!(
+        granted,
+        [
+            "/namespaces",
+            "/pods",
+            "/services",
+            "discovery.k8s.io/endpointslices"
+        ]
+    );
+    let binding: ClusterRoleBinding = docs()
+        .iter()
+        .find(|d| d["kind"] == "ClusterRoleBinding")
+        .map(typed)
+        .unwrap();
     assert_eq!(binding.role_ref.name, role.metadata.name.unwrap());
     let subject = &binding.subjects.unwrap()[0];
-    assert_eq!((subject.name.as_str(), subject.namespace.as_deref()), ("cluster-dns", Some("kube-system")));
+    assert_eq!(
+        (subject.name.as_str(), subject.namespace.as_deref()),
+        ("cluster-dns", Some("kube-system"))
+    );
 }
 
 #[test]
 fn deployment_and_service_keep_the_coredns_contract() {
-    let d: Deployment = docs().iter().find(|d| d["kind"] == "Deployment").map(typed).unwrap();
+    let d: Deployment = docs()
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .map(typed)
+        .unwrap();
     let spec = d.spec.unwrap();
     assert_eq!(spec.replicas, Some(2));
     let ru = spec.strategy.unwrap().rolling_update.unwrap();
-    assert_eq!(ru.max_unavailable, Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(0)));
+    assert_eq!(
+        ru.max_unavailable,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(0))
+    );
     let pod = spec.template.spec.unwrap();
-    assert_eq!(pod.priority_class_name.as_deref(), Some("system-cluster-critical"));
+    assert_eq!(
+        pod.priority_class_name.as_deref(),
+        Some("system-cluster-critical")
+    );
     assert_eq!(pod.dns_policy.as_deref(), Some("Default"));
     assert!(pod.affinity.unwrap().pod_anti_affinity.is_some());
     let c = &pod.containers[0];
@@ -112,7 +154,10 @@ fn deployment_and_service_keep_the_coredns_contract() {
     assert_eq!(caps.drop.as_deref(), Some(&["ALL".to_owned()][..]));
     assert_eq!(pod.security_context.unwrap().run_as_non_root, Some(true));
     let res = c.resources.as_ref().unwrap();
-    assert!(res.requests.as_ref().unwrap().contains_key("memory") && res.limits.as_ref().unwrap().contains_key("memory"));
+    assert!(
+        res.requests.as_ref().unwrap().contains_key("memory")
+            && res.limits.as_ref().unwrap().contains_key("memory")
+    );
     assert_eq!(c.args.as_deref().unwrap()[0], "-conf");
     let labels = spec.template.metadata.unwrap().labels.unwrap();
     assert_eq!(labels.get("k8s-app").map(String::as_str), Some("kube-dns"));
@@ -121,7 +166,10 @@ fn deployment_and_service_keep_the_coredns_contract() {
     assert_eq!(s.metadata.name.as_deref(), Some("kube-dns"));
     let spec = s.spec.unwrap();
     assert_eq!(spec.cluster_ip.as_deref(), Some("10.96.0.10"));
-    assert_eq!(spec.selector.unwrap().get("k8s-app").map(String::as_str), Some("kube-dns"));
+    assert_eq!(
+        spec.selector.unwrap().get("k8s-app").map(String::as_str),
+        Some("kube-dns")
+    );
     let ports: Vec<(String, i32, String)> = spec
         .ports
         .unwrap()
@@ -140,9 +188,18 @@ fn deployment_and_service_keep_the_coredns_contract() {
 
 #[test]
 fn the_configmap_holds_the_kubeadm_corefile_and_it_parses() {
-    let cm: ConfigMap = docs().iter().find(|d| d["kind"] == "ConfigMap").map(typed).unwrap();
+    let cm: ConfigMap = docs()
+        .iter()
+        .find(|d| d["kind"] == "ConfigMap")
+        .map(typed)
+        .unwrap();
     let corefile = cm.data.unwrap().remove("Corefile").unwrap();
-    for line in ["kubernetes cluster.local in-addr.arpa ip6.arpa", "forward . /etc/resolv.conf", "cache 30", "loadbalance"] {
+    for line in [
+        "kubernetes cluster.local in-addr.arpa ip6.arpa",
+        "forward . /etc/resolv.conf",
+        "cache 30",
+        "loadbalance",
+    ] {
         assert!(corefile.contains(line), "{line}");
     }
     let cf = cluster_dns::corefile::Corefile::parse_str(&corefile, std::path::Path::new("Corefile")).unwrap();
