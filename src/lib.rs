@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod config;
 pub mod corefile;
 pub mod dns;
+pub mod http;
 pub mod plugin;
 pub mod server;
 #[doc(hidden)]

@@ -4,7 +4,10 @@
 //! [`CHAIN_ORDER`], whatever order the Corefile writes them in (as CoreDNS's `plugin.cfg`).
 //! [`Chain`] is that order made code.
 
+pub mod health;
 pub mod kubernetes;
+pub mod metrics;
+pub mod ready;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, RecordType};

@@ -1,0 +1,364 @@
+//! The `prometheus` plugin's metrics, under CoreDNS's names, types and labels, so CoreDNS's
+//! dashboards and alerts keep working. Labels come from fixed sets only: never a query name or
+//! a client address. [`DnsMetrics`] is what the server and the plugins record into; the text it
+//! renders is Prometheus exposition format 0.0.4, as CoreDNS serves it.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::http::header::CONTENT_TYPE;
+use axum::routing::get;
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
+use prometheus::{
+    CounterVec, Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, Opts, Registry, TextEncoder,
+};
+
+use crate::corefile::{Args, CorefileError, Directive};
+
+/// The default listen address (CoreDNS: `localhost:9153`).
+pub const DEFAULT_ADDR: &str = "localhost:9153";
+
+/// Query types counted by name; all others are `other` (CoreDNS's list).
+const COUNTED_TYPES: &[RecordType] = &[
+    RecordType::A,
+    RecordType::AAAA,
+    RecordType::MX,
+    RecordType::SOA,
+    RecordType::CNAME,
+    RecordType::PTR,
+    RecordType::TXT,
+    RecordType::NS,
+    RecordType::SRV,
+    RecordType::DS,
+    RecordType::DNSKEY,
+    RecordType::RRSIG,
+    RecordType::NSEC,
+    RecordType::NSEC3,
+    RecordType::HTTPS,
+    RecordType::IXFR,
+    RecordType::AXFR,
+    RecordType::ANY,
+];
+
+/// The `type` label of a query type.
+pub fn type_label(t: RecordType) -> &'static str {
+    if COUNTED_TYPES.contains(&t) {
+        match t {
+            RecordType::A => "A",
+            RecordType::AAAA => "AAAA",
+            RecordType::MX => "MX",
+            RecordType::SOA => "SOA",
+            RecordType::CNAME => "CNAME",
+            RecordType::PTR => "PTR",
+            RecordType::TXT => "TXT",
+            RecordType::NS => "NS",
+            RecordType::SRV => "SRV",
+            RecordType::DS => "DS",
+            RecordType::DNSKEY => "DNSKEY",
+            RecordType::RRSIG => "RRSIG",
+            RecordType::NSEC => "NSEC",
+            RecordType::NSEC3 => "NSEC3",
+            RecordType::HTTPS => "HTTPS",
+            RecordType::IXFR => "IXFR",
+            RecordType::AXFR => "AXFR",
+            _ => "ANY",
+        }
+    } else {
+        "other"
+    }
+}
+
+/// The `rcode` label (CoreDNS's rcode names).
+pub fn rcode_label(r: ResponseCode) -> &'static str {
+    match u16::from(r) {
+        0 => "NOERROR",
+        1 => "FORMERR",
+        2 => "SERVFAIL",
+        3 => "NXDOMAIN",
+        4 => "NOTIMP",
+        5 => "REFUSED",
+        6 => "YXDOMAIN",
+        7 => "YXRRSET",
+        8 => "NXRRSET",
+        9 => "NOTAUTH",
+        10 => "NOTZONE",
+        16 => "BADVERS",
+        23 => "BADCOOKIE",
+        _ => "other",
+    }
+}
+
+/// The transport label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    /// UDP.
+    Udp,
+    /// TCP.
+    Tcp,
+}
+
+impl Proto {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Udp => "udp",
+            Self::Tcp => "tcp",
+        }
+    }
+}
+
+/// One answered request, as the server reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestRecord<'a> {
+    /// `dns://:53`-style server label.
+    pub server: &'a str,
+    /// The server block zone that matched (`.`), or `dropped`.
+    pub zone: &'a str,
+    /// Transport.
+    pub proto: Proto,
+    /// The client's address (only its family is recorded).
+    pub client: SocketAddr,
+    /// Query type.
+    pub qtype: RecordType,
+    /// DO bit set.
+    pub dnssec_ok: bool,
+    /// Request size in bytes.
+    pub request_size: usize,
+    /// Response size in bytes.
+    pub response_size: usize,
+    /// Response rcode.
+    pub rcode: ResponseCode,
+    /// The plugin that wrote the reply (empty: the server itself).
+    pub plugin: &'static str,
+    /// Time to answer.
+    pub duration: Duration,
+}
+
+/// CoreDNS's core metrics.
+#[derive(Debug, Clone)]
+pub struct DnsMetrics {
+    registry: Registry,
+    requests: CounterVec,
+    responses: CounterVec,
+    do_requests: CounterVec,
+    duration: HistogramVec,
+    request_size: HistogramVec,
+    response_size: HistogramVec,
+    plugin_enabled: GaugeVec,
+    panics: IntCounter,
+}
+
+fn size_buckets() -> Vec<f64> {
+    vec![
+        0.0, 100.0, 200.0, 300.0, 400.0, 511.0, 1023.0, 2047.0, 4095.0, 8291.0, 16e3, 32e3, 48e3, 64e3,
+    ]
+}
+
+impl DnsMetrics {
+    /// Registers the core metrics (and `coredns_build_info`) in a new registry.
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new();
+        let requests = CounterVec::new(
+            Opts::new(
+                "coredns_dns_requests_total",
+                "Counter of DNS requests made per zone, protocol and family.",
+            ),
+            &["server", "zone", "view", "proto", "family", "type"],
+        )?;
+        let responses = CounterVec::new(
+            Opts::new("coredns_dns_responses_total", "Counter of response status codes."),
+            &["server", "zone", "view", "rcode", "plugin"],
+        )?;
+        let do_requests = CounterVec::new(
+            Opts::new(
+                "coredns_dns_do_requests_total",
+                "Counter of DNS requests with DO bit set per zone.",
+            ),
+            &["server", "zone", "view"],
+        )?;
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "coredns_dns_request_duration_seconds",
+                "Histogram of the time (in seconds) each request took per zone.",
+            )
+            .buckets(prometheus::exponential_buckets(0.00025, 2.0, 16)?),
+            &["server", "zone", "view"],
+        )?;
+        let request_size = HistogramVec::new(
+            HistogramOpts::new(
+                "coredns_dns_request_size_bytes",
+                "Size of the EDNS0 UDP buffer in bytes (64K for TCP) per zone and protocol.",
+            )
+            .buckets(size_buckets()),
+            &["server", "zone", "view", "proto"],
+        )?;
+        let response_size = HistogramVec::new(
+            HistogramOpts::new(
+                "coredns_dns_response_size_bytes",
+                "Size of the returned response in bytes.",
+            )
+            .buckets(size_buckets()),
+            &["server", "zone", "view", "proto"],
+        )?;
+        let plugin_enabled = GaugeVec::new(
+            Opts::new(
+                "coredns_plugin_enabled",
+                "A metric that indicates whether a plugin is enabled on per server and zone basis.",
+            ),
+            &["server", "zone", "view", "name"],
+        )?;
+        let panics = IntCounter::new(
+            "coredns_panics_total",
+            "A metrics that counts the number of panics.",
+        )?;
+        let build_info = GaugeVec::new(
+            Opts::new(
+                "coredns_build_info",
+                "A metric with a constant '1' value labeled by version, revision, and goversion from which CoreDNS was built.",
+            ),
+            &["version", "revision", "goversion"],
+        )?;
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), "", "rust"])
+            .set(1.0);
+        for c in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(responses.clone()),
+            Box::new(do_requests.clone()),
+            Box::new(duration.clone()),
+            Box::new(request_size.clone()),
+            Box::new(response_size.clone()),
+            Box::new(plugin_enabled.clone()),
+            Box::new(panics.clone()),
+            Box::new(build_info),
+        ] {
+            registry.register(c)?;
+        }
+        Ok(Self {
+            registry,
+            requests,
+            responses,
+            do_requests,
+            duration,
+            request_size,
+            response_size,
+            plugin_enabled,
+            panics,
+        })
+    }
+
+    /// The registry, for plugins that add their own metrics.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Marks `name` enabled in a server block.
+    pub fn plugin_enabled(&self, server: &str, zone: &str, name: &str) {
+        self.plugin_enabled
+            .with_label_values(&[server, zone, "", name])
+            .set(1.0);
+    }
+
+    /// Counts a panic caught while answering.
+    pub fn panic(&self) {
+        self.panics.inc();
+    }
+
+    /// Records one answered request.
+    pub fn record(&self, r: &RequestRecord<'_>) {
+        let family = if r.client.is_ipv4() { "1" } else { "2" };
+        let proto = r.proto.label();
+        self.requests
+            .with_label_values(&[r.server, r.zone, "", proto, family, type_label(r.qtype)])
+            .inc();
+        if r.dnssec_ok {
+            self.do_requests.with_label_values(&[r.server, r.zone, ""]).inc();
+        }
+        self.responses
+            .with_label_values(&[r.server, r.zone, "", rcode_label(r.rcode), r.plugin])
+            .inc();
+        self.duration
+            .with_label_values(&[r.server, r.zone, ""])
+            .observe(r.duration.as_secs_f64());
+        self.request_size
+            .with_label_values(&[r.server, r.zone, "", proto])
+            .observe(r.request_size as f64);
+        self.response_size
+            .with_label_values(&[r.server, r.zone, "", proto])
+            .observe(r.response_size as f64);
+    }
+
+    /// The exposition text.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        // Encoding to a Vec cannot fail for well-formed families.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        String::from_utf8(buf).unwrap_or_default()
+    }
+
+    /// The `/metrics` router.
+    pub fn router(&self) -> axum::Router {
+        let m = self.clone();
+        axum::Router::new().route(
+            "/metrics",
+            get(move || {
+                let m = m.clone();
+                async move {
+                    (
+                        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+                        m.render(),
+                    )
+                }
+            }),
+        )
+    }
+}
+
+/// Parses `prometheus [ADDR]`.
+pub fn parse(d: &Directive) -> Result<SocketAddr, CorefileError> {
+    let mut args = Args::new(d);
+    let addr = args.next().map(|t| t.text.as_str()).unwrap_or(DEFAULT_ADDR);
+    args.expect_none()?;
+    if !d.block.is_empty() {
+        return Err(d.error("takes no options"));
+    }
+    crate::http::parse_http_addr(addr).map_err(|e| d.error(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_under_coredns_names_with_fixed_labels() {
+        let m = DnsMetrics::new().unwrap();
+        m.plugin_enabled("dns://:53", ".", "kubernetes");
+        m.record(&RequestRecord {
+            server: "dns://:53",
+            zone: ".",
+            proto: Proto::Udp,
+            client: "127.0.0.1:5000".parse().unwrap(),
+            qtype: RecordType::Unknown(65280),
+            dnssec_ok: false,
+            request_size: 40,
+            response_size: 120,
+            rcode: ResponseCode::NXDomain,
+            plugin: "kubernetes",
+            duration: Duration::from_micros(300),
+        });
+        let text = m.render();
+        for want in [
+            "coredns_dns_requests_total{family=\"1\",proto=\"udp\",server=\"dns://:53\",type=\"other\",view=\"\",zone=\".\"} 1",
+            "coredns_dns_responses_total{plugin=\"kubernetes\",rcode=\"NXDOMAIN\",server=\"dns://:53\",view=\"\",zone=\".\"} 1",
+            "coredns_dns_request_duration_seconds_bucket{server=\"dns://:53\",view=\"\",zone=\".\",le=\"0.0005\"} 1",
+            "coredns_dns_response_size_bytes_bucket{proto=\"udp\",server=\"dns://:53\",view=\"\",zone=\".\",le=\"200\"} 1",
+            "coredns_plugin_enabled{name=\"kubernetes\",server=\"dns://:53\",view=\"\",zone=\".\"} 1",
+            "coredns_build_info{goversion=\"rust\",revision=\"\",version=\"",
+            "# TYPE coredns_panics_total counter",
+        ] {
+            assert!(text.contains(want), "missing {want} in\n{text}");
+        }
+        assert_eq!(type_label(RecordType::SRV), "SRV");
+        assert_eq!(rcode_label(ResponseCode::BADVERS), "BADVERS");
+    }
+}

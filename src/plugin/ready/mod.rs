@@ -1,0 +1,121 @@
+//! The `ready` plugin: `GET /ready` answers 200 `OK` when every plugin that reports readiness
+//! is ready, else 503 with the names of those that are not, one per line. [`Readiness`] is the
+//! registry plugins report into (the kubernetes source's sync state, loop detection) and that
+//! lameduck turns off.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use axum::http::StatusCode;
+use axum::routing::get;
+
+use crate::corefile::{Args, CorefileError, Directive};
+
+/// The default listen address.
+pub const DEFAULT_ADDR: &str = ":8181";
+
+/// Something that can say whether it is ready.
+pub trait ReadinessCheck: Send + Sync + std::fmt::Debug {
+    /// The plugin's name, as `/ready` lists it.
+    fn name(&self) -> &str;
+    /// True when ready.
+    fn is_ready(&self) -> bool;
+}
+
+/// The readiness registry shared by the plugins and the `/ready` endpoint.
+#[derive(Debug, Clone, Default)]
+pub struct Readiness {
+    checks: Arc<RwLock<Vec<Arc<dyn ReadinessCheck>>>>,
+    shutting_down: Arc<AtomicBool>,
+}
+
+impl Readiness {
+    /// Adds a check.
+    pub fn register(&self, check: Arc<dyn ReadinessCheck>) {
+        if let Ok(mut c) = self.checks.write() {
+            c.push(check);
+        }
+    }
+
+    /// Turns readiness off for good (SIGTERM: lameduck starts).
+    pub fn set_shutting_down(&self) {
+        self.shutting_down.store(true, Ordering::Release);
+    }
+
+    /// The names of what is not ready; empty when ready.
+    pub fn not_ready(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.shutting_down.load(Ordering::Acquire) {
+            out.push("shutting down (lameduck)".to_owned());
+        }
+        if let Ok(checks) = self.checks.read() {
+            out.extend(
+                checks
+                    .iter()
+                    .filter(|c| !c.is_ready())
+                    .map(|c| c.name().to_owned()),
+            );
+        }
+        out
+    }
+
+    /// The `/ready` router.
+    pub fn router(&self) -> axum::Router {
+        let readiness = self.clone();
+        axum::Router::new().route(
+            "/ready",
+            get(move || {
+                let readiness = readiness.clone();
+                async move {
+                    let not = readiness.not_ready();
+                    if not.is_empty() {
+                        (StatusCode::OK, "OK".to_owned())
+                    } else {
+                        (StatusCode::SERVICE_UNAVAILABLE, format!("{}\n", not.join("\n")))
+                    }
+                }
+            }),
+        )
+    }
+}
+
+/// Parses `ready [ADDR]`.
+pub fn parse(d: &Directive) -> Result<SocketAddr, CorefileError> {
+    let mut args = Args::new(d);
+    let addr = args.next().map(|t| t.text.as_str()).unwrap_or(DEFAULT_ADDR);
+    args.expect_none()?;
+    if d.has_block && !d.block.is_empty() {
+        return Err(d.error("takes no options"));
+    }
+    crate::http::parse_http_addr(addr).map_err(|e| d.error(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Flag(&'static str, Arc<AtomicBool>);
+    impl ReadinessCheck for Flag {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn is_ready(&self) -> bool {
+            self.1.load(Ordering::Relaxed)
+        }
+    }
+
+    #[test]
+    fn lists_what_is_not_ready() {
+        let r = Readiness::default();
+        assert!(r.not_ready().is_empty());
+        let f = Arc::new(AtomicBool::new(false));
+        r.register(Arc::new(Flag("kubernetes", f.clone())));
+        assert_eq!(r.not_ready(), ["kubernetes"]);
+        f.store(true, Ordering::Relaxed);
+        assert!(r.not_ready().is_empty());
+        r.set_shutting_down();
+        assert_eq!(r.not_ready().len(), 1);
+    }
+}
