@@ -1,0 +1,250 @@
+//! The `log` plugin: one line per query in CoreDNS's common log format, on stdout, so log
+//! pipelines built for CoreDNS keep parsing:
+//!
+//! `[INFO] 10.0.0.1:53952 - 1233 "A IN example.org. udp 45 false 1232" NOERROR qr,aa,rd 121 0.000151s`
+//!
+//! Syntax: `log [NAMES...] [FORMAT] { class all|success|denial|error }`.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use hickory_proto::op::ResponseCode;
+
+use crate::corefile::{CorefileError, Directive};
+
+/// CoreDNS's default (common) format.
+pub const COMMON_FORMAT: &str = "{remote}:{port} - {>id} \"{type} {class} {name} {proto} {size} {>do} {>bufsize}\" {rcode} {>rflags} {rsize} {duration}";
+
+/// Which answers are logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Classes {
+    /// NOERROR with records (and NODATA).
+    pub success: bool,
+    /// NXDOMAIN.
+    pub denial: bool,
+    /// Other rcodes.
+    pub error: bool,
+}
+
+impl Classes {
+    const ALL: Self = Self {
+        success: true,
+        denial: true,
+        error: true,
+    };
+
+    /// True when an answer with `rcode` is logged.
+    pub fn includes(&self, rcode: ResponseCode) -> bool {
+        match rcode {
+            ResponseCode::NoError => self.success,
+            ResponseCode::NXDomain => self.denial,
+            _ => self.error,
+        }
+    }
+}
+
+/// `log` configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Names (zones) whose queries are logged; empty means all.
+    pub names: Vec<String>,
+    /// The format, with CoreDNS placeholders.
+    pub format: String,
+    /// Which answers.
+    pub classes: Classes,
+}
+
+/// Parses the `log` directive.
+pub fn parse(d: &Directive) -> Result<LogConfig, CorefileError> {
+    let mut names = Vec::new();
+    let mut format = COMMON_FORMAT.to_owned();
+    for (i, a) in d.args.iter().enumerate() {
+        if a.text.contains('{') {
+            if i + 1 != d.args.len() {
+                return Err(d.error("the format must be the last argument"));
+            }
+            format = match a.text.as_str() {
+                "{common}" => COMMON_FORMAT.to_owned(),
+                "{combined}" => format!("{COMMON_FORMAT} \"{{>opcode}}\""),
+                other => other.to_owned(),
+            };
+        } else {
+            names.push(crate::corefile::normalize_zone(&a.text).map_err(|e| d.error(e))?);
+        }
+    }
+    let mut classes = Classes::ALL;
+    let mut saw_class = false;
+    for opt in &d.block {
+        match opt.name.text.as_str() {
+            "class" => {
+                if opt.args.is_empty() {
+                    return Err(d.error("class: expects all, success, denial or error"));
+                }
+                if !saw_class {
+                    classes = Classes::default();
+                    saw_class = true;
+                }
+                for c in &opt.args {
+                    match c.text.as_str() {
+                        "all" => classes = Classes::ALL,
+                        "success" => classes.success = true,
+                        "denial" => classes.denial = true,
+                        "error" => classes.error = true,
+                        other => {
+                            return Err(
+                                d.error(format!("class: '{other}' is not all, success, denial or error"))
+                            );
+                        }
+                    }
+                }
+            }
+            other => return Err(d.error(format!("unknown property '{other}'"))),
+        }
+    }
+    Ok(LogConfig {
+        names,
+        format,
+        classes,
+    })
+}
+
+/// One query and its answer, as the log line shows it.
+#[derive(Debug, Clone)]
+pub struct LogEntry<'a> {
+    /// Client address.
+    pub remote: SocketAddr,
+    /// Message ID.
+    pub id: u16,
+    /// Query type (`A`).
+    pub qtype: &'a str,
+    /// Query class (`IN`).
+    pub qclass: &'a str,
+    /// Query name as asked, absolute.
+    pub name: &'a str,
+    /// `udp` or `tcp`.
+    pub proto: &'a str,
+    /// Request size.
+    pub size: usize,
+    /// DO bit.
+    pub dnssec_ok: bool,
+    /// Advertised UDP size (512 without EDNS).
+    pub bufsize: u16,
+    /// Response rcode name.
+    pub rcode: &'a str,
+    /// Response flags, comma-separated (`qr,aa,rd`).
+    pub rflags: &'a str,
+    /// Response size.
+    pub rsize: usize,
+    /// Time to answer.
+    pub duration: Duration,
+    /// Opcode name.
+    pub opcode: &'a str,
+}
+
+/// Formats `e` with `format` (CoreDNS placeholders; unknown ones are left as written).
+pub fn format_entry(format: &str, e: &LogEntry<'_>) -> String {
+    let mut out = String::with_capacity(128);
+    let mut rest = format;
+    while let Some(start) = rest.find('{') {
+        out.push_str(&rest[..start]);
+        let Some(end) = rest[start..].find('}') else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let key = &rest[start + 1..start + end];
+        match key {
+            "remote" => {
+                let _ = write!(out, "{}", e.remote.ip());
+            }
+            "port" => {
+                let _ = write!(out, "{}", e.remote.port());
+            }
+            ">id" => {
+                let _ = write!(out, "{}", e.id);
+            }
+            "type" => out.push_str(e.qtype),
+            "class" => out.push_str(e.qclass),
+            "name" => out.push_str(e.name),
+            "proto" => out.push_str(e.proto),
+            "size" => {
+                let _ = write!(out, "{}", e.size);
+            }
+            ">do" => out.push_str(if e.dnssec_ok { "true" } else { "false" }),
+            ">bufsize" => {
+                let _ = write!(out, "{}", e.bufsize);
+            }
+            "rcode" => out.push_str(e.rcode),
+            ">rflags" => out.push_str(e.rflags),
+            "rsize" => {
+                let _ = write!(out, "{}", e.rsize);
+            }
+            "duration" => {
+                let _ = write!(out, "{:.9}s", e.duration.as_secs_f64());
+                // CoreDNS prints Go's duration: trim trailing zeros of the fraction.
+                while out.ends_with("0s") && !out.ends_with(".0s") {
+                    out.truncate(out.len() - 2);
+                    out.push('s');
+                }
+            }
+            ">opcode" => out.push_str(e.opcode),
+            _ => out.push_str(&rest[start..start + end + 1]),
+        }
+        rest = &rest[start + end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::corefile::Corefile;
+    use std::path::Path;
+
+    fn cfg(body: &str) -> Result<LogConfig, CorefileError> {
+        let cf = Corefile::parse_str(&format!(".:53 {{\n{body}\n}}\n"), Path::new("Corefile"))?;
+        parse(&cf.blocks[0].directives[0])
+    }
+
+    #[test]
+    fn common_format_line() {
+        let e = LogEntry {
+            remote: "10.0.0.1:53952".parse().unwrap(),
+            id: 1233,
+            qtype: "A",
+            qclass: "IN",
+            name: "example.org.",
+            proto: "udp",
+            size: 45,
+            dnssec_ok: false,
+            bufsize: 1232,
+            rcode: "NOERROR",
+            rflags: "qr,aa,rd",
+            rsize: 121,
+            duration: Duration::from_nanos(151_000),
+            opcode: "QUERY",
+        };
+        assert_eq!(
+            format_entry(COMMON_FORMAT, &e),
+            "10.0.0.1:53952 - 1233 \"A IN example.org. udp 45 false 1232\" NOERROR qr,aa,rd 121 0.000151s"
+        );
+        assert_eq!(format_entry("{name} {nope}", &e), "example.org. {nope}");
+    }
+
+    #[test]
+    fn syntax() {
+        let c = cfg(" log").unwrap();
+        assert_eq!((c.names.len(), c.classes), (0, Classes::ALL));
+        let c = cfg(" log example.org {\n  class denial error\n }").unwrap();
+        assert_eq!(c.names, ["example.org."]);
+        assert!(!c.classes.includes(ResponseCode::NoError) && c.classes.includes(ResponseCode::NXDomain));
+        assert!(
+            cfg(" log {\n  class sometimes\n }")
+                .unwrap_err()
+                .to_string()
+                .contains("Corefile:2")
+        );
+        assert!(cfg(" log {name} extra").is_err());
+    }
+}
