@@ -6,6 +6,7 @@
 
 pub mod health;
 pub mod kubernetes;
+pub mod log;
 pub mod metrics;
 pub mod ready;
 
