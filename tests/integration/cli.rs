@@ -21,15 +21,16 @@ fn repo() -> PathBuf {
 }
 
 /// A running `cluster-dns` with its DNS address, read from its log, and its log lines so far.
-struct Server {
+/// (Also used by the watch tests.)
+pub(crate) struct Server {
     child: Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     log: mpsc::Receiver<String>,
     seen: Vec<String>,
 }
 
 impl Server {
-    fn start(corefile: &Path) -> Self {
+    pub(crate) fn start(corefile: &Path) -> Self {
         let mut child = bin()
             .arg("-conf")
             .arg(corefile)
@@ -71,7 +72,7 @@ impl Server {
     }
 
     /// Stops with SIGTERM and returns the exit status's success.
-    fn stop(mut self) -> bool {
+    pub(crate) fn stop(mut self) -> bool {
         let _ = Command::new("kill")
             .arg("-TERM")
             .arg(self.child.id().to_string())
@@ -86,7 +87,7 @@ impl Server {
         false
     }
 
-    fn log_lines(&mut self) -> Vec<String> {
+    pub(crate) fn log_lines(&mut self) -> Vec<String> {
         while let Ok(l) = self.log.try_recv() {
             self.seen.push(l);
         }
@@ -266,7 +267,7 @@ fn check_rejects_each_kind_of_corefile_mistake() {
         ("unknown directive", ".:53 {\n  frobnicate\n}\n", "Corefile:2"),
         (
             "not yet implemented",
-            ".:53 {\n  forward . 8.8.8.8\n}\n",
+            ".:53 {\n  rewrite name a.b c.d\n}\n",
             "Corefile:2",
         ),
         (

@@ -1,459 +1,976 @@
-//! The `kubernetes` directive's Corefile syntax, parsed into [`KubernetesConfig`], with
-//! CoreDNS's options, defaults and checks (see this folder's README).
+//! The `kubernetes` directive's Corefile syntax, parsed into a [`KubernetesConfig`] with
+//! CoreDNS's options, defaults and checks (see this folder's README), plus cluster-dns's own
+//! `manifests` source.
+//!
+//! Every mistake is reported at the line of the option at fault, as
+//! `Corefile:7: kubernetes: ttl: ...` or `Corefile:7: kubernetes: unknown property 'foo'`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::corefile::{Args, CorefileError, Directive, normalize_zone, parse_duration};
+use crate::corefile::{
+    Args, CorefileError, Directive, Token, is_reverse_zone, normalize_zone_or_cidr, parse_duration,
+};
 
-/// How pod records are answered.
+/// How pod records (`1-2-3-4.ns.pod.cluster.local`) are answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PodMode {
-    /// No pod records (default).
+    /// No pod records (`pods disabled`, the default).
     Disabled,
-    /// Any IP in an existing namespace.
+    /// The address in the name, for any namespace that exists (`pods insecure`).
     Insecure,
-    /// Only IPs of live pods in that namespace.
+    /// Only the addresses of live pods in that namespace (`pods verified`).
     Verified,
 }
 
 /// Where the cluster's objects come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiSource {
-    /// The in-cluster service account (default).
+    /// The in-cluster service account (the default).
     InCluster,
-    /// `endpoint URL`.
+    /// `endpoint URL`: the API server at that URL.
     Endpoint(String),
-    /// `kubeconfig PATH [CONTEXT]`.
+    /// `kubeconfig PATH [CONTEXT]` (wins over `endpoint`, as in CoreDNS).
     Kubeconfig {
-        /// The kubeconfig file.
+        /// The kubeconfig file, as written (relative to the working directory, as in CoreDNS).
         path: PathBuf,
-        /// The context (default: the file's current-context).
+        /// The context; `None` for the file's current-context.
         context: Option<String>,
     },
-    /// `manifests PATH...` (cluster-dns only): Kubernetes YAML files.
+    /// `manifests PATH...` (cluster-dns only): Kubernetes YAML files, relative to the
+    /// Corefile's directory.
     Manifests(Vec<PathBuf>),
 }
 
 /// The `kubernetes` plugin's configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KubernetesConfig {
-    /// Zones, lower-case and absolute: the directive's arguments, else the server block's.
+    /// The zones, normalized (lower-case, absolute): the directive's arguments, else the server
+    /// block's zones. At least one is not a reverse zone.
     pub zones: Vec<String>,
-    /// The object source.
+    /// Where the objects come from.
     pub source: ApiSource,
-    /// `tls CERT KEY CACERT`.
+    /// `tls CERT KEY CACERT`: client certificate, key and CA for the API connection.
     pub tls: Option<(PathBuf, PathBuf, PathBuf)>,
-    /// Exposed namespaces (empty: all).
+    /// `namespaces`: the namespaces exposed, lower-case; empty means all.
     pub namespaces: Vec<String>,
-    /// Label selector on the Namespace watch.
+    /// `namespace_labels`: a label selector on Namespaces (checked, as written).
     pub namespace_labels: Option<String>,
-    /// Label selector on the Service, EndpointSlice and Pod watches.
+    /// `labels`: a label selector on Services, EndpointSlices and Pods (checked, as written).
     pub labels: Option<String>,
-    /// Pod records.
+    /// `pods`.
     pub pods: PodMode,
-    /// Pod names as endpoint names.
+    /// `endpoint_pod_names`: endpoints are named after their pod when they have no hostname.
     pub endpoint_pod_names: bool,
-    /// TTL of answers (0-3600, default 5).
+    /// `ttl`: the TTL of answers, 0 to 3600 (default 5).
     pub ttl: u32,
-    /// No endpoint data.
+    /// `noendpoints`: no endpoint data is kept.
     pub noendpoints: bool,
-    /// `None`: off; `Some([])`: all of the plugin's zones; else those zones.
+    /// `fallthrough`: `None` off; `Some([])` in all of the plugin's zones; else in those zones
+    /// (normalized).
     pub fallthrough: Option<Vec<String>>,
-    /// `ignore empty_service`.
+    /// `ignore empty_service`: services without ready endpoints are NXDOMAIN.
     pub ignore_empty_service: bool,
-    /// How long start-up waits for the first sync (default 5 s).
+    /// `startup_timeout`: how long start-up waits for the first sync (default 5 s).
     pub startup_timeout: Duration,
-    /// Client rate limit.
+    /// `apiserver_qps`: the client's rate limit.
     pub apiserver_qps: Option<f32>,
-    /// Client burst.
+    /// `apiserver_burst`: the client's burst.
     pub apiserver_burst: Option<u32>,
-    /// Client in-flight limit.
+    /// `apiserver_max_inflight`: the client's limit on requests in flight.
     pub apiserver_max_inflight: Option<u32>,
 }
 
 /// The TTL when `ttl` is not given.
 pub const DEFAULT_TTL: u32 = 5;
 
-fn is_reverse(zone: &str) -> bool {
-    zone.ends_with("in-addr.arpa.") || zone.ends_with("ip6.arpa.") || zone == "arpa."
-}
+/// The largest `ttl` (CoreDNS's).
+pub const MAX_TTL: u32 = 3600;
 
-/// Validates a label selector (`a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`,
-/// comma-separated).
-fn valid_selector(s: &str) -> bool {
-    let mut parts = Vec::new();
-    let mut depth = 0;
-    let mut start = 0;
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-        if depth < 0 {
-            return false;
+/// The start-up timeout when `startup_timeout` is not given.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Default for KubernetesConfig {
+    /// CoreDNS's defaults, with no zones.
+    fn default() -> Self {
+        Self {
+            zones: Vec::new(),
+            source: ApiSource::InCluster,
+            tls: None,
+            namespaces: Vec::new(),
+            namespace_labels: None,
+            labels: None,
+            pods: PodMode::Disabled,
+            endpoint_pod_names: false,
+            ttl: DEFAULT_TTL,
+            noendpoints: false,
+            fallthrough: None,
+            ignore_empty_service: false,
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            apiserver_qps: None,
+            apiserver_burst: None,
+            apiserver_max_inflight: None,
         }
     }
-    if depth != 0 {
-        return false;
-    }
-    parts.push(&s[start..]);
-    let key_ok = |k: &str| {
-        !k.is_empty()
-            && k.len() <= 317
-            && k.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b))
-    };
-    let value_ok = |v: &str| {
-        v.len() <= 63
-            && v.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-    };
-    parts.iter().all(|p| {
-        let p = p.trim();
-        if let Some((k, v)) = p.split_once("!=") {
-            return key_ok(k.trim()) && value_ok(v.trim());
-        }
-        if let Some((k, v)) = p.split_once("==").or_else(|| p.split_once('=')) {
-            return key_ok(k.trim()) && value_ok(v.trim());
-        }
-        for op in [" notin ", " in "] {
-            if let Some((k, v)) = p.split_once(op) {
-                let v = v.trim();
-                return key_ok(k.trim())
-                    && v.starts_with('(')
-                    && v.ends_with(')')
-                    && v[1..v.len() - 1].split(',').all(|x| value_ok(x.trim()));
-            }
-        }
-        key_ok(p.strip_prefix('!').unwrap_or(p).trim())
-    })
 }
 
-/// Parses the `kubernetes` directive `d` of a server block with `server_zones`; relative paths
-/// are taken from `corefile_dir`.
+/// Parses the `kubernetes` directive `d` of a server block whose zones are `server_zones`
+/// (normalized). `manifests` paths are taken relative to `corefile_dir`.
 pub fn parse(
     d: &Directive,
     server_zones: &[String],
     corefile_dir: &Path,
 ) -> Result<KubernetesConfig, CorefileError> {
-    let mut zones = Vec::new();
-    for t in &d.args {
-        let z = normalize_zone(&t.text).map_err(|e| d.error(e))?;
-        if !zones.contains(&z) {
-            zones.push(z);
-        }
-    }
-    if zones.is_empty() {
-        zones = server_zones.to_vec();
-    }
-    if !zones.iter().any(|z| !is_reverse(z)) {
-        return Err(d.error("needs at least one zone that is not a reverse zone (for example cluster.local)"));
-    }
-
     let mut c = KubernetesConfig {
-        zones,
-        source: ApiSource::InCluster,
-        tls: None,
-        namespaces: Vec::new(),
-        namespace_labels: None,
-        labels: None,
-        pods: PodMode::Disabled,
-        endpoint_pod_names: false,
-        ttl: DEFAULT_TTL,
-        noendpoints: false,
-        fallthrough: None,
-        ignore_empty_service: false,
-        startup_timeout: Duration::from_secs(5),
-        apiserver_qps: None,
-        apiserver_burst: None,
-        apiserver_max_inflight: None,
+        zones: zones(d, server_zones)?,
+        ..KubernetesConfig::default()
     };
-    let mut endpoint: Option<String> = None;
-    let mut kubeconfig: Option<(PathBuf, Option<String>)> = None;
-    let mut manifests: Option<Vec<PathBuf>> = None;
+    let mut endpoint: Option<&Token> = None;
+    let mut kubeconfig: Option<(&Token, Option<String>)> = None;
+    let mut manifests: Option<(&Token, Vec<PathBuf>)> = None;
+    let mut namespaces_at: Option<&Token> = None;
+    let mut namespace_labels_at: Option<&Token> = None;
+    let mut tls_at: Option<&Token> = None;
 
     for opt in &d.block {
         let name = opt.name.text.as_str();
-        let at = |msg: String| CorefileError::Directive {
-            loc: opt.name.loc.clone(),
-            directive: d.name.text.clone(),
-            message: format!("{name}: {msg}"),
-        };
+        let fail = |msg: String| d.error_at(&opt.name, format!("{name}: {msg}"));
         let mut args = Args::new(opt);
         if opt.has_block {
-            return Err(at("takes no block".into()));
+            return Err(fail("takes no block".into()));
         }
         match name {
             "endpoint" => {
-                let first = args.next().ok_or_else(|| at("expects a URL (http://HOST:PORT or https://HOST:PORT)".into()))?;
-                let _ = args.remaining(); // CoreDNS uses only the first endpoint
-                if !(first.text.starts_with("http://") || first.text.starts_with("https://")) {
-                    return Err(at(format!("'{}' is not an http:// or https:// URL", first.text)));
+                let urls = args.remaining();
+                let first = urls.first().ok_or_else(|| {
+                    fail("expected the API server's URL, e.g. https://10.0.0.1:6443".into())
+                })?;
+                check_url(&first.text).map_err(fail)?;
+                if urls.len() > 1 {
+                    tracing::warn!(
+                        at = %opt.name.loc,
+                        endpoint = %first.text,
+                        "kubernetes: several endpoints are deprecated; only the first is used"
+                    );
                 }
-                endpoint = Some(first.text.clone());
+                endpoint = Some(first);
             }
             "kubeconfig" => {
-                let path = args.next().ok_or_else(|| at("expects a kubeconfig file and an optional context".into()))?;
-                let context = args.next().map(|t| t.text.clone());
-                args.expect_none().map_err(|_| at("expects a kubeconfig file and an optional context".into()))?;
-                kubeconfig = Some((corefile_dir.join(&path.text), context));
+                const USAGE: &str =
+                    "expected a kubeconfig file and an optional context: kubeconfig PATH [CONTEXT]";
+                let [path, rest @ ..] = args.remaining() else {
+                    return Err(fail(USAGE.into()));
+                };
+                let context = match rest {
+                    [] => None,
+                    [ctx] => Some(ctx.text.clone()),
+                    [_, extra, ..] => {
+                        return Err(fail(format!("unexpected argument '{}': {USAGE}", extra.text)));
+                    }
+                };
+                if path.text.is_empty() {
+                    return Err(fail("the kubeconfig path is empty".into()));
+                }
+                kubeconfig = Some((path, context));
             }
             "manifests" => {
                 let files = args.remaining();
                 if files.is_empty() {
-                    return Err(at("expects one or more Kubernetes YAML files".into()));
+                    return Err(fail(
+                        "expected one or more Kubernetes YAML files: manifests PATH...".into(),
+                    ));
                 }
-                manifests.get_or_insert_with(Vec::new).extend(files.iter().map(|t| corefile_dir.join(&t.text)));
+                let (_, paths) = manifests.get_or_insert_with(|| (&opt.name, Vec::new()));
+                for f in files {
+                    if f.text.is_empty() {
+                        return Err(fail("empty file name".into()));
+                    }
+                    paths.push(corefile_dir.join(&f.text));
+                }
             }
             "tls" => {
-                let rest = args.remaining();
-                let [cert, key, ca] = rest else {
-                    return Err(at("expects three files: CERT KEY CACERT".into()));
+                let [cert, key, ca] = args.remaining() else {
+                    return Err(fail("expected three files: tls CERT KEY CACERT".into()));
                 };
-                c.tls = Some((corefile_dir.join(&cert.text), corefile_dir.join(&key.text), corefile_dir.join(&ca.text)));
+                c.tls = Some((
+                    PathBuf::from(&cert.text),
+                    PathBuf::from(&key.text),
+                    PathBuf::from(&ca.text),
+                ));
+                tls_at = Some(&opt.name);
             }
             "namespaces" => {
-                let rest = args.remaining();
-                if rest.is_empty() {
-                    return Err(at("expects one or more namespaces".into()));
+                let list = args.remaining();
+                if list.is_empty() {
+                    return Err(fail(
+                        "expected one or more namespaces: namespaces NAMESPACE...".into(),
+                    ));
                 }
-                for t in rest {
-                    if !crate::cluster::model::is_dns_label(&t.text) {
-                        return Err(at(format!("'{}' is not a valid namespace name", t.text)));
+                for ns in list {
+                    let lower = ns.text.to_ascii_lowercase();
+                    if !is_dns_label(&lower) {
+                        return Err(fail(format!(
+                            "'{}' is not a valid namespace name (lower-case letters, digits and '-', at most 63)",
+                            ns.text
+                        )));
                     }
-                    c.namespaces.push(t.text.to_ascii_lowercase());
+                    if !c.namespaces.contains(&lower) {
+                        c.namespaces.push(lower);
+                    }
                 }
+                namespaces_at = Some(&opt.name);
             }
-            "namespace_labels" | "labels" => {
-                let rest = args.remaining();
-                if rest.is_empty() {
-                    return Err(at("expects a label selector, such as 'app=dns,tier!=test'".into()));
+            "labels" | "namespace_labels" => {
+                let words = args.remaining();
+                if words.is_empty() {
+                    return Err(fail(
+                        "expected a label selector, e.g. 'app=dns,tier notin (test)'".into(),
+                    ));
                 }
-                let sel = rest.iter().map(|t| t.text.as_str()).collect::<Vec<_>>().join(" ");
-                if !valid_selector(&sel) {
-                    return Err(at(format!("'{sel}' is not a valid label selector")));
-                }
+                let selector = words
+                    .iter()
+                    .map(|t| t.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                check_selector(&selector)
+                    .map_err(|why| fail(format!("'{selector}' is not a valid label selector: {why}")))?;
                 if name == "labels" {
-                    c.labels = Some(sel);
+                    c.labels = Some(selector);
                 } else {
-                    c.namespace_labels = Some(sel);
+                    c.namespace_labels = Some(selector);
+                    namespace_labels_at = Some(&opt.name);
                 }
             }
             "pods" => {
-                let mode = args.next().ok_or_else(|| at("expects disabled, insecure or verified".into()))?;
-                args.expect_none().map_err(|_| at("expects one of disabled, insecure or verified".into()))?;
+                let mode = single(&mut args, "one of disabled, insecure, verified").map_err(fail)?;
                 c.pods = match mode.text.as_str() {
                     "disabled" => PodMode::Disabled,
                     "insecure" => PodMode::Insecure,
                     "verified" => PodMode::Verified,
-                    other => return Err(at(format!("'{other}' is not one of disabled, insecure, verified"))),
+                    other => {
+                        return Err(fail(format!(
+                            "'{other}' is not one of disabled, insecure, verified"
+                        )));
+                    }
                 };
             }
-            "endpoint_pod_names" | "noendpoints" => {
-                args.expect_none().map_err(|_| at("takes no arguments".into()))?;
-                if name == "noendpoints" {
-                    c.noendpoints = true;
-                } else {
-                    c.endpoint_pod_names = true;
-                }
+            "endpoint_pod_names" => {
+                none(&args).map_err(fail)?;
+                c.endpoint_pod_names = true;
+            }
+            "noendpoints" => {
+                none(&args).map_err(fail)?;
+                c.noendpoints = true;
             }
             "ttl" => {
-                let v = args.next().ok_or_else(|| at("expects a number of seconds from 0 to 3600".into()))?;
-                args.expect_none().map_err(|_| at("expects a single number".into()))?;
-                c.ttl = v
-                    .text
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|t| *t <= 3600)
-                    .ok_or_else(|| at(format!("'{}' is not a number of seconds from 0 to 3600", v.text)))?;
+                let v = single(&mut args, "a number of seconds from 0 to 3600").map_err(fail)?;
+                c.ttl = match v.text.parse::<i64>() {
+                    Ok(t) if (0..=i64::from(MAX_TTL)).contains(&t) => u32::try_from(t).unwrap_or(MAX_TTL),
+                    Ok(t) => {
+                        return Err(fail(format!(
+                            "{t} is out of range: the ttl must be from 0 to {MAX_TTL} seconds"
+                        )));
+                    }
+                    Err(_) => {
+                        return Err(fail(format!(
+                            "'{}' is not a whole number of seconds from 0 to {MAX_TTL}",
+                            v.text
+                        )));
+                    }
+                };
             }
             "fallthrough" => {
-                let mut fz = Vec::new();
-                for t in args.remaining() {
-                    fz.push(normalize_zone(&t.text).map_err(&at)?);
+                let mut zones = Vec::new();
+                for z in args.remaining() {
+                    let z = normalize_zone_or_cidr(&z.text).map_err(fail)?;
+                    if !zones.contains(&z) {
+                        zones.push(z);
+                    }
                 }
-                c.fallthrough = Some(fz);
+                c.fallthrough = Some(zones);
             }
             "ignore" => {
-                let v = args.next().ok_or_else(|| at("expects 'empty_service'".into()))?;
-                args.expect_none().map_err(|_| at("expects only 'empty_service'".into()))?;
-                if v.text != "empty_service" {
-                    return Err(at(format!("'{}' cannot be ignored (only 'empty_service')", v.text)));
+                let what = single(&mut args, "'empty_service'").map_err(fail)?;
+                if what.text != "empty_service" {
+                    return Err(fail(format!(
+                        "cannot ignore '{}': the only choice is 'empty_service'",
+                        what.text
+                    )));
                 }
                 c.ignore_empty_service = true;
             }
             "startup_timeout" => {
-                let v = args.next().ok_or_else(|| at("expects a duration such as 5s".into()))?;
-                args.expect_none().map_err(|_| at("expects a single duration".into()))?;
-                c.startup_timeout = parse_duration(&v.text).ok_or_else(|| at(format!("'{}' is not a duration (such as 5s or 1m)", v.text)))?;
+                let v = single(&mut args, "a duration, e.g. 5s or 1m30s").map_err(fail)?;
+                c.startup_timeout = parse_duration(&v.text)
+                    .ok_or_else(|| fail(format!("'{}' is not a duration (e.g. 5s, 500ms, 1m30s)", v.text)))?;
             }
             "apiserver_qps" => {
-                let v = args.next().ok_or_else(|| at("expects a number".into()))?;
-                args.expect_none().map_err(|_| at("expects a single number".into()))?;
-                c.apiserver_qps = Some(v.text.parse::<f32>().ok().filter(|q| q.is_finite() && *q >= 0.0).ok_or_else(|| at(format!("'{}' is not a number", v.text)))?);
+                let v = single(&mut args, "a number of queries per second").map_err(fail)?;
+                let qps = v.text.parse::<f32>().ok().filter(|q| q.is_finite() && *q >= 0.0);
+                c.apiserver_qps =
+                    Some(qps.ok_or_else(|| fail(format!("'{}' is not a non-negative number", v.text)))?);
             }
             "apiserver_burst" | "apiserver_max_inflight" => {
-                let v = args.next().ok_or_else(|| at("expects a whole number".into()))?;
-                args.expect_none().map_err(|_| at("expects a single whole number".into()))?;
-                let n = v.text.parse::<u32>().map_err(|_| at(format!("'{}' is not a whole number", v.text)))?;
+                let v = single(&mut args, "a whole number").map_err(fail)?;
+                let n = v
+                    .text
+                    .parse::<u32>()
+                    .map_err(|_| fail(format!("'{}' is not a non-negative whole number", v.text)))?;
                 if name == "apiserver_burst" {
                     c.apiserver_burst = Some(n);
                 } else {
                     c.apiserver_max_inflight = Some(n);
                 }
             }
-            "multicluster" | "zonal" => return Err(at("is not supported by cluster-dns yet".into())),
-            "resyncperiod" => return Err(at("was removed from CoreDNS in 1.6; delete this line".into())),
-            "upstream" => return Err(at("was removed from CoreDNS in 1.7 (answers are chased through the server's own chain); delete this line".into())),
-            other => return Err(at(format!("unknown property '{other}'"))),
+            "multicluster" | "zonal" => {
+                return Err(d.error_at(&opt.name, format!("'{name}' is not supported yet by cluster-dns")));
+            }
+            "resyncperiod" | "upstream" => {
+                return Err(d.error_at(
+                    &opt.name,
+                    format!(
+                        "'{name}' was removed from CoreDNS (ignored since 1.6, an error since 1.7): delete this line"
+                    ),
+                ));
+            }
+            other => return Err(d.error_at(&opt.name, format!("unknown property '{other}'"))),
         }
     }
-    if !c.namespaces.is_empty() && c.namespace_labels.is_some() {
-        return Err(d.error("'namespaces' and 'namespace_labels' cannot both be set"));
+
+    if let (Some(_), Some(at)) = (namespaces_at, namespace_labels_at) {
+        return Err(d.error_at(at, "'namespaces' and 'namespace_labels' cannot both be set"));
     }
     c.source = match (manifests, kubeconfig, endpoint) {
-        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
-            return Err(d.error("'manifests' cannot be combined with 'endpoint' or 'kubeconfig'"));
+        (Some((at, _)), Some(_), _) | (Some((at, _)), _, Some(_)) => {
+            return Err(d.error_at(
+                at,
+                "'manifests' cannot be combined with 'endpoint' or 'kubeconfig': objects come either from files or from the API",
+            ));
         }
-        (Some(files), None, None) => ApiSource::Manifests(files),
-        (None, Some((path, context)), _) => ApiSource::Kubeconfig { path, context },
-        (None, None, Some(url)) => ApiSource::Endpoint(url),
+        (Some((at, _)), None, None) if tls_at.is_some() => {
+            return Err(d.error_at(
+                at,
+                "'manifests' cannot be combined with 'tls', which is for the API connection",
+            ));
+        }
+        (Some((_, paths)), None, None) => ApiSource::Manifests(paths),
+        (None, Some((path, context)), url) => {
+            if let Some(url) = url {
+                tracing::warn!(at = %url.loc, "kubernetes: 'kubeconfig' is set, so 'endpoint' is ignored");
+            }
+            ApiSource::Kubeconfig {
+                path: PathBuf::from(&path.text),
+                context,
+            }
+        }
+        (None, None, Some(url)) => ApiSource::Endpoint(url.text.clone()),
         (None, None, None) => ApiSource::InCluster,
     };
     Ok(c)
 }
 
+/// The plugin's zones: its arguments (normalized, CIDRs as reverse zones, duplicates dropped),
+/// else the server block's; at least one must be a forward zone.
+fn zones(d: &Directive, server_zones: &[String]) -> Result<Vec<String>, CorefileError> {
+    let mut zones: Vec<String> = Vec::new();
+    for t in &d.args {
+        if t.text.trim().is_empty() {
+            return Err(d.error_at(t, "a zone argument is empty"));
+        }
+        let z = normalize_zone_or_cidr(&t.text).map_err(|e| d.error_at(t, e))?;
+        if !server_zones.is_empty() && !server_zones.iter().any(|s| is_subzone(&z, s)) {
+            tracing::warn!(
+                at = %t.loc,
+                zone = %z,
+                "kubernetes: the zone is outside the server block's zones, so no query for it reaches the plugin"
+            );
+        }
+        if !zones.contains(&z) {
+            zones.push(z);
+        }
+    }
+    if zones.is_empty() {
+        for s in server_zones {
+            let z = normalize_zone_or_cidr(s).map_err(|e| d.error(e))?;
+            if !zones.contains(&z) {
+                zones.push(z);
+            }
+        }
+    }
+    if zones.is_empty() {
+        return Err(d.error(
+            "no zones: give them as arguments, e.g. 'kubernetes cluster.local in-addr.arpa ip6.arpa'",
+        ));
+    }
+    if zones.iter().all(|z| is_reverse_zone(z)) {
+        return Err(d.error(format!(
+            "needs at least one zone that is not a reverse zone, e.g. 'cluster.local' (has only {})",
+            zones.join(" ")
+        )));
+    }
+    Ok(zones)
+}
+
+/// True when `zone` is `parent` or under it (both normalized).
+fn is_subzone(zone: &str, parent: &str) -> bool {
+    parent == "." || zone == parent || zone.strip_suffix(parent).is_some_and(|head| head.ends_with('.'))
+}
+
+/// Exactly one argument, described as `what`.
+fn single<'a>(args: &mut Args<'a>, what: &str) -> Result<&'a Token, String> {
+    match args.remaining() {
+        [one] => Ok(one),
+        [] => Err(format!("expected {what}")),
+        [_, extra, ..] => Err(format!(
+            "unexpected argument '{}': expected only {what}",
+            extra.text
+        )),
+    }
+}
+
+/// No arguments.
+fn none(args: &Args<'_>) -> Result<(), String> {
+    match args.peek() {
+        Some(t) => Err(format!("takes no arguments, but has '{}'", t.text)),
+        None => Ok(()),
+    }
+}
+
+/// An API server URL: `http(s)://host[:port][/path]` or `host:port`, without spaces.
+fn check_url(url: &str) -> Result<(), String> {
+    if url.is_empty() || url.contains(char::is_whitespace) {
+        return Err(format!("'{url}' is not a URL"));
+    }
+    if let Some((scheme, rest)) = url.split_once("://") {
+        if !(scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")) {
+            return Err(format!(
+                "'{url}': the API server is reached over https:// (or http://), not {scheme}://"
+            ));
+        }
+        if rest.is_empty() || rest.starts_with('/') {
+            return Err(format!("'{url}' has no host"));
+        }
+    }
+    Ok(())
+}
+
+/// An RFC 1123 label, as namespace names are.
+fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+}
+
+/// Checks a label selector as Kubernetes parses one: comma-separated requirements, each `key`,
+/// `!key`, `key=value`, `key==value`, `key!=value`, `key in (v1, v2)` or `key notin (v1, v2)`.
+fn check_selector(s: &str) -> Result<(), String> {
+    let mut parts = Vec::new();
+    let mut depth = 0usize;
+    let mut start = 0;
+    for (i, ch) in s.char_indices() {
+        match ch {
+            '(' if depth > 0 => return Err("nested '('".into()),
+            '(' => depth = 1,
+            ')' if depth == 0 => return Err("')' without '('".into()),
+            ')' => depth = 0,
+            ',' if depth == 0 => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth > 0 {
+        return Err("'(' is never closed".into());
+    }
+    parts.push(&s[start..]);
+    parts.into_iter().try_for_each(|p| check_requirement(p.trim()))
+}
+
+fn check_requirement(p: &str) -> Result<(), String> {
+    if p.is_empty() {
+        return Err("empty requirement (a comma too many?)".into());
+    }
+    if let Some(key) = p.strip_prefix('!') {
+        return check_key(key.trim());
+    }
+    let key_len = p
+        .find(|c: char| !(c.is_ascii_alphanumeric() || "-_./".contains(c)))
+        .unwrap_or(p.len());
+    let (key, rest) = p.split_at(key_len);
+    check_key(key)?;
+    let rest = rest.trim_start();
+    if rest.is_empty() {
+        return Ok(());
+    }
+    for op in ["!=", "==", "="] {
+        if let Some(value) = rest.strip_prefix(op) {
+            return check_value(value.trim());
+        }
+    }
+    if rest.starts_with(['<', '>']) {
+        return Err(format!("'{p}': the operators < and > are not allowed here"));
+    }
+    for op in ["notin", "in"] {
+        if let Some(set) = rest.strip_prefix(op).filter(|s| s.starts_with([' ', '\t', '('])) {
+            let set = set.trim();
+            let inner = set
+                .strip_prefix('(')
+                .and_then(|s| s.strip_suffix(')'))
+                .ok_or_else(|| format!("'{p}': expected a list of values in parentheses after '{op}'"))?;
+            if inner.trim().is_empty() {
+                return Err(format!("'{p}': '{op}' needs at least one value"));
+            }
+            return inner.split(',').try_for_each(|v| check_value(v.trim()));
+        }
+    }
+    Err(format!(
+        "cannot read '{p}': expected key, !key, key=value, key!=value, key in (...) or key notin (...)"
+    ))
+}
+
+/// A label key: `[prefix/]name`, the prefix a DNS subdomain.
+fn check_key(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix {
+        let ok = !prefix.is_empty() && prefix.len() <= 253 && prefix.split('.').all(is_dns_label);
+        if !ok {
+            return Err(format!(
+                "'{key}': '{prefix}' is not a valid key prefix (a DNS subdomain)"
+            ));
+        }
+    }
+    if name.is_empty() || !is_label_value(name) {
+        return Err(format!(
+            "'{key}' is not a valid label key (up to 63 letters, digits, '-', '_', '.', starting and ending with a letter or digit)"
+        ));
+    }
+    Ok(())
+}
+
+fn check_value(v: &str) -> Result<(), String> {
+    if is_label_value(v) {
+        Ok(())
+    } else {
+        Err(format!(
+            "'{v}' is not a valid label value (up to 63 letters, digits, '-', '_', '.', starting and ending with a letter or digit)"
+        ))
+    }
+}
+
+/// A label value (or key name): empty, or up to 63 of `[A-Za-z0-9-_.]`, alphanumeric at both ends.
+fn is_label_value(v: &str) -> bool {
+    let b = v.as_bytes();
+    b.is_empty()
+        || (b.len() <= 63
+            && b.iter().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
+            && b.first().is_some_and(u8::is_ascii_alphanumeric)
+            && b.last().is_some_and(u8::is_ascii_alphanumeric))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::corefile::Corefile;
+    use crate::corefile::{Corefile, parse_zone_key};
 
-    fn parse_block(body: &str) -> Result<KubernetesConfig, CorefileError> {
-        let text = format!(".:53 {{\n{body}\n}}\n");
-        let cf = Corefile::parse_str(&text, Path::new("/etc/coredns/Corefile"))?;
-        let d = &cf.blocks[0].directives[0];
-        parse(d, &[".".to_owned()], Path::new("/etc/coredns"))
+    const KUBEADM: &str = ".:53 {
+    errors
+    health {
+       lameduck 5s
+    }
+    ready
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+       pods insecure
+       fallthrough in-addr.arpa ip6.arpa
+       ttl 30
+    }
+    prometheus :9153
+    forward . /etc/resolv.conf {
+       max_concurrent 1000
+    }
+    cache 30 {
+       disable success cluster.local
+       disable denial cluster.local
+    }
+    loop
+    reload
+    loadbalance
+}
+";
+
+    /// Parses the first `kubernetes` directive of `corefile` with its block's zones.
+    fn parse_corefile(corefile: &str) -> Result<KubernetesConfig, CorefileError> {
+        let cf = Corefile::parse_str(corefile, Path::new("/etc/coredns/Corefile"))?;
+        let block = &cf.blocks[0];
+        let zones: Vec<String> = block
+            .keys
+            .iter()
+            .map(|k| parse_zone_key(k).unwrap().zone)
+            .collect();
+        let d = block
+            .directives
+            .iter()
+            .find(|d| d.name.text == "kubernetes")
+            .unwrap();
+        parse(d, &zones, Path::new("/etc/coredns"))
+    }
+
+    /// `kubernetes cluster.local {` + `body` + `}` in a `.:53` block: the options start at line 3.
+    fn parse_opts(body: &str) -> Result<KubernetesConfig, CorefileError> {
+        parse_corefile(&format!(
+            ".:53 {{\n kubernetes cluster.local {{\n{body}\n }}\n}}\n"
+        ))
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
     }
 
     #[test]
     fn kubeadm_stanza() {
-        let c = parse_block(" kubernetes cluster.local in-addr.arpa ip6.arpa {\n  pods insecure\n  fallthrough in-addr.arpa ip6.arpa\n  ttl 30\n }").unwrap();
-        assert_eq!(c.zones, ["cluster.local.", "in-addr.arpa.", "ip6.arpa."]);
+        let c = parse_corefile(KUBEADM).unwrap();
+        assert_eq!(
+            c.zones,
+            strings(&["cluster.local.", "in-addr.arpa.", "ip6.arpa."])
+        );
         assert_eq!(c.pods, PodMode::Insecure);
         assert_eq!(c.ttl, 30);
-        assert_eq!(
-            c.fallthrough,
-            Some(vec!["in-addr.arpa.".to_owned(), "ip6.arpa.".to_owned()])
-        );
+        assert_eq!(c.fallthrough, Some(strings(&["in-addr.arpa.", "ip6.arpa."])));
         assert_eq!(c.source, ApiSource::InCluster);
+        assert_eq!(c.startup_timeout, Duration::from_secs(5));
+        assert!(c.namespaces.is_empty() && c.labels.is_none() && c.tls.is_none());
     }
 
     #[test]
-    fn defaults_and_sources() {
-        let c = parse_block(" kubernetes CLUSTER.local").unwrap();
-        assert_eq!(c.zones, ["cluster.local."]);
+    fn defaults_and_zones() {
+        let c = parse_corefile(".:53 {\n kubernetes CLUSTER.local. 10.0.0.0/8 cluster.local\n}\n").unwrap();
+        assert_eq!(c.zones, strings(&["cluster.local.", "10.in-addr.arpa."]));
         assert_eq!(
-            (c.ttl, c.pods, c.fallthrough.clone()),
-            (5, PodMode::Disabled, None)
+            (c.ttl, c.pods, c.fallthrough.clone(), c.has_block_defaults()),
+            (5, PodMode::Disabled, None, true)
         );
-        assert_eq!(c.startup_timeout, Duration::from_secs(5));
-        let c = parse_block(" kubernetes cluster.local {\n endpoint http://127.0.0.1:8080 http://other\n }")
-            .unwrap();
+        // Without arguments, the server block's zones.
+        let c = parse_corefile("cluster.local:53 in-addr.arpa:53 {\n kubernetes\n}\n").unwrap();
+        assert_eq!(c.zones, strings(&["cluster.local.", "in-addr.arpa."]));
+        let c = parse_corefile(".:53 {\n kubernetes {\n }\n}\n").unwrap();
+        assert_eq!(c.zones, strings(&["."]));
+        // One-line block.
+        let c = parse_corefile(".:53 {\n kubernetes cluster.local { pods verified }\n}\n").unwrap();
+        assert_eq!(c.pods, PodMode::Verified);
+    }
+
+    impl KubernetesConfig {
+        fn has_block_defaults(&self) -> bool {
+            let d = KubernetesConfig::default();
+            (self.source == d.source)
+                && self.tls == d.tls
+                && self.namespaces == d.namespaces
+                && !self.endpoint_pod_names
+                && !self.noendpoints
+                && !self.ignore_empty_service
+                && self.startup_timeout == d.startup_timeout
+                && self.apiserver_qps.is_none()
+                && self.apiserver_burst.is_none()
+                && self.apiserver_max_inflight.is_none()
+        }
+    }
+
+    #[test]
+    fn every_option() {
+        let c = parse_opts(
+            "  endpoint_pod_names\n  noendpoints\n  ignore empty_service\n  namespaces default KUBE-system default\n  labels app=dns, tier in (a, b)\n  ttl 0\n  fallthrough\n  startup_timeout 1m30s\n  apiserver_qps 50.5\n  apiserver_burst 100\n  apiserver_max_inflight 0\n  tls /c.crt k.key ca.crt\n  endpoint https://10.0.0.1:6443",
+        )
+        .unwrap();
+        assert!(c.endpoint_pod_names && c.noendpoints && c.ignore_empty_service);
+        assert_eq!(c.namespaces, strings(&["default", "kube-system"]));
+        assert_eq!(c.labels.as_deref(), Some("app=dns, tier in (a, b)"));
+        assert_eq!(c.ttl, 0);
+        assert_eq!(c.fallthrough, Some(vec![]));
+        assert_eq!(c.startup_timeout, Duration::from_secs(90));
+        assert_eq!(
+            (c.apiserver_qps, c.apiserver_burst, c.apiserver_max_inflight),
+            (Some(50.5), Some(100), Some(0))
+        );
+        assert_eq!(c.tls, Some(("/c.crt".into(), "k.key".into(), "ca.crt".into())));
+        assert_eq!(c.source, ApiSource::Endpoint("https://10.0.0.1:6443".into()));
+        let c = parse_opts("  namespace_labels kubernetes.io/metadata.name notin (kube-system)\n  fallthrough Example.ORG 10.0.0.0/8").unwrap();
+        assert_eq!(
+            c.namespace_labels.as_deref(),
+            Some("kubernetes.io/metadata.name notin (kube-system)")
+        );
+        assert_eq!(
+            c.fallthrough,
+            Some(strings(&["example.org.", "10.in-addr.arpa."]))
+        );
+    }
+
+    #[test]
+    fn sources() {
+        let c = parse_opts("  endpoint http://127.0.0.1:8080 http://other:8080").unwrap();
         assert_eq!(c.source, ApiSource::Endpoint("http://127.0.0.1:8080".into()));
-        let c =
-            parse_block(" kubernetes cluster.local {\n endpoint http://a:1\n kubeconfig kube.conf ctx\n }")
-                .unwrap();
+        let c = parse_opts("  endpoint 10.0.0.1:6443").unwrap();
+        assert_eq!(c.source, ApiSource::Endpoint("10.0.0.1:6443".into()));
+        // kubeconfig wins over endpoint; its path is kept as written.
+        let c = parse_opts("  endpoint http://a:1\n  kubeconfig kube.conf ctx").unwrap();
         assert_eq!(
             c.source,
             ApiSource::Kubeconfig {
-                path: "/etc/coredns/kube.conf".into(),
+                path: "kube.conf".into(),
                 context: Some("ctx".into())
             }
         );
-        let c = parse_block(" kubernetes cluster.local {\n manifests a.yaml /abs/b.yaml\n fallthrough\n startup_timeout 1m30s\n }").unwrap();
+        let c = parse_opts("  kubeconfig /root/.kube/config").unwrap();
         assert_eq!(
             c.source,
-            ApiSource::Manifests(vec!["/etc/coredns/a.yaml".into(), "/abs/b.yaml".into()])
+            ApiSource::Kubeconfig {
+                path: "/root/.kube/config".into(),
+                context: None
+            }
         );
-        assert_eq!(c.fallthrough, Some(vec![]));
-        assert_eq!(c.startup_timeout, Duration::from_secs(90));
-        // Zones default to the server block's.
-        let c = parse_block(" kubernetes {\n labels app=x,tier in (a, b)\n }").unwrap();
-        assert_eq!(c.zones, ["."]);
-        assert_eq!(c.labels.as_deref(), Some("app=x,tier in (a, b)"));
+        // manifests: relative to the Corefile's directory, accumulated over lines.
+        let c = parse_opts("  manifests a.yaml /abs/b.yaml\n  manifests sub/c.yaml").unwrap();
+        assert_eq!(
+            c.source,
+            ApiSource::Manifests(vec![
+                "/etc/coredns/a.yaml".into(),
+                "/abs/b.yaml".into(),
+                "/etc/coredns/sub/c.yaml".into()
+            ])
+        );
     }
 
     #[test]
-    fn every_option_error_names_line_and_option() {
+    fn each_mistake_names_line_and_option() {
         let cases = [
+            ("  foo", "Corefile:3: kubernetes: unknown property 'foo'"),
             (
-                " kubernetes cluster.local {\n  frob\n }",
-                "Corefile:3: kubernetes: frob: unknown property 'frob'",
+                "  pods insecure\n  frob 1",
+                "Corefile:4: kubernetes: unknown property 'frob'",
             ),
             (
-                " kubernetes cluster.local {\n  ttl 3601\n }",
-                "ttl: '3601' is not",
+                "  ttl 3601",
+                "Corefile:3: kubernetes: ttl: 3601 is out of range: the ttl must be from 0 to 3600",
             ),
-            (" kubernetes cluster.local {\n  ttl\n }", "ttl: expects"),
-            (" kubernetes cluster.local {\n  pods maybe\n }", "pods: 'maybe'"),
+            ("  ttl -1", "Corefile:3: kubernetes: ttl: -1 is out of range"),
             (
-                " kubernetes cluster.local {\n  endpoint\n }",
-                "endpoint: expects a URL",
-            ),
-            (
-                " kubernetes cluster.local {\n  endpoint 10.0.0.1:6443\n }",
-                "not an http",
+                "  ttl 30s",
+                "Corefile:3: kubernetes: ttl: '30s' is not a whole number of seconds",
             ),
             (
-                " kubernetes cluster.local {\n  ignore everything\n }",
-                "only 'empty_service'",
+                "  ttl",
+                "Corefile:3: kubernetes: ttl: expected a number of seconds",
             ),
             (
-                " kubernetes cluster.local {\n  resyncperiod 10s\n }",
-                "removed from CoreDNS in 1.6",
+                "  ttl 1 2",
+                "Corefile:3: kubernetes: ttl: unexpected argument '2'",
             ),
             (
-                " kubernetes cluster.local {\n  upstream\n }",
-                "removed from CoreDNS in 1.7",
+                "  pods maybe",
+                "Corefile:3: kubernetes: pods: 'maybe' is not one of disabled, insecure, verified",
+            ),
+            ("  pods", "Corefile:3: kubernetes: pods: expected one of disabled"),
+            (
+                "  endpoint",
+                "Corefile:3: kubernetes: endpoint: expected the API server's URL",
             ),
             (
-                " kubernetes cluster.local {\n  multicluster clusterset.local\n }",
-                "not supported",
+                "  endpoint ftp://x",
+                "Corefile:3: kubernetes: endpoint: 'ftp://x': the API server is reached over https://",
             ),
             (
-                " kubernetes cluster.local {\n  namespaces a\n  namespace_labels x=y\n }",
-                "cannot both be set",
+                "  endpoint https://",
+                "Corefile:3: kubernetes: endpoint: 'https://' has no host",
             ),
             (
-                " kubernetes cluster.local {\n  labels a=b=c\n }",
-                "not a valid label selector",
+                "  kubeconfig",
+                "Corefile:3: kubernetes: kubeconfig: expected a kubeconfig file",
             ),
             (
-                " kubernetes cluster.local {\n  manifests\n }",
-                "manifests: expects",
+                "  kubeconfig a b c",
+                "Corefile:3: kubernetes: kubeconfig: unexpected argument 'c'",
+            ),
+            ("  tls a b", "Corefile:3: kubernetes: tls: expected three files"),
+            (
+                "  namespaces",
+                "Corefile:3: kubernetes: namespaces: expected one or more namespaces",
             ),
             (
-                " kubernetes cluster.local {\n  manifests a.yaml\n  endpoint http://x\n }",
-                "cannot be combined",
+                "  namespaces kube_system",
+                "Corefile:3: kubernetes: namespaces: 'kube_system' is not a valid namespace name",
             ),
             (
-                " kubernetes cluster.local {\n  startup_timeout soon\n }",
-                "not a duration",
+                "  labels",
+                "Corefile:3: kubernetes: labels: expected a label selector",
             ),
-            (" kubernetes cluster.local {\n  tls a b\n }", "three files"),
-            (" kubernetes in-addr.arpa", "not a reverse zone"),
-            (" kubernetes cluster.local {\n  pods {\n  }\n }", "takes no block"),
+            (
+                "  labels a=b=c",
+                "Corefile:3: kubernetes: labels: 'a=b=c' is not a valid label selector",
+            ),
+            (
+                "  namespace_labels x in",
+                "Corefile:3: kubernetes: namespace_labels: 'x in' is not a valid label selector",
+            ),
+            (
+                "  ignore",
+                "Corefile:3: kubernetes: ignore: expected 'empty_service'",
+            ),
+            (
+                "  ignore everything",
+                "Corefile:3: kubernetes: ignore: cannot ignore 'everything'",
+            ),
+            (
+                "  ignore empty_service extra",
+                "Corefile:3: kubernetes: ignore: unexpected argument 'extra'",
+            ),
+            (
+                "  noendpoints now",
+                "Corefile:3: kubernetes: noendpoints: takes no arguments, but has 'now'",
+            ),
+            (
+                "  endpoint_pod_names yes",
+                "Corefile:3: kubernetes: endpoint_pod_names: takes no arguments",
+            ),
+            (
+                "  startup_timeout soon",
+                "Corefile:3: kubernetes: startup_timeout: 'soon' is not a duration",
+            ),
+            (
+                "  startup_timeout",
+                "Corefile:3: kubernetes: startup_timeout: expected a duration",
+            ),
+            (
+                "  apiserver_qps fast",
+                "Corefile:3: kubernetes: apiserver_qps: 'fast' is not a non-negative number",
+            ),
+            (
+                "  apiserver_qps -1",
+                "Corefile:3: kubernetes: apiserver_qps: '-1' is not",
+            ),
+            (
+                "  apiserver_burst 1.5",
+                "Corefile:3: kubernetes: apiserver_burst: '1.5' is not a non-negative whole number",
+            ),
+            (
+                "  apiserver_max_inflight",
+                "Corefile:3: kubernetes: apiserver_max_inflight: expected a whole number",
+            ),
+            (
+                "  fallthrough a..b",
+                "Corefile:3: kubernetes: fallthrough: zone 'a..b' has an empty label",
+            ),
+            (
+                "  multicluster clusterset.local",
+                "Corefile:3: kubernetes: 'multicluster' is not supported yet by cluster-dns",
+            ),
+            (
+                "  zonal",
+                "Corefile:3: kubernetes: 'zonal' is not supported yet by cluster-dns",
+            ),
+            (
+                "  resyncperiod 10s",
+                "Corefile:3: kubernetes: 'resyncperiod' was removed from CoreDNS (ignored since 1.6, an error since 1.7): delete this line",
+            ),
+            (
+                "  upstream",
+                "Corefile:3: kubernetes: 'upstream' was removed from CoreDNS",
+            ),
+            ("  pods {\n  }", "Corefile:3: kubernetes: pods: takes no block"),
+            (
+                "  namespaces a\n  namespace_labels x=y",
+                "Corefile:4: kubernetes: 'namespaces' and 'namespace_labels' cannot both be set",
+            ),
+            (
+                "  manifests",
+                "Corefile:3: kubernetes: manifests: expected one or more Kubernetes YAML files",
+            ),
+            (
+                "  manifests a.yaml\n  endpoint http://x",
+                "Corefile:3: kubernetes: 'manifests' cannot be combined with 'endpoint' or 'kubeconfig'",
+            ),
+            (
+                "  kubeconfig k\n  manifests a.yaml",
+                "Corefile:4: kubernetes: 'manifests' cannot be combined",
+            ),
+            (
+                "  manifests a.yaml\n  tls a b c",
+                "Corefile:3: kubernetes: 'manifests' cannot be combined with 'tls'",
+            ),
         ];
         for (body, want) in cases {
-            let e = parse_block(body).unwrap_err().to_string();
-            assert!(e.contains(want), "{body:?}: {e}");
-            assert!(e.starts_with("/etc/coredns/Corefile:"), "{e}");
+            let e = parse_opts(body).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("/etc/coredns/{want}")),
+                "{body:?}:\n  got  {e}\n  want {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn zone_mistakes() {
+        let cases = [
+            (
+                ".:53 {\n kubernetes in-addr.arpa ip6.arpa\n}\n",
+                "Corefile:2: kubernetes: needs at least one zone that is not a reverse zone",
+            ),
+            (
+                "in-addr.arpa {\n kubernetes\n}\n",
+                "Corefile:2: kubernetes: needs at least one zone that is not a reverse zone",
+            ),
+            (
+                "10.0.0.0/8 {\n\n kubernetes\n}\n",
+                "Corefile:3: kubernetes: needs at least one zone that is not a reverse zone",
+            ),
+            (
+                ".:53 {\n kubernetes \"\"\n}\n",
+                "Corefile:2: kubernetes: a zone argument is empty",
+            ),
+            (
+                ".:53 {\n kubernetes cluster..local\n}\n",
+                "Corefile:2: kubernetes: zone 'cluster..local' has an empty label",
+            ),
+            (
+                ".:53 {\n kubernetes 10.0.0.0/33\n}\n",
+                "Corefile:2: kubernetes: '10.0.0.0/33': an IPv4 prefix is at most 32 bits",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = parse_corefile(text).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("/etc/coredns/{want}")),
+                "{text:?}:\n  got  {e}\n  want {want}"
+            );
+        }
+        let d = Corefile::parse_str(".:53 {\n kubernetes\n}\n", Path::new("Corefile"))
+            .unwrap()
+            .blocks[0]
+            .directives[0]
+            .clone();
+        let e = parse(&d, &[], Path::new("")).unwrap_err().to_string();
+        assert!(e.starts_with("Corefile:2: kubernetes: no zones"), "{e}");
+    }
+
+    #[test]
+    fn garbage_selectors_and_urls_never_panic() {
+        const PIECES: &[&str] = &[
+            "a", "=", "!", "(", ")", ",", " ", "in", "notin", "/", ".", "-", "é", "<", "://",
+        ];
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let text: String = (0..seed % 12)
+                .map(|i| PIECES[((seed >> (i * 4)) % PIECES.len() as u64) as usize])
+                .collect();
+            let _ = check_selector(&text);
+            let _ = check_url(&text);
         }
     }
 
@@ -462,16 +979,47 @@ mod tests {
         for ok in [
             "app=dns",
             "app==dns,tier!=test",
+            "app = dns , tier != test",
             "env in (a, b)",
             "env notin (x)",
+            "env in(a,b)",
             "app",
             "!app",
+            "! app",
             "k8s.io/name=x",
+            "kubernetes.io/metadata.name notin (kube-system, default)",
+            "a=",
+            "x in (a,)",
+            "in=notin",
         ] {
-            assert!(valid_selector(ok), "{ok}");
+            assert!(check_selector(ok).is_ok(), "{ok}: {:?}", check_selector(ok));
         }
-        for bad in ["", "a=b=c", "env in a", "(", "a b"] {
-            assert!(!valid_selector(bad), "{bad}");
+        for bad in [
+            "",
+            "a=b=c",
+            "env in a",
+            "env in ()",
+            "(",
+            ")",
+            "a b",
+            "a,",
+            ",a",
+            "a>1",
+            "a<1",
+            "-a=b",
+            "a=-b",
+            "a/b/c=d",
+            "Bad_Prefix/x=y",
+            "/x",
+            "x/",
+            "a in (b",
+            "a in (b))",
+            "a in ((b))",
+            "a=b c",
+            &"k".repeat(64),
+            &format!("a={}", "v".repeat(64)),
+        ] {
+            assert!(check_selector(bad).is_err(), "{bad}");
         }
     }
 }
