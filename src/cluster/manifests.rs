@@ -68,10 +68,11 @@ pub fn load_str(
     zone: &ClusterZone,
     report: &mut LoadReport,
 ) -> Result<(), ManifestError> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| ManifestError::Yaml {
-        path: path.to_owned(),
-        message: e.to_string(),
-    })?;
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple_with_options(text, yaml_options()).map_err(|e| ManifestError::Yaml {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
     for (index, doc) in docs.into_iter().enumerate() {
         let place = format!("{} document {}", path.display(), index + 1);
         if doc.get("kind").and_then(Value::as_str) == Some("List") {
@@ -88,6 +89,20 @@ pub fn load_str(
         }
     }
     Ok(())
+}
+
+/// YAML limits sized for whole-cluster dumps. serde-saphyr's defaults (1,024 documents, 250,000
+/// nodes) suit configuration files and reject a `kubectl get -o yaml` of a 1,000-service
+/// cluster; the alias and nesting protections stay as they are.
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_documents: 100_000_000,
+            max_nodes: 1_000_000_000,
+            max_events: 4_000_000_000,
+            max_total_scalar_bytes: 16 * 1024 * 1024 * 1024,
+        },
+    }
 }
 
 fn apply_object(obj: Value, place: &str, zone: &ClusterZone, report: &mut LoadReport) {
@@ -176,6 +191,35 @@ mod tests {
         );
         assert!(report.skipped[1].contains("a/typed"), "{:?}", report.skipped);
         assert!(zone.service("a", "good").is_some());
+    }
+
+    #[test]
+    fn whole_cluster_dumps_load() {
+        // Regression: more than 1,024 documents, and a List of more than 250,000 nodes, were
+        // refused by the YAML parser's default budget.
+        let zone = ClusterZone::new();
+        let mut report = LoadReport::default();
+        let mut docs = String::new();
+        for i in 0..1500 {
+            docs.push_str(&format!(
+                "---\napiVersion: v1\nkind: Service\nmetadata: {{name: s{i}, namespace: a}}\nspec: {{clusterIP: 10.0.{}.{}}}\n",
+                i / 250,
+                i % 250 + 1
+            ));
+        }
+        load_str(&docs, Path::new("many.yaml"), &zone, &mut report).unwrap();
+        assert_eq!(report.applied, 1500);
+        let mut list = String::from("apiVersion: v1\nkind: List\nitems:\n");
+        for i in 0..12_000 {
+            list.push_str(&format!(
+                "- apiVersion: v1\n  kind: Service\n  metadata: {{name: l{i}, namespace: b, labels: {{app: x, tier: web}}}}\n  spec: {{clusterIP: 10.1.{}.{}, ports: [{{name: http, port: 80, protocol: TCP}}]}}\n",
+                i / 250,
+                i % 250 + 1
+            ));
+        }
+        let mut report = LoadReport::default();
+        load_str(&list, Path::new("list.yaml"), &zone, &mut report).unwrap();
+        assert_eq!(report.applied, 12_000, "{:?}", report.skipped.first());
     }
 
     #[test]
