@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Runs the whole test suite. Installs what the tests drive for real when it is missing:
-# `dig` (Debian's bind9-dnsutils).
+# `dig` (Debian's bind9-dnsutils) and `unbound` (the real upstream of the forwarding tests).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 need_apt=()
 command -v dig >/dev/null 2>&1 || need_apt+=(bind9-dnsutils)
+# The forwarding tests use Debian's unbound as a real upstream (started by the tests themselves).
+[ -x /usr/sbin/unbound ] || need_apt+=(unbound)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "test.sh: installing ${need_apt[*]}" >&2
     SUDO=""
@@ -14,4 +16,5 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
 fi
 
-cargo test "$@"
+# --workspace: also the fake API server crate (fake-apiserver/) the watch tests use.
+cargo test --workspace "$@"

@@ -10,11 +10,13 @@ use hickory_proto::rr::Name;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::cluster::watch::{self, SyncState, WatchSource};
 use crate::cluster::{ClusterZone, manifests};
 use crate::config::Config;
 use crate::plugin::Chain;
 use crate::plugin::kubernetes::setup::ApiSource;
 use crate::plugin::kubernetes::{Kubernetes, handler::self_ips_from_env};
+use crate::plugin::loop_detect::{self, LoopStatus};
 use crate::server::{self, BlockRoute, Router, ServerError};
 
 /// Why the server could not start.
@@ -33,6 +35,9 @@ pub enum StartError {
     /// A zone in the configuration is not a valid DNS name.
     #[error("invalid zone '{0}'")]
     Zone(String),
+    /// The Kubernetes API source could not be set up.
+    #[error(transparent)]
+    Watch(#[from] watch::WatchError),
 }
 
 /// A started server.
@@ -42,6 +47,10 @@ pub struct Running {
     zones: Vec<Arc<ClusterZone>>,
     stop: Vec<oneshot::Sender<()>>,
     tasks: Vec<JoinHandle<Result<(), ServerError>>>,
+    /// The API watches of `kubernetes` plugins with an API source; dropped (stopped) with this.
+    watches: Vec<WatchSource>,
+    /// The `loop` plugins' findings, in block order.
+    loops: Vec<Arc<LoopStatus>>,
 }
 
 impl Running {
@@ -55,8 +64,21 @@ impl Running {
         &self.zones
     }
 
+    /// The sync state of every `kubernetes` plugin that watches the API, in block order.
+    pub fn sync_states(&self) -> Vec<SyncState> {
+        self.watches.iter().map(WatchSource::sync_state).collect()
+    }
+
+    /// What each `loop` plugin found, in block order (for metrics and `/ready`).
+    pub fn loop_statuses(&self) -> &[Arc<LoopStatus>] {
+        &self.loops
+    }
+
     /// Stops every listener and waits for them.
     pub async fn stop(mut self) -> Result<(), ServerError> {
+        for w in &mut self.watches {
+            w.stop();
+        }
         for s in self.stop.drain(..) {
             let _ = s.send(());
         }
@@ -85,9 +107,11 @@ fn zone_name(z: &str) -> Result<Name, StartError> {
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     let self_ips = self_ips_from_env();
     let mut zones = Vec::new();
+    let mut watches = Vec::new();
     let mut groups: BTreeMap<(Option<IpAddr>, u16), Vec<BlockRoute>> = BTreeMap::new();
+    let mut loop_chains = Vec::new();
     for block in &config.blocks {
-        let mut chain = Chain::default();
+        let mut kubernetes = None;
         if let Some(k) = &block.kubernetes {
             let zone = Arc::new(ClusterZone::new());
             match &k.source {
@@ -101,14 +125,17 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
                         "loaded cluster objects from manifests"
                     );
                 }
-                _ => {
-                    return Err(StartError::Unsupported(
-                        "kubernetes: the Kubernetes API source (in-cluster, endpoint, kubeconfig) is not implemented in cluster-dns yet (issue 3); use 'manifests PATH...' inside the kubernetes block".into(),
-                    ));
-                }
+                // The API source: serving starts at once; until the first lists are in, a
+                // would-be NXDOMAIN is answered SERVFAIL.
+                _ => watches.push(watch::start(k, zone.clone()).await?),
             }
-            chain.kubernetes = Some(Kubernetes::new(k, zone.clone(), self_ips.clone()));
+            kubernetes = Some(Kubernetes::new(k, zone.clone(), self_ips.clone()));
             zones.push(zone);
+        }
+        // The plugin order and composition live in `Chain` (plugin::CHAIN_ORDER).
+        let chain = Chain::build(block, kubernetes);
+        if chain.loop_detect.is_some() && chain.forward.is_some() {
+            loop_chains.push(chain.clone());
         }
         let route = BlockRoute {
             zones: block
@@ -135,6 +162,11 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         zones,
         stop: Vec::new(),
         tasks: Vec::new(),
+        watches,
+        loops: loop_chains
+            .iter()
+            .filter_map(|c| c.loop_detect.as_ref().map(|l| Arc::clone(l.status())))
+            .collect(),
     };
     for ((ip, port), blocks) in groups {
         let sockets = match ip {
@@ -163,6 +195,11 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             })));
         running.stop.push(tx);
         running.dns_addrs.push(addr);
+    }
+    // The listeners are up: probe each `forward` upstream for a loop back to us (bounded: a
+    // few tries per upstream, then the task ends).
+    for chain in loop_chains {
+        tokio::spawn(loop_detect::handler::run_probes(chain));
     }
     Ok(running)
 }

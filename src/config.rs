@@ -9,8 +9,11 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use crate::corefile::{Corefile, CorefileError, Directive, parse_zone_key};
+use crate::plugin::cache::setup::{self as cache_setup, CacheConfig};
+use crate::plugin::forward::setup::{self as forward_setup, ForwardConfig};
 use crate::plugin::kubernetes::setup::{self as kubernetes_setup, KubernetesConfig};
 use crate::plugin::{IMPLEMENTED, NOT_YET_IMPLEMENTED};
+use crate::plugin::{loadbalance, loop_detect};
 
 /// The port a server block listens on when its key has none (CoreDNS's default).
 pub const DEFAULT_DNS_PORT: u16 = 53;
@@ -26,6 +29,14 @@ pub struct BlockConfig {
     pub bind: Vec<IpAddr>,
     /// The `kubernetes` plugin, if configured.
     pub kubernetes: Option<KubernetesConfig>,
+    /// The `forward` plugin, if configured.
+    pub forward: Option<ForwardConfig>,
+    /// The `cache` plugin, if configured.
+    pub cache: Option<CacheConfig>,
+    /// `loop` is configured.
+    pub loop_detect: bool,
+    /// `loadbalance` is configured.
+    pub loadbalance: bool,
 }
 
 /// A whole configuration.
@@ -90,6 +101,10 @@ impl Config {
                 port,
                 bind: Vec::new(),
                 kubernetes: None,
+                forward: None,
+                cache: None,
+                loop_detect: false,
+                loadbalance: false,
             };
             for d in &block.directives {
                 apply_directive(&mut config, d, &dir)?;
@@ -131,6 +146,30 @@ fn apply_directive(config: &mut BlockConfig, d: &Directive, dir: &Path) -> Resul
                 return Err(d.error("can be used only once per server block"));
             }
             config.kubernetes = Some(kubernetes_setup::parse(d, &config.zones, dir)?);
+            Ok(())
+        }
+        "forward" => {
+            if config.forward.is_some() {
+                return Err(d.error("can be used only once per server block"));
+            }
+            config.forward = Some(forward_setup::parse(d, dir)?);
+            Ok(())
+        }
+        "cache" => {
+            if config.cache.is_some() {
+                return Err(d.error("can be used only once per server block"));
+            }
+            config.cache = Some(cache_setup::parse(d, &config.zones)?);
+            Ok(())
+        }
+        "loop" => {
+            loop_detect::setup::parse(d)?;
+            config.loop_detect = true;
+            Ok(())
+        }
+        "loadbalance" => {
+            loadbalance::setup::parse(d)?;
+            config.loadbalance = true;
             Ok(())
         }
         _ => {
@@ -176,7 +215,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("Corefile:3") && e.contains("only once"), "{e}");
-        let e = parse(".:53 {\n  forward . 1.1.1.1\n}\n").unwrap_err().to_string();
+        let e = parse(".:53 {\n  forward . 1.1.1.1\n  forward . 1.1.1.1\n}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Corefile:3") && e.contains("only once"), "{e}");
+        let e = parse(".:53 {\n  log\n}\n").unwrap_err().to_string();
         assert!(e.contains("Corefile:2") && e.contains("not implemented"), "{e}");
         let e = parse(".:53 {\n  frobnicate\n}\n").unwrap_err().to_string();
         assert!(
@@ -189,5 +232,28 @@ mod tests {
         assert!(e.contains("same port"), "{e}");
         let e = parse("a.:53 {\n}\nb. a. {\n}\n").unwrap_err().to_string();
         assert!(e.contains("already served") && e.contains("Corefile:3"), "{e}");
+    }
+
+    /// The kubeadm Corefile without the five issue-5 lines (errors, health, ready, prometheus,
+    /// reload) is accepted as written.
+    #[test]
+    fn kubeadm_corefile_forward_cache_loop_loadbalance() {
+        let dir = std::env::temp_dir().join(format!("cluster-dns-config-kubeadm-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let resolv = dir.join("resolv.conf");
+        std::fs::write(&resolv, "nameserver 10.0.0.2\n").unwrap();
+        let text = format!(
+            ".:53 {{\n    kubernetes cluster.local in-addr.arpa ip6.arpa {{\n       pods insecure\n       fallthrough in-addr.arpa ip6.arpa\n       ttl 30\n    }}\n    forward . {} {{\n       max_concurrent 1000\n    }}\n    cache 30 {{\n       disable success cluster.local\n       disable denial cluster.local\n    }}\n    loop\n    loadbalance\n}}\n",
+            resolv.display()
+        );
+        let path = dir.join("Corefile");
+        let cf = Corefile::parse_str(&text, &path).unwrap();
+        let c = Config::from_corefile(&cf, &path, DEFAULT_DNS_PORT).unwrap();
+        let b = &c.blocks[0];
+        let f = b.forward.as_ref().unwrap();
+        assert_eq!((f.to.len(), f.max_concurrent), (1, Some(1000)));
+        assert_eq!(b.cache.as_ref().unwrap().success.max_ttl.as_secs(), 30);
+        assert!(b.loop_detect && b.loadbalance);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -29,12 +29,11 @@ pub fn handler_for(corefile: &str, yaml: &str) -> Result<DnsHandler, String> {
     zone.set_synced(true);
     let mut blocks = Vec::new();
     for block in &config.blocks {
-        let chain = Chain {
-            kubernetes: block
-                .kubernetes
-                .as_ref()
-                .map(|k| Kubernetes::new(k, zone.clone(), Vec::new())),
-        };
+        let kubernetes = block
+            .kubernetes
+            .as_ref()
+            .map(|k| Kubernetes::new(k, zone.clone(), Vec::new()));
+        let chain = Chain::build(block, kubernetes);
         let zones = block
             .zones
             .iter()

@@ -1,8 +1,10 @@
 //! The cluster zone: Kubernetes objects reduced to what DNS needs ([`model`]), the store that
-//! joins and indexes them ([`zone`]), and the sources that fill it ([`manifests`]).
+//! joins and indexes them ([`zone`]), and the sources that fill it ([`manifests`], and [`watch`]
+//! for the Kubernetes API).
 
 pub mod manifests;
 pub mod model;
+pub mod watch;
 pub mod zone;
 
 pub use zone::ClusterZone;

@@ -263,6 +263,39 @@ impl ClusterZone {
         }
     }
 
+    // ---------------------------------------------------------------- keys, for relists
+
+    /// The (namespace, name) of every stored Service object. A source that relists uses it to
+    /// delete what the new list no longer has.
+    pub fn service_keys(&self) -> Vec<(Arc<str>, Arc<str>)> {
+        let mut out = Vec::new();
+        for ns in self.services.iter() {
+            out.extend(
+                ns.value()
+                    .iter()
+                    .filter(|e| e.service.is_some())
+                    .map(|e| (ns.key().clone(), e.key().clone())),
+            );
+        }
+        out
+    }
+
+    /// The (namespace, name) of every stored EndpointSlice (with or without a service label).
+    pub fn slice_keys(&self) -> Vec<(Arc<str>, Arc<str>)> {
+        self.slice_owner.iter().map(|e| e.key().clone()).collect()
+    }
+
+    /// The (namespace, name) of every Pod in the pod IP index (pods without a live IP are not
+    /// stored).
+    pub fn pod_keys(&self) -> Vec<(Arc<str>, Arc<str>)> {
+        self.pods.iter().map(|e| e.key().clone()).collect()
+    }
+
+    /// The names of every stored Namespace.
+    pub fn namespace_names(&self) -> Vec<Arc<str>> {
+        self.namespaces.iter().map(|e| e.key().clone()).collect()
+    }
+
     fn pod_ip_release(&self, namespace: &Arc<str>, ip: IpAddr) {
         let key = (namespace.clone(), ip);
         let now_zero = match self.pod_ips.get_mut(&key) {
@@ -299,7 +332,9 @@ impl ClusterZone {
     }
 
     fn reindex(&self, namespace: &Arc<str>, name: &Arc<str>, old: &[(IpAddr, bool)], new: &[(IpAddr, bool)]) {
-        for (ip, cluster_ip) in old.iter().filter(|x| !new.contains(x)) {
+        // Both lists are sorted and deduplicated (`reverse_ips`): binary search keeps a change to a
+        // service with thousands of endpoints linear-logarithmic.
+        for (ip, cluster_ip) in old.iter().filter(|x| new.binary_search(x).is_err()) {
             let empty = match self.reverse.get_mut(ip) {
                 Some(mut owners) => {
                     owners.retain(|o| {
@@ -313,8 +348,10 @@ impl ClusterZone {
                 self.reverse.remove_if(ip, |_, v| v.is_empty());
             }
         }
-        for (ip, cluster_ip) in new.iter().filter(|x| !old.contains(x)) {
+        for (ip, cluster_ip) in new.iter().filter(|x| old.binary_search(x).is_err()) {
             let mut owners = self.reverse.entry(*ip).or_default();
+            // Most IPs have one owner: do not let the first push reserve room for four.
+            owners.reserve_exact(1);
             let owner = ReverseOwner {
                 namespace: namespace.clone(),
                 service: name.clone(),

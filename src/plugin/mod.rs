@@ -2,16 +2,26 @@
 //!
 //! The order in which a query passes through a server block's plugins is fixed here, in
 //! [`CHAIN_ORDER`], whatever order the Corefile writes them in (as CoreDNS's `plugin.cfg`).
-//! [`Chain`] is that order made code.
+//! [`Chain`] is that order made code: [`Chain::serve`] walks the configured plugins in that
+//! order, each one either answering or handing the question on.
 
+pub mod cache;
+pub mod forward;
 pub mod health;
 pub mod kubernetes;
+pub mod loadbalance;
 pub mod log;
+pub mod loop_detect;
 pub mod metrics;
 pub mod ready;
+pub mod reload;
+
+use std::future::Future;
+use std::pin::Pin;
 
 use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::{Name, RecordType};
+use hickory_proto::rr::rdata::CNAME;
+use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 
 use crate::dns::{Answer, Outcome};
 
@@ -32,15 +42,11 @@ pub const CHAIN_ORDER: &[&str] = &[
 ];
 
 /// Directives cluster-dns implements today.
-pub const IMPLEMENTED: &[&str] = &["bind", "kubernetes"];
+pub const IMPLEMENTED: &[&str] = &["bind", "kubernetes", "forward", "cache", "loop", "loadbalance"];
 
 /// CoreDNS directives that cluster-dns recognises but does not implement yet: a Corefile that
 /// uses one fails to start with a message that says so, rather than "unknown directive".
 pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
-    ("forward", "forwarding (issue 4)"),
-    ("cache", "caching (issue 4)"),
-    ("loop", "loop detection (issue 4)"),
-    ("loadbalance", "answer shuffling (issue 4)"),
     ("errors", "the errors plugin (issue 5)"),
     ("log", "query logging (issue 5)"),
     ("health", "the /health endpoint (issue 5)"),
@@ -88,32 +94,242 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("multisocket", "the multisocket plugin"),
 ];
 
+/// One question as the plugins see it: the name as the client spelt it, the type and class,
+/// and the request bits that change the answer (DO, CD, RD) or its transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    /// The name, in the client's case.
+    pub name: Name,
+    /// The type asked.
+    pub qtype: RecordType,
+    /// The class asked (the server lets only IN through).
+    pub qclass: DNSClass,
+    /// The EDNS DO bit.
+    pub dnssec_ok: bool,
+    /// The CD bit.
+    pub checking_disabled: bool,
+    /// The RD bit.
+    pub recursion_desired: bool,
+    /// The client asked over TCP.
+    pub tcp: bool,
+}
+
+impl Question {
+    /// A plain IN question over UDP with RD set and no DO/CD.
+    pub fn new(name: Name, qtype: RecordType) -> Self {
+        Self {
+            name,
+            qtype,
+            qclass: DNSClass::IN,
+            dnssec_ok: false,
+            checking_disabled: false,
+            recursion_desired: true,
+            tcp: false,
+        }
+    }
+
+    /// The same question for another name (an ExternalName target).
+    pub fn for_name(&self, name: Name) -> Self {
+        Self { name, ..self.clone() }
+    }
+}
+
+/// An answer that came from an upstream server: its rcode, flags and sections as received (the
+/// OPT record removed; the server adds its own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forwarded {
+    /// The upstream's rcode.
+    pub rcode: ResponseCode,
+    /// The upstream's RA bit.
+    pub recursion_available: bool,
+    /// The upstream's AD bit.
+    pub authentic_data: bool,
+    /// The upstream's TC bit (set only when even its TCP answer was cut).
+    pub truncated: bool,
+    /// Answer section.
+    pub answers: Vec<Record>,
+    /// Authority section.
+    pub authority: Vec<Record>,
+    /// Additional section, without the OPT.
+    pub additional: Vec<Record>,
+}
+
 /// What the chain decided for one question.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
-    /// An authoritative answer from the cluster zone.
+    /// An authoritative answer from the cluster zone (AA=1, RA=0).
     Authoritative(Answer),
+    /// An answer from upstream: its flags (AA=0, its RA) and rcode are kept.
+    Forwarded(Forwarded),
     /// No plugin wrote an answer: the server answers this rcode with no records.
     Rcode(ResponseCode),
 }
 
-/// The plugins of one server block, applied in [`CHAIN_ORDER`].
+impl Reply {
+    /// The rcode the client gets.
+    pub fn rcode(&self) -> ResponseCode {
+        match self {
+            Self::Authoritative(a) => a.rcode,
+            Self::Forwarded(f) => f.rcode,
+            Self::Rcode(r) => *r,
+        }
+    }
+
+    /// The answer section.
+    pub fn answers(&self) -> &[Record] {
+        match self {
+            Self::Authoritative(a) => &a.answers,
+            Self::Forwarded(f) => &f.answers,
+            Self::Rcode(_) => &[],
+        }
+    }
+}
+
+/// The plugins of one server block, applied in [`CHAIN_ORDER`]. Every field is cheap to clone
+/// (shared state behind `Arc`s), so background work (prefetch, stale refresh) takes a clone.
 #[derive(Debug, Clone, Default)]
 pub struct Chain {
+    /// `loadbalance`.
+    pub loadbalance: Option<loadbalance::LoadBalance>,
+    /// `cache`.
+    pub cache: Option<cache::Cache>,
     /// The `kubernetes` plugin, if the block has one.
     pub kubernetes: Option<kubernetes::Kubernetes>,
+    /// `loop`.
+    pub loop_detect: Option<loop_detect::LoopDetect>,
+    /// `forward`.
+    pub forward: Option<forward::Forward>,
+}
+
+/// A boxed future of a [`Reply`] (the chain recurses through its stages).
+pub type ReplyFuture<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
+
+fn stage_index(name: &str) -> usize {
+    CHAIN_ORDER
+        .iter()
+        .position(|n| *n == name)
+        .unwrap_or(CHAIN_ORDER.len())
 }
 
 impl Chain {
     /// Passes the question along the chain. A question no plugin answers gets SERVFAIL, as in
     /// CoreDNS when there is no next plugin.
-    pub fn serve(&self, qname: &Name, qtype: RecordType) -> Reply {
-        if let Some(k) = &self.kubernetes {
-            match k.serve(qname, qtype) {
-                Outcome::Answer(answer) => return Reply::Authoritative(answer),
-                Outcome::Fallthrough => {}
+    pub async fn serve(&self, q: &Question) -> Reply {
+        self.serve_from(0, q).await
+    }
+
+    fn configured(&self, name: &str) -> bool {
+        match name {
+            "loadbalance" => self.loadbalance.is_some(),
+            "cache" => self.cache.is_some(),
+            "kubernetes" => self.kubernetes.is_some(),
+            "loop" => self.loop_detect.is_some(),
+            "forward" => self.forward.is_some(),
+            _ => false,
+        }
+    }
+
+    /// Runs the chain from the first configured plugin at or after `stage` in [`CHAIN_ORDER`].
+    pub fn serve_from<'a>(&'a self, stage: usize, q: &'a Question) -> ReplyFuture<'a> {
+        Box::pin(async move {
+            let Some((i, name)) = CHAIN_ORDER
+                .iter()
+                .enumerate()
+                .skip(stage)
+                .find(|(_, n)| self.configured(n))
+            else {
+                return Reply::Rcode(ResponseCode::ServFail);
+            };
+            let next = i + 1;
+            match *name {
+                "loadbalance" => {
+                    let mut reply = self.serve_from(next, q).await;
+                    if let Some(lb) = &self.loadbalance {
+                        lb.shuffle(&mut reply);
+                    }
+                    reply
+                }
+                "cache" => match &self.cache {
+                    Some(cache) => cache.serve(self, next, q).await,
+                    None => self.serve_from(next, q).await,
+                },
+                "kubernetes" => match self.kubernetes.as_ref().map(|k| k.serve(&q.name, q.qtype)) {
+                    Some(Outcome::Answer(answer)) => match answer.external_target.clone() {
+                        Some(target) if self.forward.is_some() => self.chase(answer, target, q).await,
+                        _ => Reply::Authoritative(answer),
+                    },
+                    _ => self.serve_from(next, q).await,
+                },
+                "loop" => {
+                    if let Some(l) = &self.loop_detect
+                        && let Some(upstream) = l.probe_seen(&q.name)
+                    {
+                        if let Some(f) = &self.forward {
+                            f.mark_looping(upstream, l.status());
+                        }
+                        return Reply::Rcode(ResponseCode::ServFail);
+                    }
+                    self.serve_from(next, q).await
+                }
+                "forward" => match &self.forward {
+                    Some(f) if f.handles(&q.name) => f.serve(q).await,
+                    _ => self.serve_from(next, q).await,
+                },
+                _ => self.serve_from(next, q).await,
+            }
+        })
+    }
+
+    /// An ExternalName answer whose target is outside the cluster: asks the chain again from
+    /// the cache on for (target, qtype) and appends the upstream's answer section after the
+    /// CNAME, with the target's rcode (RFC 6604).
+    async fn chase(&self, mut answer: Answer, target: Name, q: &Question) -> Reply {
+        answer.external_target = None;
+        let inner = self.serve_from(stage_index("cache"), &q.for_name(target)).await;
+        // Keep only what this answer owns: the CNAME(s) it wrote.
+        answer
+            .answers
+            .retain(|r| matches!(r.data, RData::CNAME(CNAME(_))));
+        match inner {
+            Reply::Forwarded(f) => {
+                answer.rcode = f.rcode;
+                let negative = f.answers.is_empty() || f.rcode != ResponseCode::NoError;
+                answer.answers.extend(f.answers);
+                answer.authority = if negative { f.authority } else { Vec::new() };
+                answer.additional = Vec::new();
+            }
+            Reply::Authoritative(a) => {
+                answer.rcode = a.rcode;
+                answer.answers.extend(a.answers);
+                answer.authority = a.authority;
+            }
+            Reply::Rcode(r) => {
+                answer.rcode = r;
+                answer.authority = Vec::new();
             }
         }
-        Reply::Rcode(ResponseCode::ServFail)
+        Reply::Authoritative(answer)
+    }
+}
+
+impl Chain {
+    /// The chain of one server block: its `kubernetes` plugin (built by the caller, which owns
+    /// the zone's source) and the plugins its configuration names.
+    pub fn build(block: &crate::config::BlockConfig, kubernetes: Option<kubernetes::Kubernetes>) -> Self {
+        let first_zone = block
+            .zones
+            .first()
+            .and_then(|z| Name::from_ascii(z).ok())
+            .map(|n| n.to_lowercase())
+            .unwrap_or_else(Name::root);
+        Self {
+            loadbalance: block.loadbalance.then_some(loadbalance::LoadBalance),
+            cache: block.cache.as_ref().map(cache::Cache::new),
+            kubernetes,
+            loop_detect: block
+                .loop_detect
+                .then(|| loop_detect::LoopDetect::new(first_zone)),
+            forward: block.forward.as_ref().map(forward::Forward::new),
+        }
     }
 }

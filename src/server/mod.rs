@@ -22,7 +22,7 @@ use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseI
 use hickory_server::zone_handler::MessageResponseBuilder;
 use tokio::net::{TcpListener, UdpSocket};
 
-use crate::plugin::{Chain, Reply};
+use crate::plugin::{Chain, Question, Reply};
 
 /// The UDP payload size cluster-dns advertises and never exceeds (DNS Flag Day 2020).
 pub const MAX_UDP_PAYLOAD: u16 = 1232;
@@ -111,8 +111,8 @@ impl Response {
 }
 
 impl DnsHandler {
-    /// Decides the response to `req` (no I/O).
-    fn respond(&self, req: &Request) -> Response {
+    /// Decides the response to `req` (I/O only through the chain's `forward`).
+    async fn respond(&self, req: &Request) -> Response {
         let mut meta = Metadata::response_from_request(&req.metadata);
         meta.recursion_available = false;
         if req.metadata.op_code != OpCode::Query {
@@ -144,7 +144,16 @@ impl DnsHandler {
         let Some(chain) = self.router.route(&lower) else {
             return Response::rcode(meta, ResponseCode::Refused);
         };
-        match chain.serve(original.name(), qtype) {
+        let question = Question {
+            name: original.name().clone(),
+            qtype,
+            qclass: query.query_class(),
+            dnssec_ok: req.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok),
+            checking_disabled: req.metadata.checking_disabled,
+            recursion_desired: req.metadata.recursion_desired,
+            tcp: !matches!(req.protocol(), Protocol::Udp),
+        };
+        match chain.serve(&question).await {
             Reply::Authoritative(answer) => {
                 meta.authoritative = true;
                 meta.response_code = answer.rcode;
@@ -153,6 +162,20 @@ impl DnsHandler {
                     answers: answer.answers,
                     authority: answer.authority,
                     additional: answer.additional,
+                }
+            }
+            Reply::Forwarded(f) => {
+                // The upstream's rcode and flags; not authoritative (we are not).
+                meta.authoritative = false;
+                meta.recursion_available = f.recursion_available;
+                meta.authentic_data = f.authentic_data;
+                meta.response_code = f.rcode;
+                meta.truncation = f.truncated;
+                Response {
+                    meta,
+                    answers: f.answers,
+                    authority: f.authority,
+                    additional: f.additional,
                 }
             }
             Reply::Rcode(rcode) => Response::rcode(meta, rcode),
@@ -170,13 +193,14 @@ impl DnsHandler {
     /// Decides the response to `req` and cuts it to the client's size limit: the client's EDNS
     /// payload capped at ours and never below 512 on UDP, 512 without EDNS, 64 KiB on TCP. An
     /// OPT is sent only when the query had one.
-    fn prepare(&self, req: &Request) -> Prepared {
-        let mut resp = self.respond(req);
+    async fn prepare(&self, req: &Request) -> Prepared {
+        let mut resp = self.respond(req).await;
         let udp = matches!(req.protocol(), Protocol::Udp);
         let edns = req.edns.as_ref().map(|client| {
             let mut ours = Edns::new();
             ours.set_version(0);
             ours.set_max_payload(client.max_payload().clamp(PLAIN_UDP_LIMIT, MAX_UDP_PAYLOAD));
+            ours.set_dnssec_ok(client.flags().dnssec_ok);
             ours
         });
         let limit = match (&edns, udp) {
@@ -195,14 +219,26 @@ impl DnsHandler {
         resp.answers.truncate(f.answers);
         resp.authority.truncate(f.authority);
         resp.additional.truncate(f.additional);
-        resp.meta.truncation = f.truncated;
+        resp.meta.truncation = resp.meta.truncation || f.truncated;
         Prepared { resp, edns }
     }
 
     /// Answers one wire-format request without sockets, as the server would (used by the fuzz
-    /// targets and benchmarks). `None` where the server sends nothing: shorter than a header,
-    /// or a response packet. Unparsable bodies get FORMERR.
+    /// targets and benchmarks), blocking the calling thread. Only for chains that do no I/O
+    /// (no `forward`); use [`DnsHandler::answer_wire_async`] inside a tokio runtime otherwise.
     pub fn answer_wire(&self, bytes: &[u8], src: SocketAddr, protocol: Protocol) -> Option<Vec<u8>> {
+        futures::executor::block_on(self.answer_wire_async(bytes, src, protocol))
+    }
+
+    /// Answers one wire-format request without sockets, as the server would. `None` where the
+    /// server sends nothing: shorter than a header, or a response packet. Unparsable bodies get
+    /// FORMERR.
+    pub async fn answer_wire_async(
+        &self,
+        bytes: &[u8],
+        src: SocketAddr,
+        protocol: Protocol,
+    ) -> Option<Vec<u8>> {
         let mut decoder = BinDecoder::new(bytes);
         let header = Header::read(&mut decoder).ok()?;
         let req = match Request::from_bytes(bytes.to_vec(), src, protocol) {
@@ -223,7 +259,7 @@ impl DnsHandler {
         if req.metadata.message_type == MessageType::Response {
             return None;
         }
-        let p = self.prepare(&req);
+        let p = self.prepare(&req).await;
         let builder = MessageResponseBuilder::new(&req.queries, p.edns.as_ref());
         let message = builder.build(
             p.resp.meta,
@@ -249,7 +285,7 @@ impl RequestHandler for DnsHandler {
         req: &Request,
         mut response_handle: R,
     ) -> ResponseInfo {
-        let p = self.prepare(req);
+        let p = self.prepare(req).await;
         let meta = p.resp.meta;
         let builder = MessageResponseBuilder::new(&req.queries, p.edns.as_ref());
         let message = builder.build(

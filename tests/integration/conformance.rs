@@ -1,7 +1,8 @@
 //! The conformance table (`tests/data/conformance-cases.tsv`, a copy of the behaviour
 //! reference's) run against the real server, over UDP and TCP, with the fixture loaded through
 //! `manifests`. Every row of the profiles K, D, V, E, P, N and S is checked; rows answered by
-//! the next plugin (forwarding) are checked to be handed on.
+//! the next plugin go through `forward` to a real upstream (Debian's `unbound`, see
+//! [`crate::upstream::Unbound`]) and must come back as that upstream answers them directly.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -11,11 +12,11 @@ use hickory_proto::rr::{RData, RecordType};
 
 use crate::support::{self, show};
 
-struct Case {
-    id: String,
-    profile: String,
-    qname: String,
-    qtype: RecordType,
+pub(crate) struct Case {
+    pub(crate) id: String,
+    pub(crate) profile: String,
+    pub(crate) qname: String,
+    pub(crate) qtype: RecordType,
     rcode: String,
     answer: Vec<String>,
     authority: String,
@@ -31,7 +32,7 @@ fn split_records(col: &str) -> Vec<String> {
     v
 }
 
-fn cases() -> Vec<Case> {
+pub(crate) fn cases() -> Vec<Case> {
     let text = std::fs::read_to_string(support::data_dir().join("conformance-cases.tsv")).expect("tsv");
     let mut out = Vec::new();
     for line in text.lines().skip(1) {
@@ -56,7 +57,7 @@ fn cases() -> Vec<Case> {
     out
 }
 
-fn profile_options(profile: &str) -> Option<&'static str> {
+pub(crate) fn profile_options(profile: &str) -> Option<&'static str> {
     const K: &str = "pods insecure\n fallthrough in-addr.arpa ip6.arpa\n ttl 30";
     Some(match profile {
         "K" => K,
@@ -74,11 +75,11 @@ fn ttl_of(profile: &str) -> u32 {
     if profile == "D" { 5 } else { 30 }
 }
 
-async fn start_profile(profile: &str) -> (cluster_dns::app::Running, SocketAddr) {
+async fn start_profile(profile: &str, upstream: SocketAddr) -> (cluster_dns::app::Running, SocketAddr) {
     let opts = profile_options(profile).expect("known profile");
     let fixture = support::data_dir().join("conformance-fixture.yaml");
     let corefile = format!(
-        ".:0 {{\n bind 127.0.0.1\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n manifests {}\n {opts}\n }}\n}}\n",
+        ".:0 {{\n bind 127.0.0.1\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n manifests {}\n {opts}\n }}\n forward . {upstream}\n}}\n",
         fixture.display()
     );
     let running = support::start(&corefile, &support::temp_dir(&format!("conf-{profile}"))).await;
@@ -86,8 +87,21 @@ async fn start_profile(profile: &str) -> (cluster_dns::app::Running, SocketAddr)
     (running, addr)
 }
 
-/// Checks one reply against a case; returns the failures.
-fn check(case: &Case, reply: &Message, transport: &str) -> Vec<String> {
+/// Checks one reply against a case, for a server without a forwarder; returns the failures.
+/// (Also used by the watch tests.)
+pub(crate) fn check(case: &Case, reply: &Message, transport: &str) -> Vec<String> {
+    check_with_upstream(case, reply, None, transport)
+}
+
+/// Checks one reply against a case. `direct` is, for a server that forwards, the upstream's own
+/// answer to the question the row hands on (the case's, or the ExternalName target's); `None`
+/// for a server without a forwarder. Returns the failures.
+pub(crate) fn check_with_upstream(
+    case: &Case,
+    reply: &Message,
+    direct: Option<&Message>,
+    transport: &str,
+) -> Vec<String> {
     let mut errs = Vec::new();
     let mut fail = |m: String| {
         errs.push(format!(
@@ -101,6 +115,25 @@ fn check(case: &Case, reply: &Message, transport: &str) -> Vec<String> {
         v.sort();
         v
     };
+    if case.rcode == "(next plugin)"
+        && let Some(direct) = direct
+    {
+        // Handed on to `forward`: exactly what the upstream answers, with its flags.
+        let want: Vec<String> = direct.answers.iter().map(show).collect();
+        let got: Vec<String> = reply.answers.iter().map(show).collect();
+        if rcode != direct.metadata.response_code || got != want {
+            fail(format!(
+                "expected the upstream's answer {:?} {want:?}, got {rcode:?} {got:?}",
+                direct.metadata.response_code
+            ));
+        }
+        if reply.metadata.authoritative
+            || reply.metadata.recursion_available != direct.metadata.recursion_available
+        {
+            fail("forwarded flags: want AA=0 and the upstream's RA".into());
+        }
+        return errs;
+    }
     if case.rcode == "(next plugin)" {
         // No forwarder is configured: the kubernetes plugin handed the question on and the end
         // of the chain answered SERVFAIL (as CoreDNS does with no next plugin).
@@ -130,12 +163,19 @@ fn check(case: &Case, reply: &Message, transport: &str) -> Vec<String> {
         fail("RA set".into());
     }
     if case.answer.iter().any(|a| a.contains('<')) {
-        // The answer continues with upstream records (ExternalName chase): without a forwarder
-        // only the CNAME is there.
-        let fixed: Vec<&String> = case.answer.iter().filter(|a| !a.contains('<')).collect();
+        // The answer continues with the upstream's records for the ExternalName target (none
+        // without a forwarder).
+        let mut want: Vec<String> = case.answer.iter().filter(|a| !a.contains('<')).cloned().collect();
+        want.extend(
+            direct
+                .map(|d| d.answers.iter().map(show).collect::<Vec<_>>())
+                .unwrap_or_default(),
+        );
         let got: Vec<String> = reply.answers.iter().map(show).collect();
-        if got.len() != fixed.len() || got.iter().zip(&fixed).any(|(g, w)| g != *w) {
-            fail(format!("answer {got:?}, want {fixed:?} first"));
+        if got != want || (direct.is_some() && got.len() < 2) {
+            fail(format!(
+                "answer {got:?}, want {want:?} (CNAME first, then the upstream's)"
+            ));
         }
     } else if answers != case.answer {
         fail(format!("answer {answers:?}, want {:?}", case.answer));
@@ -150,7 +190,13 @@ fn check(case: &Case, reply: &Message, transport: &str) -> Vec<String> {
         fail("CNAME is not first".into());
     }
     let ttl = ttl_of(&case.profile);
-    for r in &reply.answers {
+    let qname_lower = case.qname.to_ascii_lowercase();
+    // Records copied from upstream (ExternalName chase) keep the upstream's TTLs.
+    for r in reply
+        .answers
+        .iter()
+        .filter(|r| r.name.to_ascii().to_ascii_lowercase() == qname_lower)
+    {
         let want = if r.record_type() == RecordType::TXT {
             28800
         } else {
@@ -220,16 +266,45 @@ async fn conformance_table_over_udp_and_tcp() {
         by_profile.keys().cloned().collect::<Vec<_>>(),
         ["D", "K", "N", "P", "S", "V"]
     );
+    let dir = support::temp_dir("conformance-unbound");
+    let upstream = crate::upstream::Unbound::start(&dir)
+        .await
+        .expect("unbound is not installed: run ./test.sh, which installs it");
     let mut failures = Vec::new();
     let mut checked = 0;
+    let mut forwarded = 0;
     for (profile, cases) in &by_profile {
-        let (running, addr) = start_profile(profile).await;
+        let (running, addr) = start_profile(profile, upstream.addr).await;
         for case in cases {
+            // What the upstream itself answers to the question the row hands on.
+            let direct = if case.rcode == "(next plugin)" {
+                forwarded += 1;
+                Some(
+                    support::udp(upstream.addr, &support::query_edns(&case.qname, case.qtype, 1232))
+                        .await
+                        .0,
+                )
+            } else if case.answer.iter().any(|a| a.contains('<')) {
+                forwarded += 1;
+                let target = case
+                    .answer
+                    .iter()
+                    .find_map(|a| a.split(" CNAME ").nth(1))
+                    .unwrap_or_default()
+                    .to_owned();
+                Some(
+                    support::udp(upstream.addr, &support::query_edns(&target, case.qtype, 1232))
+                        .await
+                        .0,
+                )
+            } else {
+                None
+            };
             let (udp_reply, _) =
                 support::udp(addr, &support::query_edns(&case.qname, case.qtype, 1232)).await;
-            failures.extend(check(case, &udp_reply, "udp"));
+            failures.extend(check_with_upstream(case, &udp_reply, direct.as_ref(), "udp"));
             let tcp_reply = support::tcp(addr, &support::query(&case.qname, case.qtype)).await;
-            failures.extend(check(case, &tcp_reply, "tcp"));
+            failures.extend(check_with_upstream(case, &tcp_reply, direct.as_ref(), "tcp"));
             // The question comes back exactly as asked (0x20 case kept).
             let asked = case.qname.trim_end_matches('.');
             let echoed = udp_reply
@@ -245,6 +320,9 @@ async fn conformance_table_over_udp_and_tcp() {
         running.stop().await.expect("clean stop");
     }
     assert!(checked >= 100, "only {checked} cases ran");
+    assert!(forwarded >= 7, "only {forwarded} forwarded cases ran");
+    drop(upstream);
+    let _ = std::fs::remove_dir_all(&dir);
     assert!(
         failures.is_empty(),
         "{} failures:\n{}",

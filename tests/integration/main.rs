@@ -6,5 +6,8 @@
 mod cli;
 mod conformance;
 mod deploy;
+mod forward;
 mod support;
 mod transport;
+mod upstream;
+mod watch;

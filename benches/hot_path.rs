@@ -1,0 +1,153 @@
+//! Micro-benchmarks of the query hot path, for catching regressions (issue 6):
+//!
+//! ```sh
+//! cargo bench --bench hot_path            # every case, ~1.5 s each
+//! cargo bench --bench hot_path -- answer  # only the cases whose name contains "answer"
+//! ```
+//!
+//! Cases: parsing a query (`Message::from_bytes`), the whole answer path on wire bytes
+//! (`DnsHandler::answer_wire`: parse, route, lookup, encode) against the conformance fixture
+//! behind the kubeadm stanza for a ClusterIP A, a headless A, an SRV, a PTR and an NXDOMAIN, and
+//! encoding a 20-record answer. Each case warms up, then runs 5 rounds of ~0.3 s and prints the
+//! median ns/op (and the fastest round). No timing is asserted: numbers are for comparison on
+//! one machine. Without `--bench` (as `cargo test --benches` runs it) every case runs a few
+//! iterations only, to check the answers, so the file cannot rot.
+
+use std::hint::black_box;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use cluster_dns::server::{DnsHandler, Protocol};
+use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::A;
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+use hickory_proto::serialize::binary::BinDecodable;
+
+const ROUNDS: usize = 5;
+const ROUND_TIME: Duration = Duration::from_millis(300);
+const WARMUP: Duration = Duration::from_millis(200);
+
+fn query_bytes(name: &str, qtype: RecordType) -> Vec<u8> {
+    let mut m = Message::new(0x1234, MessageType::Query, OpCode::Query);
+    m.metadata.recursion_desired = true;
+    m.add_query(Query::query(Name::from_ascii(name).expect("name"), qtype));
+    m.to_vec().expect("encode query")
+}
+
+/// Runs `f` in batches until `time` has passed; returns (iterations, elapsed).
+fn run_for(time: Duration, f: &mut dyn FnMut()) -> (u64, Duration) {
+    let start = Instant::now();
+    let mut iters = 0u64;
+    let mut batch = 16u64;
+    loop {
+        for _ in 0..batch {
+            f();
+        }
+        iters += batch;
+        let elapsed = start.elapsed();
+        if elapsed >= time {
+            return (iters, elapsed);
+        }
+        if elapsed < time / 8 {
+            batch *= 2;
+        }
+    }
+}
+
+fn bench(name: &str, full: bool, filter: Option<&str>, f: &mut dyn FnMut()) {
+    if filter.is_some_and(|s| !name.contains(s)) {
+        return;
+    }
+    if !full {
+        for _ in 0..3 {
+            f();
+        }
+        println!("{name:<28} ok");
+        return;
+    }
+    run_for(WARMUP, f);
+    let mut per_op: Vec<f64> = (0..ROUNDS)
+        .map(|_| {
+            let (iters, elapsed) = run_for(ROUND_TIME, f);
+            elapsed.as_nanos() as f64 / iters as f64
+        })
+        .collect();
+    per_op.sort_by(f64::total_cmp);
+    let median = per_op[ROUNDS / 2];
+    println!(
+        "{name:<28} {median:>9.0} ns/op  (fastest round {:.0}, {:.0}k op/s)",
+        per_op[0],
+        1e6 / median
+    );
+}
+
+/// Checks the handler's reply to `q` once, so a case measures the answer it claims to.
+fn check(h: &DnsHandler, src: SocketAddr, q: &[u8], rcode: ResponseCode, min_answers: usize) {
+    let reply = h.answer_wire(q, src, Protocol::Udp).expect("a reply");
+    let m = Message::from_bytes(&reply).expect("reply parses");
+    assert_eq!(m.metadata.response_code, rcode, "{m}");
+    assert!(m.answers.len() >= min_answers, "{m}");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let full = args.iter().any(|a| a == "--bench");
+    let filter = args.iter().find(|a| !a.starts_with('-')).map(String::as_str);
+
+    let handler = cluster_dns::testing::fixture_handler().expect("fixture handler");
+    let src: SocketAddr = "127.0.0.1:5353".parse().expect("addr");
+
+    let clusterip = query_bytes("svc1.testns.svc.cluster.local.", RecordType::A);
+    bench("parse query", full, filter, &mut || {
+        black_box(Message::from_bytes(black_box(&clusterip)).expect("parse"));
+    });
+
+    let cases = [
+        ("answer A clusterip", clusterip.clone(), ResponseCode::NoError, 1),
+        (
+            "answer A headless",
+            query_bytes("hdls.testns.svc.cluster.local.", RecordType::A),
+            ResponseCode::NoError,
+            2,
+        ),
+        (
+            "answer SRV",
+            query_bytes("_http._tcp.svc1.testns.svc.cluster.local.", RecordType::SRV),
+            ResponseCode::NoError,
+            1,
+        ),
+        (
+            "answer PTR",
+            query_bytes("1.10.96.10.in-addr.arpa.", RecordType::PTR),
+            ResponseCode::NoError,
+            1,
+        ),
+        (
+            "answer NXDOMAIN search miss",
+            query_bytes("api.example.com.testns.svc.cluster.local.", RecordType::A),
+            ResponseCode::NXDomain,
+            0,
+        ),
+    ];
+    for (name, q, rcode, answers) in &cases {
+        check(&handler, src, q, *rcode, *answers);
+        bench(name, full, filter, &mut || {
+            black_box(handler.answer_wire(black_box(q), src, Protocol::Udp));
+        });
+    }
+
+    let owner = Name::from_ascii("big.testns.svc.cluster.local.").expect("name");
+    let mut big = Message::new(0x1234, MessageType::Response, OpCode::Query);
+    big.metadata.authoritative = true;
+    big.add_query(Query::query(owner.clone(), RecordType::A));
+    for i in 0..20u8 {
+        big.add_answer(Record::from_rdata(
+            owner.clone(),
+            30,
+            RData::A(A(Ipv4Addr::new(10, 244, 1, i))),
+        ));
+    }
+    bench("encode 20-record answer", full, filter, &mut || {
+        black_box(black_box(&big).to_vec().expect("encode"));
+    });
+}

@@ -1,0 +1,627 @@
+//! The Kubernetes API source: builds a `kube` client from the `kubernetes` plugin's connection
+//! options and keeps a [`ClusterZone`] in step with the API server through one kube-runtime
+//! watcher per resource (Namespaces, Services, EndpointSlices and, with `pods verified`, Pods).
+//!
+//! What this module owns:
+//! - the connection: in-cluster service account (default), `endpoint URL` (http or https, with
+//!   `tls CERT KEY CACERT`), or `kubeconfig PATH [CONTEXT]`;
+//! - the filters: `namespaces` gives one namespaced watch per listed namespace, `labels` is sent
+//!   to the API as the label selector of the Service, EndpointSlice and Pod watches,
+//!   `namespace_labels` as the one of the Namespace watch;
+//! - applying events object by object. Objects are watched as [`DynamicObject`]s and converted
+//!   one at a time, so a malformed object is skipped with a warning that names it instead of
+//!   failing the whole list;
+//! - relists without two copies: on `Init` a set of the keys seen starts, every `InitApply` is
+//!   applied in place (the zone swaps each service's record set whole), and on `InitDone` what
+//!   the zone holds in that watch's scope but the list did not have is deleted;
+//! - sync state ([`SyncState`]): the zone is marked synced once every watch has completed its
+//!   first list; `/ready` reads the same state;
+//! - faults: every watcher error is retried with kube's default backoff and never ends a watch;
+//!   RBAC Forbidden is logged once per watch at ERROR, naming the verb and the resource.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio::task::JoinHandle;
+
+use super::ClusterZone;
+use super::model::{PodInfo, ServiceInfo, SliceInfo, namespace_name};
+use crate::plugin::kubernetes::setup::{ApiSource, KubernetesConfig, PodMode};
+
+/// Page size of the initial lists of Services, Namespaces and Pods (client-go's default).
+const PAGE_SIZE: u32 = 500;
+/// Page size of the initial EndpointSlice list. Slices are large (up to 100 endpoints each), and
+/// kube holds a whole page decoded while it hands the objects out, so smaller pages keep the
+/// peak memory of a sync or relist low.
+const SLICE_PAGE_SIZE: u32 = 50;
+
+/// Why the API source could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WatchError {
+    /// The in-cluster service-account configuration could not be read.
+    #[error("kubernetes: in-cluster configuration is not available (not running in a pod?): {source}")]
+    InCluster {
+        /// kube's error.
+        #[source]
+        source: kube::config::InClusterError,
+    },
+    /// `endpoint URL` is not a valid URL.
+    #[error("kubernetes: endpoint '{url}' is not a valid URL: {message}")]
+    Endpoint {
+        /// The URL as written.
+        url: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// The kubeconfig file (or the one built for `tls`) could not be loaded.
+    #[error("kubernetes: cannot load kubeconfig {}: {source}", path.display())]
+    Kubeconfig {
+        /// The file (for `tls`, the endpoint URL).
+        path: PathBuf,
+        /// kube's error.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// The HTTP client could not be built from the configuration.
+    #[error("kubernetes: cannot build the API client for {url}: {source}")]
+    Client {
+        /// The API server URL.
+        url: String,
+        /// kube's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The source is not an API source (`manifests` is loaded elsewhere).
+    #[error("kubernetes: not an API source")]
+    NotApi,
+}
+
+/// The resources the source watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Resource {
+    /// core/v1 Namespaces (cluster-scoped).
+    Namespaces,
+    /// core/v1 Services.
+    Services,
+    /// discovery.k8s.io/v1 EndpointSlices.
+    EndpointSlices,
+    /// core/v1 Pods (only with `pods verified`).
+    Pods,
+}
+
+impl Resource {
+    /// The resource as RBAC names it (`services`, `endpointslices.discovery.k8s.io`, ...).
+    pub fn rbac_name(self) -> &'static str {
+        match self {
+            Self::Namespaces => "namespaces",
+            Self::Services => "services",
+            Self::EndpointSlices => "endpointslices.discovery.k8s.io",
+            Self::Pods => "pods",
+        }
+    }
+
+    /// The kind of its objects.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::Namespaces => "Namespace",
+            Self::Services => "Service",
+            Self::EndpointSlices => "EndpointSlice",
+            Self::Pods => "Pod",
+        }
+    }
+
+    fn api_resource(self) -> ApiResource {
+        match self {
+            Self::Namespaces => ApiResource::erase::<Namespace>(&()),
+            Self::Services => ApiResource::erase::<Service>(&()),
+            Self::EndpointSlices => ApiResource::erase::<EndpointSlice>(&()),
+            Self::Pods => ApiResource::erase::<Pod>(&()),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct SyncInner {
+    /// One entry per watch: its name (`services`, `pods in testns`) and whether its first list
+    /// has completed.
+    watches: Vec<(String, AtomicBool)>,
+}
+
+/// Whether every watch of one `kubernetes` plugin has completed its first list. Cheap to clone;
+/// `/ready` reads it.
+#[derive(Debug, Clone)]
+pub struct SyncState {
+    inner: Arc<SyncInner>,
+}
+
+impl SyncState {
+    fn new(names: Vec<String>) -> Self {
+        Self {
+            inner: Arc::new(SyncInner {
+                watches: names.into_iter().map(|n| (n, AtomicBool::new(false))).collect(),
+            }),
+        }
+    }
+
+    /// True once every watch has completed its first list (it stays true through later errors
+    /// and relists: the last-known zone keeps answering).
+    pub fn is_synced(&self) -> bool {
+        self.inner.watches.iter().all(|(_, s)| s.load(Ordering::Acquire))
+    }
+
+    /// The watches that have not completed their first list, such as `services` or
+    /// `endpointslices.discovery.k8s.io in testns`.
+    pub fn pending(&self) -> Vec<String> {
+        self.inner
+            .watches
+            .iter()
+            .filter(|(_, s)| !s.load(Ordering::Acquire))
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    fn mark(&self, index: usize) -> bool {
+        if let Some((_, s)) = self.inner.watches.get(index) {
+            s.store(true, Ordering::Release);
+        }
+        self.is_synced()
+    }
+}
+
+/// The running watches of one `kubernetes` plugin. Dropping it (or [`WatchSource::stop`]) stops
+/// them.
+#[derive(Debug)]
+pub struct WatchSource {
+    sync: SyncState,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl WatchSource {
+    /// The sync state (for `/ready`).
+    pub fn sync_state(&self) -> SyncState {
+        self.sync.clone()
+    }
+
+    /// Stops every watch.
+    pub fn stop(&mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for WatchSource {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Builds the kube client configuration for `config`'s source.
+pub async fn client_config(config: &KubernetesConfig) -> Result<kube::Config, WatchError> {
+    match &config.source {
+        ApiSource::InCluster => kube::Config::incluster().map_err(|source| WatchError::InCluster { source }),
+        ApiSource::Endpoint(url) => match &config.tls {
+            None => match url.parse() {
+                Ok(uri) => Ok(kube::Config::new(uri)),
+                Err(e) => Err(WatchError::Endpoint {
+                    url: url.clone(),
+                    message: e.to_string(),
+                }),
+            },
+            Some((cert, key, ca)) => {
+                // A kubeconfig in memory, so that kube loads the files as it does for a real one.
+                let q = |s: &str| serde_json::Value::String(s.to_owned()).to_string();
+                let text = format!(
+                    "{{\"apiVersion\":\"v1\",\"kind\":\"Config\",\"current-context\":\"c\",\"clusters\":[{{\"name\":\"c\",\"cluster\":{{\"server\":{},\"certificate-authority\":{}}}}}],\"users\":[{{\"name\":\"u\",\"user\":{{\"client-certificate\":{},\"client-key\":{}}}}}],\"contexts\":[{{\"name\":\"c\",\"context\":{{\"cluster\":\"c\",\"user\":\"u\"}}}}]}}",
+                    q(url),
+                    q(&ca.to_string_lossy()),
+                    q(&cert.to_string_lossy()),
+                    q(&key.to_string_lossy()),
+                );
+                let err = |source| WatchError::Kubeconfig {
+                    path: PathBuf::from(url),
+                    source,
+                };
+                let kc = Kubeconfig::from_yaml(&text).map_err(err)?;
+                kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                    .await
+                    .map_err(err)
+            }
+        },
+        ApiSource::Kubeconfig { path, context } => {
+            let err = |source| WatchError::Kubeconfig {
+                path: path.clone(),
+                source,
+            };
+            let kc = Kubeconfig::read_from(path).map_err(err)?;
+            let options = KubeConfigOptions {
+                context: context.clone(),
+                ..KubeConfigOptions::default()
+            };
+            kube::Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .map_err(err)
+        }
+        ApiSource::Manifests(_) => Err(WatchError::NotApi),
+    }
+}
+
+/// One watch to run: a resource in a scope with a label selector.
+#[derive(Debug, Clone)]
+struct WatchSpec {
+    resource: Resource,
+    namespace: Option<String>,
+    labels: Option<String>,
+}
+
+impl WatchSpec {
+    fn name(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} in {ns}", self.resource.rbac_name()),
+            None => self.resource.rbac_name().to_owned(),
+        }
+    }
+
+    fn scope(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("in namespace {ns}"),
+            None => "at the cluster scope".to_owned(),
+        }
+    }
+}
+
+fn watch_specs(config: &KubernetesConfig) -> Vec<WatchSpec> {
+    let mut resources = vec![Resource::Services, Resource::EndpointSlices];
+    if config.pods == PodMode::Verified {
+        resources.push(Resource::Pods);
+    }
+    let mut specs = vec![WatchSpec {
+        resource: Resource::Namespaces,
+        namespace: None,
+        labels: config.namespace_labels.clone(),
+    }];
+    for resource in resources {
+        if config.namespaces.is_empty() {
+            specs.push(WatchSpec {
+                resource,
+                namespace: None,
+                labels: config.labels.clone(),
+            });
+        } else {
+            for ns in &config.namespaces {
+                specs.push(WatchSpec {
+                    resource,
+                    namespace: Some(ns.clone()),
+                    labels: config.labels.clone(),
+                });
+            }
+        }
+    }
+    specs
+}
+
+/// Connects to the API server named by `config` and starts the watches that fill `zone`. It
+/// returns at once: the watches list, retry and follow in background tasks, and the zone is
+/// marked synced when all of them have completed their first list.
+pub async fn start(config: &KubernetesConfig, zone: Arc<ClusterZone>) -> Result<WatchSource, WatchError> {
+    let kube_config = client_config(config).await?;
+    let url = kube_config.cluster_url.to_string();
+    let client = kube::Client::try_from(kube_config).map_err(|source| WatchError::Client {
+        url: url.clone(),
+        source,
+    })?;
+    let specs = watch_specs(config);
+    let sync = SyncState::new(specs.iter().map(WatchSpec::name).collect());
+    let allowed: Option<Arc<HashSet<String>>> =
+        (!config.namespaces.is_empty()).then(|| Arc::new(config.namespaces.iter().cloned().collect()));
+    tracing::info!(
+        target: "cluster_dns::watch",
+        %url,
+        watches = %specs.iter().map(WatchSpec::name).collect::<Vec<_>>().join(", "),
+        "watching the Kubernetes API"
+    );
+    let mut tasks = Vec::new();
+    for (index, spec) in specs.into_iter().enumerate() {
+        let ar = spec.resource.api_resource();
+        let api: Api<DynamicObject> = match &spec.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        };
+        let mut wc = watcher::Config::default().page_size(if spec.resource == Resource::EndpointSlices {
+            SLICE_PAGE_SIZE
+        } else {
+            PAGE_SIZE
+        });
+        if let Some(l) = &spec.labels {
+            wc = wc.labels(l);
+        }
+        let task = WatchTask {
+            spec,
+            index,
+            zone: zone.clone(),
+            sync: sync.clone(),
+            allowed: if index == 0 { allowed.clone() } else { None },
+            interner: HashSet::new(),
+            keep_pod_names: config.endpoint_pod_names,
+        };
+        tasks.push(tokio::spawn(task.run(api, wc)));
+    }
+    Ok(WatchSource { sync, tasks })
+}
+
+type Key = (Arc<str>, Arc<str>);
+
+struct WatchTask {
+    spec: WatchSpec,
+    index: usize,
+    zone: Arc<ClusterZone>,
+    sync: SyncState,
+    /// For the Namespace watch with a `namespaces` list: the namespaces to keep.
+    allowed: Option<Arc<HashSet<String>>>,
+    /// Namespace names, shared by every object of this watch.
+    interner: HashSet<Arc<str>>,
+    /// Keep endpoints' pod names (only `endpoint_pod_names` answers with them).
+    keep_pod_names: bool,
+}
+
+fn lower(s: &str) -> String {
+    s.to_ascii_lowercase()
+}
+
+impl WatchTask {
+    async fn run(mut self, api: Api<DynamicObject>, wc: watcher::Config) {
+        let mut stream = watcher::watcher(api, wc).default_backoff().boxed();
+        let mut seen: Option<HashSet<Key>> = None;
+        let mut forbidden_logged = false;
+        let mut synced_once = false;
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(Event::Init) => seen = Some(HashSet::new()),
+                Ok(Event::InitApply(obj)) => {
+                    let key = self.apply(obj);
+                    if let (Some(seen), Some(key)) = (seen.as_mut(), key) {
+                        seen.insert(key);
+                    }
+                }
+                Ok(Event::InitDone) => {
+                    let seen = seen.take().unwrap_or_default();
+                    let removed = self.remove_unseen(&seen);
+                    forbidden_logged = false;
+                    if !synced_once {
+                        synced_once = true;
+                        tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), objects = seen.len(), "initial list applied");
+                        if self.sync.mark(self.index) {
+                            self.zone.set_synced(true);
+                            tracing::info!(target: "cluster_dns::watch", services = self.zone.service_count(), "cluster zone synced");
+                        }
+                    } else {
+                        tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), objects = seen.len(), removed, "relist applied");
+                    }
+                }
+                Ok(Event::Apply(obj)) => {
+                    self.apply(obj);
+                }
+                Ok(Event::Delete(obj)) => self.delete(&obj),
+                Err(e) => self.log_error(&e, &mut forbidden_logged),
+            }
+        }
+    }
+
+    fn intern(&mut self, ns: &Arc<str>) -> Arc<str> {
+        if let Some(s) = self.interner.get(ns) {
+            return s.clone();
+        }
+        self.interner.insert(ns.clone());
+        ns.clone()
+    }
+
+    /// Converts and applies one object; returns its key when it has a name (even if it is
+    /// malformed, so that a relist keeps the last good version of it).
+    fn apply(&mut self, obj: DynamicObject) -> Option<Key> {
+        let kind = self.spec.resource.kind();
+        let name = lower(obj.metadata.name.as_deref().unwrap_or_default());
+        let namespace = match self.spec.resource {
+            Resource::Namespaces => String::new(),
+            _ => lower(obj.metadata.namespace.as_deref().unwrap_or("default")),
+        };
+        if name.is_empty() {
+            tracing::warn!(target: "cluster_dns::watch", "{kind} without metadata.name skipped");
+            return None;
+        }
+        let key: Key = (Arc::from(namespace.as_str()), Arc::from(name.as_str()));
+        let DynamicObject { metadata, data, .. } = obj;
+        let mut value = data;
+        let result: Result<(), String> = match serde_json::to_value(metadata) {
+            Err(e) => Err(e.to_string()),
+            Ok(meta) => {
+                if let serde_json::Value::Object(map) = &mut value {
+                    map.insert("metadata".into(), meta);
+                } else {
+                    value = serde_json::json!({ "metadata": meta });
+                }
+                self.apply_value(value)
+            }
+        };
+        if let Err(reason) = result {
+            tracing::warn!(target: "cluster_dns::watch", "{kind} {}/{}: skipped: {reason}", key.0, key.1);
+        }
+        Some(key)
+    }
+
+    fn apply_value(&mut self, value: serde_json::Value) -> Result<(), String> {
+        match self.spec.resource {
+            Resource::Namespaces => {
+                let ns: Namespace = serde_json::from_value(value).map_err(|e| e.to_string())?;
+                let name = namespace_name(&ns).map_err(|e| e.to_string())?;
+                if self.allowed.as_ref().is_some_and(|a| !a.contains(&*name)) {
+                    return Ok(());
+                }
+                self.zone.apply_namespace(name);
+            }
+            Resource::Services => {
+                let svc: Service = serde_json::from_value(value).map_err(|e| e.to_string())?;
+                let mut info = ServiceInfo::from_k8s(&svc).map_err(|e| e.to_string())?;
+                info.namespace = self.intern(&info.namespace);
+                self.zone.apply_service(info);
+            }
+            Resource::EndpointSlices => {
+                let slice: EndpointSlice = serde_json::from_value(value).map_err(|e| e.to_string())?;
+                let mut info = SliceInfo::from_k8s(&slice).map_err(|e| e.to_string())?;
+                drop(slice);
+                info.namespace = self.intern(&info.namespace);
+                // Store only what DNS needs, without spare capacity: this is most of the zone.
+                info.endpoints.shrink_to_fit();
+                for ep in &mut info.endpoints {
+                    ep.addresses.shrink_to_fit();
+                    if !self.keep_pod_names {
+                        // Only `endpoint_pod_names` reads them: no string per endpoint otherwise.
+                        ep.pod_name = None;
+                    }
+                }
+                self.zone.apply_slice(info);
+            }
+            Resource::Pods => {
+                let pod: Pod = serde_json::from_value(value).map_err(|e| e.to_string())?;
+                let mut info = PodInfo::from_k8s(&pod).map_err(|e| e.to_string())?;
+                info.namespace = self.intern(&info.namespace);
+                self.zone.apply_pod(info);
+            }
+        }
+        Ok(())
+    }
+
+    fn delete(&self, obj: &DynamicObject) {
+        let name = lower(obj.metadata.name.as_deref().unwrap_or_default());
+        let namespace = lower(obj.metadata.namespace.as_deref().unwrap_or("default"));
+        self.delete_key(&namespace, &name);
+    }
+
+    fn delete_key(&self, namespace: &str, name: &str) {
+        match self.spec.resource {
+            Resource::Namespaces => self.zone.delete_namespace(name),
+            Resource::Services => self.zone.delete_service(namespace, name),
+            Resource::EndpointSlices => self.zone.delete_slice(namespace, name),
+            Resource::Pods => self.zone.delete_pod(namespace, name),
+        }
+    }
+
+    /// After a (re)list: deletes what the zone holds in this watch's scope but the list lacked.
+    fn remove_unseen(&self, seen: &HashSet<Key>) -> usize {
+        let in_scope = |ns: &str| self.spec.namespace.as_deref().is_none_or(|s| s == ns);
+        let stored: Vec<Key> = match self.spec.resource {
+            Resource::Namespaces => self
+                .zone
+                .namespace_names()
+                .into_iter()
+                .map(|n| (Arc::from(""), n))
+                .collect(),
+            Resource::Services => self.zone.service_keys(),
+            Resource::EndpointSlices => self.zone.slice_keys(),
+            Resource::Pods => self.zone.pod_keys(),
+        };
+        let mut removed = 0;
+        for key in stored {
+            if in_scope(&key.0) && !seen.contains(&key) {
+                self.delete_key(&key.0, &key.1);
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    fn log_error(&self, e: &watcher::Error, forbidden_logged: &mut bool) {
+        let (verb, source) = match e {
+            watcher::Error::InitialListFailed(s) => ("list", Some(s)),
+            watcher::Error::WatchStartFailed(s) => ("watch", Some(s)),
+            watcher::Error::WatchFailed(s) => ("watch", Some(s)),
+            watcher::Error::WatchError(status) => {
+                if status.code == 410 {
+                    tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), "watch expired (410 Gone): relisting; the last-known zone answers meanwhile");
+                } else {
+                    tracing::warn!(target: "cluster_dns::watch", watch = %self.spec.name(), "watch error from the API server: {e}");
+                }
+                return;
+            }
+            watcher::Error::NoResourceVersion => ("watch", None),
+        };
+        if let Some(kube::Error::Api(status)) = source
+            && status.code == 403
+        {
+            if !*forbidden_logged {
+                *forbidden_logged = true;
+                let r = self.spec.resource.rbac_name();
+                tracing::error!(
+                    target: "cluster_dns::watch",
+                    "RBAC: cannot {verb} {r} {}: grant list/watch on {r} ({})",
+                    self.spec.scope(),
+                    status.message
+                );
+            }
+            return;
+        }
+        tracing::warn!(target: "cluster_dns::watch", watch = %self.spec.name(), "{e}; retrying with backoff");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> KubernetesConfig {
+        let text =
+            format!("cluster.local {{\n kubernetes {{\n endpoint http://127.0.0.1:1\n {extra}\n }}\n}}\n");
+        let cf = crate::corefile::Corefile::parse_str(&text, std::path::Path::new("Corefile")).unwrap();
+        let c = crate::config::Config::from_corefile(&cf, std::path::Path::new("Corefile"), 53).unwrap();
+        c.blocks[0].kubernetes.clone().unwrap()
+    }
+
+    #[test]
+    fn watches_follow_the_filters() {
+        let names = |c: &KubernetesConfig| watch_specs(c).iter().map(WatchSpec::name).collect::<Vec<_>>();
+        assert_eq!(
+            names(&config("")),
+            ["namespaces", "services", "endpointslices.discovery.k8s.io"]
+        );
+        let c = config("pods verified\n namespaces a b\n labels app=x");
+        assert_eq!(
+            names(&c),
+            [
+                "namespaces",
+                "services in a",
+                "services in b",
+                "endpointslices.discovery.k8s.io in a",
+                "endpointslices.discovery.k8s.io in b",
+                "pods in a",
+                "pods in b"
+            ]
+        );
+        assert!(
+            watch_specs(&c)[1..]
+                .iter()
+                .all(|s| s.labels.as_deref() == Some("app=x"))
+        );
+        let c = config("namespace_labels team=dns");
+        assert_eq!(watch_specs(&c)[0].labels.as_deref(), Some("team=dns"));
+        assert_eq!(watch_specs(&c)[1].labels, None);
+    }
+
+    #[test]
+    fn sync_state_waits_for_every_watch() {
+        let s = SyncState::new(vec!["a".into(), "b".into()]);
+        assert!(!s.is_synced());
+        assert!(!s.mark(1));
+        assert_eq!(s.pending(), ["a"]);
+        assert!(s.mark(0));
+        assert!(s.clone().is_synced());
+    }
+}

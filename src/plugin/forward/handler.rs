@@ -1,0 +1,190 @@
+//! One exchange with one upstream: the query built with a fresh random ID (from the thread's
+//! CSPRNG), sent from a fresh socket on a random source port (UDP) or over a new TCP connection,
+//! and a reply accepted only when its source address and port, ID, QR bit and question (name
+//! case-insensitively, type, class) match. Anything else is dropped and counted, and the wait
+//! goes on until the attempt's deadline.
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
+use hickory_proto::rr::{Name, RecordType};
+use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+use tokio::time::{Instant, timeout_at};
+
+use super::ForwardError;
+use crate::plugin::Question;
+use crate::server::MAX_UDP_PAYLOAD;
+
+/// Most datagrams one UDP attempt reads before it gives up (the deadline normally ends it first).
+const MAX_DATAGRAMS_PER_ATTEMPT: usize = 256;
+/// The receive buffer of one UDP attempt. The query advertises [`MAX_UDP_PAYLOAD`]; a larger
+/// datagram is cut by the kernel, fails to parse and is dropped like any bad reply. (A 64 KiB
+/// buffer per query in flight cost megabytes at `max_concurrent 1000`.)
+const UDP_RECV_BUFFER: usize = 4096;
+
+/// The query sent upstream for `q` with message ID `id`: the client's name (its case kept), type,
+/// class, RD and CD bits, and EDNS advertising [`MAX_UDP_PAYLOAD`] with the client's DO bit.
+pub fn build_query(q: &Question, id: u16) -> Result<Vec<u8>, ForwardError> {
+    let mut msg = Message::new(id, MessageType::Query, OpCode::Query);
+    msg.metadata.recursion_desired = q.recursion_desired;
+    msg.metadata.checking_disabled = q.checking_disabled;
+    let mut query = Query::query(q.name.clone(), q.qtype);
+    query.set_query_class(q.qclass);
+    msg.add_query(query);
+    let mut edns = Edns::new();
+    edns.set_max_payload(MAX_UDP_PAYLOAD);
+    edns.set_dnssec_ok(q.dnssec_ok);
+    msg.set_edns(edns);
+    msg.to_bytes().map_err(|e| ForwardError::Encode(e.to_string()))
+}
+
+/// The reply in `bytes` if it answers query `id` for `q`: a response with that ID and exactly
+/// that question.
+pub fn accept_reply(bytes: &[u8], id: u16, q: &Question) -> Option<Message> {
+    let msg = Message::from_bytes(bytes).ok()?;
+    if msg.metadata.id != id || msg.metadata.message_type != MessageType::Response {
+        return None;
+    }
+    match msg.queries.as_slice() {
+        [rq] if same_name(rq.name(), &q.name)
+            && rq.query_type() == q.qtype
+            && rq.query_class() == q.qclass =>
+        {
+            Some(msg)
+        }
+        _ => None,
+    }
+}
+
+fn same_name(a: &Name, b: &Name) -> bool {
+    a.to_lowercase() == b.to_lowercase()
+}
+
+/// Counters the exchanges update.
+#[derive(Debug, Default)]
+pub struct ExchangeStats {
+    /// Replies dropped: wrong source, ID, question, or unparsable.
+    pub unwanted_replies: AtomicU64,
+}
+
+/// Asks `addr` for `q` over UDP (or TCP when `tcp`), giving up at `deadline`.
+pub async fn exchange(
+    addr: SocketAddr,
+    q: &Question,
+    tcp: bool,
+    deadline: Instant,
+    stats: &ExchangeStats,
+) -> Result<Message, ForwardError> {
+    let id: u16 = rand::random();
+    let query = build_query(q, id)?;
+    let work = async {
+        if tcp {
+            exchange_tcp(addr, &query, id, q, stats).await
+        } else {
+            exchange_udp(addr, &query, id, q, stats).await
+        }
+    };
+    match timeout_at(deadline, work).await {
+        Ok(r) => r,
+        Err(_) => Err(ForwardError::Timeout { addr, tcp }),
+    }
+}
+
+async fn exchange_udp(
+    addr: SocketAddr,
+    query: &[u8],
+    id: u16,
+    q: &Question,
+    stats: &ExchangeStats,
+) -> Result<Message, ForwardError> {
+    let io = |source| ForwardError::Io { addr, source };
+    // A fresh socket per query: the kernel picks a random ephemeral source port.
+    let local: SocketAddr = if addr.is_ipv4() {
+        (Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let sock = UdpSocket::bind(local).await.map_err(io)?;
+    sock.send_to(query, addr).await.map_err(io)?;
+    let mut buf = vec![0u8; UDP_RECV_BUFFER];
+    for _ in 0..MAX_DATAGRAMS_PER_ATTEMPT {
+        let (n, from) = sock.recv_from(&mut buf).await.map_err(io)?;
+        if from != addr {
+            stats.unwanted_replies.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%addr, %from, "dropped a reply from an unexpected source");
+            continue;
+        }
+        match buf.get(..n).and_then(|b| accept_reply(b, id, q)) {
+            Some(msg) => return Ok(msg),
+            None => {
+                stats.unwanted_replies.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(%addr, "dropped a reply whose ID or question does not match");
+            }
+        }
+    }
+    Err(ForwardError::Unwanted { addr })
+}
+
+async fn exchange_tcp(
+    addr: SocketAddr,
+    query: &[u8],
+    id: u16,
+    q: &Question,
+    stats: &ExchangeStats,
+) -> Result<Message, ForwardError> {
+    let io = |source| ForwardError::Io { addr, source };
+    let mut stream = TcpStream::connect(addr).await.map_err(io)?;
+    let len = u16::try_from(query.len()).map_err(|_| ForwardError::Encode("query too long".into()))?;
+    let mut out = Vec::with_capacity(query.len() + 2);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(query);
+    stream.write_all(&out).await.map_err(io)?;
+    let mut lenb = [0u8; 2];
+    stream.read_exact(&mut lenb).await.map_err(io)?;
+    let mut buf = vec![0u8; usize::from(u16::from_be_bytes(lenb))];
+    stream.read_exact(&mut buf).await.map_err(io)?;
+    match accept_reply(&buf, id, q) {
+        Some(msg) => Ok(msg),
+        None => {
+            stats.unwanted_replies.fetch_add(1, Ordering::Relaxed);
+            Err(ForwardError::Unwanted { addr })
+        }
+    }
+}
+
+/// The question a health probe asks: `. IN NS`, as CoreDNS's.
+pub fn probe_question() -> Question {
+    Question::new(Name::root(), RecordType::NS)
+}
+
+/// How long a health probe waits for its reply.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_must_match_id_and_question() {
+        let q = Question::new(Name::from_ascii("WwW.Example.com.").unwrap(), RecordType::A);
+        let bytes = build_query(&q, 7).unwrap();
+        let mut reply = Message::from_bytes(&bytes).unwrap();
+        // A query is not a reply.
+        assert!(accept_reply(&bytes, 7, &q).is_none());
+        reply.metadata.message_type = MessageType::Response;
+        let ok = reply.to_bytes().unwrap();
+        assert!(accept_reply(&ok, 7, &q).is_some());
+        assert!(accept_reply(&ok, 8, &q).is_none());
+        let other = Question::new(Name::from_ascii("www.example.org.").unwrap(), RecordType::A);
+        assert!(accept_reply(&ok, 7, &other).is_none());
+        let case = Question::new(Name::from_ascii("www.EXAMPLE.com.").unwrap(), RecordType::A);
+        assert!(accept_reply(&ok, 7, &case).is_some());
+        let aaaa = Question::new(q.name.clone(), RecordType::AAAA);
+        assert!(accept_reply(&ok, 7, &aaaa).is_none());
+        assert!(accept_reply(&ok[..5], 7, &q).is_none());
+    }
+}

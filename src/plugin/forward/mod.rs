@@ -1,0 +1,397 @@
+//! The `forward` plugin: sends questions it handles (names under FROM, outside `except`) to its
+//! upstreams and returns their answers unchanged (rcode, RA, AD, sections). It owns upstream
+//! choice (`policy`), health (passive failure counting, background probes while down),
+//! `max_concurrent` and the per-query time budget. See this folder's README.
+//!
+//! Time: each attempt waits at most `read_timeout` (2 s), and the whole query at most
+//! [`TOTAL_BUDGET`], so a client gets SERVFAIL before its own 5 s retry.
+
+pub mod handler;
+pub mod setup;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::{Name, RecordType};
+use rand::seq::SliceRandom;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use self::handler::{ExchangeStats, PROBE_TIMEOUT, exchange, probe_question};
+pub use self::setup::{ForwardConfig, Policy};
+use super::loop_detect::LoopStatus;
+use super::{Forwarded, Question, Reply};
+
+/// The most time one client query spends in `forward`, all attempts included.
+pub const TOTAL_BUDGET: Duration = Duration::from_millis(4500);
+
+/// Errors of one upstream exchange.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ForwardError {
+    /// No matching reply before the deadline.
+    #[error("no reply from {addr} ({}) in time", if *tcp { "tcp" } else { "udp" })]
+    Timeout {
+        /// The upstream.
+        addr: SocketAddr,
+        /// Over TCP.
+        tcp: bool,
+    },
+    /// A socket error.
+    #[error("{addr}: {source}")]
+    Io {
+        /// The upstream.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Only replies that did not match the query arrived.
+    #[error("{addr}: only mismatched replies")]
+    Unwanted {
+        /// The upstream.
+        addr: SocketAddr,
+    },
+    /// The query could not be encoded.
+    #[error("cannot encode the upstream query: {0}")]
+    Encode(String),
+}
+
+/// One upstream and its health.
+#[derive(Debug)]
+pub struct Upstream {
+    addr: SocketAddr,
+    fails: AtomicU32,
+    down: AtomicBool,
+    probing: AtomicBool,
+    looping: AtomicBool,
+}
+
+impl Upstream {
+    fn new(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            fails: AtomicU32::new(0),
+            down: AtomicBool::new(false),
+            probing: AtomicBool::new(false),
+            looping: AtomicBool::new(false),
+        }
+    }
+
+    /// Its address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Marked down after `max_fails` consecutive failures, until a probe gets a reply.
+    pub fn is_down(&self) -> bool {
+        self.down.load(Ordering::Relaxed)
+    }
+
+    /// A forwarding loop leads through it back to this server: it is never used again.
+    pub fn is_looping(&self) -> bool {
+        self.looping.load(Ordering::Relaxed)
+    }
+}
+
+/// Counters of one `forward` (exported as metrics by issue 5).
+#[derive(Debug, Default)]
+pub struct ForwardStats {
+    /// Queries refused because `max_concurrent` were in flight
+    /// (`coredns_forward_max_concurrent_rejects_total`).
+    pub max_concurrent_rejects: AtomicU64,
+    /// Health probes that got no reply (`coredns_proxy_healthcheck_failures_total`).
+    pub healthcheck_failures: AtomicU64,
+    /// Queries answered SERVFAIL because no upstream replied in time.
+    pub no_upstream_reply: AtomicU64,
+    /// Queries sent upstream (attempts, retries included).
+    pub attempts: AtomicU64,
+    /// Mismatched replies dropped.
+    pub exchange: ExchangeStats,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: ForwardConfig,
+    from: Name,
+    except: Vec<Name>,
+    upstreams: Vec<Arc<Upstream>>,
+    inflight: Option<Arc<Semaphore>>,
+    next: AtomicUsize,
+    stats: Arc<ForwardStats>,
+}
+
+/// The `forward` plugin in a chain. Clones share upstream state.
+#[derive(Debug, Clone)]
+pub struct Forward {
+    inner: Arc<Inner>,
+}
+
+fn name_of(zone: &str) -> Name {
+    Name::from_ascii(zone)
+        .map(|n| n.to_lowercase())
+        .unwrap_or_else(|_| Name::root())
+}
+
+impl Forward {
+    /// The plugin for `config`.
+    pub fn new(config: &ForwardConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                from: name_of(&config.from),
+                except: config.except.iter().map(|z| name_of(z)).collect(),
+                upstreams: config.to.iter().map(|a| Arc::new(Upstream::new(*a))).collect(),
+                inflight: config.max_concurrent.map(|n| Arc::new(Semaphore::new(n))),
+                next: AtomicUsize::new(0),
+                stats: Arc::new(ForwardStats::default()),
+                config: config.clone(),
+            }),
+        }
+    }
+
+    /// The upstreams, in configured order.
+    pub fn upstreams(&self) -> &[Arc<Upstream>] {
+        &self.inner.upstreams
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &Arc<ForwardStats> {
+        &self.inner.stats
+    }
+
+    /// True when `name` is under FROM and not under an `except` zone.
+    pub fn handles(&self, name: &Name) -> bool {
+        let lower = name.to_lowercase();
+        self.inner.from.zone_of(&lower) && !self.inner.except.iter().any(|z| z.zone_of(&lower))
+    }
+
+    /// Marks upstream `index` as looping (see [`LoopStatus`]).
+    pub fn mark_looping(&self, index: usize, status: &LoopStatus) {
+        if let Some(u) = self.inner.upstreams.get(index)
+            && !u.looping.swap(true, Ordering::Relaxed)
+        {
+            status.record(u.addr);
+        }
+    }
+
+    /// The upstream indices to try, in the policy's order: healthy ones, else (all down) the
+    /// down ones anyway, unless `failfast_all_unhealthy_upstreams`. Looping ones never.
+    fn candidates(&self) -> Vec<usize> {
+        let n = self.inner.upstreams.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        match self.inner.config.policy {
+            Policy::Random => order.shuffle(&mut rand::rng()),
+            Policy::RoundRobin => {
+                let start = self.inner.next.fetch_add(1, Ordering::Relaxed) % n.max(1);
+                order.rotate_left(start);
+            }
+            Policy::Sequential => {}
+        }
+        let usable: Vec<usize> = order
+            .into_iter()
+            .filter(|i| self.inner.upstreams.get(*i).is_some_and(|u| !u.is_looping()))
+            .collect();
+        let healthy: Vec<usize> = usable
+            .iter()
+            .copied()
+            .filter(|i| self.inner.upstreams.get(*i).is_some_and(|u| !u.is_down()))
+            .collect();
+        if healthy.is_empty() && !self.inner.config.failfast_all_unhealthy {
+            usable
+        } else {
+            healthy
+        }
+    }
+
+    /// Forwards `q`: REFUSED at once over `max_concurrent`; the first upstream reply otherwise
+    /// (UDP retried over TCP when truncated); SERVFAIL when none replies within the budget.
+    pub async fn serve(&self, q: &Question) -> Reply {
+        let _permit = match &self.inner.inflight {
+            Some(sem) => match Arc::clone(sem).try_acquire_owned() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    self.inner
+                        .stats
+                        .max_concurrent_rejects
+                        .fetch_add(1, Ordering::Relaxed);
+                    return Reply::Rcode(ResponseCode::Refused);
+                }
+            },
+            None => None,
+        };
+        let deadline = Instant::now() + TOTAL_BUDGET;
+        let cfg = &self.inner.config;
+        let tcp = cfg.force_tcp || (q.tcp && !cfg.prefer_udp);
+        for i in self.candidates() {
+            let Some(up) = self.inner.upstreams.get(i) else {
+                continue;
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            let attempt_deadline = deadline.min(now + cfg.read_timeout);
+            match self.attempt(up, q, tcp, attempt_deadline).await {
+                Ok(msg) => {
+                    up.fails.store(0, Ordering::Relaxed);
+                    return Reply::Forwarded(forwarded(msg));
+                }
+                Err(error) => {
+                    tracing::debug!(upstream = %up.addr, qname = %q.name, qtype = %q.qtype, %error, "upstream attempt failed");
+                    self.failed(up);
+                }
+            }
+        }
+        self.inner.stats.no_upstream_reply.fetch_add(1, Ordering::Relaxed);
+        Reply::Rcode(ResponseCode::ServFail)
+    }
+
+    async fn attempt(
+        &self,
+        up: &Upstream,
+        q: &Question,
+        tcp: bool,
+        deadline: Instant,
+    ) -> Result<Message, ForwardError> {
+        let stats = &self.inner.stats;
+        stats.attempts.fetch_add(1, Ordering::Relaxed);
+        let msg = exchange(up.addr, q, tcp, deadline, &stats.exchange).await?;
+        if !tcp && msg.metadata.truncation {
+            // Truncated over UDP: ask again over TCP, in the same attempt's time.
+            stats.attempts.fetch_add(1, Ordering::Relaxed);
+            return exchange(up.addr, q, true, deadline, &stats.exchange).await;
+        }
+        Ok(msg)
+    }
+
+    /// Counts a failure; at `max_fails` in a row the upstream goes down and a probe starts.
+    fn failed(&self, up: &Arc<Upstream>) {
+        let cfg = &self.inner.config;
+        let fails = up.fails.fetch_add(1, Ordering::Relaxed) + 1;
+        if cfg.max_fails == 0 || cfg.health_check.is_zero() || fails < cfg.max_fails {
+            return;
+        }
+        if !up.down.swap(true, Ordering::Relaxed) {
+            tracing::warn!(upstream = %up.addr, fails, "upstream marked down; probing it in the background");
+        }
+        if !up.probing.swap(true, Ordering::Relaxed) {
+            let weak = Arc::downgrade(up);
+            let stats = Arc::downgrade(&self.inner.stats);
+            let tcp = cfg.force_tcp;
+            tokio::spawn(probe_until_healthy(weak, stats, cfg.health_check, tcp));
+        }
+    }
+
+    /// Sends one loop probe (`HINFO name`) to upstream `index` over UDP and waits for any reply;
+    /// true when one came.
+    pub async fn send_probe(&self, index: usize, name: Name) -> bool {
+        let Some(up) = self.inner.upstreams.get(index) else {
+            return false;
+        };
+        let q = Question::new(name, RecordType::HINFO);
+        let deadline = Instant::now() + self.inner.config.read_timeout;
+        exchange(
+            up.addr,
+            &q,
+            self.inner.config.force_tcp,
+            deadline,
+            &self.inner.stats.exchange,
+        )
+        .await
+        .is_ok()
+    }
+}
+
+/// Probes a down upstream every `interval` until it answers (then takes it back) or the plugin
+/// is gone.
+async fn probe_until_healthy(up: Weak<Upstream>, stats: Weak<ForwardStats>, interval: Duration, tcp: bool) {
+    let q = probe_question();
+    loop {
+        tokio::time::sleep(interval).await;
+        let (Some(up), Some(stats)) = (up.upgrade(), stats.upgrade()) else {
+            return;
+        };
+        let deadline = Instant::now() + PROBE_TIMEOUT;
+        match exchange(up.addr, &q, tcp, deadline, &stats.exchange).await {
+            Ok(_) => {
+                up.fails.store(0, Ordering::Relaxed);
+                up.down.store(false, Ordering::Relaxed);
+                up.probing.store(false, Ordering::Relaxed);
+                tracing::info!(upstream = %up.addr, "upstream answers again; back in use");
+                return;
+            }
+            Err(_) => {
+                stats.healthcheck_failures.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// The upstream reply as the chain carries it.
+fn forwarded(msg: Message) -> Forwarded {
+    let meta = msg.metadata;
+    Forwarded {
+        rcode: meta.response_code,
+        recursion_available: meta.recursion_available,
+        authentic_data: meta.authentic_data,
+        truncated: meta.truncation,
+        answers: msg.answers,
+        authority: msg.authorities,
+        additional: msg
+            .additionals
+            .into_iter()
+            .filter(|r| {
+                !matches!(
+                    r.record_type(),
+                    RecordType::OPT | RecordType::TSIG | RecordType::SIG
+                )
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn forward(text: &str) -> Forward {
+        let cf =
+            crate::corefile::Corefile::parse_str(&format!(".:53 {{\n{text}\n}}\n"), Path::new("Corefile"))
+                .unwrap();
+        Forward::new(&setup::parse(&cf.blocks[0].directives[0], Path::new("/")).unwrap())
+    }
+
+    #[tokio::test]
+    async fn over_max_concurrent_is_refused_and_counted() {
+        // An upstream that never answers keeps the first query in flight.
+        let silent = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = silent.local_addr().unwrap();
+        let f = forward(&format!(
+            "forward . {addr} {{\n max_concurrent 1\n read_timeout 300ms\n}}"
+        ));
+        let q = Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A);
+        let first = {
+            let (f, q) = (f.clone(), q.clone());
+            tokio::spawn(async move { f.serve(&q).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(f.serve(&q).await, Reply::Rcode(ResponseCode::Refused));
+        assert_eq!(f.stats().max_concurrent_rejects.load(Ordering::Relaxed), 1);
+        assert_eq!(first.await.unwrap(), Reply::Rcode(ResponseCode::ServFail));
+        // The permit is back: the next query is tried again (and fails again), not refused.
+        assert_eq!(f.serve(&q).await, Reply::Rcode(ResponseCode::ServFail));
+        assert_eq!(f.stats().max_concurrent_rejects.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn handles_from_and_except() {
+        let f = forward("forward example.org 127.0.0.1 {\n except internal.example.org\n}");
+        let n = |s: &str| Name::from_ascii(s).unwrap();
+        assert!(f.handles(&n("www.EXAMPLE.org.")));
+        assert!(!f.handles(&n("a.internal.example.org.")));
+        assert!(!f.handles(&n("example.com.")));
+    }
+}

@@ -1,0 +1,386 @@
+//! Upstream DNS servers for the forwarding tests, all on 127.0.0.1 port 0:
+//!
+//! - [`Scripted`]: a small authoritative server for `example.com` written here, over UDP and
+//!   TCP, whose behaviour a test switches at run time ([`Mode`]): answer, be slow, drop, answer
+//!   spoofed replies (wrong ID, wrong source port, wrong question) before the real one, or relay
+//!   every query to another server (a resolv.conf stub such as 127.0.0.53 pointing back at us).
+//!   It counts the queries it gets.
+//! - [`Unbound`]: the real Debian `unbound`, authoritative for a small zone through
+//!   `local-zone`/`local-data`, started from a config in a temp dir and killed on drop.
+
+#![allow(clippy::unwrap_used)]
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hickory_proto::op::{Message, MessageType, ResponseCode};
+use hickory_proto::rr::rdata::{A, SOA};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, UdpSocket};
+use tokio::task::JoinHandle;
+
+/// How the scripted upstream behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Answer at once.
+    Answer,
+    /// Answer after this delay.
+    Slow(Duration),
+    /// Never answer.
+    Drop,
+    /// Send three bad replies (from another port, with another ID, for another question), each
+    /// claiming 203.0.113.66, then the real answer 50 ms later.
+    Spoof,
+    /// Pass every query to this server and its reply back.
+    Relay(SocketAddr),
+}
+
+/// The address the spoofed replies claim.
+pub const SPOOFED_IP: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 66);
+
+struct State {
+    mode: Mutex<Mode>,
+    udp_queries: AtomicUsize,
+    tcp_queries: AtomicUsize,
+    /// The last octet of `www.example.com`'s address (192.0.2.X).
+    last_octet: AtomicU8,
+    /// The TTL of positive answers.
+    ttl: AtomicU32,
+}
+
+/// The scripted upstream.
+pub struct Scripted {
+    /// Where it listens (UDP and TCP).
+    pub addr: SocketAddr,
+    state: Arc<State>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Scripted {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn soa() -> Record {
+    let zone = Name::from_ascii("example.com.").unwrap();
+    let soa = SOA::new(
+        Name::from_ascii("ns.example.com.").unwrap(),
+        Name::from_ascii("hostmaster.example.com.").unwrap(),
+        1,
+        3600,
+        600,
+        86400,
+        2,
+    );
+    Record::from_rdata(zone, 2, RData::SOA(soa))
+}
+
+/// The answer to `query` (parsed): `nx*` names are NXDOMAIN (SOA TTL and MINIMUM 2 s); `big*`
+/// names have 100 A records (truncated over UDP); HINFO and other types get NODATA; every other
+/// name gets one A 192.0.2.X with the state's TTL. Always RA=1, AA=1.
+fn answer(state: &State, query: &Message, udp: bool) -> Message {
+    let mut reply = Message::response(query.metadata.id, query.metadata.op_code);
+    reply.metadata.recursion_desired = query.metadata.recursion_desired;
+    reply.metadata.recursion_available = true;
+    reply.metadata.authoritative = true;
+    reply.queries = query.queries.clone();
+    let Some(q) = query.queries.first() else {
+        reply.metadata.response_code = ResponseCode::FormErr;
+        return reply;
+    };
+    let name = q.name().clone();
+    let first = name
+        .iter()
+        .next()
+        .map(|l| String::from_utf8_lossy(l).to_ascii_lowercase())
+        .unwrap_or_default();
+    let ttl = state.ttl.load(Ordering::Relaxed);
+    if first.starts_with("nx") {
+        reply.metadata.response_code = ResponseCode::NXDomain;
+        reply.authorities.push(soa());
+    } else if q.query_type() != RecordType::A {
+        reply.authorities.push(soa());
+    } else if first.starts_with("big") {
+        if udp {
+            reply.metadata.truncation = true;
+        } else {
+            for i in 0..100u8 {
+                reply.answers.push(Record::from_rdata(
+                    name.clone(),
+                    ttl,
+                    RData::A(A(Ipv4Addr::new(198, 51, 100, i))),
+                ));
+            }
+        }
+    } else {
+        let octet = state.last_octet.load(Ordering::Relaxed);
+        reply.answers.push(Record::from_rdata(
+            name,
+            ttl,
+            RData::A(A(Ipv4Addr::new(192, 0, 2, octet))),
+        ));
+    }
+    reply
+}
+
+fn spoof_of(good: &Message, id: u16, name: Option<&str>) -> Vec<u8> {
+    let mut m = good.clone();
+    m.metadata.id = id;
+    if let Some(n) = name
+        && let Some(q) = m.queries.first_mut()
+    {
+        q.set_name(Name::from_ascii(n).unwrap());
+    }
+    m.answers = vec![Record::from_rdata(
+        good.queries[0].name().clone(),
+        300,
+        RData::A(A(SPOOFED_IP)),
+    )];
+    m.to_bytes().unwrap()
+}
+
+async fn relay(target: SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
+    let sock = UdpSocket::bind("127.0.0.1:0").await.ok()?;
+    sock.send_to(bytes, target).await.ok()?;
+    let mut buf = vec![0u8; 65535];
+    let (n, _) = tokio::time::timeout(Duration::from_secs(3), sock.recv_from(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
+
+impl Scripted {
+    /// Starts it on 127.0.0.1, a free port, answering ([`Mode::Answer`]) with TTL 300.
+    pub async fn start() -> Self {
+        let (udp, tcp) = crate::upstream::bind_pair().await;
+        let addr = udp.local_addr().unwrap();
+        let state = Arc::new(State {
+            mode: Mutex::new(Mode::Answer),
+            udp_queries: AtomicUsize::new(0),
+            tcp_queries: AtomicUsize::new(0),
+            last_octet: AtomicU8::new(1),
+            ttl: AtomicU32::new(300),
+        });
+        let udp = Arc::new(udp);
+        let s = Arc::clone(&state);
+        let u = Arc::clone(&udp);
+        let udp_task = tokio::spawn(async move {
+            let mut buf = vec![0u8; 65535];
+            loop {
+                let Ok((n, from)) = u.recv_from(&mut buf).await else {
+                    return;
+                };
+                let bytes = buf[..n].to_vec();
+                s.udp_queries.fetch_add(1, Ordering::Relaxed);
+                let (s, u) = (Arc::clone(&s), Arc::clone(&u));
+                tokio::spawn(async move {
+                    let mode = *s.mode.lock().unwrap();
+                    if let Mode::Relay(target) = mode {
+                        if let Some(r) = relay(target, &bytes).await {
+                            let _ = u.send_to(&r, from).await;
+                        }
+                        return;
+                    }
+                    let Ok(query) = Message::from_bytes(&bytes) else {
+                        return;
+                    };
+                    if query.metadata.message_type != MessageType::Query {
+                        return;
+                    }
+                    let reply = answer(&s, &query, true);
+                    match mode {
+                        Mode::Drop => return,
+                        Mode::Slow(d) => tokio::time::sleep(d).await,
+                        Mode::Spoof => {
+                            let other = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+                            let id = reply.metadata.id;
+                            let _ = other.send_to(&spoof_of(&reply, id, None), from).await;
+                            let _ = u.send_to(&spoof_of(&reply, id.wrapping_add(1), None), from).await;
+                            let _ = u
+                                .send_to(&spoof_of(&reply, id, Some("other.example.org.")), from)
+                                .await;
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        Mode::Answer | Mode::Relay(_) => {}
+                    }
+                    let _ = u.send_to(&reply.to_bytes().unwrap(), from).await;
+                });
+            }
+        });
+        let s = Arc::clone(&state);
+        let tcp_task = tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = tcp.accept().await else {
+                    return;
+                };
+                let s = Arc::clone(&s);
+                tokio::spawn(async move {
+                    let mut lenb = [0u8; 2];
+                    if stream.read_exact(&mut lenb).await.is_err() {
+                        return;
+                    }
+                    let mut buf = vec![0u8; usize::from(u16::from_be_bytes(lenb))];
+                    if stream.read_exact(&mut buf).await.is_err() {
+                        return;
+                    }
+                    s.tcp_queries.fetch_add(1, Ordering::Relaxed);
+                    let mode = *s.mode.lock().unwrap();
+                    let Ok(query) = Message::from_bytes(&buf) else {
+                        return;
+                    };
+                    match mode {
+                        Mode::Drop => {
+                            tokio::time::sleep(Duration::from_secs(10)).await;
+                            return;
+                        }
+                        Mode::Slow(d) => tokio::time::sleep(d).await,
+                        _ => {}
+                    }
+                    let out = answer(&s, &query, false).to_bytes().unwrap();
+                    let mut framed = u16::try_from(out.len()).unwrap().to_be_bytes().to_vec();
+                    framed.extend_from_slice(&out);
+                    let _ = stream.write_all(&framed).await;
+                });
+            }
+        });
+        Self {
+            addr,
+            state,
+            tasks: vec![udp_task, tcp_task],
+        }
+    }
+
+    /// Switches its behaviour.
+    pub fn set_mode(&self, mode: Mode) {
+        *self.state.mode.lock().unwrap() = mode;
+    }
+
+    /// Sets the TTL of positive answers.
+    pub fn set_ttl(&self, ttl: u32) {
+        self.state.ttl.store(ttl, Ordering::Relaxed);
+    }
+
+    /// Sets the address positive answers give: 192.0.2.`octet`.
+    pub fn set_octet(&self, octet: u8) {
+        self.state.last_octet.store(octet, Ordering::Relaxed);
+    }
+
+    /// Queries received over UDP.
+    pub fn udp_queries(&self) -> usize {
+        self.state.udp_queries.load(Ordering::Relaxed)
+    }
+
+    /// Queries received over TCP.
+    pub fn tcp_queries(&self) -> usize {
+        self.state.tcp_queries.load(Ordering::Relaxed)
+    }
+}
+
+/// UDP and TCP on the same free port of 127.0.0.1.
+pub async fn bind_pair() -> (UdpSocket, TcpListener) {
+    for _ in 0..32 {
+        let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let port = udp.local_addr().unwrap().port();
+        if let Ok(tcp) = TcpListener::bind(("127.0.0.1", port)).await {
+            return (udp, tcp);
+        }
+    }
+    panic!("no free port pair");
+}
+
+/// A free port on 127.0.0.1 for UDP and TCP (released, so a server can bind it next).
+pub fn free_port() -> u16 {
+    for _ in 0..32 {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = udp.local_addr().unwrap().port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port");
+}
+
+/// The real `unbound`, authoritative for the test zone.
+pub struct Unbound {
+    /// Where it listens (UDP and TCP).
+    pub addr: SocketAddr,
+    child: Child,
+}
+
+impl Drop for Unbound {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The zone `unbound` serves: `www.example.com` A 192.0.2.10 (TTL 300), `short.example.com`
+/// A 192.0.2.11 (TTL 1), `big.example.com` with 100 A records (too big for 1232 bytes, so UDP is
+/// truncated), `8.8.8.8.in-addr.arpa` PTR `dns.google.`, a SOA at the root (TTL and MINIMUM 2,
+/// so NXDOMAIN is cached 2 s), and NXDOMAIN for every other name.
+pub const UNBOUND_DATA: &[&str] = &[
+    ". 2 IN SOA ns.test. hostmaster.test. 1 3600 600 86400 2",
+    "www.example.com. 300 IN A 192.0.2.10",
+    "short.example.com. 1 IN A 192.0.2.11",
+    "8.8.8.8.in-addr.arpa. 300 IN PTR dns.google.",
+];
+
+impl Unbound {
+    /// Starts `unbound` on a free port of 127.0.0.1 with its config in `dir`; waits until it
+    /// answers. `None` when the binary is missing (test.sh installs it).
+    pub async fn start(dir: &Path) -> Option<Self> {
+        let bin = ["/usr/sbin/unbound", "/usr/local/sbin/unbound"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())?;
+        let port = free_port();
+        let mut conf = format!(
+            "server:\n  interface: 127.0.0.1@{port}\n  port: {port}\n  do-ip6: no\n  do-daemonize: no\n  username: \"\"\n  chroot: \"\"\n  directory: \"{dir}\"\n  pidfile: \"\"\n  use-syslog: no\n  logfile: \"\"\n  verbosity: 0\n  num-threads: 1\n  access-control: 127.0.0.0/8 allow\n  module-config: \"iterator\"\n  local-zone: \".\" static\n",
+            dir = dir.display()
+        );
+        for d in UNBOUND_DATA {
+            conf.push_str(&format!("  local-data: \"{d}\"\n"));
+        }
+        for i in 0..100 {
+            conf.push_str(&format!(
+                "  local-data: \"big.example.com. 300 IN A 198.51.100.{i}\"\n"
+            ));
+        }
+        conf.push_str("remote-control:\n  control-enable: no\n");
+        let path = dir.join("unbound.conf");
+        std::fs::write(&path, conf).unwrap();
+        let child = Command::new(bin)
+            .arg("-d")
+            .arg("-c")
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let addr: SocketAddr = (Ipv4Addr::LOCALHOST, port).into();
+        let ub = Self { addr, child };
+        let probe = crate::support::query("www.example.com.", RecordType::A)
+            .to_bytes()
+            .unwrap();
+        for _ in 0..50 {
+            if crate::support::udp_raw(addr, &probe, Duration::from_millis(200))
+                .await
+                .is_some()
+            {
+                return Some(ub);
+            }
+        }
+        panic!("unbound did not start answering on {addr}");
+    }
+}

@@ -1,0 +1,687 @@
+//! The Kubernetes API source against the fake API server (`fake-apiserver`, real HTTP on
+//! loopback): the conformance table served through list/watch, churn, and the faults (API down
+//! at start, API lost while serving, a watch cut mid-event, 410 Gone after compaction,
+//! malformed objects, RBAC Forbidden), in process and with the real binary.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use cluster_dns::app::Running;
+use fake_apiserver::{FakeApiServer, Resource};
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::RecordType;
+use serde_json::{Value, json};
+
+use crate::conformance;
+use crate::support::{self, show};
+
+/// The conformance fixture as JSON objects.
+fn fixture() -> Vec<Value> {
+    let text = std::fs::read_to_string(support::data_dir().join("conformance-fixture.yaml")).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+async fn fake_with(objects: &[Value]) -> FakeApiServer {
+    let fake = FakeApiServer::start().await.unwrap();
+    for o in objects {
+        fake.create(o).unwrap();
+    }
+    fake
+}
+
+fn corefile(url: &str, options: &str) -> String {
+    format!(
+        ".:0 {{\n bind 127.0.0.1\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n endpoint {url}\n {options}\n }}\n}}\n"
+    )
+}
+
+async fn start_dns(url: &str, options: &str) -> (Running, SocketAddr) {
+    let running = support::start(&corefile(url, options), &support::temp_dir("watch")).await;
+    let addr = running.dns_addrs()[0];
+    (running, addr)
+}
+
+async fn wait_synced(running: &Running) {
+    for _ in 0..1500 {
+        if running.zones()[0].is_synced() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!(
+        "not synced after 15 s: pending {:?}",
+        running.sync_states()[0].pending()
+    );
+}
+
+async fn ask(addr: SocketAddr, name: &str, qtype: RecordType) -> Message {
+    support::udp(addr, &support::query(name, qtype)).await.0
+}
+
+fn answers(m: &Message) -> Vec<String> {
+    let mut v: Vec<String> = m.answers.iter().map(show).collect();
+    v.sort();
+    v
+}
+
+/// Polls `name` (up to `secs` seconds, every 10 ms) until `ok` holds for the reply.
+async fn eventually(
+    addr: SocketAddr,
+    name: &str,
+    qtype: RecordType,
+    secs: u64,
+    ok: impl Fn(&Message) -> bool,
+) -> Message {
+    let mut last = None;
+    for _ in 0..secs * 100 {
+        let m = ask(addr, name, qtype).await;
+        if ok(&m) {
+            return m;
+        }
+        last = Some(m);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let last = last.unwrap();
+    panic!(
+        "{name} {qtype:?}: condition not met after {secs} s; last reply {:?} {:?}",
+        last.metadata.response_code,
+        answers(&last)
+    );
+}
+
+fn rcode_is(code: ResponseCode) -> impl Fn(&Message) -> bool {
+    move |m| m.metadata.response_code == code
+}
+
+fn answers_are(want: &[&str]) -> impl Fn(&Message) -> bool {
+    let mut want: Vec<String> = want.iter().map(|s| (*s).to_owned()).collect();
+    want.sort();
+    move |m| m.metadata.response_code == ResponseCode::NoError && answers(m) == want
+}
+
+const K: &str = "pods insecure\n fallthrough in-addr.arpa ip6.arpa\n ttl 30";
+
+fn service(ns: &str, name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns}, "spec": spec})
+}
+
+fn slice(ns: &str, name: &str, svc: &str, eps: &[(&str, bool)]) -> Value {
+    let endpoints: Vec<Value> = eps
+        .iter()
+        .map(|(ip, ready)| json!({"addresses": [ip], "conditions": {"ready": ready}}))
+        .collect();
+    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+           "metadata": {"name": name, "namespace": ns, "labels": {"kubernetes.io/service-name": svc}},
+           "addressType": "IPv4", "endpoints": endpoints,
+           "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]})
+}
+
+fn namespace(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+}
+
+#[tokio::test]
+async fn conformance_table_through_the_fake_api_server() {
+    let fake = fake_with(&fixture()).await;
+    let cases = conformance::cases();
+    let mut profiles: Vec<&str> = cases
+        .iter()
+        .map(|c| c.profile.as_str())
+        .filter(|p| conformance::profile_options(p).is_some())
+        .collect();
+    profiles.sort();
+    profiles.dedup();
+    assert_eq!(profiles, ["D", "K", "N", "P", "S", "V"]);
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for profile in profiles {
+        let opts = conformance::profile_options(profile).unwrap();
+        let (running, addr) = start_dns(&fake.url(), opts).await;
+        wait_synced(&running).await;
+        for case in cases.iter().filter(|c| c.profile == profile) {
+            let (udp, _) = support::udp(addr, &support::query_edns(&case.qname, case.qtype, 1232)).await;
+            failures.extend(conformance::check(case, &udp, "udp via API"));
+            let tcp = support::tcp(addr, &support::query(&case.qname, case.qtype)).await;
+            failures.extend(conformance::check(case, &tcp, "tcp via API"));
+            checked += 1;
+        }
+        running.stop().await.unwrap();
+    }
+    assert!(checked >= 100, "only {checked} cases ran");
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // The watches use the collection paths and the watch protocol.
+    let reqs = fake.requests();
+    for want in [
+        "GET /api/v1/services?&limit=500",
+        "GET /apis/discovery.k8s.io/v1/endpointslices?&limit=50",
+        "GET /api/v1/namespaces?&limit=500",
+        "GET /api/v1/pods?&limit=500",
+        "GET /api/v1/namespaces/testns/services?&limit=500",
+    ] {
+        assert!(reqs.iter().any(|r| r == want), "no request {want}: {reqs:#?}");
+    }
+    assert!(
+        reqs.iter()
+            .any(|r| r.contains("watch=true") && r.contains("allowWatchBookmarks=true"))
+    );
+}
+
+#[tokio::test]
+async fn churn_is_followed_step_by_step() {
+    let fake = fake_with(&fixture()).await;
+    let (running, addr) = start_dns(&fake.url(), K).await;
+    wait_synced(&running).await;
+    let name = "app.churn.svc.cluster.local.";
+    let nsname = "churn.svc.cluster.local.";
+    eventually(addr, nsname, RecordType::A, 5, rcode_is(ResponseCode::NXDomain)).await;
+
+    fake.create(namespace("churn")).unwrap();
+    // NODATA: the namespace exists now, with no services.
+    eventually(addr, nsname, RecordType::A, 5, |m| {
+        m.metadata.response_code == ResponseCode::NoError && m.answers.is_empty()
+    })
+    .await;
+    fake.create(service(
+        "churn",
+        "app",
+        json!({"clusterIP": "10.96.77.1", "ports": [{"name": "http", "port": 80}]}),
+    ))
+    .unwrap();
+    eventually(
+        addr,
+        name,
+        RecordType::A,
+        5,
+        answers_are(&[&format!("{name} A 10.96.77.1")]),
+    )
+    .await;
+
+    // To headless, with endpoints: scale up, down, flip readiness.
+    fake.update(service(
+        "churn",
+        "app",
+        json!({"clusterIP": "None", "ports": [{"name": "http", "port": 80}]}),
+    ))
+    .unwrap();
+    eventually(addr, name, RecordType::A, 5, rcode_is(ResponseCode::NXDomain)).await;
+    fake.create(slice(
+        "churn",
+        "app-1",
+        "app",
+        &[("10.244.9.1", true), ("10.244.9.2", true)],
+    ))
+    .unwrap();
+    let a = |ips: &[&str]| ips.iter().map(|ip| format!("{name} A {ip}")).collect::<Vec<_>>();
+    let want = a(&["10.244.9.1", "10.244.9.2"]);
+    eventually(
+        addr,
+        name,
+        RecordType::A,
+        5,
+        answers_are(&want.iter().map(String::as_str).collect::<Vec<_>>()),
+    )
+    .await;
+    let five: Vec<(&str, bool)> = [
+        "10.244.9.1",
+        "10.244.9.2",
+        "10.244.9.3",
+        "10.244.9.4",
+        "10.244.9.5",
+    ]
+    .iter()
+    .map(|ip| (*ip, true))
+    .collect();
+    fake.update(slice("churn", "app-1", "app", &five)).unwrap();
+    let want = a(&[
+        "10.244.9.1",
+        "10.244.9.2",
+        "10.244.9.3",
+        "10.244.9.4",
+        "10.244.9.5",
+    ]);
+    eventually(
+        addr,
+        name,
+        RecordType::A,
+        5,
+        answers_are(&want.iter().map(String::as_str).collect::<Vec<_>>()),
+    )
+    .await;
+    fake.update(slice("churn", "app-1", "app", &[("10.244.9.3", true)]))
+        .unwrap();
+    eventually(
+        addr,
+        name,
+        RecordType::A,
+        5,
+        answers_are(&[&format!("{name} A 10.244.9.3")]),
+    )
+    .await;
+    fake.update(slice("churn", "app-1", "app", &[("10.244.9.3", false)]))
+        .unwrap();
+    eventually(addr, name, RecordType::A, 5, rcode_is(ResponseCode::NXDomain)).await;
+    fake.update(slice("churn", "app-1", "app", &[("10.244.9.3", true)]))
+        .unwrap();
+    eventually(
+        addr,
+        name,
+        RecordType::A,
+        5,
+        answers_are(&[&format!("{name} A 10.244.9.3")]),
+    )
+    .await;
+    // The endpoint's PTR follows.
+    eventually(addr, "3.9.244.10.in-addr.arpa.", RecordType::PTR, 5, |m| {
+        answers(m) == [format!("3.9.244.10.in-addr.arpa. PTR 10-244-9-3.{name}")]
+    })
+    .await;
+
+    // To ExternalName.
+    fake.update(service(
+        "churn",
+        "app",
+        json!({"type": "ExternalName", "externalName": "example.org"}),
+    ))
+    .unwrap();
+    eventually(
+        addr,
+        name,
+        RecordType::CNAME,
+        5,
+        answers_are(&[&format!("{name} CNAME example.org.")]),
+    )
+    .await;
+
+    // Delete the service, then the namespace.
+    fake.delete(Resource::Services, "churn", "app").unwrap();
+    eventually(addr, name, RecordType::A, 5, rcode_is(ResponseCode::NXDomain)).await;
+    fake.delete(Resource::Namespaces, "", "churn").unwrap();
+    eventually(addr, nsname, RecordType::A, 5, rcode_is(ResponseCode::NXDomain)).await;
+    // The rest of the cluster is untouched.
+    let m = ask(addr, "kubernetes.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn api_down_at_start_answers_servfail_then_the_cluster() {
+    let fake = FakeApiServer::start().await.unwrap();
+    fake.stop_listener().await;
+    let (running, addr) = start_dns(&fake.url(), K).await;
+    // Serving at once; a would-be NXDOMAIN is SERVFAIL (the table's profile U row).
+    let cases = conformance::cases();
+    let u = cases.iter().find(|c| c.profile == "U").unwrap();
+    let m = ask(addr, &u.qname, u.qtype).await;
+    let errs = conformance::check(u, &m, "udp, API down");
+    assert!(errs.is_empty(), "{errs:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!running.zones()[0].is_synced());
+    assert_eq!(running.sync_states()[0].pending().len(), 3);
+
+    for o in fixture() {
+        fake.create(o).unwrap();
+    }
+    fake.restart_listener().await.unwrap();
+    wait_synced(&running).await;
+    assert!(running.sync_states()[0].is_synced());
+    eventually(addr, &u.qname, u.qtype, 5, rcode_is(ResponseCode::NXDomain)).await;
+    let m = ask(addr, "kubernetes.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(answers(&m), ["kubernetes.default.svc.cluster.local. A 10.96.0.1"]);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn api_lost_while_serving_keeps_the_last_known_zone() {
+    let fake = fake_with(&fixture()).await;
+    let (running, addr) = start_dns(&fake.url(), K).await;
+    wait_synced(&running).await;
+    let kube = "kubernetes.default.svc.cluster.local.";
+    let want = [format!("{kube} A 10.96.0.1")];
+    fake.stop_listener().await;
+    // Well past the first retries: the answers continue.
+    for _ in 0..20 {
+        let m = ask(addr, kube, RecordType::A).await;
+        assert_eq!(answers(&m), want);
+        let m = ask(addr, "nosuch.testns.svc.cluster.local.", RecordType::A).await;
+        assert_eq!(m.metadata.response_code, ResponseCode::NXDomain);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Changes made during the outage arrive once it is back.
+    fake.create(service("testns", "late", json!({"clusterIP": "10.96.88.8"})))
+        .unwrap();
+    fake.restart_listener().await.unwrap();
+    let late = "late.testns.svc.cluster.local.";
+    eventually(
+        addr,
+        late,
+        RecordType::A,
+        40,
+        answers_are(&[&format!("{late} A 10.96.88.8")]),
+    )
+    .await;
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_watch_cut_mid_event_recovers() {
+    let fake = fake_with(&fixture()).await;
+    let (running, addr) = start_dns(&fake.url(), K).await;
+    wait_synced(&running).await;
+    for _ in 0..500 {
+        if fake.open_watches() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    fake.cut_watches();
+    fake.create(service("testns", "after-cut", json!({"clusterIP": "10.96.88.9"})))
+        .unwrap();
+    let name = "after-cut.testns.svc.cluster.local.";
+    eventually(
+        addr,
+        name,
+        RecordType::A,
+        40,
+        answers_are(&[&format!("{name} A 10.96.88.9")]),
+    )
+    .await;
+    // Dropped streams (server side end) resume from the last resourceVersion, no relist.
+    let lists_before = fake
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("GET /api/v1/services?&limit"))
+        .count();
+    fake.drop_watches();
+    fake.create(service(
+        "testns",
+        "after-drop",
+        json!({"clusterIP": "10.96.88.10"}),
+    ))
+    .unwrap();
+    let name = "after-drop.testns.svc.cluster.local.";
+    eventually(
+        addr,
+        name,
+        RecordType::A,
+        40,
+        answers_are(&[&format!("{name} A 10.96.88.10")]),
+    )
+    .await;
+    let lists_after = fake
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("GET /api/v1/services?&limit"))
+        .count();
+    assert_eq!(
+        lists_before, lists_after,
+        "a dropped watch should re-watch, not relist"
+    );
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn gone_after_compaction_relists_without_dropping_the_zone() {
+    let fake = fake_with(&fixture()).await;
+    fake.create(service("testns", "doomed", json!({"clusterIP": "10.96.88.20"})))
+        .unwrap();
+    let (running, addr) = start_dns(&fake.url(), K).await;
+    wait_synced(&running).await;
+    let kube = "kubernetes.default.svc.cluster.local.";
+    let doomed = "doomed.testns.svc.cluster.local.";
+    eventually(addr, doomed, RecordType::A, 5, rcode_is(ResponseCode::NoError)).await;
+
+    // Missed changes: the outage hides a delete and a create, then the log is compacted, so the
+    // re-watch from the old resourceVersion gets 410 and the watches relist.
+    fake.stop_listener().await;
+    fake.delete(Resource::Services, "testns", "doomed").unwrap();
+    fake.create(service("testns", "born", json!({"clusterIP": "10.96.88.21"})))
+        .unwrap();
+    fake.compact();
+    fake.restart_listener().await.unwrap();
+    let born = "born.testns.svc.cluster.local.";
+    // While relisting, the old data answers: never a SERVFAIL or NXDOMAIN for a stable name.
+    for _ in 0..4000 {
+        let m = ask(addr, kube, RecordType::A).await;
+        assert_eq!(
+            m.metadata.response_code,
+            ResponseCode::NoError,
+            "{kube} during relist"
+        );
+        let b = ask(addr, born, RecordType::A).await;
+        let d = ask(addr, doomed, RecordType::A).await;
+        if b.metadata.response_code == ResponseCode::NoError
+            && d.metadata.response_code == ResponseCode::NXDomain
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    eventually(addr, doomed, RecordType::A, 1, rcode_is(ResponseCode::NXDomain)).await;
+    eventually(addr, born, RecordType::A, 1, rcode_is(ResponseCode::NoError)).await;
+    let lists = fake
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("GET /api/v1/services?&limit"))
+        .count();
+    assert!(lists >= 2, "expected a relist of services after the 410");
+
+    // A compaction while connected: every open watch gets the in-stream 410 and relists.
+    fake.compact();
+    fake.create(service(
+        "testns",
+        "after-410",
+        json!({"clusterIP": "10.96.88.22"}),
+    ))
+    .unwrap();
+    let name = "after-410.testns.svc.cluster.local.";
+    eventually(addr, name, RecordType::A, 40, rcode_is(ResponseCode::NoError)).await;
+    let m = ask(addr, kube, RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn malformed_objects_are_skipped_and_the_rest_applied() {
+    let mut objects = fixture();
+    objects.push(service("testns", "badip", json!({"clusterIP": "10.96.0.300"})));
+    objects.push(service(
+        "testns",
+        "badtype",
+        json!({"clusterIP": "10.96.1.1", "ports": [{"port": "eighty"}]}),
+    ));
+    let fake = fake_with(&objects).await;
+    let (running, addr) = start_dns(&fake.url(), K).await;
+    wait_synced(&running).await;
+    let m = ask(addr, "kubernetes.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+    for bad in ["badip", "badtype"] {
+        let m = ask(addr, &format!("{bad}.testns.svc.cluster.local."), RecordType::A).await;
+        assert_eq!(m.metadata.response_code, ResponseCode::NXDomain, "{bad}");
+    }
+    // A malformed watch event, then a good one: the good one is applied.
+    fake.create(json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "bad-slice", "namespace": "testns", "labels": {"kubernetes.io/service-name": "x"}},
+        "addressType": "IPv4", "endpoints": "not-a-list"}))
+        .unwrap();
+    fake.create(slice(
+        "testns",
+        "good-slice",
+        "late-headless",
+        &[("10.244.7.7", true)],
+    ))
+    .unwrap();
+    fake.create(service("testns", "late-headless", json!({"clusterIP": "None"})))
+        .unwrap();
+    let name = "late-headless.testns.svc.cluster.local.";
+    eventually(
+        addr,
+        name,
+        RecordType::A,
+        5,
+        answers_are(&[&format!("{name} A 10.244.7.7")]),
+    )
+    .await;
+    running.stop().await.unwrap();
+}
+
+/// The real binary against the fake: the Corefile's `endpoint`, the sync, churn, the malformed
+/// object and the RBAC lines in its log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_follows_the_fake_api_server() {
+    let mut objects = fixture();
+    objects.push(service("testns", "broken", json!({"clusterIP": "10.96.0.300"})));
+    let fake = fake_with(&objects).await;
+    fake.forbid(Resource::EndpointSlices);
+    let dir = support::temp_dir("watch-bin");
+    let path = dir.join("Corefile");
+    std::fs::write(&path, corefile(&fake.url(), K)).unwrap();
+    let mut server = tokio::task::spawn_blocking(move || crate::cli::Server::start(&path))
+        .await
+        .unwrap();
+    let addr = server.addr;
+    let nosuch = "nosuch.testns.svc.cluster.local.";
+    // EndpointSlices are forbidden: not synced, so a would-be NXDOMAIN is SERVFAIL.
+    let m = ask(addr, nosuch, RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
+    // Positive answers from what has arrived.
+    eventually(
+        addr,
+        "kubernetes.default.svc.cluster.local.",
+        RecordType::A,
+        10,
+        rcode_is(ResponseCode::NoError),
+    )
+    .await;
+    // Long enough for several retries (backoff 0.8 s, 1.6 s, ...): the RBAC line appears once.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let rbac: Vec<String> = server
+        .log_lines()
+        .into_iter()
+        .filter(|l| l.contains("RBAC: cannot list endpointslices.discovery.k8s.io at the cluster scope"))
+        .collect();
+    assert_eq!(rbac.len(), 1, "{rbac:#?}\nall: {:#?}", server.log_lines());
+    assert!(
+        rbac[0].contains("grant list/watch on endpointslices.discovery.k8s.io"),
+        "{}",
+        rbac[0]
+    );
+    let lists = fake
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("GET /apis/discovery.k8s.io/v1/endpointslices?"))
+        .count();
+    assert!(lists >= 2, "the forbidden list is retried ({lists} requests)");
+    fake.allow(Resource::EndpointSlices);
+    eventually(addr, nosuch, RecordType::A, 40, rcode_is(ResponseCode::NXDomain)).await;
+    let m = ask(addr, "web.testns.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+    assert!(!m.answers.is_empty());
+    // Churn through the binary.
+    fake.create(service("testns", "bin-new", json!({"clusterIP": "10.96.99.1"})))
+        .unwrap();
+    let name = "bin-new.testns.svc.cluster.local.";
+    eventually(
+        addr,
+        name,
+        RecordType::A,
+        5,
+        answers_are(&[&format!("{name} A 10.96.99.1")]),
+    )
+    .await;
+    fake.delete(Resource::Services, "testns", "bin-new").unwrap();
+    eventually(addr, name, RecordType::A, 5, rcode_is(ResponseCode::NXDomain)).await;
+    let log = server.log_lines();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("Service testns/broken: skipped") && l.contains("10.96.0.300")),
+        "{log:#?}"
+    );
+    assert!(
+        tokio::task::spawn_blocking(move || server.stop()).await.unwrap(),
+        "clean exit"
+    );
+}
+
+#[tokio::test]
+async fn paged_lists_bring_every_object() {
+    use fake_apiserver::synthetic::{self, SyntheticCluster};
+    let fake = FakeApiServer::start().await.unwrap();
+    let c = SyntheticCluster {
+        services: 1_200,
+        endpoints: 12_000,
+        ..SyntheticCluster::default()
+    };
+    fake.load(c.objects()).unwrap();
+    let (running, addr) = start_dns(&fake.url(), K).await;
+    wait_synced(&running).await;
+    assert_eq!(running.zones()[0].service_count(), 1_200);
+    let reqs = fake.requests();
+    assert!(
+        reqs.iter().any(
+            |r| r.starts_with("GET /apis/discovery.k8s.io/v1/endpointslices?") && r.contains("continue=")
+        ),
+        "the slice list is paged: {reqs:#?}"
+    );
+    assert!(
+        reqs.iter()
+            .any(|r| r.starts_with("GET /api/v1/services?") && r.contains("continue="))
+    );
+    // The last Service, and an endpoint of a headless Service from the last page of slices.
+    let name = "svc-1199.ns-99.svc.cluster.local.";
+    let m = ask(addr, name, RecordType::A).await;
+    assert_eq!(answers(&m), [format!("{name} A {}", synthetic::cluster_ip(1199))]);
+    assert!(c.is_headless(c.slice_owner(118)));
+    let host = format!("svc-{0}-0.svc-{0}.ns-80.svc.cluster.local.", c.slice_owner(118));
+    let m = ask(addr, &host, RecordType::A).await;
+    assert_eq!(answers(&m), [format!("{host} A {}", synthetic::pod_ip(11_800))]);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn kubeconfig_context_and_label_selector() {
+    let fake = fake_with(&fixture()).await;
+    let mut labelled = service("testns", "labelled", json!({"clusterIP": "10.96.66.6"}));
+    labelled["metadata"]["labels"] = json!({"team": "a"});
+    fake.create(labelled).unwrap();
+    let dir = support::temp_dir("kubeconfig");
+    let kc = dir.join("kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"{}\"}}\ncontexts:\n- name: other\n  context: {{cluster: nowhere, user: u}}\n- name: fake\n  context: {{cluster: fake, user: u}}\nusers:\n- name: u\n  user: {{}}\ncurrent-context: other\n",
+            fake.url()
+        ),
+    )
+    .unwrap();
+    let cf = format!(
+        ".:0 {{\n bind 127.0.0.1\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n kubeconfig {} fake\n labels team=a\n }}\n}}\n",
+        kc.display()
+    );
+    let running = support::start(&cf, &dir).await;
+    let addr = running.dns_addrs()[0];
+    wait_synced(&running).await;
+    let name = "labelled.testns.svc.cluster.local.";
+    let m = ask(addr, name, RecordType::A).await;
+    assert_eq!(answers(&m), [format!("{name} A 10.96.66.6")]);
+    // Services without the label are not watched at all.
+    let m = ask(addr, "kubernetes.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NXDomain);
+    let reqs = fake.requests();
+    assert!(
+        reqs.iter()
+            .any(|r| r.starts_with("GET /api/v1/services?") && r.contains("labelSelector=team%3Da")),
+        "{reqs:#?}"
+    );
+    assert!(
+        reqs.iter()
+            .any(|r| r.starts_with("GET /api/v1/namespaces?") && !r.contains("labelSelector")),
+        "{reqs:#?}"
+    );
+    running.stop().await.unwrap();
+}
