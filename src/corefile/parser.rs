@@ -785,30 +785,8 @@ mod tests {
     use super::super::Corefile;
     use super::*;
 
-    const KUBEADM: &str = ".:53 {
-    errors
-    health {
-       lameduck 5s
-    }
-    ready
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-       pods insecure
-       fallthrough in-addr.arpa ip6.arpa
-       ttl 30
-    }
-    prometheus :9153
-    forward . /etc/resolv.conf {
-       max_concurrent 1000
-    }
-    cache 30 {
-       disable success cluster.local
-       disable denial cluster.local
-    }
-    loop
-    reload
-    loadbalance
-}
-";
+    /// kubeadm's default Corefile, as shipped in `config/Corefile`.
+    const KUBEADM: &str = include_str!("../../config/Corefile");
 
     fn parse(text: &str) -> Result<Corefile, CorefileError> {
         Corefile::parse_str(text, Path::new("Corefile"))

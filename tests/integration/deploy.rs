@@ -194,6 +194,8 @@ fn the_configmap_holds_the_kubeadm_corefile_and_it_parses() {
         .map(typed)
         .unwrap();
     let corefile = cm.data.unwrap().remove("Corefile").unwrap();
+    // The ConfigMap ships config/Corefile, kubeadm's default, unchanged.
+    assert_eq!(corefile, include_str!("../../config/Corefile"));
     for line in [
         "kubernetes cluster.local in-addr.arpa ip6.arpa",
         "forward . /etc/resolv.conf",

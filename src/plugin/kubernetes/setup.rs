@@ -580,30 +580,8 @@ mod tests {
     use super::*;
     use crate::corefile::{Corefile, parse_zone_key};
 
-    const KUBEADM: &str = ".:53 {
-    errors
-    health {
-       lameduck 5s
-    }
-    ready
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-       pods insecure
-       fallthrough in-addr.arpa ip6.arpa
-       ttl 30
-    }
-    prometheus :9153
-    forward . /etc/resolv.conf {
-       max_concurrent 1000
-    }
-    cache 30 {
-       disable success cluster.local
-       disable denial cluster.local
-    }
-    loop
-    reload
-    loadbalance
-}
-";
+    /// kubeadm's default Corefile, as shipped in `config/Corefile`.
+    const KUBEADM: &str = include_str!("../../../config/Corefile");
 
     /// Parses the first `kubernetes` directive of `corefile` with its block's zones.
     fn parse_corefile(corefile: &str) -> Result<KubernetesConfig, CorefileError> {
