@@ -50,7 +50,7 @@ CLIENTS=${BENCH_CLIENTS:-4}
 OUTSTANDING=${BENCH_OUTSTANDING:-200}
 SCALE_MIX=a-clusterip
 # The command as run, with the BENCH_* knobs that were set.
-COMMAND="$(env | grep -E '^BENCH_[A-Z_]+=' | sort | tr '\n' ' ')bench/run.sh${*:+ $*}"
+COMMAND="$( (env | grep -E '^BENCH_[A-Z_]+=' || true) | sort | tr '\n' ' ')bench/run.sh${*:+ $*}"
 
 log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
