@@ -29,9 +29,6 @@ pub enum StartError {
     /// A listener could not be bound.
     #[error(transparent)]
     Server(#[from] ServerError),
-    /// The configuration asks for something not built yet.
-    #[error("{0}")]
-    Unsupported(String),
     /// A zone in the configuration is not a valid DNS name.
     #[error("invalid zone '{0}'")]
     Zone(String),

@@ -22,6 +22,11 @@ fn fixture() -> Vec<Value> {
     docs.into_iter().filter(|d| !d.is_null()).collect()
 }
 
+/// How many requests the fake has seen that start with `prefix` (method and path).
+fn requests_starting(fake: &FakeApiServer, prefix: &str) -> usize {
+    fake.requests().iter().filter(|r| r.starts_with(prefix)).count()
+}
+
 async fn fake_with(objects: &[Value]) -> FakeApiServer {
     let fake = FakeApiServer::start().await.unwrap();
     for o in objects {
@@ -392,11 +397,7 @@ async fn a_watch_cut_mid_event_recovers() {
     )
     .await;
     // Dropped streams (server side end) resume from the last resourceVersion, no relist.
-    let lists_before = fake
-        .requests()
-        .iter()
-        .filter(|r| r.starts_with("GET /api/v1/services?&limit"))
-        .count();
+    let lists_before = requests_starting(&fake, "GET /api/v1/services?&limit");
     fake.drop_watches();
     fake.create(service(
         "testns",
@@ -413,11 +414,7 @@ async fn a_watch_cut_mid_event_recovers() {
         answers_are(&[&format!("{name} A 10.96.88.10")]),
     )
     .await;
-    let lists_after = fake
-        .requests()
-        .iter()
-        .filter(|r| r.starts_with("GET /api/v1/services?&limit"))
-        .count();
+    let lists_after = requests_starting(&fake, "GET /api/v1/services?&limit");
     assert_eq!(
         lists_before, lists_after,
         "a dropped watch should re-watch, not relist"
@@ -464,11 +461,7 @@ async fn gone_after_compaction_relists_without_dropping_the_zone() {
     }
     eventually(addr, doomed, RecordType::A, 1, rcode_is(ResponseCode::NXDomain)).await;
     eventually(addr, born, RecordType::A, 1, rcode_is(ResponseCode::NoError)).await;
-    let lists = fake
-        .requests()
-        .iter()
-        .filter(|r| r.starts_with("GET /api/v1/services?&limit"))
-        .count();
+    let lists = requests_starting(&fake, "GET /api/v1/services?&limit");
     assert!(lists >= 2, "expected a relist of services after the 410");
 
     // A compaction while connected: every open watch gets the in-stream 410 and relists.
@@ -571,11 +564,7 @@ async fn the_binary_follows_the_fake_api_server() {
         "{}",
         rbac[0]
     );
-    let lists = fake
-        .requests()
-        .iter()
-        .filter(|r| r.starts_with("GET /apis/discovery.k8s.io/v1/endpointslices?"))
-        .count();
+    let lists = requests_starting(&fake, "GET /apis/discovery.k8s.io/v1/endpointslices?");
     assert!(lists >= 2, "the forbidden list is retried ({lists} requests)");
     fake.allow(Resource::EndpointSlices);
     eventually(addr, nosuch, RecordType::A, 40, rcode_is(ResponseCode::NXDomain)).await;
