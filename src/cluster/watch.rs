@@ -17,7 +17,11 @@
 //! - sync state ([`SyncState`]): the zone is marked synced once every watch has completed its
 //!   first list; `/ready` reads the same state;
 //! - faults: every watcher error is retried with kube's default backoff and never ends a watch;
-//!   RBAC Forbidden is logged once per watch at ERROR, naming the verb and the resource.
+//!   RBAC Forbidden is logged once per watch at ERROR, naming the verb and the resource;
+//! - the DNS programming latency ([`start_with_metrics`]): for every EndpointSlice change that
+//!   arrives as a watch event after the first list, the time from the slice's
+//!   `endpoints.kubernetes.io/last-change-trigger-time` to the moment it is in the zone (see
+//!   [`crate::plugin::kubernetes::metrics`]).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -35,6 +39,9 @@ use tokio::task::JoinHandle;
 
 use super::ClusterZone;
 use super::model::{PodInfo, ServiceInfo, SliceInfo, namespace_name};
+use crate::plugin::kubernetes::metrics::{
+    KubernetesMetrics, ProgrammedKind, last_change_trigger_time, programming_latency,
+};
 use crate::plugin::kubernetes::setup::{ApiSource, KubernetesConfig, PodMode};
 
 /// Page size of the initial lists of Services, Namespaces and Pods (client-go's default).
@@ -314,6 +321,16 @@ fn watch_specs(config: &KubernetesConfig) -> Vec<WatchSpec> {
 /// returns at once: the watches list, retry and follow in background tasks, and the zone is
 /// marked synced when all of them have completed their first list.
 pub async fn start(config: &KubernetesConfig, zone: Arc<ClusterZone>) -> Result<WatchSource, WatchError> {
+    start_with_metrics(config, zone, None).await
+}
+
+/// [`start`], recording the DNS programming latency of EndpointSlice changes into `metrics`
+/// (`coredns_kubernetes_dns_programming_duration_seconds`) when given.
+pub async fn start_with_metrics(
+    config: &KubernetesConfig,
+    zone: Arc<ClusterZone>,
+    metrics: Option<KubernetesMetrics>,
+) -> Result<WatchSource, WatchError> {
     let kube_config = client_config(config).await?;
     let url = kube_config.cluster_url.to_string();
     let client = kube::Client::try_from(kube_config).map_err(|source| WatchError::Client {
@@ -345,6 +362,11 @@ pub async fn start(config: &KubernetesConfig, zone: Arc<ClusterZone>) -> Result<
         if let Some(l) = &spec.labels {
             wc = wc.labels(l);
         }
+        let slice_metrics = if spec.resource == Resource::EndpointSlices {
+            metrics.clone()
+        } else {
+            None
+        };
         let task = WatchTask {
             spec,
             index,
@@ -353,6 +375,8 @@ pub async fn start(config: &KubernetesConfig, zone: Arc<ClusterZone>) -> Result<
             allowed: if index == 0 { allowed.clone() } else { None },
             interner: HashSet::new(),
             keep_pod_names: config.endpoint_pod_names,
+            metrics: slice_metrics,
+            live: false,
         };
         tasks.push(tokio::spawn(task.run(api, wc)));
     }
@@ -372,6 +396,11 @@ struct WatchTask {
     interner: HashSet<Arc<str>>,
     /// Keep endpoints' pod names (only `endpoint_pod_names` answers with them).
     keep_pod_names: bool,
+    /// Where the DNS programming latency goes (the EndpointSlice watch only).
+    metrics: Option<KubernetesMetrics>,
+    /// True while the event being applied is a watch event after the first list (the only
+    /// ones whose programming latency is observed).
+    live: bool,
 }
 
 fn lower(s: &str) -> String {
@@ -409,7 +438,9 @@ impl WatchTask {
                     }
                 }
                 Ok(Event::Apply(obj)) => {
+                    self.live = synced_once;
                     self.apply(obj);
+                    self.live = false;
                 }
                 Ok(Event::Delete(obj)) => self.delete(&obj),
                 Err(e) => self.log_error(&e, &mut forbidden_logged),
@@ -477,6 +508,11 @@ impl WatchTask {
             Resource::EndpointSlices => {
                 let slice: EndpointSlice = serde_json::from_value(value).map_err(|e| e.to_string())?;
                 let mut info = SliceInfo::from_k8s(&slice).map_err(|e| e.to_string())?;
+                let trigger = if self.live && self.metrics.is_some() {
+                    last_change_trigger_time(&slice.metadata)
+                } else {
+                    None
+                };
                 drop(slice);
                 info.namespace = self.intern(&info.namespace);
                 // Store only what DNS needs, without spare capacity: this is most of the zone.
@@ -488,7 +524,11 @@ impl WatchTask {
                         ep.pod_name = None;
                     }
                 }
+                let owner = trigger.and_then(|t| Some((t, info.namespace.clone(), info.service.clone()?)));
                 self.zone.apply_slice(info);
+                if let Some((trigger, namespace, service)) = owner {
+                    self.record_programming(trigger, &namespace, &service);
+                }
             }
             Resource::Pods => {
                 let pod: Pod = serde_json::from_value(value).map_err(|e| e.to_string())?;
@@ -498,6 +538,21 @@ impl WatchTask {
             }
         }
         Ok(())
+    }
+
+    /// Observes the programming latency of a slice of `namespace/service` that is now in the
+    /// zone, if that Service is known and has endpoints.
+    fn record_programming(&self, trigger: k8s_openapi::jiff::Timestamp, namespace: &str, service: &str) {
+        let Some(metrics) = &self.metrics else { return };
+        let kind = self.zone.service(namespace, service).and_then(|e| {
+            e.service
+                .as_ref()
+                .and_then(|s| ProgrammedKind::of_controller_slice(&s.kind))
+        });
+        if let Some(kind) = kind {
+            let now = k8s_openapi::jiff::Timestamp::now();
+            metrics.observe_programming(kind, programming_latency(trigger, now));
+        }
     }
 
     fn delete(&self, obj: &DynamicObject) {
@@ -613,6 +668,107 @@ mod tests {
         let c = config("namespace_labels team=dns");
         assert_eq!(watch_specs(&c)[0].labels.as_deref(), Some("team=dns"));
         assert_eq!(watch_specs(&c)[1].labels, None);
+    }
+
+    /// The DNS programming latency through a real list/watch against the fake API server:
+    /// observed for annotated slice changes after the first list, by the kind of their Service,
+    /// never negative; not for the first list, nor for slices without the annotation.
+    #[tokio::test]
+    async fn programming_latency_of_slice_changes_after_the_first_list() {
+        use k8s_openapi::jiff::Timestamp;
+        use prometheus::{Encoder, TextEncoder};
+        use serde_json::{Value, json};
+
+        let trigger = |offset: i64| {
+            Timestamp::from_second(Timestamp::now().as_second() + offset)
+                .unwrap()
+                .to_string()
+        };
+        let slice = |name: &str, svc: &str, ip: &str, at: Option<String>| -> Value {
+            let mut meta = json!({"name": name, "namespace": "lat",
+                                  "labels": {"kubernetes.io/service-name": svc}});
+            if let Some(at) = at {
+                meta["annotations"] =
+                    json!({ crate::plugin::kubernetes::metrics::LAST_CHANGE_TRIGGER_TIME: at });
+            }
+            json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": meta,
+                   "addressType": "IPv4", "endpoints": [{"addresses": [ip]}],
+                   "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]})
+        };
+        let fake = fake_apiserver::FakeApiServer::start().await.unwrap();
+        fake.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lat"}}))
+            .unwrap();
+        for (name, ip) in [("db", "None"), ("web", "10.96.5.5")] {
+            fake.create(json!({"apiVersion": "v1", "kind": "Service",
+                               "metadata": {"name": name, "namespace": "lat"},
+                               "spec": {"clusterIP": ip, "ports": [{"name": "http", "port": 80}]}}))
+                .unwrap();
+        }
+        // In the first list, annotated: not observed.
+        fake.create(slice("db-1", "db", "10.0.0.1", Some(trigger(-5))))
+            .unwrap();
+        fake.create(slice("web-1", "web", "10.0.0.2", Some(trigger(-5))))
+            .unwrap();
+
+        let registry = prometheus::Registry::new();
+        let metrics = KubernetesMetrics::register(&registry).unwrap();
+        let text = format!(
+            "cluster.local {{\n kubernetes {{\n endpoint {}\n }}\n}}\n",
+            fake.url()
+        );
+        let cf = crate::corefile::Corefile::parse_str(&text, std::path::Path::new("Corefile")).unwrap();
+        let c = crate::config::Config::from_corefile(&cf, std::path::Path::new("Corefile"), 53).unwrap();
+        let config = c.blocks[0].kubernetes.clone().unwrap();
+        let zone = Arc::new(ClusterZone::new());
+        let _source = start_with_metrics(&config, zone.clone(), Some(metrics))
+            .await
+            .unwrap();
+        let render = || {
+            let mut buf = Vec::new();
+            TextEncoder::new().encode(&registry.gather(), &mut buf).unwrap();
+            String::from_utf8(buf).unwrap()
+        };
+        for _ in 0..1000 {
+            if zone.is_synced() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(zone.is_synced());
+        assert!(!render().contains("dns_programming"), "{}", render());
+
+        // Changes, in one watch stream: one without the annotation, then a headless one
+        // triggered 2 s ago, then a cluster-IP one whose trigger is in the future (skew).
+        fake.update(slice("db-1", "db", "10.0.0.3", None)).unwrap();
+        fake.update(slice("db-1", "db", "10.0.0.4", Some(trigger(-2))))
+            .unwrap();
+        fake.update(slice("web-1", "web", "10.0.0.5", Some(trigger(3600))))
+            .unwrap();
+        let last = "coredns_kubernetes_dns_programming_duration_seconds_count{service_kind=\"cluster_ip\"} 1";
+        for _ in 0..1000 {
+            if render().contains(last) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let text = render();
+        for want in [
+            last,
+            // Skew: counted as 0, in the first bucket.
+            "coredns_kubernetes_dns_programming_duration_seconds_bucket{service_kind=\"cluster_ip\",le=\"0.001\"} 1",
+            "coredns_kubernetes_dns_programming_duration_seconds_sum{service_kind=\"cluster_ip\"} 0",
+            "coredns_kubernetes_dns_programming_duration_seconds_count{service_kind=\"headless_with_selector\"} 1",
+            // At least the 2 s since its trigger.
+            "coredns_kubernetes_dns_programming_duration_seconds_bucket{service_kind=\"headless_with_selector\",le=\"1.024\"} 0",
+        ] {
+            assert!(text.contains(want), "missing {want} in\n{text}");
+        }
+        // The change is in the zone.
+        let db = zone.service("lat", "db").unwrap();
+        assert_eq!(
+            db.slices.values().next().unwrap().endpoints[0].addresses[0].to_string(),
+            "10.0.0.4"
+        );
     }
 
     #[test]

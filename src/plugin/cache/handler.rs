@@ -9,14 +9,15 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, RandomState};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use tokio::time::Instant;
 
+use super::metrics::StoreInstruments;
 use super::setup::{Prefetch, Section};
 use crate::plugin::{Question, Reply};
 
@@ -93,6 +94,8 @@ pub struct Store {
     hasher: RandomState,
     /// Entries evicted to make room (`coredns_cache_evictions_total`).
     pub evictions: AtomicU64,
+    /// The metric series the entry count and evictions are reported to, once attached.
+    metrics: OnceLock<StoreInstruments>,
 }
 
 fn min_record_ttl<'a>(records: impl Iterator<Item = &'a Record>) -> Option<u32> {
@@ -135,6 +138,26 @@ impl Store {
             per_shard: capacity.max(1).div_ceil(shards),
             hasher: RandomState::new(),
             evictions: AtomicU64::new(0),
+            metrics: OnceLock::new(),
+        }
+    }
+
+    /// Reports this store's entry count and evictions to `m` from now on (the entries it holds
+    /// already are added to the gauge). Only the first call takes effect.
+    pub fn attach(&self, m: StoreInstruments) {
+        if self.metrics.set(m).is_ok()
+            && let Some(m) = self.metrics.get()
+        {
+            m.entries.add(gauge_delta(self.len()));
+        }
+    }
+
+    /// Moves the entries gauge by `delta` entries (a no-op without metrics).
+    fn entries_changed(&self, delta: i64) {
+        if delta != 0
+            && let Some(m) = self.metrics.get()
+        {
+            m.entries.add(delta);
         }
     }
 
@@ -162,6 +185,7 @@ impl Store {
     pub fn insert(&self, key: Key, reply: Reply, ttl: Duration, now: Instant, keep_for: Duration) {
         let Some(shard) = self.shard(&key) else { return };
         let Ok(mut map) = shard.lock() else { return };
+        let before = map.len();
         if !map.contains_key(&key) && map.len() >= self.per_shard {
             map.retain(|_, e| now.saturating_duration_since(e.stored) < e.ttl + keep_for);
             if map.len() >= self.per_shard
@@ -169,6 +193,9 @@ impl Store {
             {
                 map.remove(&victim);
                 self.evictions.fetch_add(1, Ordering::Relaxed);
+                if let Some(m) = self.metrics.get() {
+                    m.evictions.inc();
+                }
             }
         }
         map.insert(
@@ -182,14 +209,19 @@ impl Store {
                 prefetching: false,
             },
         );
+        let after = map.len();
+        drop(map);
+        self.entries_changed(gauge_delta(after) - gauge_delta(before));
     }
 
     /// Removes `key`.
     pub fn remove(&self, key: &Key) {
         if let Some(shard) = self.shard(key)
             && let Ok(mut map) = shard.lock()
+            && map.remove(key).is_some()
         {
-            map.remove(key);
+            drop(map);
+            self.entries_changed(-1);
         }
     }
 
@@ -239,10 +271,26 @@ impl Store {
             Some(window) if age < e.ttl + window => Lookup::Stale(aged(&e.reply, 0, 0, Some(STALE_TTL))),
             _ => {
                 map.remove(key);
+                drop(map);
+                self.entries_changed(-1);
                 Lookup::Miss
             }
         }
     }
+}
+
+impl Drop for Store {
+    /// A store going away (its cache replaced by a Corefile reload) takes its entries out of
+    /// the gauge.
+    fn drop(&mut self) {
+        let held = self.len();
+        self.entries_changed(-gauge_delta(held));
+    }
+}
+
+/// An entry count as a gauge step.
+fn gauge_delta(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// Sorts `reply` into a store and gives how long to keep it, or `None` when it must not be

@@ -7,10 +7,11 @@
 //! has run out.
 
 pub mod handler;
+pub mod metrics;
 pub mod setup;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
@@ -18,6 +19,8 @@ use hickory_proto::rr::Name;
 use tokio::time::Instant;
 
 use self::handler::{Key, Kind, Lookup, Store, classify};
+pub use self::metrics::CacheMetrics;
+use self::metrics::{CacheInstruments, StoreInstruments};
 pub use self::setup::CacheConfig;
 use super::{Chain, Question, Reply};
 
@@ -25,16 +28,18 @@ use super::{Chain, Question, Reply};
 /// 8767's client response timer, 1.8 s as it suggests).
 pub const STALE_CLIENT_TIMEOUT: Duration = Duration::from_millis(1800);
 
-/// Counters of one cache (exported as metrics by issue 5).
+/// Counters of one cache, for tests and diagnostics. The exported metrics are in [`metrics`]
+/// (attached with [`Cache::with_metrics`]) and count as CoreDNS does, which differs slightly:
+/// there a stale hit is a hit too, and a `serve_stale immediate` refresh is a prefetch.
 #[derive(Debug, Default)]
 pub struct CacheStats {
-    /// Fresh hits (`coredns_cache_hits_total`).
+    /// Fresh hits.
     pub hits: AtomicU64,
-    /// Misses (`coredns_cache_misses_total`).
+    /// Misses.
     pub misses: AtomicU64,
-    /// Prefetches started (`coredns_cache_prefetch_total`).
+    /// Prefetches started (popular entries refreshed before expiry).
     pub prefetches: AtomicU64,
-    /// Stale answers served (`coredns_cache_served_stale_total`).
+    /// Stale answers served.
     pub served_stale: AtomicU64,
 }
 
@@ -47,6 +52,7 @@ struct Inner {
     success: Store,
     denial: Store,
     stats: CacheStats,
+    metrics: OnceLock<CacheInstruments>,
 }
 
 /// The `cache` plugin in a chain. Clones share the stores.
@@ -77,9 +83,38 @@ impl Cache {
                 success: Store::new(config.success.capacity),
                 denial: Store::new(config.denial.capacity),
                 stats: CacheStats::default(),
+                metrics: OnceLock::new(),
                 config: config.clone(),
             }),
         }
+    }
+
+    /// Reports to `metrics` from now on, under `server` (`dns://:53`, as the prometheus plugin
+    /// labels it), the cache's zones joined by `,` (CoreDNS's `zones` label) and an empty `view`.
+    /// The label values are resolved here, once; the query path only bumps atomics. Entries
+    /// already held are added to `coredns_cache_entries`. Only the first call takes effect.
+    pub fn with_metrics(self, metrics: CacheMetrics, server: &str) -> Self {
+        let zones = self.inner.config.zones.join(",");
+        let m = metrics.instruments(server, &zones);
+        let (success, denial) = (m.success.clone(), m.denial.clone());
+        if self.inner.metrics.set(m).is_ok() {
+            self.inner.success.attach(success);
+            self.inner.denial.attach(denial);
+        }
+        self
+    }
+
+    fn metrics(&self) -> Option<&CacheInstruments> {
+        self.inner.metrics.get()
+    }
+
+    fn store_metrics(&self, kind: Kind) -> Option<&StoreInstruments> {
+        let m = self.metrics()?;
+        Some(if kind == Kind::Success {
+            &m.success
+        } else {
+            &m.denial
+        })
     }
 
     /// The counters.
@@ -96,12 +131,13 @@ impl Cache {
         self.inner.config.serve_stale.map(|s| s.duration)
     }
 
-    fn lookup(&self, key: &Key, now: Instant) -> Lookup {
+    /// Looks `key` up in the success store, then the denial store; gives which one answered.
+    fn lookup(&self, key: &Key, now: Instant) -> (Lookup, Kind) {
         let stale = self.stale_window();
         let prefetch = self.inner.config.prefetch.as_ref();
         match self.inner.success.lookup(key, now, stale, prefetch) {
-            Lookup::Miss => self.inner.denial.lookup(key, now, stale, prefetch),
-            found => found,
+            Lookup::Miss => (self.inner.denial.lookup(key, now, stale, prefetch), Kind::Denial),
+            found => (found, Kind::Success),
         }
     }
 
@@ -139,11 +175,24 @@ impl Cache {
             return chain.serve_from(next, q).await;
         }
         let key = Key::of(q);
-        match self.lookup(&key, Instant::now()) {
+        if let Some(m) = self.metrics() {
+            m.requests.inc();
+        }
+        let (found, kind) = self.lookup(&key, Instant::now());
+        // As CoreDNS: a stale entry within the serve-stale window is a hit too.
+        if !matches!(found, Lookup::Miss)
+            && let Some(s) = self.store_metrics(kind)
+        {
+            s.hits.inc();
+        }
+        match found {
             Lookup::Fresh { reply, prefetch } => {
                 self.inner.stats.hits.fetch_add(1, Ordering::Relaxed);
                 if prefetch {
                     self.inner.stats.prefetches.fetch_add(1, Ordering::Relaxed);
+                    if let Some(m) = self.metrics() {
+                        m.prefetch.inc();
+                    }
                     tokio::spawn(self.clone().refresh(chain.clone(), next, q.clone()));
                 }
                 reply
@@ -151,6 +200,10 @@ impl Cache {
             Lookup::Stale(stale) => {
                 let refresh = tokio::spawn(self.clone().refresh(chain.clone(), next, q.clone()));
                 let verify = self.inner.config.serve_stale.is_some_and(|s| s.verify);
+                if !verify && let Some(m) = self.metrics() {
+                    // CoreDNS's `immediate` mode refreshes through its prefetch path.
+                    m.prefetch.inc();
+                }
                 if verify
                     && let Ok(Ok(fresh)) = tokio::time::timeout(STALE_CLIENT_TIMEOUT, refresh).await
                     && !matches!(fresh.rcode(), ResponseCode::ServFail | ResponseCode::Refused)
@@ -158,10 +211,16 @@ impl Cache {
                     return fresh;
                 }
                 self.inner.stats.served_stale.fetch_add(1, Ordering::Relaxed);
+                if let Some(m) = self.metrics() {
+                    m.served_stale.inc();
+                }
                 stale
             }
             Lookup::Miss => {
                 self.inner.stats.misses.fetch_add(1, Ordering::Relaxed);
+                if let Some(m) = self.metrics() {
+                    m.misses.inc();
+                }
                 let reply = chain.serve_from(next, q).await;
                 match self.insert(q, &reply, Instant::now()) {
                     // The first answer already carries the TTLs later hits count down from.

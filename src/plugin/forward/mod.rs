@@ -7,11 +7,12 @@
 //! [`TOTAL_BUDGET`], so a client gets SERVFAIL before its own 5 s retry.
 
 pub mod handler;
+pub mod metrics;
 pub mod setup;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
@@ -21,6 +22,8 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use self::handler::{ExchangeStats, PROBE_TIMEOUT, exchange, probe_question};
+pub use self::metrics::ForwardMetrics;
+use self::metrics::{PluginInstruments, UpstreamInstruments};
 pub use self::setup::{ForwardConfig, Policy};
 use super::loop_detect::LoopStatus;
 use super::{Forwarded, Question, Reply};
@@ -67,6 +70,7 @@ pub struct Upstream {
     down: AtomicBool,
     probing: AtomicBool,
     looping: AtomicBool,
+    metrics: OnceLock<UpstreamInstruments>,
 }
 
 impl Upstream {
@@ -77,6 +81,7 @@ impl Upstream {
             down: AtomicBool::new(false),
             probing: AtomicBool::new(false),
             looping: AtomicBool::new(false),
+            metrics: OnceLock::new(),
         }
     }
 
@@ -96,7 +101,8 @@ impl Upstream {
     }
 }
 
-/// Counters of one `forward` (exported as metrics by issue 5).
+/// Counters of one `forward`, for tests and diagnostics (the exported metrics are in
+/// [`metrics`], attached with [`Forward::with_metrics`]).
 #[derive(Debug, Default)]
 pub struct ForwardStats {
     /// Queries refused because `max_concurrent` were in flight
@@ -121,6 +127,7 @@ struct Inner {
     inflight: Option<Arc<Semaphore>>,
     next: AtomicUsize,
     stats: Arc<ForwardStats>,
+    metrics: OnceLock<PluginInstruments>,
 }
 
 /// The `forward` plugin in a chain. Clones share upstream state.
@@ -146,9 +153,23 @@ impl Forward {
                 inflight: config.max_concurrent.map(|n| Arc::new(Semaphore::new(n))),
                 next: AtomicUsize::new(0),
                 stats: Arc::new(ForwardStats::default()),
+                metrics: OnceLock::new(),
                 config: config.clone(),
             }),
         }
+    }
+
+    /// Reports to `metrics` from now on. Each upstream's series (`to` = its `IP:PORT`) are
+    /// resolved here, once. CoreDNS's forward metrics have no `server` label, so `_server` is
+    /// not used; it is taken for the same call shape as the other plugins. Only the first call
+    /// takes effect.
+    pub fn with_metrics(self, metrics: ForwardMetrics, _server: &str) -> Self {
+        if self.inner.metrics.set(metrics.plugin()).is_ok() {
+            for up in &self.inner.upstreams {
+                let _ = up.metrics.set(metrics.upstream(up.addr));
+            }
+        }
+        self
     }
 
     /// The upstreams, in configured order.
@@ -199,6 +220,12 @@ impl Forward {
             .filter(|i| self.inner.upstreams.get(*i).is_some_and(|u| !u.is_down()))
             .collect();
         if healthy.is_empty() && !self.inner.config.failfast_all_unhealthy {
+            if !usable.is_empty()
+                && let Some(m) = self.inner.metrics.get()
+            {
+                // Every upstream is down: health checking is taken to be broken (CoreDNS).
+                m.healthcheck_broken.inc();
+            }
             usable
         } else {
             healthy
@@ -216,6 +243,9 @@ impl Forward {
                         .stats
                         .max_concurrent_rejects
                         .fetch_add(1, Ordering::Relaxed);
+                    if let Some(m) = self.inner.metrics.get() {
+                        m.max_concurrent_rejects.inc();
+                    }
                     return Reply::Rcode(ResponseCode::Refused);
                 }
             },
@@ -257,13 +287,35 @@ impl Forward {
     ) -> Result<Message, ForwardError> {
         let stats = &self.inner.stats;
         stats.attempts.fetch_add(1, Ordering::Relaxed);
-        let msg = exchange(up.addr, q, tcp, deadline, &stats.exchange).await?;
+        let msg = self.exchange_observed(up, q, tcp, deadline).await?;
         if !tcp && msg.metadata.truncation {
             // Truncated over UDP: ask again over TCP, in the same attempt's time.
             stats.attempts.fetch_add(1, Ordering::Relaxed);
-            return exchange(up.addr, q, true, deadline, &stats.exchange).await;
+            return self.exchange_observed(up, q, true, deadline).await;
         }
         Ok(msg)
+    }
+
+    /// One exchange with `up`, counted as a connection-cache miss and, when a reply comes,
+    /// timed into `coredns_proxy_request_duration_seconds{to, rcode}` (as CoreDNS's
+    /// `proxy.Connect`).
+    async fn exchange_observed(
+        &self,
+        up: &Upstream,
+        q: &Question,
+        tcp: bool,
+        deadline: Instant,
+    ) -> Result<Message, ForwardError> {
+        let m = up.metrics.get();
+        if let Some(m) = m {
+            m.exchange_started(tcp);
+        }
+        let start = Instant::now();
+        let result = exchange(up.addr, q, tcp, deadline, &self.inner.stats.exchange).await;
+        if let (Some(m), Ok(msg)) = (m, &result) {
+            m.replied(msg.metadata.response_code, start.elapsed());
+        }
+        result
     }
 
     /// Counts a failure; at `max_fails` in a row the upstream goes down and a probe starts.
@@ -292,15 +344,10 @@ impl Forward {
         };
         let q = Question::new(name, RecordType::HINFO);
         let deadline = Instant::now() + self.inner.config.read_timeout;
-        exchange(
-            up.addr,
-            &q,
-            self.inner.config.force_tcp,
-            deadline,
-            &self.inner.stats.exchange,
-        )
-        .await
-        .is_ok()
+        // In CoreDNS the loop probe reaches the upstream through forward, so it is counted too.
+        self.exchange_observed(up, &q, self.inner.config.force_tcp, deadline)
+            .await
+            .is_ok()
     }
 }
 
@@ -324,6 +371,9 @@ async fn probe_until_healthy(up: Weak<Upstream>, stats: Weak<ForwardStats>, inte
             }
             Err(_) => {
                 stats.healthcheck_failures.fetch_add(1, Ordering::Relaxed);
+                if let Some(m) = up.metrics.get() {
+                    m.healthcheck_failures.inc();
+                }
             }
         }
     }

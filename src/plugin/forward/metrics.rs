@@ -1,0 +1,394 @@
+//! The `forward` plugin's metrics under CoreDNS's (≥ 1.11) names, types and labels
+//! (`plugin/pkg/proxy/metrics.go`, `plugin/forward/metrics.go`):
+//!
+//! | metric | type | labels |
+//! | --- | --- | --- |
+//! | `coredns_proxy_request_duration_seconds` | histogram | proxy_name, to, rcode |
+//! | `coredns_proxy_healthcheck_failures_total` | counter | proxy_name, to |
+//! | `coredns_proxy_conn_cache_hits_total` | counter | proxy_name, to, proto |
+//! | `coredns_proxy_conn_cache_misses_total` | counter | proxy_name, to, proto |
+//! | `coredns_forward_healthcheck_broken_total` | counter | (none) |
+//! | `coredns_forward_max_concurrent_rejects_total` | counter | (none) |
+//!
+//! `proxy_name` is always `forward`; `to` is the upstream as `IP:PORT` (`[IPv6]:PORT`), from the
+//! Corefile; `rcode` is the upstream's rcode name from a fixed list (else `other`); `proto` is
+//! `udp` or `tcp`. (CoreDNS's README gives the health-check counter an `rcode` label too; its
+//! code does not have one, and neither has this.)
+//!
+//! Connections are not reused here (a fresh socket per exchange), so every exchange is a
+//! connection-cache miss and the hits counters stay at 0.
+//!
+//! [`ForwardMetrics`] holds the families, created and registered once per process; every
+//! [`Forward`](super::Forward) generation gets a clone through
+//! [`Forward::with_metrics`](super::Forward::with_metrics), which resolves each upstream's series
+//! once. The duration histogram of an rcode is resolved the first time an upstream answers with
+//! it, then kept.
+
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use hickory_proto::op::ResponseCode;
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
+
+use crate::plugin::cache::metrics::register_all;
+
+/// The `proxy_name` label.
+pub const PROXY_NAME: &str = "forward";
+
+/// The `rcode` label values, indexed by [`rcode_index`] (the prometheus plugin's names).
+const RCODE_LABELS: [&str; 14] = [
+    "NOERROR",
+    "FORMERR",
+    "SERVFAIL",
+    "NXDOMAIN",
+    "NOTIMP",
+    "REFUSED",
+    "YXDOMAIN",
+    "YXRRSET",
+    "NXRRSET",
+    "NOTAUTH",
+    "NOTZONE",
+    "BADVERS",
+    "BADCOOKIE",
+    "other",
+];
+
+/// The index in [`RCODE_LABELS`] of `r`'s label (the same names as
+/// [`crate::plugin::metrics::rcode_label`]).
+fn rcode_index(r: ResponseCode) -> usize {
+    match u16::from(r) {
+        n @ 0..=10 => usize::from(n),
+        16 => 11,
+        23 => 12,
+        _ => 13,
+    }
+}
+
+/// The forward metric families, registered once per process. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ForwardMetrics {
+    request_duration: HistogramVec,
+    healthcheck_failures: IntCounterVec,
+    conn_cache_hits: IntCounterVec,
+    conn_cache_misses: IntCounterVec,
+    healthcheck_broken: IntCounter,
+    max_concurrent_rejects: IntCounter,
+}
+
+impl ForwardMetrics {
+    /// Creates the families and registers them in `registry`. Registering twice in one registry
+    /// fails with [`prometheus::Error::AlreadyReg`] and leaves the registry unchanged.
+    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let m = Self {
+            request_duration: HistogramVec::new(
+                HistogramOpts::new(
+                    "coredns_proxy_request_duration_seconds",
+                    "Histogram of the time each request took.",
+                )
+                // CoreDNS's plugin.TimeBuckets.
+                .buckets(prometheus::exponential_buckets(0.00025, 2.0, 16)?),
+                &["proxy_name", "to", "rcode"],
+            )?,
+            healthcheck_failures: IntCounterVec::new(
+                Opts::new(
+                    "coredns_proxy_healthcheck_failures_total",
+                    "Counter of the number of failed healthchecks.",
+                ),
+                &["proxy_name", "to"],
+            )?,
+            conn_cache_hits: IntCounterVec::new(
+                Opts::new(
+                    "coredns_proxy_conn_cache_hits_total",
+                    "Counter of connection cache hits per upstream and protocol.",
+                ),
+                &["proxy_name", "to", "proto"],
+            )?,
+            conn_cache_misses: IntCounterVec::new(
+                Opts::new(
+                    "coredns_proxy_conn_cache_misses_total",
+                    "Counter of connection cache misses per upstream and protocol.",
+                ),
+                &["proxy_name", "to", "proto"],
+            )?,
+            healthcheck_broken: IntCounter::new(
+                "coredns_forward_healthcheck_broken_total",
+                "Counter of the number of complete failures of the healthchecks.",
+            )?,
+            max_concurrent_rejects: IntCounter::new(
+                "coredns_forward_max_concurrent_rejects_total",
+                "Counter of the number of queries rejected because the concurrent queries were at maximum.",
+            )?,
+        };
+        register_all(
+            registry,
+            vec![
+                Box::new(m.request_duration.clone()),
+                Box::new(m.healthcheck_failures.clone()),
+                Box::new(m.conn_cache_hits.clone()),
+                Box::new(m.conn_cache_misses.clone()),
+                Box::new(m.healthcheck_broken.clone()),
+                Box::new(m.max_concurrent_rejects.clone()),
+            ],
+        )?;
+        Ok(m)
+    }
+
+    /// The plugin-wide series.
+    pub(super) fn plugin(&self) -> PluginInstruments {
+        PluginInstruments {
+            healthcheck_broken: self.healthcheck_broken.clone(),
+            max_concurrent_rejects: self.max_concurrent_rejects.clone(),
+        }
+    }
+
+    /// The series of one upstream. The connection-cache series of both transports exist from
+    /// here on (the hits at 0), so a hit ratio is defined from the start.
+    pub(super) fn upstream(&self, addr: SocketAddr) -> UpstreamInstruments {
+        let to = addr.to_string();
+        let conn = |v: &IntCounterVec, proto: &str| v.with_label_values(&[PROXY_NAME, &to, proto]);
+        for proto in ["udp", "tcp"] {
+            conn(&self.conn_cache_hits, proto);
+        }
+        UpstreamInstruments {
+            miss_udp: conn(&self.conn_cache_misses, "udp"),
+            miss_tcp: conn(&self.conn_cache_misses, "tcp"),
+            healthcheck_failures: self.healthcheck_failures.with_label_values(&[PROXY_NAME, &to]),
+            durations: std::array::from_fn(|_| OnceLock::new()),
+            duration_vec: self.request_duration.clone(),
+            to,
+        }
+    }
+}
+
+/// The series of one `forward` that have no upstream label.
+#[derive(Debug, Clone)]
+pub(super) struct PluginInstruments {
+    /// `coredns_forward_healthcheck_broken_total`.
+    pub healthcheck_broken: IntCounter,
+    /// `coredns_forward_max_concurrent_rejects_total`.
+    pub max_concurrent_rejects: IntCounter,
+}
+
+/// The series of one upstream.
+#[derive(Debug)]
+pub(super) struct UpstreamInstruments {
+    to: String,
+    miss_udp: IntCounter,
+    miss_tcp: IntCounter,
+    /// `coredns_proxy_healthcheck_failures_total{to}`.
+    pub healthcheck_failures: IntCounter,
+    duration_vec: HistogramVec,
+    durations: [OnceLock<Histogram>; RCODE_LABELS.len()],
+}
+
+impl UpstreamInstruments {
+    /// Counts one exchange about to start over `tcp` or UDP (always a connection-cache miss).
+    pub fn exchange_started(&self, tcp: bool) {
+        if tcp {
+            self.miss_tcp.inc();
+        } else {
+            self.miss_udp.inc();
+        }
+    }
+
+    /// Records an exchange that got a reply with `rcode` after `took`.
+    pub fn replied(&self, rcode: ResponseCode, took: Duration) {
+        let i = rcode_index(rcode);
+        let Some(cell) = self.durations.get(i) else {
+            return;
+        };
+        let label = RCODE_LABELS.get(i).copied().unwrap_or("other");
+        cell.get_or_init(|| {
+            self.duration_vec
+                .with_label_values(&[PROXY_NAME, self.to.as_str(), label])
+        })
+        .observe(took.as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+    use std::path::Path;
+    use std::sync::atomic::Ordering;
+
+    use hickory_proto::op::{Message, MessageType, ResponseCode};
+    use hickory_proto::rr::rdata::A;
+    use hickory_proto::rr::{Name, RData, Record, RecordType};
+    use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
+    use prometheus::{Encoder, TextEncoder};
+    use tokio::net::UdpSocket;
+
+    use super::*;
+    use crate::plugin::forward::{Forward, setup};
+    use crate::plugin::{Question, Reply};
+
+    fn render(r: &Registry) -> String {
+        let mut buf = Vec::new();
+        TextEncoder::new().encode(&r.gather(), &mut buf).unwrap();
+        String::from_utf8(buf).unwrap()
+    }
+
+    fn forward(text: &str) -> Forward {
+        let cf =
+            crate::corefile::Corefile::parse_str(&format!(".:53 {{\n{text}\n}}\n"), Path::new("Corefile"))
+                .unwrap();
+        Forward::new(&setup::parse(&cf.blocks[0].directives[0], Path::new("/")).unwrap())
+    }
+
+    /// A loopback upstream: answers `nx.*` NXDOMAIN and everything else one A record, `count`
+    /// times, then stops.
+    async fn upstream(count: usize) -> SocketAddr {
+        let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = sock.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            for _ in 0..count {
+                let (n, from) = sock.recv_from(&mut buf).await.unwrap();
+                let query = Message::from_bytes(&buf[..n]).unwrap();
+                let mut reply = query.clone();
+                reply.metadata.message_type = MessageType::Response;
+                let name = query.queries[0].name().clone();
+                if name.to_ascii().starts_with("nx.") {
+                    reply.metadata.response_code = ResponseCode::NXDomain;
+                } else {
+                    reply.add_answer(Record::from_rdata(
+                        name,
+                        60,
+                        RData::A(A(Ipv4Addr::new(192, 0, 2, 7))),
+                    ));
+                }
+                sock.send_to(&reply.to_bytes().unwrap(), from).await.unwrap();
+            }
+        });
+        addr
+    }
+
+    fn has(text: &str, want: &str) {
+        assert!(text.contains(want), "missing {want} in\n{text}");
+    }
+
+    #[test]
+    fn rcode_labels_are_the_prometheus_plugins() {
+        for code in 0..=4095u16 {
+            let high = u8::try_from(code >> 4).unwrap();
+            let r = ResponseCode::from(high, u8::try_from(code & 0xF).unwrap());
+            assert_eq!(u16::from(r), code);
+            assert_eq!(
+                RCODE_LABELS[rcode_index(r)],
+                crate::plugin::metrics::rcode_label(r),
+                "{code}"
+            );
+        }
+    }
+
+    #[test]
+    fn registering_twice_fails_cleanly() {
+        let r = Registry::new();
+        ForwardMetrics::register(&r).unwrap();
+        assert!(matches!(
+            ForwardMetrics::register(&r),
+            Err(prometheus::Error::AlreadyReg)
+        ));
+        // Still usable: the first registration is intact.
+        assert!(render(&r).contains("coredns_forward_max_concurrent_rejects_total 0"));
+    }
+
+    #[tokio::test]
+    async fn exchanges_are_timed_and_counted_per_upstream_and_rcode() {
+        let r = Registry::new();
+        let m = ForwardMetrics::register(&r).unwrap();
+        let up = upstream(3).await;
+        let f = forward(&format!("forward . {up}")).with_metrics(m, "dns://:53");
+        let ask = |name: &str| Question::new(Name::from_ascii(name).unwrap(), RecordType::A);
+        for name in ["a.example.", "b.example.", "nx.example."] {
+            assert!(matches!(f.serve(&ask(name)).await, Reply::Forwarded(_)));
+        }
+        let text = render(&r);
+        let to = up.to_string();
+        for want in [
+            format!(
+                "coredns_proxy_request_duration_seconds_count{{proxy_name=\"forward\",rcode=\"NOERROR\",to=\"{to}\"}} 2"
+            ),
+            format!(
+                "coredns_proxy_request_duration_seconds_count{{proxy_name=\"forward\",rcode=\"NXDOMAIN\",to=\"{to}\"}} 1"
+            ),
+            format!(
+                "coredns_proxy_request_duration_seconds_bucket{{proxy_name=\"forward\",rcode=\"NOERROR\",to=\"{to}\",le=\"+Inf\"}} 2"
+            ),
+            format!(
+                "coredns_proxy_conn_cache_misses_total{{proto=\"udp\",proxy_name=\"forward\",to=\"{to}\"}} 3"
+            ),
+            format!(
+                "coredns_proxy_conn_cache_misses_total{{proto=\"tcp\",proxy_name=\"forward\",to=\"{to}\"}} 0"
+            ),
+            format!(
+                "coredns_proxy_conn_cache_hits_total{{proto=\"udp\",proxy_name=\"forward\",to=\"{to}\"}} 0"
+            ),
+            format!("coredns_proxy_healthcheck_failures_total{{proxy_name=\"forward\",to=\"{to}\"}} 0"),
+            "# TYPE coredns_proxy_request_duration_seconds histogram".to_owned(),
+            "coredns_forward_healthcheck_broken_total 0".to_owned(),
+        ] {
+            has(&text, &want);
+        }
+    }
+
+    #[tokio::test]
+    async fn rejects_broken_health_and_failed_probes() {
+        let r = Registry::new();
+        let m = ForwardMetrics::register(&r).unwrap();
+        // An upstream that never answers: every attempt times out.
+        let silent = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = silent.local_addr().unwrap();
+        let f = forward(&format!(
+            "forward . {addr} {{\n max_concurrent 1\n read_timeout 100ms\n max_fails 1\n health_check 50ms\n}}"
+        ))
+        .with_metrics(m, "dns://:53");
+        let q = Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A);
+        // The first query fails (SERVFAIL) and marks the upstream down; a probe starts.
+        assert_eq!(f.serve(&q).await, Reply::Rcode(ResponseCode::ServFail));
+        assert!(f.upstreams()[0].is_down());
+        // With every upstream down, the next query is sprayed at it anyway: health check broken.
+        let second = {
+            let (f, q) = (f.clone(), q.clone());
+            tokio::spawn(async move { f.serve(&q).await })
+        };
+        // While that one is in flight, a third is over max_concurrent. (The test runtime has one
+        // thread: after a yield the second query has taken its permit and waits for the reply.)
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(f.serve(&q).await, Reply::Rcode(ResponseCode::Refused));
+        assert_eq!(second.await.unwrap(), Reply::Rcode(ResponseCode::ServFail));
+        // The probe (every 50 ms, 1 s timeout each) fails at least once while nobody answers.
+        for _ in 0..400 {
+            if f.stats().healthcheck_failures.load(Ordering::Relaxed) > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let text = render(&r);
+        let to = addr.to_string();
+        for want in [
+            "coredns_forward_max_concurrent_rejects_total 1".to_owned(),
+            "coredns_forward_healthcheck_broken_total 1".to_owned(),
+            format!(
+                "coredns_proxy_conn_cache_misses_total{{proto=\"udp\",proxy_name=\"forward\",to=\"{to}\"}} 2"
+            ),
+        ] {
+            has(&text, &want);
+        }
+        // The probe keeps failing in the background: at least one failure is counted.
+        let series =
+            format!("coredns_proxy_healthcheck_failures_total{{proxy_name=\"forward\",to=\"{to}\"}} ");
+        let failures: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("missing {series} in\n{text}"));
+        assert!(failures >= 1, "{text}");
+        // No reply, no duration sample.
+        assert!(!text.contains("coredns_proxy_request_duration_seconds_count"));
+    }
+}
