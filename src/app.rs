@@ -1,10 +1,20 @@
-//! Start-up: turns a [`Config`] into running listeners. It fills each `kubernetes` plugin's
-//! zone from its source, builds the chains, groups server blocks by listen address, binds and
-//! serves. [`Running`] is the handle tests and the binary use to find the addresses and stop.
+//! Start-up, reload and shutdown: turns a [`Config`] into running listeners and keeps them
+//! running through Corefile changes.
+//!
+//! [`start`] fills each `kubernetes` plugin's zone from its source, builds the chains, groups
+//! server blocks by listen address, binds and serves DNS, and starts the HTTP listeners of
+//! `health`, `ready` and `prometheus`. A reload ([`Running::reload`], or the `reload` plugin's
+//! timer) builds the new configuration beside the running one and swaps each listen address's
+//! routing table in one store, so no query is dropped: listeners that stay keep their sockets,
+//! a `kubernetes` source whose configuration did not change is kept with its zone, and a broken
+//! Corefile is refused while the old one keeps serving. [`Running::shutdown`] is SIGTERM's
+//! lameduck: `/ready` turns 503 at once, DNS keeps answering for the lameduck duration, then
+//! the listeners stop.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use hickory_proto::rr::Name;
 use tokio::sync::oneshot;
@@ -12,14 +22,21 @@ use tokio::task::JoinHandle;
 
 use crate::cluster::watch::{self, SyncState, WatchSource};
 use crate::cluster::{ClusterZone, manifests};
-use crate::config::Config;
-use crate::plugin::Chain;
-use crate::plugin::kubernetes::setup::ApiSource;
+use crate::config::{BlockConfig, Config, HttpEndpoints};
+use crate::corefile::{Corefile, CorefileError};
+use crate::plugin::errors::ErrorLog;
+use crate::plugin::kubernetes::setup::{ApiSource, KubernetesConfig};
 use crate::plugin::kubernetes::{Kubernetes, handler::self_ips_from_env};
+use crate::plugin::log::QueryLog;
 use crate::plugin::loop_detect::{self, LoopStatus};
-use crate::server::{self, BlockRoute, Router, ServerError};
+use crate::plugin::metrics::{DnsMetrics, PluginMetrics};
+use crate::plugin::ready::{Readiness, ReadinessCheck};
+use crate::plugin::reload::ChangeDetector;
+use crate::plugin::{Chain, health};
+use crate::server::observe::Observers;
+use crate::server::{self, BlockRoute, Router, RouterCell, ServerError};
 
-/// Why the server could not start.
+/// Why the server could not start (or a new configuration could not be applied).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StartError {
@@ -35,62 +52,237 @@ pub enum StartError {
     /// The Kubernetes API source could not be set up.
     #[error(transparent)]
     Watch(#[from] watch::WatchError),
+    /// An HTTP listener (`health`, `ready`, `prometheus`) could not be bound.
+    #[error("cannot listen on {addr} for {what}: {source}")]
+    Http {
+        /// The address.
+        addr: SocketAddr,
+        /// What it serves.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The metrics registry refused a metric (a bug).
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    /// A reloaded Corefile is not valid.
+    #[error(transparent)]
+    Corefile(#[from] CorefileError),
+}
+
+/// Process-wide state that outlives every configuration: the metric families (so counters keep
+/// counting through reloads) and the readiness registry `/ready` reads.
+#[derive(Debug, Clone)]
+struct Shared {
+    metrics: DnsMetrics,
+    plugin_metrics: PluginMetrics,
+    readiness: Readiness,
+    reload_failed: prometheus::IntCounter,
+}
+
+impl Shared {
+    fn new() -> Result<Self, StartError> {
+        let metrics = DnsMetrics::new()?;
+        let reload_failed = prometheus::IntCounter::new(
+            "coredns_reload_failed_total",
+            "Counter of the number of failed reload attempts.",
+        )?;
+        metrics.registry().register(Box::new(reload_failed.clone()))?;
+        let plugin_metrics = PluginMetrics::register(metrics.registry())?;
+        Ok(Self {
+            metrics,
+            plugin_metrics,
+            readiness: Readiness::default(),
+            reload_failed,
+        })
+    }
+}
+
+/// One `kubernetes` plugin's data: its zone and, for the API source, the watches filling it.
+/// Shared by the generations whose configuration of that plugin is the same.
+#[derive(Debug)]
+struct Source {
+    config: KubernetesConfig,
+    zone: Arc<ClusterZone>,
+    watch: Option<WatchSource>,
+}
+
+/// What one configuration runs: its sources, its routing tables and its loop detectors.
+#[derive(Debug)]
+struct Generation {
+    config: Config,
+    sources: Vec<Arc<Source>>,
+    routers: BTreeMap<ListenKey, Router>,
+    loop_chains: Vec<Chain>,
+    loops: Vec<Arc<LoopStatus>>,
+}
+
+/// Where a group of server blocks listens: an address (`None`: all interfaces) and a port.
+type ListenKey = (Option<IpAddr>, u16);
+
+#[derive(Debug)]
+struct Listener {
+    addr: SocketAddr,
+    cell: RouterCell,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), ServerError>>,
+}
+
+#[derive(Debug)]
+struct State {
+    generation: Generation,
+    listeners: BTreeMap<ListenKey, Listener>,
+}
+
+#[derive(Debug)]
+struct HttpListener {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    shared: Shared,
+    default_port: u16,
+    state: Mutex<Option<State>>,
+    http: Mutex<Vec<HttpListener>>,
+    http_addrs: Vec<(SocketAddr, HttpEndpoints)>,
 }
 
 /// A started server.
 #[derive(Debug)]
 pub struct Running {
-    dns_addrs: Vec<SocketAddr>,
-    zones: Vec<Arc<ClusterZone>>,
-    stop: Vec<oneshot::Sender<()>>,
-    tasks: Vec<JoinHandle<Result<(), ServerError>>>,
-    /// The API watches of `kubernetes` plugins with an API source; dropped (stopped) with this.
-    watches: Vec<WatchSource>,
-    /// The `loop` plugins' findings, in block order.
-    loops: Vec<Arc<LoopStatus>>,
+    inner: Arc<Inner>,
+    reloader: Option<JoinHandle<()>>,
 }
 
 impl Running {
+    fn with_state<T>(&self, f: impl FnOnce(&State) -> T) -> Option<T> {
+        self.inner.state.lock().ok()?.as_ref().map(f)
+    }
+
     /// The addresses DNS is served on (UDP and TCP on each), with the real ports.
-    pub fn dns_addrs(&self) -> &[SocketAddr] {
-        &self.dns_addrs
+    pub fn dns_addrs(&self) -> Vec<SocketAddr> {
+        self.with_state(|s| s.listeners.values().map(|l| l.addr).collect())
+            .unwrap_or_default()
+    }
+
+    /// The HTTP listeners with their real ports and what each serves.
+    pub fn http_addrs(&self) -> &[(SocketAddr, HttpEndpoints)] {
+        &self.inner.http_addrs
+    }
+
+    /// The address serving `/health`, `/ready` or `/metrics` (`path` without the slash).
+    pub fn http_addr(&self, path: &str) -> Option<SocketAddr> {
+        self.inner
+            .http_addrs
+            .iter()
+            .find(|(_, e)| match path {
+                "health" => e.health,
+                "ready" => e.ready,
+                "metrics" => e.metrics,
+                _ => false,
+            })
+            .map(|(a, _)| *a)
     }
 
     /// The cluster zones, one per `kubernetes` plugin, in block order.
-    pub fn zones(&self) -> &[Arc<ClusterZone>] {
-        &self.zones
+    pub fn zones(&self) -> Vec<Arc<ClusterZone>> {
+        self.with_state(|s| s.generation.sources.iter().map(|src| src.zone.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// The sync state of every `kubernetes` plugin that watches the API, in block order.
     pub fn sync_states(&self) -> Vec<SyncState> {
-        self.watches.iter().map(WatchSource::sync_state).collect()
+        self.with_state(|s| {
+            s.generation
+                .sources
+                .iter()
+                .filter_map(|src| src.watch.as_ref().map(WatchSource::sync_state))
+                .collect()
+        })
+        .unwrap_or_default()
     }
 
     /// What each `loop` plugin found, in block order (for metrics and `/ready`).
-    pub fn loop_statuses(&self) -> &[Arc<LoopStatus>] {
-        &self.loops
+    pub fn loop_statuses(&self) -> Vec<Arc<LoopStatus>> {
+        self.with_state(|s| s.generation.loops.clone())
+            .unwrap_or_default()
+    }
+
+    /// What `/ready` reads.
+    pub fn readiness(&self) -> &Readiness {
+        &self.inner.shared.readiness
+    }
+
+    /// The metrics `/metrics` renders.
+    pub fn metrics(&self) -> &DnsMetrics {
+        &self.inner.shared.metrics
+    }
+
+    /// How long DNS keeps answering after SIGTERM under the running configuration.
+    pub fn lameduck(&self) -> Duration {
+        self.with_state(|s| s.generation.config.lameduck())
+            .unwrap_or_default()
+    }
+
+    /// Applies `config` in place of the running one without dropping queries. On error the
+    /// running configuration keeps serving.
+    pub async fn reload(&self, config: Config) -> Result<(), StartError> {
+        apply(&self.inner, config).await
+    }
+
+    /// SIGTERM: `/ready` turns 503 at once, DNS keeps answering for the lameduck duration, then
+    /// every listener stops.
+    pub async fn shutdown(self) -> Result<(), ServerError> {
+        self.inner.shared.readiness.set_shutting_down();
+        let lameduck = self.lameduck();
+        if !lameduck.is_zero() {
+            tracing::info!(
+                ?lameduck,
+                "lameduck: /ready is 503; still answering DNS until it ends"
+            );
+            tokio::time::sleep(lameduck).await;
+        }
+        self.stop().await
     }
 
     /// Stops every listener and waits for them.
     pub async fn stop(mut self) -> Result<(), ServerError> {
-        for w in &mut self.watches {
-            w.stop();
+        if let Some(r) = self.reloader.take() {
+            r.abort();
         }
-        for s in self.stop.drain(..) {
-            let _ = s.send(());
+        let state = self.inner.state.lock().ok().and_then(|mut s| s.take());
+        let http = self
+            .inner
+            .http
+            .lock()
+            .map(|mut h| std::mem::take(&mut *h))
+            .unwrap_or_default();
+        for h in http {
+            let _ = h.stop.send(());
+            let _ = h.task.await;
         }
-        self.wait().await
-    }
-
-    /// Waits until the listeners stop (on error, or after [`Running::stop`]).
-    pub async fn wait(self) -> Result<(), ServerError> {
-        for t in self.tasks {
-            match t.await {
-                Ok(r) => r?,
-                Err(e) => return Err(ServerError::Serve(format!("server task failed: {e}"))),
+        let Some(state) = state else { return Ok(()) };
+        let mut result = Ok(());
+        for (_, l) in state.listeners {
+            let _ = l.stop.send(());
+            match l.task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => result = Err(e),
+                Err(e) => result = Err(ServerError::Serve(format!("server task failed: {e}"))),
             }
         }
-        Ok(())
+        drop(state.generation);
+        result
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(r) = self.reloader.take() {
+            r.abort();
+        }
     }
 }
 
@@ -100,103 +292,411 @@ fn zone_name(z: &str) -> Result<Name, StartError> {
         .map_err(|_| StartError::Zone(z.to_owned()))
 }
 
-/// Loads the zones, binds every listener of `config` and starts serving.
-pub async fn start(config: &Config) -> Result<Running, StartError> {
+/// The `server` label of a listen address, as CoreDNS writes it (`dns://:53`).
+fn server_label(key: &ListenKey) -> String {
+    match key {
+        (None, port) => format!("dns://:{port}"),
+        (Some(IpAddr::V6(ip)), port) => format!("dns://[{ip}]:{port}"),
+        (Some(ip), port) => format!("dns://{ip}:{port}"),
+    }
+}
+
+/// Builds everything `config` runs except sockets, keeping the sources of `previous` whose
+/// configuration did not change.
+async fn build(config: Config, shared: &Shared, previous: &[Arc<Source>]) -> Result<Generation, StartError> {
     let self_ips = self_ips_from_env();
-    let mut zones = Vec::new();
-    let mut watches = Vec::new();
-    let mut groups: BTreeMap<(Option<IpAddr>, u16), Vec<BlockRoute>> = BTreeMap::new();
+    let mut sources: Vec<Arc<Source>> = Vec::new();
+    let mut routers: BTreeMap<ListenKey, Router> = BTreeMap::new();
     let mut loop_chains = Vec::new();
     for block in &config.blocks {
         let mut kubernetes = None;
         if let Some(k) = &block.kubernetes {
-            let zone = Arc::new(ClusterZone::new());
-            match &k.source {
-                ApiSource::Manifests(paths) => {
-                    let report = manifests::load_files(paths, &zone)?;
-                    tracing::info!(
-                        applied = report.applied,
-                        ignored = report.ignored,
-                        skipped = report.skipped.len(),
-                        services = zone.service_count(),
-                        "loaded cluster objects from manifests"
-                    );
-                }
-                // The API source: serving starts at once; until the first lists are in, a
-                // would-be NXDOMAIN is answered SERVFAIL.
-                _ => watches.push(watch::start(k, zone.clone()).await?),
-            }
-            kubernetes = Some(Kubernetes::new(k, zone.clone(), self_ips.clone()));
-            zones.push(zone);
+            let source = match previous.iter().chain(sources.iter()).find(|s| s.config == *k) {
+                Some(s) => s.clone(),
+                None => Arc::new(new_source(k, &shared.plugin_metrics).await?),
+            };
+            kubernetes = Some(Kubernetes::new(k, source.zone.clone(), self_ips.clone()));
+            sources.push(source);
         }
-        // The plugin order and composition live in `Chain` (plugin::CHAIN_ORDER).
-        let chain = Chain::build(block, kubernetes);
+        let keys: Vec<ListenKey> = if block.bind.is_empty() {
+            vec![(None, block.port)]
+        } else {
+            block.bind.iter().map(|ip| (Some(*ip), block.port)).collect()
+        };
+        // The plugin order and composition live in `Chain` (plugin::CHAIN_ORDER). One chain
+        // serves every address of the block; its metrics carry the first address's label.
+        let first_server = keys.first().map(server_label).unwrap_or_default();
+        let chain = Chain::build(block, kubernetes, Some((&shared.plugin_metrics, &first_server)));
+        if let Some(h) = &chain.hosts {
+            h.start_reload();
+        }
         if chain.loop_detect.is_some() && chain.forward.is_some() {
             loop_chains.push(chain.clone());
         }
-        let route = BlockRoute {
-            zones: block
-                .zones
-                .iter()
-                .map(|z| zone_name(z))
-                .collect::<Result<_, _>>()?,
-            chain,
-        };
-        if block.bind.is_empty() {
-            groups.entry((None, block.port)).or_default().push(route);
-        } else {
-            for ip in &block.bind {
-                groups
-                    .entry((Some(*ip), block.port))
-                    .or_default()
-                    .push(route.clone());
+        let zones: Vec<Name> = block
+            .zones
+            .iter()
+            .map(|z| zone_name(z))
+            .collect::<Result<_, _>>()?;
+        for key in keys {
+            let server = server_label(&key);
+            let observers = observers(block, shared, &server);
+            routers
+                .entry(key)
+                .or_insert_with(|| Router {
+                    server,
+                    blocks: Vec::new(),
+                })
+                .blocks
+                .push(BlockRoute {
+                    zones: zones.clone(),
+                    chain: chain.clone(),
+                    observers,
+                });
+        }
+    }
+    let loops = loop_chains
+        .iter()
+        .filter_map(|c| c.loop_detect.as_ref().map(|l| Arc::clone(l.status())))
+        .collect();
+    Ok(Generation {
+        config,
+        sources,
+        routers,
+        loop_chains,
+        loops,
+    })
+}
+
+async fn new_source(k: &KubernetesConfig, metrics: &PluginMetrics) -> Result<Source, StartError> {
+    let zone = Arc::new(ClusterZone::new());
+    let watch = match &k.source {
+        ApiSource::Manifests(paths) => {
+            let report = manifests::load_files(paths, &zone)?;
+            tracing::info!(
+                applied = report.applied,
+                ignored = report.ignored,
+                skipped = report.skipped.len(),
+                services = zone.service_count(),
+                "loaded cluster objects from manifests"
+            );
+            None
+        }
+        // The API source: serving starts at once; until the first lists are in, a would-be
+        // NXDOMAIN is answered SERVFAIL.
+        _ => Some(watch::start_with_metrics(k, zone.clone(), Some(metrics.kubernetes.clone())).await?),
+    };
+    Ok(Source {
+        config: k.clone(),
+        zone,
+        watch,
+    })
+}
+
+/// The observers of `block` on the listener labelled `server`.
+fn observers(block: &BlockConfig, shared: &Shared, server: &str) -> Observers {
+    let metrics = block.prometheus.map(|_| shared.metrics.clone());
+    if let Some(m) = &metrics {
+        for zone in &block.zones {
+            for name in block.plugin_names() {
+                m.plugin_enabled(server, zone, name);
             }
         }
     }
+    Observers {
+        metrics,
+        log: block.log.as_ref().map(QueryLog::new),
+        errors: block.errors.as_ref().map(|e| {
+            let log = ErrorLog::new(e);
+            log.start();
+            log
+        }),
+    }
+}
 
-    let mut running = Running {
-        dns_addrs: Vec::new(),
-        zones,
-        stop: Vec::new(),
-        tasks: Vec::new(),
-        watches,
-        loops: loop_chains
-            .iter()
-            .filter_map(|c| c.loop_detect.as_ref().map(|l| Arc::clone(l.status())))
-            .collect(),
-    };
-    for ((ip, port), blocks) in groups {
-        let sockets = match ip {
-            Some(ip) => server::bind(SocketAddr::new(ip, port)).await?,
-            // All interfaces: dual-stack where the host has IPv6, else IPv4 only.
-            None => match server::bind(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port)).await {
-                Ok(s) => s,
-                Err(_) => server::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port)).await?,
-            },
-        };
-        let addr = sockets.0.local_addr().map_err(|source| ServerError::Bind {
-            addr: format!("{ip:?}:{port}"),
+#[derive(Debug)]
+struct Synced(SyncState);
+
+impl ReadinessCheck for Synced {
+    fn name(&self) -> &str {
+        "kubernetes"
+    }
+    fn is_ready(&self) -> bool {
+        self.0.is_synced()
+    }
+}
+
+#[derive(Debug)]
+struct NoLoop(Arc<LoopStatus>);
+
+impl ReadinessCheck for NoLoop {
+    fn name(&self) -> &str {
+        "loop"
+    }
+    fn is_ready(&self) -> bool {
+        !self.0.detected()
+    }
+}
+
+fn readiness_checks(g: &Generation) -> Vec<Arc<dyn ReadinessCheck>> {
+    let mut checks: Vec<Arc<dyn ReadinessCheck>> = Vec::new();
+    for s in &g.sources {
+        if let Some(w) = &s.watch {
+            checks.push(Arc::new(Synced(w.sync_state())));
+        }
+    }
+    for l in &g.loops {
+        checks.push(Arc::new(NoLoop(l.clone())));
+    }
+    checks
+}
+
+async fn bind_dns(key: ListenKey) -> Result<(tokio::net::UdpSocket, tokio::net::TcpListener), ServerError> {
+    match key {
+        (Some(ip), port) => server::bind(SocketAddr::new(ip, port)).await,
+        // All interfaces: dual-stack where the host has IPv6, else IPv4 only.
+        (None, port) => match server::bind(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port)).await {
+            Ok(s) => Ok(s),
+            Err(_) => server::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port)).await,
+        },
+    }
+}
+
+async fn listen(key: ListenKey, router: Router) -> Result<Listener, ServerError> {
+    let sockets = bind_dns(key).await?;
+    let addr = sockets.0.local_addr().map_err(|source| ServerError::Bind {
+        addr: format!("{key:?}"),
+        source,
+    })?;
+    let zone_list: Vec<String> = router
+        .blocks
+        .iter()
+        .flat_map(|b| b.zones.iter().map(|z| z.to_string()))
+        .collect();
+    tracing::info!(%addr, zones = %zone_list.join(" "), "serving DNS over UDP and TCP");
+    let cell = server::router_cell(router);
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(server::serve(cell.clone(), vec![sockets], async move {
+        let _ = rx.await;
+    }));
+    Ok(Listener {
+        addr,
+        cell,
+        stop,
+        task,
+    })
+}
+
+async fn start_http(
+    shared: &Shared,
+    addr: SocketAddr,
+    what: HttpEndpoints,
+) -> Result<(HttpListener, SocketAddr), StartError> {
+    let mut router = axum::Router::new();
+    let mut names = Vec::new();
+    if what.health {
+        router = router.merge(health::router());
+        names.push("/health");
+    }
+    if what.ready {
+        router = router.merge(shared.readiness.router());
+        names.push("/ready");
+    }
+    if what.metrics {
+        router = router.merge(shared.metrics.router());
+        names.push("/metrics");
+    }
+    let listener = crate::http::bind_http(addr)
+        .await
+        .map_err(|source| StartError::Http {
+            addr,
+            what: names.join(" "),
             source,
         })?;
-        let zone_list: Vec<String> = blocks
-            .iter()
-            .flat_map(|b| b.zones.iter().map(|z| z.to_string()))
-            .collect();
-        tracing::info!(%addr, zones = %zone_list.join(" "), "serving DNS over UDP and TCP");
-        let (tx, rx) = oneshot::channel::<()>();
-        let router = Arc::new(Router { blocks });
-        running
-            .tasks
-            .push(tokio::spawn(server::serve(router, vec![sockets], async move {
-                let _ = rx.await;
-            })));
-        running.stop.push(tx);
-        running.dns_addrs.push(addr);
+    let bound = listener.local_addr().unwrap_or(addr);
+    tracing::info!(addr = %bound, paths = %names.join(" "), "serving HTTP");
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(crate::http::serve(listener, router, async move {
+        let _ = rx.await;
+    }));
+    Ok((HttpListener { stop, task }, bound))
+}
+
+/// Loads the zones, binds every listener of `config` and starts serving.
+pub async fn start(config: &Config) -> Result<Running, StartError> {
+    start_with_port(config, crate::config::DEFAULT_DNS_PORT).await
+}
+
+/// As [`start`]; a reloaded Corefile's keys without a port get `default_port` (`-dns.port`).
+pub async fn start_with_port(config: &Config, default_port: u16) -> Result<Running, StartError> {
+    let shared = Shared::new()?;
+    let generation = build(config.clone(), &shared, &[]).await?;
+    let mut listeners = BTreeMap::new();
+    for (key, router) in &generation.routers {
+        listeners.insert(*key, listen(*key, router.clone()).await?);
     }
+    let mut http = Vec::new();
+    let mut http_addrs = Vec::new();
+    for (addr, what) in config.http_listeners() {
+        let (l, bound) = start_http(&shared, addr, what).await?;
+        http.push(l);
+        http_addrs.push((bound, what));
+    }
+    shared.readiness.replace(readiness_checks(&generation));
     // The listeners are up: probe each `forward` upstream for a loop back to us (bounded: a
     // few tries per upstream, then the task ends).
-    for chain in loop_chains {
-        tokio::spawn(loop_detect::handler::run_probes(chain));
+    for chain in &generation.loop_chains {
+        tokio::spawn(loop_detect::handler::run_probes(chain.clone()));
     }
-    Ok(running)
+    let reload = config.reload();
+    let inner = Arc::new(Inner {
+        shared,
+        default_port,
+        state: Mutex::new(Some(State {
+            generation,
+            listeners,
+        })),
+        http: Mutex::new(http),
+        http_addrs,
+    });
+    let reloader = reload.map(|r| {
+        let weak = Arc::downgrade(&inner);
+        tokio::spawn(reload_loop(weak, config.path.clone(), r))
+    });
+    Ok(Running { inner, reloader })
+}
+
+/// The `reload` plugin's timer: re-reads the Corefile every interval (± jitter) and applies it
+/// when it changed. Ends when the server stops.
+async fn reload_loop(inner: Weak<Inner>, path: std::path::PathBuf, cfg: crate::plugin::reload::ReloadConfig) {
+    let mut detector = ChangeDetector::new(&path);
+    loop {
+        let jitter = cfg.jitter.as_millis() as u64;
+        let wait = if jitter == 0 {
+            cfg.interval
+        } else {
+            let offset = rand::random_range(0..=2 * jitter);
+            (cfg.interval + Duration::from_millis(offset)).saturating_sub(cfg.jitter)
+        };
+        tokio::time::sleep(wait).await;
+        let Some(text) = detector.poll() else {
+            if inner.strong_count() == 0 {
+                return;
+            }
+            continue;
+        };
+        let Some(inner) = inner.upgrade() else { return };
+        let parsed = String::from_utf8(text)
+            .map_err(|_| StartError::Zone("the Corefile is not UTF-8".to_owned()))
+            .and_then(|t| Corefile::parse_str(&t, &path).map_err(StartError::from))
+            .and_then(|cf| Config::from_corefile(&cf, &path, inner.default_port).map_err(StartError::from));
+        match parsed {
+            Ok(config) => {
+                if let Err(e) = apply(&inner, config).await {
+                    inner.shared.reload_failed.inc();
+                    tracing::error!("reload: {e}; the running configuration keeps serving");
+                }
+            }
+            Err(e) => {
+                inner.shared.reload_failed.inc();
+                tracing::error!("reload: {e}; the running configuration keeps serving");
+            }
+        }
+    }
+}
+
+/// Applies `config`: builds it beside the running generation, waits (bounded) for new API
+/// sources to sync, binds new addresses, then swaps each kept address's routing table and stops
+/// the addresses no longer listed.
+async fn apply(inner: &Inner, config: Config) -> Result<(), StartError> {
+    let previous: Vec<Arc<Source>> = {
+        let state = inner
+            .state
+            .lock()
+            .map_err(|_| ServerError::Serve("state lock poisoned".into()))?;
+        match state.as_ref() {
+            Some(s) => s.generation.sources.clone(),
+            None => return Ok(()),
+        }
+    };
+    if config.http_listeners() != inner.http_addrs_as_configured() {
+        tracing::warn!("reload: changed health/ready/prometheus addresses take effect after a restart");
+    }
+    let generation = build(config, &inner.shared, &previous).await?;
+    // A new API source answers SERVFAIL until synced: give it time before it takes traffic.
+    for s in &generation.sources {
+        if previous.iter().any(|p| Arc::ptr_eq(p, s)) {
+            continue;
+        }
+        if let Some(w) = &s.watch {
+            let state = w.sync_state();
+            for _ in 0..600 {
+                if state.is_synced() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    let running_keys: Vec<ListenKey> = inner
+        .state
+        .lock()
+        .ok()
+        .and_then(|s| s.as_ref().map(|s| s.listeners.keys().copied().collect()))
+        .unwrap_or_default();
+    let mut fresh = BTreeMap::new();
+    for (key, router) in &generation.routers {
+        if !running_keys.contains(key) {
+            fresh.insert(*key, listen(*key, router.clone()).await?);
+        }
+    }
+    let mut stopped = Vec::new();
+    {
+        let mut guard = inner
+            .state
+            .lock()
+            .map_err(|_| ServerError::Serve("state lock poisoned".into()))?;
+        let Some(state) = guard.as_mut() else {
+            return Ok(());
+        };
+        for (key, listener) in &state.listeners {
+            if let Some(router) = generation.routers.get(key) {
+                listener.cell.store(Arc::new(router.clone()));
+            }
+        }
+        let gone: Vec<ListenKey> = state
+            .listeners
+            .keys()
+            .filter(|k| !generation.routers.contains_key(k))
+            .copied()
+            .collect();
+        for k in gone {
+            if let Some(l) = state.listeners.remove(&k) {
+                stopped.push(l);
+            }
+        }
+        state.listeners.extend(fresh);
+        inner.shared.readiness.replace(readiness_checks(&generation));
+        for chain in &generation.loop_chains {
+            tokio::spawn(loop_detect::handler::run_probes(chain.clone()));
+        }
+        state.generation = generation;
+    }
+    for l in stopped {
+        tracing::info!(addr = %l.addr, "reload: no server block listens here any more; stopped");
+        let _ = l.stop.send(());
+        let _ = l.task.await;
+    }
+    tracing::info!("reload: new configuration applied");
+    Ok(())
+}
+
+impl Inner {
+    fn http_addrs_as_configured(&self) -> Vec<(SocketAddr, HttpEndpoints)> {
+        self.state
+            .lock()
+            .ok()
+            .and_then(|s| s.as_ref().map(|s| s.generation.config.http_listeners()))
+            .unwrap_or_default()
+    }
 }

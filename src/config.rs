@@ -5,15 +5,22 @@
 //! CoreDNS but does not implement yet, and an unknown one, are errors that name the file and
 //! line.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::corefile::{Corefile, CorefileError, Directive, parse_zone_key};
 use crate::plugin::cache::setup::{self as cache_setup, CacheConfig};
+use crate::plugin::errors::{self, ErrorsConfig};
 use crate::plugin::forward::setup::{self as forward_setup, ForwardConfig};
+use crate::plugin::health::{self, HealthConfig};
+use crate::plugin::hosts::{self, HostsConfig};
 use crate::plugin::kubernetes::setup::{self as kubernetes_setup, KubernetesConfig};
+use crate::plugin::log::{self as query_log, LogConfig};
+use crate::plugin::reload::{self, ReloadConfig};
+use crate::plugin::rewrite::{self, RewriteRule};
 use crate::plugin::{IMPLEMENTED, NOT_YET_IMPLEMENTED};
-use crate::plugin::{loadbalance, loop_detect};
+use crate::plugin::{loadbalance, loop_detect, metrics, ready};
 
 /// The port a server block listens on when its key has none (CoreDNS's default).
 pub const DEFAULT_DNS_PORT: u16 = 53;
@@ -37,6 +44,60 @@ pub struct BlockConfig {
     pub loop_detect: bool,
     /// `loadbalance` is configured.
     pub loadbalance: bool,
+    /// `log`.
+    pub log: Option<LogConfig>,
+    /// `errors`.
+    pub errors: Option<ErrorsConfig>,
+    /// `prometheus`: where `/metrics` listens; the block's requests are counted.
+    pub prometheus: Option<SocketAddr>,
+    /// `health`.
+    pub health: Option<HealthConfig>,
+    /// `ready`: where `/ready` listens.
+    pub ready: Option<SocketAddr>,
+    /// `reload`.
+    pub reload: Option<ReloadConfig>,
+    /// `hosts`.
+    pub hosts: Option<HostsConfig>,
+    /// `rewrite` rules, in file order.
+    pub rewrite: Vec<RewriteRule>,
+}
+
+impl BlockConfig {
+    /// The plugins this block configures, by directive name (for `coredns_plugin_enabled`).
+    pub fn plugin_names(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        for (on, name) in [
+            (self.prometheus.is_some(), "prometheus"),
+            (self.errors.is_some(), "errors"),
+            (self.log.is_some(), "log"),
+            (self.health.is_some(), "health"),
+            (self.ready.is_some(), "ready"),
+            (self.loadbalance, "loadbalance"),
+            (self.cache.is_some(), "cache"),
+            (!self.rewrite.is_empty(), "rewrite"),
+            (self.hosts.is_some(), "hosts"),
+            (self.kubernetes.is_some(), "kubernetes"),
+            (self.loop_detect, "loop"),
+            (self.forward.is_some(), "forward"),
+            (self.reload.is_some(), "reload"),
+        ] {
+            if on {
+                out.push(name);
+            }
+        }
+        out
+    }
+}
+
+/// What one HTTP listener serves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HttpEndpoints {
+    /// `/health`.
+    pub health: bool,
+    /// `/ready`.
+    pub ready: bool,
+    /// `/metrics`.
+    pub metrics: bool,
 }
 
 /// A whole configuration.
@@ -105,6 +166,14 @@ impl Config {
                 cache: None,
                 loop_detect: false,
                 loadbalance: false,
+                log: None,
+                errors: None,
+                prometheus: None,
+                health: None,
+                ready: None,
+                reload: None,
+                hosts: None,
+                rewrite: Vec::new(),
             };
             for d in &block.directives {
                 apply_directive(&mut config, d, &dir)?;
@@ -116,6 +185,58 @@ impl Config {
             blocks,
         })
     }
+
+    /// The HTTP listeners the configuration asks for, each with what it serves (blocks that
+    /// name the same address share one listener, as in CoreDNS).
+    pub fn http_listeners(&self) -> Vec<(SocketAddr, HttpEndpoints)> {
+        let mut out: Vec<(SocketAddr, HttpEndpoints)> = Vec::new();
+        let mut add = |addr: SocketAddr, set: &dyn Fn(&mut HttpEndpoints)| match out
+            .iter_mut()
+            .find(|(a, _)| *a == addr)
+        {
+            Some((_, e)) => set(e),
+            None => {
+                let mut e = HttpEndpoints::default();
+                set(&mut e);
+                out.push((addr, e));
+            }
+        };
+        for b in &self.blocks {
+            if let Some(h) = &b.health {
+                add(h.addr, &|e| e.health = true);
+            }
+            if let Some(a) = b.ready {
+                add(a, &|e| e.ready = true);
+            }
+            if let Some(a) = b.prometheus {
+                add(a, &|e| e.metrics = true);
+            }
+        }
+        out
+    }
+
+    /// How long DNS keeps answering after SIGTERM: the longest `health { lameduck }`.
+    pub fn lameduck(&self) -> Duration {
+        self.blocks
+            .iter()
+            .filter_map(|b| b.health.as_ref().map(|h| h.lameduck))
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// `reload`, when any block has it (it reloads the whole file, as in CoreDNS).
+    pub fn reload(&self) -> Option<ReloadConfig> {
+        self.blocks.iter().find_map(|b| b.reload)
+    }
+}
+
+/// Stores a directive's value in its slot, refusing a second use of it in the same block.
+fn once<T>(slot: &mut Option<T>, d: &Directive, value: T) -> Result<(), CorefileError> {
+    if slot.is_some() {
+        return Err(d.error("can be used only once per server block"));
+    }
+    *slot = Some(value);
+    Ok(())
 }
 
 fn apply_directive(config: &mut BlockConfig, d: &Directive, dir: &Path) -> Result<(), CorefileError> {
@@ -142,25 +263,16 @@ fn apply_directive(config: &mut BlockConfig, d: &Directive, dir: &Path) -> Resul
             Ok(())
         }
         "kubernetes" => {
-            if config.kubernetes.is_some() {
-                return Err(d.error("can be used only once per server block"));
-            }
-            config.kubernetes = Some(kubernetes_setup::parse(d, &config.zones, dir)?);
-            Ok(())
+            let value = kubernetes_setup::parse(d, &config.zones, dir)?;
+            once(&mut config.kubernetes, d, value)
         }
         "forward" => {
-            if config.forward.is_some() {
-                return Err(d.error("can be used only once per server block"));
-            }
-            config.forward = Some(forward_setup::parse(d, dir)?);
-            Ok(())
+            let value = forward_setup::parse(d, dir)?;
+            once(&mut config.forward, d, value)
         }
         "cache" => {
-            if config.cache.is_some() {
-                return Err(d.error("can be used only once per server block"));
-            }
-            config.cache = Some(cache_setup::parse(d, &config.zones)?);
-            Ok(())
+            let value = cache_setup::parse(d, &config.zones)?;
+            once(&mut config.cache, d, value)
         }
         "loop" => {
             loop_detect::setup::parse(d)?;
@@ -171,6 +283,38 @@ fn apply_directive(config: &mut BlockConfig, d: &Directive, dir: &Path) -> Resul
             loadbalance::setup::parse(d)?;
             config.loadbalance = true;
             Ok(())
+        }
+        "log" => {
+            let value = query_log::parse(d)?;
+            once(&mut config.log, d, value)
+        }
+        "errors" => {
+            let value = errors::parse(d)?;
+            once(&mut config.errors, d, value)
+        }
+        "prometheus" => {
+            let value = metrics::parse(d)?;
+            once(&mut config.prometheus, d, value)
+        }
+        "health" => {
+            let value = health::parse(d)?;
+            once(&mut config.health, d, value)
+        }
+        "ready" => {
+            let value = ready::parse(d)?;
+            once(&mut config.ready, d, value)
+        }
+        "hosts" => {
+            let value = hosts::setup::parse(d, &config.zones, dir)?;
+            once(&mut config.hosts, d, value)
+        }
+        "rewrite" => {
+            config.rewrite.push(rewrite::setup::parse(d)?);
+            Ok(())
+        }
+        "reload" => {
+            let value = reload::parse(d)?;
+            once(&mut config.reload, d, value)
         }
         _ => {
             debug_assert!(!IMPLEMENTED.contains(&name));
@@ -219,7 +363,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("Corefile:3") && e.contains("only once"), "{e}");
-        let e = parse(".:53 {\n  log\n}\n").unwrap_err().to_string();
+        let e = parse(".:53 {\n  autopath @kubernetes\n}\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("Corefile:2") && e.contains("not implemented"), "{e}");
         let e = parse(".:53 {\n  frobnicate\n}\n").unwrap_err().to_string();
         assert!(
@@ -234,26 +380,25 @@ mod tests {
         assert!(e.contains("already served") && e.contains("Corefile:3"), "{e}");
     }
 
-    /// The kubeadm Corefile without the five issue-5 lines (errors, health, ready, prometheus,
-    /// reload) is accepted as written.
+    /// kubeadm's Corefile (`config/Corefile`) as shipped: every directive is accepted and lands
+    /// where it should.
     #[test]
-    fn kubeadm_corefile_forward_cache_loop_loadbalance() {
-        let dir = std::env::temp_dir().join(format!("cluster-dns-config-kubeadm-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let resolv = dir.join("resolv.conf");
-        std::fs::write(&resolv, "nameserver 10.0.0.2\n").unwrap();
-        let text = format!(
-            ".:53 {{\n    kubernetes cluster.local in-addr.arpa ip6.arpa {{\n       pods insecure\n       fallthrough in-addr.arpa ip6.arpa\n       ttl 30\n    }}\n    forward . {} {{\n       max_concurrent 1000\n    }}\n    cache 30 {{\n       disable success cluster.local\n       disable denial cluster.local\n    }}\n    loop\n    loadbalance\n}}\n",
-            resolv.display()
-        );
-        let path = dir.join("Corefile");
-        let cf = Corefile::parse_str(&text, &path).unwrap();
-        let c = Config::from_corefile(&cf, &path, DEFAULT_DNS_PORT).unwrap();
+    fn kubeadm_corefile_as_shipped() {
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/config/Corefile"));
+        let c = Config::load(path, DEFAULT_DNS_PORT).unwrap();
         let b = &c.blocks[0];
+        assert_eq!((b.zones.as_slice(), b.port), (&[".".to_owned()][..], 53));
         let f = b.forward.as_ref().unwrap();
-        assert_eq!((f.to.len(), f.max_concurrent), (1, Some(1000)));
+        assert_eq!(f.max_concurrent, Some(1000));
         assert_eq!(b.cache.as_ref().unwrap().success.max_ttl.as_secs(), 30);
-        assert!(b.loop_detect && b.loadbalance);
-        let _ = std::fs::remove_dir_all(&dir);
+        assert!(b.loop_detect && b.loadbalance && b.errors.is_some());
+        assert_eq!(b.health.as_ref().unwrap().lameduck, Duration::from_secs(5));
+        assert_eq!(c.lameduck(), Duration::from_secs(5));
+        assert_eq!(b.ready.unwrap().port(), 8181);
+        assert_eq!(b.prometheus.unwrap().port(), 9153);
+        assert!(c.reload().is_some());
+        let http: Vec<u16> = c.http_listeners().iter().map(|(a, _)| a.port()).collect();
+        assert_eq!(http, [8080, 8181, 9153]);
+        assert_eq!(b.plugin_names().len(), 10);
     }
 }

@@ -104,8 +104,8 @@ async fn shutdown_signal() {
         match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
             (Ok(mut term), Ok(mut int)) => {
                 tokio::select! {
-                    _ = term.recv() => tracing::info!("SIGTERM received, stopping"),
-                    _ = int.recv() => tracing::info!("SIGINT received, stopping"),
+                    _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+                    _ = int.recv() => tracing::info!("SIGINT received, shutting down"),
                 }
             }
             _ => std::future::pending::<()>().await,
@@ -160,7 +160,7 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async {
-        let running = match cluster_dns::app::start(&config).await {
+        let running = match cluster_dns::app::start_with_port(&config, cli.dns_port).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!("{e}");
@@ -169,7 +169,9 @@ fn main() -> ExitCode {
             }
         };
         shutdown_signal().await;
-        match running.stop().await {
+        // Lameduck: /ready turns 503 at once, DNS keeps answering for `health { lameduck }`,
+        // then the listeners stop and the process exits 0.
+        match running.shutdown().await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("cluster-dns: {e}");

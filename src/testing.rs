@@ -10,7 +10,8 @@ use crate::config::Config;
 use crate::corefile::Corefile;
 use crate::plugin::Chain;
 use crate::plugin::kubernetes::Kubernetes;
-use crate::server::{BlockRoute, DnsHandler, Router};
+use crate::server::observe::Observers;
+use crate::server::{BlockRoute, DnsHandler, Router, router_cell};
 
 /// The conformance fixture (Namespaces, Services, EndpointSlices, Pods).
 pub const FIXTURE_YAML: &str = include_str!("../tests/data/conformance-fixture.yaml");
@@ -33,15 +34,22 @@ pub fn handler_for(corefile: &str, yaml: &str) -> Result<DnsHandler, String> {
             .kubernetes
             .as_ref()
             .map(|k| Kubernetes::new(k, zone.clone(), Vec::new()));
-        let chain = Chain::build(block, kubernetes);
+        let chain = Chain::build(block, kubernetes, None);
         let zones = block
             .zones
             .iter()
             .map(|z| hickory_proto::rr::Name::from_ascii(z).map_err(|e| e.to_string()))
             .collect::<Result<_, _>>()?;
-        blocks.push(BlockRoute { zones, chain });
+        blocks.push(BlockRoute {
+            zones,
+            chain,
+            observers: Observers::default(),
+        });
     }
-    Ok(DnsHandler::new(Arc::new(Router { blocks })))
+    Ok(DnsHandler::new(router_cell(Router {
+        server: "dns://:53".to_owned(),
+        blocks,
+    })))
 }
 
 /// The conformance fixture behind [`KUBEADM_BLOCK`].

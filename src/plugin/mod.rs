@@ -6,8 +6,10 @@
 //! order, each one either answering or handing the question on.
 
 pub mod cache;
+pub mod errors;
 pub mod forward;
 pub mod health;
+pub mod hosts;
 pub mod kubernetes;
 pub mod loadbalance;
 pub mod log;
@@ -15,6 +17,7 @@ pub mod loop_detect;
 pub mod metrics;
 pub mod ready;
 pub mod reload;
+pub mod rewrite;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -42,19 +45,26 @@ pub const CHAIN_ORDER: &[&str] = &[
 ];
 
 /// Directives cluster-dns implements today.
-pub const IMPLEMENTED: &[&str] = &["bind", "kubernetes", "forward", "cache", "loop", "loadbalance"];
+pub const IMPLEMENTED: &[&str] = &[
+    "bind",
+    "kubernetes",
+    "forward",
+    "cache",
+    "loop",
+    "loadbalance",
+    "errors",
+    "log",
+    "health",
+    "ready",
+    "prometheus",
+    "reload",
+    "hosts",
+    "rewrite",
+];
 
 /// CoreDNS directives that cluster-dns recognises but does not implement yet: a Corefile that
 /// uses one fails to start with a message that says so, rather than "unknown directive".
 pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
-    ("errors", "the errors plugin (issue 5)"),
-    ("log", "query logging (issue 5)"),
-    ("health", "the /health endpoint (issue 5)"),
-    ("ready", "the /ready endpoint (issue 5)"),
-    ("prometheus", "metrics (issue 5)"),
-    ("reload", "Corefile reload (issue 5)"),
-    ("hosts", "the hosts plugin (issue 5)"),
-    ("rewrite", "the rewrite plugin (issue 5)"),
     ("autopath", "autopath"),
     ("bufsize", "the bufsize plugin"),
     ("any", "the any plugin"),
@@ -193,6 +203,10 @@ pub struct Chain {
     pub loadbalance: Option<loadbalance::LoadBalance>,
     /// `cache`.
     pub cache: Option<cache::Cache>,
+    /// `rewrite` (its rules in file order).
+    pub rewrite: Option<rewrite::Rewrite>,
+    /// `hosts`.
+    pub hosts: Option<hosts::Hosts>,
     /// The `kubernetes` plugin, if the block has one.
     pub kubernetes: Option<kubernetes::Kubernetes>,
     /// `loop`.
@@ -222,6 +236,8 @@ impl Chain {
         match name {
             "loadbalance" => self.loadbalance.is_some(),
             "cache" => self.cache.is_some(),
+            "rewrite" => self.rewrite.is_some(),
+            "hosts" => self.hosts.is_some(),
             "kubernetes" => self.kubernetes.is_some(),
             "loop" => self.loop_detect.is_some(),
             "forward" => self.forward.is_some(),
@@ -251,6 +267,17 @@ impl Chain {
                 }
                 "cache" => match &self.cache {
                     Some(cache) => cache.serve(self, next, q).await,
+                    None => self.serve_from(next, q).await,
+                },
+                "rewrite" => match self.rewrite.as_ref().and_then(|r| r.apply(q)) {
+                    Some(rewritten) => {
+                        let reply = self.serve_from(next, &rewritten.question).await;
+                        rewritten.restore(reply)
+                    }
+                    None => self.serve_from(next, q).await,
+                },
+                "hosts" => match self.hosts.as_ref().and_then(|h| h.serve(q)) {
+                    Some(reply) => reply,
                     None => self.serve_from(next, q).await,
                 },
                 "kubernetes" => match self.kubernetes.as_ref().map(|k| k.serve(&q.name, q.qtype)) {
@@ -314,8 +341,13 @@ impl Chain {
 
 impl Chain {
     /// The chain of one server block: its `kubernetes` plugin (built by the caller, which owns
-    /// the zone's source) and the plugins its configuration names.
-    pub fn build(block: &crate::config::BlockConfig, kubernetes: Option<kubernetes::Kubernetes>) -> Self {
+    /// the zone's source) and the plugins its configuration names, recording into `metrics`
+    /// (the process's metric families) under the `server` label when given.
+    pub fn build(
+        block: &crate::config::BlockConfig,
+        kubernetes: Option<kubernetes::Kubernetes>,
+        metrics: Option<(&metrics::PluginMetrics, &str)>,
+    ) -> Self {
         let first_zone = block
             .zones
             .first()
@@ -324,12 +356,20 @@ impl Chain {
             .unwrap_or_else(Name::root);
         Self {
             loadbalance: block.loadbalance.then_some(loadbalance::LoadBalance),
-            cache: block.cache.as_ref().map(cache::Cache::new),
+            cache: block.cache.as_ref().map(|c| match metrics {
+                Some((m, server)) => cache::Cache::new(c).with_metrics(m.cache.clone(), server),
+                None => cache::Cache::new(c),
+            }),
+            rewrite: (!block.rewrite.is_empty()).then(|| rewrite::Rewrite::new(block.rewrite.clone())),
+            hosts: block.hosts.as_ref().map(hosts::Hosts::new),
             kubernetes,
             loop_detect: block
                 .loop_detect
                 .then(|| loop_detect::LoopDetect::new(first_zone)),
-            forward: block.forward.as_ref().map(forward::Forward::new),
+            forward: block.forward.as_ref().map(|f| match metrics {
+                Some((m, server)) => forward::Forward::new(f).with_metrics(m.forward.clone(), server),
+                None => forward::Forward::new(f),
+            }),
         }
     }
 }

@@ -6,11 +6,14 @@
 //! the server cleanly.
 
 pub mod fit;
+pub mod observe;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
 
 use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
@@ -22,7 +25,9 @@ use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseI
 use hickory_server::zone_handler::MessageResponseBuilder;
 use tokio::net::{TcpListener, UdpSocket};
 
+use crate::plugin::metrics::Proto;
 use crate::plugin::{Chain, Question, Reply};
+use observe::{Exchange, Observers};
 
 /// The UDP payload size cluster-dns advertises and never exceeds (DNS Flag Day 2020).
 pub const MAX_UDP_PAYLOAD: u16 = 1232;
@@ -48,43 +53,56 @@ pub enum ServerError {
     Serve(String),
 }
 
-/// One server block as the router sees it: its zones (lower-case, absolute) and its chain.
+/// One server block as the router sees it: its zones (lower-case, absolute), its chain and
+/// what it observes of each request.
 #[derive(Debug, Clone)]
 pub struct BlockRoute {
     /// The block's zones.
     pub zones: Vec<Name>,
     /// Its plugins.
     pub chain: Chain,
+    /// Its `prometheus`, `log` and `errors`.
+    pub observers: Observers,
 }
 
 /// The server blocks that share one listen address, routed by the longest matching zone.
 #[derive(Debug, Clone, Default)]
 pub struct Router {
+    /// The `server` label of this address's metrics (`dns://:53`).
+    pub server: String,
     /// The blocks.
     pub blocks: Vec<BlockRoute>,
 }
 
 impl Router {
-    /// The chain of the block whose zone is the longest suffix of `lower`.
-    pub fn route(&self, lower: &Name) -> Option<&Chain> {
+    /// The block whose zone is the longest suffix of `lower`, and that zone.
+    pub fn route(&self, lower: &Name) -> Option<(&BlockRoute, &Name)> {
         self.blocks
             .iter()
-            .flat_map(|b| b.zones.iter().map(move |z| (z, &b.chain)))
-            .filter(|(z, _)| z.zone_of(lower))
-            .max_by_key(|(z, _)| z.num_labels())
-            .map(|(_, c)| c)
+            .flat_map(|b| b.zones.iter().map(move |z| (b, z)))
+            .filter(|(_, z)| z.zone_of(lower))
+            .max_by_key(|(_, z)| z.num_labels())
     }
 }
 
-/// hickory-server's request handler for a [`Router`].
+/// The routing table of one listen address, swapped whole when the Corefile is reloaded; a
+/// request in flight keeps the table it started with.
+pub type RouterCell = Arc<ArcSwap<Router>>;
+
+/// A new cell holding `router`.
+pub fn router_cell(router: Router) -> RouterCell {
+    Arc::new(ArcSwap::from_pointee(router))
+}
+
+/// hickory-server's request handler for a [`RouterCell`].
 #[derive(Debug, Clone)]
 pub struct DnsHandler {
-    router: Arc<Router>,
+    router: RouterCell,
 }
 
 impl DnsHandler {
-    /// A handler routing to `router`.
-    pub fn new(router: Arc<Router>) -> Self {
+    /// A handler routing through `router`.
+    pub fn new(router: RouterCell) -> Self {
         Self { router }
     }
 }
@@ -95,6 +113,12 @@ struct Response {
     answers: Vec<Record>,
     authority: Vec<Record>,
     additional: Vec<Record>,
+    /// The block that answered (index into the router) and the zone that matched.
+    block: Option<(usize, Name)>,
+    /// The plugin that wrote the response.
+    plugin: &'static str,
+    /// The chain's own failure, for `errors`.
+    failure: Option<&'static str>,
 }
 
 impl Response {
@@ -106,13 +130,16 @@ impl Response {
             answers: Vec::new(),
             authority: Vec::new(),
             additional: Vec::new(),
+            block: None,
+            plugin: "",
+            failure: None,
         }
     }
 }
 
 impl DnsHandler {
     /// Decides the response to `req` (I/O only through the chain's `forward`).
-    async fn respond(&self, req: &Request) -> Response {
+    async fn respond(&self, router: &Router, req: &Request) -> Response {
         let mut meta = Metadata::response_from_request(&req.metadata);
         meta.recursion_available = false;
         if req.metadata.op_code != OpCode::Query {
@@ -141,9 +168,16 @@ impl DnsHandler {
         }
         let original = query.original();
         let lower = original.name().to_lowercase();
-        let Some(chain) = self.router.route(&lower) else {
+        let Some((block, zone)) = router.route(&lower) else {
             return Response::rcode(meta, ResponseCode::Refused);
         };
+        let chain = &block.chain;
+        let index = router
+            .blocks
+            .iter()
+            .position(|b| std::ptr::eq(b, block))
+            .unwrap_or_default();
+        let routed = Some((index, zone.clone()));
         let question = Question {
             name: original.name().clone(),
             qtype,
@@ -162,6 +196,9 @@ impl DnsHandler {
                     answers: answer.answers,
                     authority: answer.authority,
                     additional: answer.additional,
+                    block: routed,
+                    plugin: "kubernetes",
+                    failure: None,
                 }
             }
             Reply::Forwarded(f) => {
@@ -176,9 +213,21 @@ impl DnsHandler {
                     answers: f.answers,
                     authority: f.authority,
                     additional: f.additional,
+                    block: routed,
+                    plugin: "forward",
+                    failure: None,
                 }
             }
-            Reply::Rcode(rcode) => Response::rcode(meta, rcode),
+            Reply::Rcode(rcode) => {
+                let mut r = Response::rcode(meta, rcode);
+                r.block = routed;
+                r.failure = observe::is_failure(rcode).then_some(if chain.forward.is_some() {
+                    "no upstream answered in time (or too many queries in flight)"
+                } else {
+                    "no plugin could answer"
+                });
+                r
+            }
         }
     }
 }
@@ -193,8 +242,8 @@ impl DnsHandler {
     /// Decides the response to `req` and cuts it to the client's size limit: the client's EDNS
     /// payload capped at ours and never below 512 on UDP, 512 without EDNS, 64 KiB on TCP. An
     /// OPT is sent only when the query had one.
-    async fn prepare(&self, req: &Request) -> Prepared {
-        let mut resp = self.respond(req).await;
+    async fn prepare(&self, router: &Router, req: &Request) -> Prepared {
+        let mut resp = self.respond(router, req).await;
         let udp = matches!(req.protocol(), Protocol::Udp);
         let edns = req.edns.as_ref().map(|client| {
             let mut ours = Edns::new();
@@ -259,7 +308,11 @@ impl DnsHandler {
         if req.metadata.message_type == MessageType::Response {
             return None;
         }
-        let p = self.prepare(&req).await;
+        let started = Instant::now();
+        let router = self.router.load_full();
+        let p = self.prepare(&router, &req).await;
+        let meta = p.resp.meta;
+        let (block, plugin, failure) = (p.resp.block.clone(), p.resp.plugin, p.resp.failure);
         let builder = MessageResponseBuilder::new(&req.queries, p.edns.as_ref());
         let message = builder.build(
             p.resp.meta,
@@ -274,6 +327,7 @@ impl DnsHandler {
             enc.set_max_size(p.edns.as_ref().map_or(PLAIN_UDP_LIMIT, Edns::max_payload));
         }
         message.destructive_emit(&mut enc).ok()?;
+        observe_request(&router, &req, &meta, block, plugin, failure, out.len(), started);
         Some(out)
     }
 }
@@ -285,8 +339,36 @@ impl RequestHandler for DnsHandler {
         req: &Request,
         mut response_handle: R,
     ) -> ResponseInfo {
-        let p = self.prepare(req).await;
+        let started = Instant::now();
+        let router = self.router.load_full();
+        let p = self.prepare(&router, req).await;
         let meta = p.resp.meta;
+        let observed = p
+            .resp
+            .block
+            .as_ref()
+            .and_then(|(i, _)| router.blocks.get(*i))
+            .is_some_and(|b| !b.observers.is_empty());
+        // hickory-server encodes as it sends; measure the size apart only when it is observed.
+        let response_size = if observed {
+            let builder = MessageResponseBuilder::new(&req.queries, p.edns.as_ref());
+            let message = builder.build(
+                meta,
+                p.resp.answers.iter(),
+                p.resp.authority.iter(),
+                [],
+                p.resp.additional.iter(),
+            );
+            let mut out = Vec::with_capacity(512);
+            let mut enc = BinEncoder::new(&mut out);
+            if matches!(req.protocol(), Protocol::Udp) {
+                enc.set_max_size(p.edns.as_ref().map_or(PLAIN_UDP_LIMIT, Edns::max_payload));
+            }
+            let _ = message.destructive_emit(&mut enc);
+            out.len()
+        } else {
+            0
+        };
         let builder = MessageResponseBuilder::new(&req.queries, p.edns.as_ref());
         let message = builder.build(
             meta,
@@ -295,7 +377,20 @@ impl RequestHandler for DnsHandler {
             [],
             p.resp.additional.iter(),
         );
-        match response_handle.send_response(message).await {
+        let sent = response_handle.send_response(message).await;
+        if observed {
+            observe_request(
+                &router,
+                req,
+                &meta,
+                p.resp.block.clone(),
+                p.resp.plugin,
+                p.resp.failure,
+                response_size,
+                started,
+            );
+        }
+        match sent {
             Ok(info) => info,
             Err(error) => {
                 tracing::debug!(%error, "failed to send a response");
@@ -307,6 +402,51 @@ impl RequestHandler for DnsHandler {
             }
         }
     }
+}
+
+/// Reports one answered request to the observers of the block that answered it.
+#[allow(clippy::too_many_arguments)]
+fn observe_request(
+    router: &Router,
+    req: &Request,
+    response: &Metadata,
+    block: Option<(usize, Name)>,
+    plugin: &'static str,
+    failure: Option<&'static str>,
+    response_size: usize,
+    started: Instant,
+) {
+    let Some((index, zone)) = block else { return };
+    let Some(b) = router.blocks.get(index) else { return };
+    if b.observers.is_empty() {
+        return;
+    }
+    let query = match req.queries.queries() {
+        [q] => Some(q.original()),
+        _ => None,
+    };
+    b.observers.observe(
+        &router.server,
+        &zone.to_string(),
+        &Exchange {
+            client: req.src(),
+            proto: if matches!(req.protocol(), Protocol::Udp) {
+                Proto::Udp
+            } else {
+                Proto::Tcp
+            },
+            request: &req.metadata,
+            query: query.map(|q| (q.name(), q.query_type(), q.query_class())),
+            dnssec_ok: req.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok),
+            bufsize: req.edns.as_ref().map_or(PLAIN_UDP_LIMIT, |e| e.max_payload()),
+            request_size: req.as_slice().len(),
+            response,
+            response_size,
+            elapsed: started.elapsed(),
+            plugin,
+            failure,
+        },
+    );
 }
 
 /// Binds UDP and TCP on the same address and port. With port 0, UDP picks a free port and TCP
@@ -335,7 +475,7 @@ pub async fn bind(addr: SocketAddr) -> Result<(UdpSocket, TcpListener), ServerEr
 
 /// Serves `router` on the bound `sockets` until `shutdown` completes.
 pub async fn serve(
-    router: Arc<Router>,
+    router: RouterCell,
     sockets: Vec<(UdpSocket, TcpListener)>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {

@@ -35,14 +35,24 @@ impl Server {
             .arg("-conf")
             .arg(corefile)
             .stderr(Stdio::piped())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .spawn()
             .expect("binary starts");
         let stderr = child.stderr.take().expect("stderr");
+        let stdout = child.stdout.take().expect("stdout");
+        // Both streams feed one line channel: logs on stderr, `log` plugin lines on stdout.
         let (tx, rx) = mpsc::channel();
+        let tx2 = tx.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx2.send(line).is_err() {
                     break;
                 }
             }
@@ -73,17 +83,50 @@ impl Server {
 
     /// Stops with SIGTERM and returns the exit status's success.
     pub(crate) fn stop(mut self) -> bool {
+        self.signal_term();
+        if self.wait_exit(Duration::from_secs(5)) {
+            return true;
+        }
+        let _ = self.child.kill();
+        false
+    }
+
+    /// The address of the HTTP listener serving `path`, from its "serving HTTP" log line.
+    pub(crate) fn wait_http(&mut self, path: &str) -> SocketAddr {
+        let find = |seen: &[String]| {
+            seen.iter().find_map(|line| {
+                let rest = line.split("addr=").nth(1)?;
+                (line.contains("serving HTTP") && line.contains(path))
+                    .then(|| rest.split_whitespace().next()?.parse().ok())
+                    .flatten()
+            })
+        };
+        for _ in 0..300 {
+            if let Some(a) = find(&self.log_lines()) {
+                return a;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("no HTTP listener for {path}; log: {:#?}", self.seen);
+    }
+
+    /// Sends SIGTERM.
+    pub(crate) fn signal_term(&self) {
         let _ = Command::new("kill")
             .arg("-TERM")
             .arg(self.child.id().to_string())
             .status();
-        for _ in 0..100 {
+    }
+
+    /// Waits up to `limit` for the process to exit; true when it exited with status 0.
+    pub(crate) fn wait_exit(&mut self, limit: Duration) -> bool {
+        let start = std::time::Instant::now();
+        while start.elapsed() < limit {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return status.success();
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let _ = self.child.kill();
         false
     }
 
@@ -244,8 +287,7 @@ fn version_and_help() {
 
 #[test]
 fn check_accepts_the_shipped_configs() {
-    {
-        let conf = "config/Corefile.demo";
+    for conf in ["config/Corefile.demo", "config/Corefile"] {
         let out = bin()
             .args(["--check", "-conf"])
             .arg(repo().join(conf))
@@ -267,7 +309,7 @@ fn check_rejects_each_kind_of_corefile_mistake() {
         ("unknown directive", ".:53 {\n  frobnicate\n}\n", "Corefile:2"),
         (
             "not yet implemented",
-            ".:53 {\n  rewrite name a.b c.d\n}\n",
+            ".:53 {\n  autopath @kubernetes\n}\n",
             "Corefile:2",
         ),
         (
@@ -286,6 +328,22 @@ fn check_rejects_each_kind_of_corefile_mistake() {
             "Corefile:3",
         ),
         ("bad port", ".:99999 {\n}\n", "Corefile:1"),
+        (
+            "unsupported rewrite kind",
+            ".:53 {\n  rewrite ttl a.b 5\n}\n",
+            "Corefile:2",
+        ),
+        (
+            "bad lameduck",
+            ".:53 {\n  health {\n    lameduck soon\n  }\n}\n",
+            "Corefile:2",
+        ),
+        ("bad reload interval", ".:53 {\n  reload 1s\n}\n", "Corefile:2"),
+        (
+            "bad hosts line",
+            ".:53 {\n  hosts {\n    10.0.0.1\n  }\n}\n",
+            "Corefile:3",
+        ),
         ("bad bind", ".:53 {\n bind not-an-ip\n}\n", "Corefile:2"),
         (
             "unterminated quote",

@@ -207,4 +207,20 @@ fn the_configmap_holds_the_kubeadm_corefile_and_it_parses() {
     let cf = cluster_dns::corefile::Corefile::parse_str(&corefile, std::path::Path::new("Corefile")).unwrap();
     assert_eq!(cf.blocks.len(), 1);
     assert_eq!(cf.blocks[0].directives.len(), 10);
+    // The binary accepts it as shipped: `cluster-dns --check` on the ConfigMap's text.
+    let dir = crate::support::temp_dir("configmap");
+    let path = dir.join("Corefile");
+    std::fs::write(&path, &corefile).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cluster-dns"))
+        .arg("--check")
+        .arg("-conf")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "--check refused the ConfigMap's Corefile: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("OK (1 server block(s))"));
 }

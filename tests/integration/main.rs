@@ -6,6 +6,7 @@
 mod cli;
 mod conformance;
 mod deploy;
+mod dropin;
 mod forward;
 mod support;
 mod transport;

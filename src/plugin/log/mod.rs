@@ -142,6 +142,50 @@ pub struct LogEntry<'a> {
     pub opcode: &'a str,
 }
 
+/// The `log` plugin of one server block: which queries it logs and in what format. Lines go to
+/// stdout with CoreDNS's `[INFO] ` prefix, one write per line.
+#[derive(Debug, Clone)]
+pub struct QueryLog {
+    config: LogConfig,
+    names: Vec<hickory_proto::rr::Name>,
+}
+
+impl QueryLog {
+    /// The log for `config` (names that are not valid DNS names were refused by `parse`).
+    pub fn new(config: &LogConfig) -> Self {
+        Self {
+            names: config
+                .names
+                .iter()
+                .filter_map(|n| hickory_proto::rr::Name::from_ascii(n).ok())
+                .map(|n| n.to_lowercase())
+                .collect(),
+            config: config.clone(),
+        }
+    }
+
+    /// True when a query for `lower` (lower-case) answered with `rcode` is logged.
+    pub fn wants(&self, lower: &hickory_proto::rr::Name, rcode: ResponseCode) -> bool {
+        self.config.classes.includes(rcode)
+            && (self.names.is_empty() || self.names.iter().any(|n| n.zone_of(lower)))
+    }
+
+    /// The line for `e`.
+    pub fn line(&self, e: &LogEntry<'_>) -> String {
+        format_entry(&self.config.format, e)
+    }
+
+    /// Writes the line for `e` to stdout.
+    pub fn write(&self, e: &LogEntry<'_>) {
+        use std::io::Write as _;
+        let mut line = String::with_capacity(160);
+        line.push_str("[INFO] ");
+        line.push_str(&self.line(e));
+        line.push('\n');
+        let _ = std::io::stdout().lock().write_all(line.as_bytes());
+    }
+}
+
 /// Formats `e` with `format` (CoreDNS placeholders; unknown ones are left as written).
 pub fn format_entry(format: &str, e: &LogEntry<'_>) -> String {
     let mut out = String::with_capacity(128);

@@ -314,6 +314,29 @@ impl DnsMetrics {
     }
 }
 
+/// The plugins' metric families (each defined in its plugin's folder), registered once per
+/// process beside the core ones and handed to every generation of plugin instances.
+#[derive(Debug, Clone)]
+pub struct PluginMetrics {
+    /// `cache`.
+    pub cache: crate::plugin::cache::CacheMetrics,
+    /// `forward`.
+    pub forward: crate::plugin::forward::ForwardMetrics,
+    /// `kubernetes`.
+    pub kubernetes: crate::plugin::kubernetes::KubernetesMetrics,
+}
+
+impl PluginMetrics {
+    /// Registers every plugin's families in `registry`.
+    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        Ok(Self {
+            cache: crate::plugin::cache::CacheMetrics::register(registry)?,
+            forward: crate::plugin::forward::ForwardMetrics::register(registry)?,
+            kubernetes: crate::plugin::kubernetes::KubernetesMetrics::register(registry)?,
+        })
+    }
+}
+
 /// Parses `prometheus [ADDR]`.
 pub fn parse(d: &Directive) -> Result<SocketAddr, CorefileError> {
     let mut args = Args::new(d);

@@ -38,6 +38,13 @@ impl Readiness {
         }
     }
 
+    /// Replaces every check (a reloaded configuration brings its own plugins).
+    pub fn replace(&self, checks: Vec<Arc<dyn ReadinessCheck>>) {
+        if let Ok(mut c) = self.checks.write() {
+            *c = checks;
+        }
+    }
+
     /// Turns readiness off for good (SIGTERM: lameduck starts).
     pub fn set_shutting_down(&self) {
         self.shutting_down.store(true, Ordering::Release);

@@ -1,0 +1,524 @@
+//! [`Hosts`]: answers questions from the hosts table, and keeps the table in step with the file
+//! (a background task re-reads it when its modification time or size changes).
+
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::time::{Duration, SystemTime};
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::rdata::{A, AAAA, PTR};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+
+use super::setup::HostsConfig;
+use super::table::{Table, parse_hosts};
+use crate::dns::Answer;
+use crate::plugin::{Question, Reply};
+
+/// What identifies one version of the file: its modification time and size, or `None` when it
+/// cannot be read as a file (missing, a directory, no permission).
+type Stamp = Option<(Option<SystemTime>, u64)>;
+
+struct Inner {
+    config: HostsConfig,
+    zones: Vec<Name>,
+    /// `None`: fallthrough off; empty: every zone.
+    fallthrough: Option<Vec<Name>>,
+    table: RwLock<Arc<Table>>,
+    stamp: Mutex<Stamp>,
+    reload_started: AtomicBool,
+}
+
+/// The `hosts` plugin of one server block. Cheap to clone: the state is shared behind an `Arc`.
+#[derive(Clone)]
+pub struct Hosts {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Hosts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hosts")
+            .field("path", &self.inner.config.path)
+            .field("zones", &self.inner.config.zones)
+            .field("entries", &self.entries())
+            .finish_non_exhaustive()
+    }
+}
+
+fn names(list: &[String]) -> Vec<Name> {
+    list.iter()
+        .filter_map(|z| Name::from_ascii(z).ok())
+        .map(|n| n.to_lowercase())
+        .collect()
+}
+
+fn stamp_of(path: &Path) -> Stamp {
+    let meta = std::fs::metadata(path).ok()?;
+    meta.is_file().then(|| (meta.modified().ok(), meta.len()))
+}
+
+impl Inner {
+    /// Reads the file (if it can be) and builds the table from it and the inline entries.
+    fn load(&self, stamp: Stamp) -> Table {
+        let path = &self.config.path;
+        let file = match stamp {
+            Some(_) => match std::fs::read_to_string(path) {
+                Ok(text) => parse_hosts(&text, path),
+                Err(e) => {
+                    tracing::warn!(
+                        "hosts: cannot read {}: {e}; serving the inline entries only",
+                        path.display()
+                    );
+                    Vec::new()
+                }
+            },
+            None => {
+                tracing::warn!(
+                    "hosts: {} does not exist or is not a file; serving the inline entries only",
+                    path.display()
+                );
+                Vec::new()
+            }
+        };
+        Table::build(&self.config.inline, &file, &self.zones, !self.config.no_reverse)
+    }
+
+    /// Re-reads the file if its stamp changed since the last read. True if it did.
+    fn reload_if_changed(&self) -> bool {
+        let now = stamp_of(&self.config.path);
+        let mut last = self.stamp.lock().unwrap_or_else(PoisonError::into_inner);
+        if *last == now {
+            return false;
+        }
+        let table = self.load(now);
+        tracing::info!(
+            path = %self.config.path.display(),
+            entries = table.entries(),
+            "hosts: reloaded"
+        );
+        *self.table.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
+        *last = now;
+        true
+    }
+
+    fn table(&self) -> Arc<Table> {
+        Arc::clone(&self.table.read().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+impl Hosts {
+    /// The plugin for `config`, with the file read now. A missing file is not an error: it is
+    /// logged and the inline entries are served until it appears (when reloading is on).
+    pub fn new(config: &HostsConfig) -> Self {
+        let inner = Inner {
+            config: config.clone(),
+            zones: names(&config.zones),
+            fallthrough: config.fallthrough.as_deref().map(names),
+            table: RwLock::new(Arc::new(Table::build(&[], &[], &[], false))),
+            stamp: Mutex::new(None),
+            reload_started: AtomicBool::new(false),
+        };
+        let stamp = stamp_of(&config.path);
+        let table = inner.load(stamp);
+        *inner.table.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
+        *inner.stamp.lock().unwrap_or_else(PoisonError::into_inner) = stamp;
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Starts the task that checks the file every `reload` period and re-reads it when its
+    /// modification time or size changed. Does nothing when `reload` is zero or the task runs
+    /// already. The task holds only a weak reference: it ends once every clone of this `Hosts`
+    /// is dropped. Must be called inside a tokio runtime.
+    pub fn start_reload(&self) {
+        let every = self.inner.config.reload;
+        if every.is_zero() || self.inner.reload_started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(reload_loop(weak, every));
+    }
+
+    /// Re-reads the file now if it changed since the last read; true if it did. (The reload
+    /// task calls this; so can a caller that wants an immediate check.)
+    pub fn reload_now(&self) -> bool {
+        self.inner.reload_if_changed()
+    }
+
+    /// The number of distinct (name, address) entries served, file and inline together
+    /// (CoreDNS's `coredns_hosts_entries`).
+    pub fn entries(&self) -> usize {
+        self.inner.table().entries()
+    }
+
+    /// When the table was last built (CoreDNS's `coredns_hosts_reload_timestamp_seconds`).
+    pub fn last_reload(&self) -> SystemTime {
+        self.inner.table().loaded_at()
+    }
+
+    fn falls_through(&self, name: &Name) -> bool {
+        match &self.inner.fallthrough {
+            None => false,
+            Some(zones) => zones.is_empty() || zones.iter().any(|z| z.zone_of(name)),
+        }
+    }
+
+    fn reply(rcode: ResponseCode, answers: Vec<Record>) -> Reply {
+        Reply::Authoritative(Answer {
+            rcode,
+            answers,
+            authority: Vec::new(),
+            additional: Vec::new(),
+            external_target: None,
+        })
+    }
+
+    /// Answers `q` from the hosts data, or `None` when the question goes to the next plugin:
+    ///
+    /// * PTR: answered for an address in the data, whatever the zones; otherwise the next
+    ///   plugin (fallthrough or not), as CoreDNS.
+    /// * A name outside the plugin's zones: the next plugin.
+    /// * A name in the data: its A or AAAA records, or NODATA (NOERROR, no records) for the
+    ///   other family and other types (`fallthrough_unsupported`: other types go on, in the
+    ///   fallthrough zones).
+    /// * Another name: the next plugin where `fallthrough` covers it, NXDOMAIN otherwise.
+    ///
+    /// Answers are authoritative; the authority section stays empty (there is no SOA).
+    pub fn serve(&self, q: &Question) -> Option<Reply> {
+        let table = self.inner.table();
+        let ttl = self.inner.config.ttl;
+        if q.qtype == RecordType::PTR {
+            let names = table.reverse(&q.name)?;
+            let answers = names
+                .iter()
+                .map(|n| Record::from_rdata(q.name.clone(), ttl, RData::PTR(PTR(n.clone()))))
+                .collect();
+            return Some(Self::reply(ResponseCode::NoError, answers));
+        }
+        if !self.inner.zones.iter().any(|z| z.zone_of(&q.name)) {
+            return None;
+        }
+        let Some(addrs) = table.lookup(&q.name) else {
+            if self.falls_through(&q.name) {
+                return None;
+            }
+            return Some(Self::reply(ResponseCode::NXDomain, Vec::new()));
+        };
+        let answers: Vec<Record> = match q.qtype {
+            RecordType::A => addrs
+                .v4
+                .iter()
+                .map(|ip| Record::from_rdata(q.name.clone(), ttl, RData::A(A(*ip))))
+                .collect(),
+            RecordType::AAAA => addrs
+                .v6
+                .iter()
+                .map(|ip| Record::from_rdata(q.name.clone(), ttl, RData::AAAA(AAAA(*ip))))
+                .collect(),
+            _ => {
+                if self.inner.config.fallthrough_unsupported && self.falls_through(&q.name) {
+                    return None;
+                }
+                Vec::new()
+            }
+        };
+        Some(Self::reply(ResponseCode::NoError, answers))
+    }
+}
+
+async fn reload_loop(weak: Weak<Inner>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(inner) = weak.upgrade() else {
+            break;
+        };
+        // stat and read off the runtime's worker threads.
+        if tokio::task::spawn_blocking(move || inner.reload_if_changed())
+            .await
+            .is_err()
+        {
+            tracing::warn!("hosts: the reload check panicked");
+        }
+    }
+    tracing::debug!("hosts: reload task stopped");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::corefile::Corefile;
+    use std::path::PathBuf;
+
+    fn n(s: &str) -> Name {
+        Name::from_ascii(s).unwrap()
+    }
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "cluster-dns-hosts-{tag}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn hosts(corefile_body: &str, dir: &Path) -> Hosts {
+        let cf = Corefile::parse_str(
+            &format!("example.org:53 {{\n{corefile_body}\n}}\n"),
+            &dir.join("Corefile"),
+        )
+        .unwrap();
+        let c = super::super::setup::parse(&cf.blocks[0].directives[0], &["example.org.".to_owned()], dir)
+            .unwrap();
+        Hosts::new(&c)
+    }
+
+    fn ask(h: &Hosts, name: &str, qtype: RecordType) -> Option<Answer> {
+        h.serve(&Question::new(n(name), qtype)).map(|r| match r {
+            Reply::Authoritative(a) => a,
+            other => panic!("not authoritative: {other:?}"),
+        })
+    }
+
+    fn rdata(a: &Answer) -> Vec<String> {
+        a.answers
+            .iter()
+            .map(|r| match &r.data {
+                RData::A(x) => x.0.to_string(),
+                RData::AAAA(x) => x.0.to_string(),
+                RData::PTR(x) => x.0.to_ascii(),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    const FILE: &str = "# The hosts file\n127.0.0.1 localhost\n10.0.0.1 www.example.org www # web\n10.0.0.2 www.example.org\n2001:db8::1 www.example.org six.example.org\nbogus line here\n10.0.0.3\n10.0.0.4 other.net\n";
+
+    #[test]
+    fn answers_nodata_nxdomain_and_ptr() {
+        let dir = temp_dir("answers");
+        std::fs::write(dir.join("hosts"), FILE).unwrap();
+        let h = hosts("hosts hosts {\n ttl 60\n}", &dir);
+        let a = ask(&h, "WWW.Example.ORG.", RecordType::A).unwrap();
+        assert_eq!(a.rcode, ResponseCode::NoError);
+        assert_eq!(rdata(&a), ["10.0.0.1", "10.0.0.2"]);
+        assert_eq!(
+            a.answers[0].name.to_ascii(),
+            "WWW.Example.ORG.",
+            "the client's spelling"
+        );
+        assert_eq!(a.answers[0].ttl, 60);
+        assert!(a.authority.is_empty() && a.additional.is_empty());
+        let a = ask(&h, "www.example.org.", RecordType::AAAA).unwrap();
+        assert_eq!(rdata(&a), ["2001:db8::1"]);
+        // The other family, and other types: NODATA.
+        let a = ask(&h, "six.example.org.", RecordType::A).unwrap();
+        assert_eq!(
+            (a.rcode, a.answers.len(), a.authority.len()),
+            (ResponseCode::NoError, 0, 0)
+        );
+        let a = ask(&h, "www.example.org.", RecordType::MX).unwrap();
+        assert_eq!((a.rcode, a.answers.len()), (ResponseCode::NoError, 0));
+        // Not in the file: NXDOMAIN without fallthrough, no SOA.
+        let a = ask(&h, "nope.example.org.", RecordType::A).unwrap();
+        assert_eq!(
+            (a.rcode, a.answers.len(), a.authority.len()),
+            (ResponseCode::NXDomain, 0, 0)
+        );
+        // Outside the zones: next plugin, whatever the file holds.
+        assert!(ask(&h, "other.net.", RecordType::A).is_none());
+        assert!(ask(&h, "localhost.", RecordType::A).is_none());
+        // PTR, whatever the zones; unknown addresses go to the next plugin.
+        let a = ask(&h, "1.0.0.10.IN-ADDR.ARPA.", RecordType::PTR).unwrap();
+        assert_eq!(rdata(&a), ["www.example.org."]);
+        let v6 = Name::from("2001:db8::1".parse::<std::net::IpAddr>().unwrap());
+        let a = ask(&h, &v6.to_ascii(), RecordType::PTR).unwrap();
+        assert_eq!(rdata(&a), ["www.example.org.", "six.example.org."]);
+        assert!(ask(&h, "9.9.9.9.in-addr.arpa.", RecordType::PTR).is_none());
+        assert!(ask(&h, "www.example.org.", RecordType::PTR).is_none());
+        // localhost and other.net are outside example.org: not loaded, so no PTR either.
+        assert!(ask(&h, "1.0.0.127.in-addr.arpa.", RecordType::PTR).is_none());
+        // www.example.org (3 addresses) + six.example.org.
+        assert_eq!(h.entries(), 4);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn fallthrough_no_reverse_inline_and_missing_file() {
+        let dir = temp_dir("fallthrough");
+        std::fs::write(dir.join("hosts"), FILE).unwrap();
+        let h = hosts(
+            "hosts hosts {\n 10.9.9.9 www.example.org inline.example.org\n fallthrough sub.example.org\n no_reverse\n}",
+            &dir,
+        );
+        // The inline entry overrides the file's addresses of www.example.org.
+        assert_eq!(
+            rdata(&ask(&h, "www.example.org.", RecordType::A).unwrap()),
+            ["10.9.9.9"]
+        );
+        assert_eq!(
+            ask(&h, "www.example.org.", RecordType::AAAA)
+                .unwrap()
+                .answers
+                .len(),
+            0
+        );
+        assert_eq!(
+            rdata(&ask(&h, "inline.example.org.", RecordType::A).unwrap()),
+            ["10.9.9.9"]
+        );
+        assert_eq!(
+            rdata(&ask(&h, "six.example.org.", RecordType::AAAA).unwrap()),
+            ["2001:db8::1"]
+        );
+        assert!(
+            ask(&h, "x.sub.example.org.", RecordType::A).is_none(),
+            "falls through"
+        );
+        assert_eq!(
+            ask(&h, "x.example.org.", RecordType::A).unwrap().rcode,
+            ResponseCode::NXDomain,
+            "outside the fallthrough zones"
+        );
+        assert!(
+            ask(&h, "9.9.9.10.in-addr.arpa.", RecordType::PTR).is_none(),
+            "no_reverse"
+        );
+
+        let h = hosts(
+            "hosts missing-file {\n 10.0.0.8 a.example.org\n fallthrough\n fallthrough_unsupported\n}",
+            &dir,
+        );
+        assert_eq!(
+            rdata(&ask(&h, "a.example.org.", RecordType::A).unwrap()),
+            ["10.0.0.8"]
+        );
+        assert_eq!(
+            ask(&h, "a.example.org.", RecordType::AAAA).unwrap().answers.len(),
+            0
+        );
+        assert!(
+            ask(&h, "a.example.org.", RecordType::TXT).is_none(),
+            "fallthrough_unsupported"
+        );
+        assert!(ask(&h, "b.example.org.", RecordType::A).is_none());
+        assert_eq!(
+            rdata(&ask(&h, "8.0.0.10.in-addr.arpa.", RecordType::PTR).unwrap()),
+            ["a.example.org."]
+        );
+        assert_eq!(h.entries(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn wildcards() {
+        let dir = temp_dir("wildcards");
+        std::fs::write(
+            dir.join("hosts"),
+            "192.168.1.10 *.example.org\n192.168.1.11 a.example.org\n",
+        )
+        .unwrap();
+        let h = hosts("hosts hosts", &dir);
+        assert_eq!(
+            rdata(&ask(&h, "apps.example.org.", RecordType::A).unwrap()),
+            ["192.168.1.10"]
+        );
+        assert_eq!(
+            rdata(&ask(&h, "a.example.org.", RecordType::A).unwrap()),
+            ["192.168.1.11"]
+        );
+        assert_eq!(
+            ask(&h, "example.org.", RecordType::A).unwrap().rcode,
+            ResponseCode::NXDomain
+        );
+        assert_eq!(
+            ask(&h, "deep.apps.example.org.", RecordType::A).unwrap().rcode,
+            ResponseCode::NXDomain
+        );
+        assert!(ask(&h, "10.1.168.192.in-addr.arpa.", RecordType::PTR).is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn reload_now_follows_the_file() {
+        let dir = temp_dir("reload-now");
+        let path = dir.join("hosts");
+        std::fs::write(&path, "10.0.0.1 a.example.org\n").unwrap();
+        let h = hosts("hosts hosts {\n reload 0\n 10.0.0.9 inline.example.org\n}", &dir);
+        assert!(!h.reload_now(), "unchanged");
+        std::fs::write(&path, "10.0.0.2 a.example.org\n10.0.0.3 b.example.org\n").unwrap();
+        assert!(h.reload_now());
+        assert_eq!(
+            rdata(&ask(&h, "a.example.org.", RecordType::A).unwrap()),
+            ["10.0.0.2"]
+        );
+        assert_eq!(h.entries(), 3);
+        // Deleted: the inline entries stay; restored: used again.
+        std::fs::remove_file(&path).unwrap();
+        assert!(h.reload_now());
+        assert_eq!(
+            ask(&h, "a.example.org.", RecordType::A).unwrap().rcode,
+            ResponseCode::NXDomain
+        );
+        assert_eq!(
+            rdata(&ask(&h, "inline.example.org.", RecordType::A).unwrap()),
+            ["10.0.0.9"]
+        );
+        std::fs::write(&path, "10.0.0.4 a.example.org\n").unwrap();
+        assert!(h.reload_now());
+        assert_eq!(
+            rdata(&ask(&h, "a.example.org.", RecordType::A).unwrap()),
+            ["10.0.0.4"]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reload_task_picks_up_a_changed_file_and_stops_when_dropped() {
+        let dir = temp_dir("reload-task");
+        let path = dir.join("hosts");
+        std::fs::write(&path, "10.0.0.1 a.example.org\n").unwrap();
+        let h = hosts("hosts hosts {\n reload 20ms\n}", &dir);
+        h.start_reload();
+        h.start_reload(); // a second call starts nothing more
+        assert_eq!(
+            rdata(&ask(&h, "a.example.org.", RecordType::A).unwrap()),
+            ["10.0.0.1"]
+        );
+        // A different size, so the change shows even where mtimes are coarse.
+        std::fs::write(&path, "10.0.0.2 a.example.org\n10.0.0.3 b.example.org\n").unwrap();
+        let mut seen = false;
+        for _ in 0..500 {
+            if ask(&h, "b.example.org.", RecordType::A).is_some_and(|a| a.rcode == ResponseCode::NoError) {
+                seen = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(seen, "the reload task did not pick up the change");
+        assert_eq!(
+            rdata(&ask(&h, "a.example.org.", RecordType::A).unwrap()),
+            ["10.0.0.2"]
+        );
+        // Once every clone is gone, the task's weak reference no longer upgrades.
+        let weak = Arc::downgrade(&h.inner);
+        drop(h);
+        let mut gone = false;
+        for _ in 0..500 {
+            if weak.upgrade().is_none() {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(gone, "the reload task kept the hosts alive");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,546 @@
+//! [`Rewrite`]: applies the rules to a question ([`Rewrite::apply`]) and maps the reply for the
+//! rewritten question back for the client ([`Rewritten::restore`]).
+
+use std::sync::Arc;
+
+use hickory_proto::rr::{Name, RData, Record};
+
+use super::setup::{Mode, RewriteRule, Template};
+use crate::plugin::{Question, Reply};
+
+/// The `rewrite` rules of one server block, in Corefile order. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Rewrite {
+    rules: Arc<[RewriteRule]>,
+}
+
+/// One rule that matched: the name before and after it.
+#[derive(Debug, Clone)]
+struct Step {
+    rule: usize,
+    before: Name,
+    after: Name,
+}
+
+/// A question after the rules, and what is needed to map its reply back.
+#[derive(Debug, Clone)]
+pub struct Rewritten {
+    /// The question to pass on.
+    pub question: Question,
+    rules: Arc<[RewriteRule]>,
+    steps: Vec<Step>,
+}
+
+/// The name for the presentation form `s` (made absolute), if it is a legal domain name: no
+/// empty label, labels of at most 63 bytes, at most 255 bytes in wire form (all checked by
+/// `Name::from_ascii`).
+fn legal_name(s: &str) -> Option<Name> {
+    if s.is_empty() {
+        return None;
+    }
+    if s.ends_with('.') {
+        Name::from_ascii(s).ok()
+    } else {
+        Name::from_ascii(format!("{s}.")).ok()
+    }
+}
+
+fn lower_text(name: &Name) -> String {
+    name.to_lowercase().to_ascii()
+}
+
+/// The names inside a record's data that response rewrites touch.
+fn data_names(data: &mut RData) -> Vec<&mut Name> {
+    match data {
+        RData::CNAME(x) => vec![&mut x.0],
+        RData::NS(x) => vec![&mut x.0],
+        RData::ANAME(x) => vec![&mut x.0],
+        RData::MX(x) => vec![&mut x.exchange],
+        RData::SRV(x) => vec![&mut x.target],
+        RData::NAPTR(x) => vec![&mut x.replacement],
+        RData::SOA(x) => vec![&mut x.mname, &mut x.rname],
+        _ => Vec::new(),
+    }
+}
+
+fn apply_templates(name: &mut Name, templates: &[Template]) {
+    for t in templates {
+        if let Some(new) = t.apply(&lower_text(name)).as_deref().and_then(legal_name) {
+            *name = new;
+        }
+    }
+}
+
+impl Rewrite {
+    /// The rules, applied in this order.
+    pub fn new(rules: Vec<RewriteRule>) -> Self {
+        Self { rules: rules.into() }
+    }
+
+    /// Applies the rules to `q`'s name (matched lower-case): each matching rule rewrites the
+    /// name its predecessors left; a matching `stop` rule ends the list. `None` when no rule
+    /// matched, or when one produced a name that is not a legal domain name (the question then
+    /// goes on as asked; logged at debug).
+    pub fn apply(&self, q: &Question) -> Option<Rewritten> {
+        let mut current = q.name.clone();
+        let mut steps = Vec::new();
+        for (i, rule) in self.rules.iter().enumerate() {
+            let Some(text) = rule.name.rewrite(&lower_text(&current)) else {
+                continue;
+            };
+            let Some(new) = legal_name(&text) else {
+                tracing::debug!(
+                    rule = %rule.at,
+                    qname = %q.name,
+                    result = %text,
+                    "rewrite: the result is not a legal domain name; question left as asked"
+                );
+                return None;
+            };
+            tracing::debug!(rule = %rule.at, from = %current, to = %new, "rewrite: name");
+            steps.push(Step {
+                rule: i,
+                before: current,
+                after: new.clone(),
+            });
+            current = new;
+            if rule.mode == Mode::Stop {
+                break;
+            }
+        }
+        if steps.is_empty() {
+            return None;
+        }
+        Some(Rewritten {
+            question: q.for_name(current),
+            rules: Arc::clone(&self.rules),
+            steps,
+        })
+    }
+}
+
+impl Rewritten {
+    /// The question's name as the client asked it.
+    pub fn original_name(&self) -> &Name {
+        &self.steps[0].before
+    }
+
+    /// Maps `reply` back for the client, undoing the rules that matched, last first, on every
+    /// record of the answer, authority and additional sections:
+    ///
+    /// * an owner name equal to the rewritten name gets the name before the rule (for the
+    ///   first rule: the client's question name, in the client's case);
+    /// * `answer auto` (always on for `exact`): other owner names, and the names in CNAME, NS,
+    ///   MX, SRV, SOA, NAPTR and ANAME data, are mapped back by the reverse of the rule
+    ///   (`to` back to `from`; for a regex only the rewritten name itself);
+    /// * `answer name` / `answer value` rewrite owner names / data names by their regex.
+    ///
+    /// A result that is not a legal name leaves that name as it was. [`Reply::Rcode`] is
+    /// returned unchanged.
+    pub fn restore(&self, reply: Reply) -> Reply {
+        match reply {
+            Reply::Authoritative(mut a) => {
+                for r in a
+                    .answers
+                    .iter_mut()
+                    .chain(a.authority.iter_mut())
+                    .chain(a.additional.iter_mut())
+                {
+                    self.restore_record(r);
+                }
+                Reply::Authoritative(a)
+            }
+            Reply::Forwarded(mut f) => {
+                for r in f
+                    .answers
+                    .iter_mut()
+                    .chain(f.authority.iter_mut())
+                    .chain(f.additional.iter_mut())
+                {
+                    self.restore_record(r);
+                }
+                Reply::Forwarded(f)
+            }
+            Reply::Rcode(r) => Reply::Rcode(r),
+        }
+    }
+
+    fn restore_record(&self, record: &mut Record) {
+        for step in self.steps.iter().rev() {
+            let Some(rule) = self.rules.get(step.rule) else {
+                continue;
+            };
+            if record.name == step.after {
+                record.name = step.before.clone();
+            } else {
+                if rule.auto {
+                    revert(rule, step, &mut record.name);
+                }
+                apply_templates(&mut record.name, &rule.answer_names);
+            }
+            for n in data_names(&mut record.data) {
+                if rule.auto {
+                    revert(rule, step, n);
+                }
+                apply_templates(n, &rule.answer_values);
+            }
+        }
+    }
+}
+
+/// `answer auto` on one name: the rewritten question name back to the name before the rule,
+/// any other name by the rule's reverse mapping.
+fn revert(rule: &RewriteRule, step: &Step, name: &mut Name) {
+    if *name == step.after {
+        *name = step.before.clone();
+        return;
+    }
+    if let Some(new) = rule
+        .name
+        .revert(&lower_text(name))
+        .as_deref()
+        .and_then(legal_name)
+    {
+        *name = new;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::setup::parse;
+    use super::*;
+    use crate::corefile::Corefile;
+    use crate::dns::Answer;
+    use crate::plugin::Forwarded;
+    use hickory_proto::op::ResponseCode;
+    use hickory_proto::rr::RecordType;
+    use hickory_proto::rr::rdata::{A, CNAME, MX, SOA, SRV};
+    use std::net::Ipv4Addr;
+    use std::path::Path;
+
+    fn n(s: &str) -> Name {
+        Name::from_ascii(s).unwrap()
+    }
+
+    fn rewrite(lines: &str) -> Rewrite {
+        let cf = Corefile::parse_str(&format!(".:53 {{\n{lines}\n}}\n"), Path::new("Corefile")).unwrap();
+        Rewrite::new(
+            cf.blocks[0]
+                .directives
+                .iter()
+                .map(|d| parse(d).unwrap())
+                .collect(),
+        )
+    }
+
+    fn q(name: &str) -> Question {
+        Question::new(n(name), RecordType::A)
+    }
+
+    fn rewritten(rw: &Rewrite, name: &str) -> Option<String> {
+        rw.apply(&q(name)).map(|r| r.question.name.to_ascii())
+    }
+
+    fn a(owner: &str, ip: [u8; 4]) -> Record {
+        Record::from_rdata(n(owner), 30, RData::A(A(Ipv4Addr::from(ip))))
+    }
+
+    fn cname(owner: &str, target: &str) -> Record {
+        Record::from_rdata(n(owner), 30, RData::CNAME(CNAME(n(target))))
+    }
+
+    fn show(records: &[Record]) -> Vec<String> {
+        records
+            .iter()
+            .map(|r| {
+                let data = match &r.data {
+                    RData::A(x) => x.0.to_string(),
+                    RData::CNAME(x) => x.0.to_ascii(),
+                    RData::SRV(x) => x.target.to_ascii(),
+                    RData::MX(x) => x.exchange.to_ascii(),
+                    RData::SOA(x) => format!("{} {}", x.mname.to_ascii(), x.rname.to_ascii()),
+                    other => format!("{other:?}"),
+                };
+                format!("{} {data}", r.name.to_ascii())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn match_types() {
+        let rw = rewrite("rewrite name exact www.example.net www.example.org");
+        assert_eq!(
+            rewritten(&rw, "WWW.Example.NET."),
+            Some("www.example.org.".into())
+        );
+        assert_eq!(rewritten(&rw, "a.www.example.net."), None);
+        let rw = rewrite("rewrite name prefix www. web.");
+        assert_eq!(
+            rewritten(&rw, "Www.example.org."),
+            Some("web.example.org.".into())
+        );
+        assert_eq!(rewritten(&rw, "ftp.example.org."), None);
+        let rw = rewrite("rewrite name suffix .schmoogle.com .google.com");
+        assert_eq!(
+            rewritten(&rw, "mail.SCHMOOGLE.com."),
+            Some("mail.google.com.".into())
+        );
+        assert_eq!(
+            rewritten(&rw, "schmoogle.com."),
+            None,
+            "the suffix includes the dot"
+        );
+        let rw = rewrite("rewrite name substring service.us-west-1.example.org service.us-west-1.consul");
+        assert_eq!(
+            rewritten(&rw, "ftp.service.us-west-1.example.org."),
+            Some("ftp.service.us-west-1.consul.".into())
+        );
+        let rw = rewrite(r"rewrite name regex (.*)-(us-west-1)\.example\.org {1}.service.{2}.consul");
+        assert_eq!(
+            rewritten(&rw, "FTP-us-west-1.example.org."),
+            Some("ftp.service.us-west-1.consul.".into())
+        );
+        assert_eq!(rewritten(&rw, "ftp.example.org."), None);
+        // The rewritten question keeps the other fields.
+        let mut asked = Question::new(n("ftp-us-west-1.example.org."), RecordType::SRV);
+        asked.tcp = true;
+        asked.dnssec_ok = true;
+        let out = rw.apply(&asked).unwrap();
+        assert_eq!(out.question.qtype, RecordType::SRV);
+        assert!(out.question.tcp && out.question.dnssec_ok);
+        assert_eq!(out.original_name().to_ascii(), "ftp-us-west-1.example.org.");
+    }
+
+    #[test]
+    fn stop_and_continue() {
+        let text = "rewrite continue name suffix .a.example .b.example\nrewrite name suffix .b.example .c.example\nrewrite name suffix .c.example .d.example";
+        let rw = rewrite(text);
+        assert_eq!(
+            rewritten(&rw, "x.a.example."),
+            Some("x.c.example.".into()),
+            "stops at the 2nd"
+        );
+        assert_eq!(rewritten(&rw, "x.b.example."), Some("x.c.example.".into()));
+        assert_eq!(rewritten(&rw, "x.c.example."), Some("x.d.example.".into()));
+        assert_eq!(rewritten(&rw, "x.e.example."), None);
+        // Stop: the first matching rule is the last applied.
+        let rw = rewrite("rewrite name exact a.example b.example\nrewrite name exact b.example c.example");
+        assert_eq!(rewritten(&rw, "a.example."), Some("b.example.".into()));
+        // The chain a -> b -> c is undone c -> b -> a.
+        let rw = rewrite(
+            "rewrite continue name exact a.example b.example\nrewrite name exact b.example c.example",
+        );
+        let out = rw.apply(&q("A.example.")).unwrap();
+        assert_eq!(out.question.name.to_ascii(), "c.example.");
+        let reply = Reply::Authoritative(Answer {
+            rcode: ResponseCode::NoError,
+            answers: vec![a("c.example.", [10, 0, 0, 1])],
+            authority: vec![],
+            additional: vec![],
+            external_target: None,
+        });
+        assert_eq!(show(out.restore(reply).answers()), ["A.example. 10.0.0.1"]);
+    }
+
+    #[test]
+    fn illegal_results_leave_the_question_alone() {
+        let long = "a".repeat(61);
+        let rw = rewrite(&format!("rewrite name prefix x {long}"));
+        assert_eq!(rewritten(&rw, "xyzw.example."), None, "a label over 63 bytes");
+        let rw = rewrite("rewrite name substring .b. ..");
+        assert_eq!(rewritten(&rw, "a.b.example."), None, "an empty label");
+        let labels = vec!["a".repeat(63); 3].join(".");
+        let rw = rewrite(&format!(
+            "rewrite name suffix .example .{labels}.{}",
+            "b".repeat(60)
+        ));
+        assert_eq!(rewritten(&rw, "c.example."), None, "over 255 bytes");
+        assert!(legal_name(&format!("{labels}.{}.", "b".repeat(61))).is_some());
+        assert!(legal_name(&format!("{labels}.{}.", "b".repeat(62))).is_none());
+        assert!(legal_name(".").is_some());
+        assert!(legal_name(".a.").is_none());
+        assert!(legal_name("").is_none());
+    }
+
+    #[test]
+    fn answer_auto_on_an_authoritative_reply() {
+        let rw = rewrite("rewrite name suffix .corp.example .svc.cluster.local answer auto");
+        let out = rw.apply(&q("Web.NS.corp.example.")).unwrap();
+        assert_eq!(out.question.name.to_ascii(), "web.ns.svc.cluster.local.");
+        let soa = SOA::new(
+            n("ns.dns.svc.cluster.local."),
+            n("hostmaster.svc.cluster.local."),
+            1,
+            7200,
+            1800,
+            86400,
+            30,
+        );
+        let srv = SRV::new(0, 100, 80, n("pod-1.web.ns.svc.cluster.local."));
+        let reply = Reply::Authoritative(Answer {
+            rcode: ResponseCode::NoError,
+            answers: vec![
+                cname("web.ns.svc.cluster.local.", "db.ns.svc.cluster.local."),
+                a("db.ns.svc.cluster.local.", [10, 0, 0, 2]),
+                Record::from_rdata(n("web.ns.svc.cluster.local."), 30, RData::SRV(srv)),
+                a("unrelated.example.", [10, 0, 0, 3]),
+            ],
+            authority: vec![Record::from_rdata(n("svc.cluster.local."), 30, RData::SOA(soa))],
+            additional: vec![a("pod-1.web.ns.svc.cluster.local.", [10, 0, 0, 4])],
+            external_target: None,
+        });
+        let Reply::Authoritative(back) = out.restore(reply) else {
+            panic!("kind changed");
+        };
+        assert_eq!(
+            show(&back.answers),
+            [
+                "Web.NS.corp.example. db.ns.corp.example.",
+                "db.ns.corp.example. 10.0.0.2",
+                "Web.NS.corp.example. pod-1.web.ns.corp.example.",
+                "unrelated.example. 10.0.0.3",
+            ]
+        );
+        // `svc.cluster.local.` does not end with `.svc.cluster.local.`: left alone.
+        assert_eq!(
+            show(&back.authority),
+            ["svc.cluster.local. ns.dns.corp.example. hostmaster.corp.example."]
+        );
+        assert_eq!(show(&back.additional), ["pod-1.web.ns.corp.example. 10.0.0.4"]);
+        assert_eq!(back.rcode, ResponseCode::NoError);
+    }
+
+    #[test]
+    fn answer_auto_on_a_forwarded_reply() {
+        let rw = rewrite("rewrite name prefix old- new- answer auto");
+        let out = rw.apply(&q("OLD-api.example.")).unwrap();
+        assert_eq!(out.question.name.to_ascii(), "new-api.example.");
+        let reply = Reply::Forwarded(Forwarded {
+            rcode: ResponseCode::NoError,
+            recursion_available: true,
+            authentic_data: false,
+            truncated: false,
+            answers: vec![
+                cname("new-api.example.", "new-lb.example."),
+                a("new-lb.example.", [192, 0, 2, 1]),
+            ],
+            authority: vec![],
+            additional: vec![Record::from_rdata(
+                n("new-api.example."),
+                30,
+                RData::MX(MX::new(10, n("new-mx.example."))),
+            )],
+        });
+        let Reply::Forwarded(back) = out.restore(reply) else {
+            panic!("kind changed");
+        };
+        assert_eq!(
+            show(&back.answers),
+            ["OLD-api.example. old-lb.example.", "old-lb.example. 192.0.2.1"]
+        );
+        assert_eq!(show(&back.additional), ["OLD-api.example. old-mx.example."]);
+        assert!(back.recursion_available);
+        // Rcode replies pass unchanged.
+        assert_eq!(
+            out.restore(Reply::Rcode(ResponseCode::ServFail)),
+            Reply::Rcode(ResponseCode::ServFail)
+        );
+    }
+
+    #[test]
+    fn without_answer_options_only_the_question_name_is_mapped_back() {
+        let rw = rewrite("rewrite name suffix .corp.example .svc.cluster.local");
+        let out = rw.apply(&q("web.Corp.example.")).unwrap();
+        let reply = Reply::Forwarded(Forwarded {
+            rcode: ResponseCode::NoError,
+            recursion_available: true,
+            authentic_data: false,
+            truncated: false,
+            answers: vec![
+                cname("web.svc.cluster.local.", "db.svc.cluster.local."),
+                a("db.svc.cluster.local.", [10, 0, 0, 2]),
+            ],
+            authority: vec![],
+            additional: vec![],
+        });
+        assert_eq!(
+            show(out.restore(reply).answers()),
+            [
+                "web.Corp.example. db.svc.cluster.local.",
+                "db.svc.cluster.local. 10.0.0.2"
+            ]
+        );
+        // An exact rule maps back data names equal to the rewritten name too.
+        let rw = rewrite("rewrite name exact a.example b.example");
+        let out = rw.apply(&q("a.example.")).unwrap();
+        let reply = Reply::Authoritative(Answer {
+            rcode: ResponseCode::NXDomain,
+            answers: vec![cname("x.example.", "b.example.")],
+            authority: vec![],
+            additional: vec![],
+            external_target: None,
+        });
+        let back = out.restore(reply);
+        assert_eq!(back.rcode(), ResponseCode::NXDomain);
+        assert_eq!(show(back.answers()), ["x.example. a.example."]);
+    }
+
+    #[test]
+    fn answer_name_and_value_regexes() {
+        let rw = rewrite(
+            r"rewrite stop {
+    name regex (.*)-(us-west-1)\.coredns\.rocks {1}.service.{2}.consul
+    answer name (.*)\.service\.(us-west-1)\.consul {1}-{2}.coredns.rocks
+    answer value (.*)\.service\.(us-west-1)\.consul {1}-{2}.coredns.rocks
+}",
+        );
+        let out = rw.apply(&q("ftp-us-west-1.coredns.rocks.")).unwrap();
+        assert_eq!(out.question.name.to_ascii(), "ftp.service.us-west-1.consul.");
+        let reply = Reply::Forwarded(Forwarded {
+            rcode: ResponseCode::NoError,
+            recursion_available: true,
+            authentic_data: false,
+            truncated: false,
+            answers: vec![
+                cname("ftp.service.us-west-1.consul.", "lb.service.us-west-1.consul."),
+                a("lb.service.us-west-1.consul.", [10, 10, 10, 10]),
+                a("other.consul.", [10, 20, 20, 20]),
+            ],
+            authority: vec![],
+            additional: vec![],
+        });
+        assert_eq!(
+            show(out.restore(reply).answers()),
+            [
+                "ftp-us-west-1.coredns.rocks. lb-us-west-1.coredns.rocks.",
+                "lb-us-west-1.coredns.rocks. 10.10.10.10",
+                "other.consul. 10.20.20.20",
+            ]
+        );
+        // A regex rule with `answer auto` maps back the rewritten name itself, owner and data.
+        let rw = rewrite(r"rewrite name regex ^(.*)\.old\.example\.$ {1}.new.example answer auto");
+        let out = rw.apply(&q("X.old.example.")).unwrap();
+        let reply = Reply::Authoritative(Answer {
+            rcode: ResponseCode::NoError,
+            answers: vec![
+                a("x.new.example.", [10, 0, 0, 1]),
+                cname("alias.new.example.", "x.new.example."),
+            ],
+            authority: vec![],
+            additional: vec![],
+            external_target: None,
+        });
+        assert_eq!(
+            show(out.restore(reply).answers()),
+            ["X.old.example. 10.0.0.1", "alias.new.example. X.old.example."]
+        );
+    }
+
+    #[test]
+    fn no_match_no_rewrite() {
+        let rw = Rewrite::new(Vec::new());
+        assert!(rw.apply(&q("a.example.")).is_none());
+        let rw = rewrite("rewrite name exact a.example b.example");
+        assert!(rw.apply(&q("c.example.")).is_none());
+    }
+}

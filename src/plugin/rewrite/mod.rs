@@ -1,0 +1,13 @@
+//! The `rewrite` plugin: rewrites the question name before the plugins after it see the
+//! question (`name` rules: exact, prefix, suffix, substring, regex), and maps the reply back so
+//! the client sees the names it asked for (`answer auto`, `answer name`, `answer value`). Other
+//! CoreDNS rewrite kinds are refused at setup. See this folder's README.
+//!
+//! Layout: `setup` parses one directive into a [`RewriteRule`], `handler` applies the rules
+//! ([`Rewrite::apply`]) and restores replies ([`Rewritten::restore`]).
+
+pub mod handler;
+pub mod setup;
+
+pub use handler::{Rewrite, Rewritten};
+pub use setup::RewriteRule;

@@ -1,0 +1,781 @@
+//! The drop-in contract with CoreDNS's operators: kubeadm's Corefile served end to end (the
+//! fake API server, Debian's unbound upstream), `/health`, `/ready` and `/metrics` as CoreDNS
+//! serves them (the metrics text checked as Prometheus exposition format, each core metric
+//! moved by real queries), SIGTERM's lameduck under a query loop with the real binary, and
+//! Corefile reload through a ConfigMap-style symlink swap while queries run.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use cluster_dns::app;
+use cluster_dns::config::{Config, DEFAULT_DNS_PORT};
+use fake_apiserver::FakeApiServer;
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::{RData, RecordType};
+use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::cli::Server;
+use crate::support::{self, show};
+use crate::upstream::Unbound;
+
+/// `GET path` over HTTP/1.0; the status code and the body.
+pub(crate) async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("http connect");
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut raw))
+        .await
+        .expect("http reply in time")
+        .unwrap();
+    let text = String::from_utf8(raw).expect("utf-8 reply");
+    let (head, body) = text.split_once("\r\n\r\n").expect("http head");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status code");
+    (status, body.to_owned())
+}
+
+/// Parses Prometheus text exposition format 0.0.4 strictly: every line is blank, a `# HELP` /
+/// `# TYPE` comment, or `name{labels} value` with a valid name, quoted label values and a
+/// number, and every sample's family was typed first. Returns `series -> value`, with the
+/// series written `name{k="v",...}` in sorted label order.
+pub(crate) fn parse_exposition(text: &str) -> BTreeMap<String, f64> {
+    let valid_name = |n: &str| {
+        !n.is_empty()
+            && n.chars().enumerate().all(|(i, c)| {
+                c.is_ascii_alphabetic() || c == '_' || c == ':' || (i > 0 && c.is_ascii_digit())
+            })
+    };
+    let mut typed: Vec<String> = Vec::new();
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# ") {
+            let mut parts = rest.splitn(3, ' ');
+            let kind = parts.next().unwrap();
+            let name = parts.next().unwrap_or("");
+            assert!(valid_name(name), "bad metric name in {line:?}");
+            if kind == "TYPE" {
+                let t = parts.next().unwrap_or("");
+                assert!(
+                    ["counter", "gauge", "histogram", "summary", "untyped"].contains(&t),
+                    "bad type in {line:?}"
+                );
+                typed.push(name.to_owned());
+            } else {
+                assert_eq!(kind, "HELP", "unknown comment {line:?}");
+            }
+            continue;
+        }
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("no value in {line:?}"));
+        let value: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            v => v.parse().unwrap_or_else(|_| panic!("bad value in {line:?}")),
+        };
+        let (name, labels) = match series.split_once('{') {
+            None => (series, Vec::new()),
+            Some((name, rest)) => {
+                let body = rest
+                    .strip_suffix('}')
+                    .unwrap_or_else(|| panic!("unclosed labels in {line:?}"));
+                let mut labels = Vec::new();
+                let mut chars = body.chars().peekable();
+                while chars.peek().is_some() {
+                    let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+                    assert!(valid_name(&key), "bad label name {key:?} in {line:?}");
+                    assert_eq!(chars.next(), Some('"'), "unquoted label value in {line:?}");
+                    let mut val = String::new();
+                    loop {
+                        match chars.next() {
+                            Some('\\') => val.push(chars.next().expect("escape")),
+                            Some('"') => break,
+                            Some(c) => val.push(c),
+                            None => panic!("unterminated label value in {line:?}"),
+                        }
+                    }
+                    labels.push((key, val));
+                    if chars.peek() == Some(&',') {
+                        chars.next();
+                    }
+                }
+                labels.sort();
+                (name, labels)
+            }
+        };
+        assert!(valid_name(name), "bad sample name in {line:?}");
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|f| typed.iter().any(|t| t == f)))
+            .unwrap_or(name);
+        assert!(
+            typed.iter().any(|t| t == family),
+            "sample before its # TYPE: {line:?}"
+        );
+        let key = format!(
+            "{name}{{{}}}",
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{v}\""))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        out.insert(key, value);
+    }
+    out
+}
+
+/// The sum of every series of `name` whose labels include all of `labels` (`k="v"` strings).
+fn sum(m: &BTreeMap<String, f64>, name: &str, labels: &[&str]) -> f64 {
+    m.iter()
+        .filter(|(k, _)| k.starts_with(&format!("{name}{{")) && labels.iter().all(|l| k.contains(l)))
+        .map(|(_, v)| *v)
+        .sum()
+}
+
+async fn scrape(addr: SocketAddr) -> BTreeMap<String, f64> {
+    let (status, body) = http_get(addr, "/metrics").await;
+    assert_eq!(status, 200);
+    parse_exposition(&body)
+}
+
+async fn ask(addr: SocketAddr, name: &str, qtype: RecordType) -> Message {
+    support::udp(addr, &support::query(name, qtype)).await.0
+}
+
+fn fixture() -> Vec<Value> {
+    let text = std::fs::read_to_string(support::data_dir().join("conformance-fixture.yaml")).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+/// A temporary directory holding a copy of the demo cluster (`demo-cluster.yaml`).
+fn dir_with_demo_cluster(tag: &str) -> std::path::PathBuf {
+    let dir = support::temp_dir(tag);
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo-cluster.yaml"),
+        dir.join("demo-cluster.yaml"),
+    )
+    .unwrap();
+    dir
+}
+
+/// `config/Corefile` with only what a test machine needs changed, each change asserted to
+/// apply (so a different Corefile fails here): loopback and free ports instead of :53, :8080,
+/// :8181 and :9153, the fake API server's endpoint instead of the in-cluster service account,
+/// and the test's upstream instead of the machine's /etc/resolv.conf.
+fn kubeadm_corefile_for_test(api: &str, upstream: SocketAddr) -> String {
+    let mut text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/Corefile")).unwrap();
+    for (from, to) in [
+        (".:53 {\n", ".:0 {\n    bind 127.0.0.1\n".to_owned()),
+        ("    health {\n", "    health 127.0.0.1:0 {\n".to_owned()),
+        ("    ready\n", "    ready 127.0.0.1:0\n".to_owned()),
+        (
+            "    prometheus :9153\n",
+            "    prometheus 127.0.0.1:0\n".to_owned(),
+        ),
+        (
+            "       pods insecure\n",
+            format!("       endpoint {api}\n       pods insecure\n"),
+        ),
+        (
+            "    forward . /etc/resolv.conf {\n",
+            format!("    forward . {upstream} {{\n"),
+        ),
+    ] {
+        assert!(text.contains(from), "config/Corefile no longer has {from:?}");
+        text = text.replacen(from, &to, 1);
+    }
+    text
+}
+
+/// The kubeadm Corefile end to end: cluster names from the fake API server, other names from
+/// unbound, the three HTTP endpoints, and every core metric moved by the queries made.
+#[tokio::test]
+async fn kubeadm_corefile_end_to_end_with_probes_and_metrics() {
+    let dir = support::temp_dir("kubeadm");
+    let ub = Unbound::start(&dir)
+        .await
+        .expect("unbound is not installed: run ./test.sh, which installs it");
+    let fake = FakeApiServer::start().await.unwrap();
+    // Hold the first lists back so /ready is seen 503 before the sync.
+    fake.stall(true);
+    fake.load(fixture()).unwrap();
+    let corefile = kubeadm_corefile_for_test(&fake.url(), ub.addr);
+    let running = support::start(&corefile, &dir).await;
+    let dns = running.dns_addrs()[0];
+    let health = running.http_addr("health").expect("/health listener");
+    let ready = running.http_addr("ready").expect("/ready listener");
+    let metrics = running.http_addr("metrics").expect("/metrics listener");
+    assert_eq!(http_get(health, "/health").await, (200, "OK".to_owned()));
+    let (status, body) = http_get(ready, "/ready").await;
+    assert_eq!(status, 503, "ready before the API lists are in: {body}");
+    assert!(body.contains("kubernetes"), "{body}");
+    fake.stall(false);
+    let mut became_ready = false;
+    for _ in 0..300 {
+        if http_get(ready, "/ready").await == (200, "OK".to_owned()) {
+            became_ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(became_ready, "/ready never turned 200");
+    // Health is never tied to the API server.
+    fake.stop_listener().await;
+    assert_eq!(http_get(health, "/health").await.0, 200);
+    fake.restart_listener().await.unwrap();
+
+    let before = scrape(metrics).await;
+    let m = ask(dns, "kubernetes.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(
+        m.answers.iter().map(show).collect::<Vec<_>>(),
+        ["kubernetes.default.svc.cluster.local. A 10.96.0.1"]
+    );
+    assert!(m.metadata.authoritative);
+    let m = ask(dns, "nope.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NXDomain);
+    let m = ask(dns, "www.example.com.", RecordType::A).await;
+    assert_eq!(
+        m.answers
+            .iter()
+            .filter_map(|r| match &r.data {
+                RData::A(a) => Some(a.0.to_string()),
+                _ => None,
+            })
+            .collect::<Vec<_>>(),
+        ["192.0.2.10"],
+        "forwarded to unbound"
+    );
+    assert!(!m.metadata.authoritative);
+    // The same external name again: from the cache.
+    let _ = ask(dns, "www.example.com.", RecordType::A).await;
+    let tcp = support::tcp(
+        dns,
+        &support::query("kube-dns.kube-system.svc.cluster.local.", RecordType::A),
+    )
+    .await;
+    assert_eq!(tcp.answers.len(), 1);
+    let after = scrape(metrics).await;
+
+    let delta = |name: &str, labels: &[&str]| sum(&after, name, labels) - sum(&before, name, labels);
+    let server = "server=\"dns://127.0.0.1:0\"";
+    assert_eq!(
+        delta(
+            "coredns_dns_requests_total",
+            &[
+                server,
+                "proto=\"udp\"",
+                "type=\"A\"",
+                "zone=\".\"",
+                "family=\"1\""
+            ]
+        ),
+        4.0
+    );
+    assert_eq!(
+        delta("coredns_dns_requests_total", &[server, "proto=\"tcp\""]),
+        1.0
+    );
+    assert_eq!(delta("coredns_dns_responses_total", &["rcode=\"NXDOMAIN\""]), 1.0);
+    assert_eq!(delta("coredns_dns_responses_total", &["rcode=\"NOERROR\""]), 4.0);
+    assert_eq!(
+        delta("coredns_dns_request_duration_seconds_count", &[server]),
+        5.0
+    );
+    assert_eq!(
+        delta("coredns_dns_request_size_bytes_count", &["proto=\"udp\""]),
+        4.0
+    );
+    assert_eq!(
+        delta("coredns_dns_response_size_bytes_count", &["proto=\"tcp\""]),
+        1.0
+    );
+    assert!(delta("coredns_dns_response_size_bytes_sum", &["proto=\"udp\""]) > 4.0 * 40.0);
+    assert_eq!(delta("coredns_panics_total", &[]), 0.0);
+    assert_eq!(sum(&after, "coredns_build_info", &["version=\""]), 1.0);
+    for plugin in [
+        "errors",
+        "health",
+        "ready",
+        "kubernetes",
+        "prometheus",
+        "forward",
+        "cache",
+        "loop",
+        "reload",
+        "loadbalance",
+    ] {
+        assert_eq!(
+            sum(
+                &after,
+                "coredns_plugin_enabled",
+                &[&format!("name=\"{plugin}\""), server]
+            ),
+            1.0,
+            "coredns_plugin_enabled for {plugin}"
+        );
+    }
+    // Labels only from fixed sets: no query name or client address anywhere.
+    let (_, text) = http_get(metrics, "/metrics").await;
+    for leak in ["kubernetes.default", "www.example.com", "kube-dns", "nope."] {
+        assert!(
+            !text
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .any(|l| l.contains(leak)),
+            "{leak} in a label"
+        );
+    }
+    // The plugins' own metrics moved too.
+    assert_eq!(
+        delta("coredns_cache_hits_total", &[server, "type=\"success\""]),
+        1.0
+    );
+    assert!(delta("coredns_cache_misses_total", &[server]) >= 1.0);
+    assert!(sum(&after, "coredns_cache_entries", &[server, "type=\"success\""]) >= 1.0);
+    let to = format!("to=\"{}\"", ub.addr);
+    assert!(
+        delta(
+            "coredns_proxy_request_duration_seconds_count",
+            &[&to, "rcode=\"NOERROR\""]
+        ) >= 1.0
+    );
+    assert!(delta("coredns_proxy_conn_cache_misses_total", &[&to, "proto=\"udp\""]) >= 1.0);
+    for family in [
+        "coredns_forward_max_concurrent_rejects_total",
+        "coredns_forward_healthcheck_broken_total",
+        "coredns_reload_failed_total",
+    ] {
+        assert!(
+            after.keys().any(|k| k.starts_with(family)),
+            "{family} is exported"
+        );
+    }
+    // A change of an EndpointSlice after the sync is timed from its trigger annotation.
+    let mut slice = fake
+        .get(fake_apiserver::Resource::EndpointSlices, "default", "kubernetes")
+        .expect("the fixture's kubernetes slice");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let (days, secs) = (now / 86_400, now % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let stamp = format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    );
+    slice["metadata"]["annotations"] =
+        serde_json::json!({ "endpoints.kubernetes.io/last-change-trigger-time": stamp });
+    slice["endpoints"][0]["addresses"] = serde_json::json!(["10.0.0.99"]);
+    fake.update(&slice).unwrap();
+    let mut programmed = 0.0;
+    for _ in 0..200 {
+        programmed = sum(
+            &scrape(metrics).await,
+            "coredns_kubernetes_dns_programming_duration_seconds_count",
+            &["service_kind=\"cluster_ip\""],
+        );
+        if programmed >= 1.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(programmed, 1.0, "programming duration observed once");
+    running.stop().await.unwrap();
+}
+
+/// A client querying in a loop through SIGTERM sees no failed query: `/ready` turns 503 at
+/// once, UDP and TCP keep answering through the lameduck, then the process exits 0.
+#[test]
+fn sigterm_lameduck_loses_no_query() {
+    let dir = dir_with_demo_cluster("lameduck");
+    let corefile = dir.join("Corefile");
+    std::fs::write(
+        &corefile,
+        ".:0 {\n bind 127.0.0.1\n health 127.0.0.1:0 {\n  lameduck 3s\n }\n ready 127.0.0.1:0\n kubernetes cluster.local in-addr.arpa ip6.arpa {\n  manifests demo-cluster.yaml\n }\n}\n",
+    )
+    .unwrap();
+    let mut server = Server::start(&corefile);
+    let dns = server.addr;
+    let ready = server.wait_http("/ready");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        assert_eq!(http_get(ready, "/ready").await, (200, "OK".to_owned()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let ok = Arc::new(AtomicUsize::new(0));
+        let failed = Arc::new(AtomicUsize::new(0));
+        let loop_task = {
+            let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
+            tokio::spawn(async move {
+                let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+                let mut buf = vec![0u8; 4096];
+                while !stop.load(Ordering::Relaxed) {
+                    let q = support::query("web.default.svc.cluster.local.", RecordType::A);
+                    sock.send_to(&q.to_bytes().unwrap(), dns).await.unwrap();
+                    let answered =
+                        match tokio::time::timeout(Duration::from_secs(1), sock.recv_from(&mut buf)).await {
+                            Ok(Ok((n, _))) => Message::from_bytes(&buf[..n])
+                                .is_ok_and(|m| m.metadata.id == q.metadata.id && m.answers.len() == 1),
+                            _ => false,
+                        };
+                    if answered { &ok } else { &failed }.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let term_at = Instant::now();
+        server.signal_term();
+        let mut turned = None;
+        for _ in 0..100 {
+            if http_get(ready, "/ready").await.0 == 503 {
+                turned = Some(term_at.elapsed());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let turned = turned.expect("/ready never turned 503 after SIGTERM");
+        assert!(
+            turned < Duration::from_secs(1),
+            "/ready turned 503 only after {turned:?}"
+        );
+        // TCP keeps working during the lameduck too.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let tcp = support::tcp(
+            dns,
+            &support::query("web.default.svc.cluster.local.", RecordType::A),
+        )
+        .await;
+        assert_eq!(tcp.answers.len(), 1);
+        // Query until a second before the lameduck ends.
+        tokio::time::sleep_until((term_at + Duration::from_secs(2)).into()).await;
+        stop.store(true, Ordering::Relaxed);
+        loop_task.await.unwrap();
+        assert_eq!(
+            failed.load(Ordering::Relaxed),
+            0,
+            "failed queries through SIGTERM"
+        );
+        assert!(
+            ok.load(Ordering::Relaxed) > 20,
+            "too few queries answered: {}",
+            ok.load(Ordering::Relaxed)
+        );
+    });
+    assert!(
+        server.wait_exit(Duration::from_secs(10)),
+        "exit status 0 after the lameduck"
+    );
+}
+
+/// Reload through a ConfigMap-style `..data` symlink swap while queries run: a changed
+/// Corefile is applied without a failed query; a broken one is refused, counted in
+/// `coredns_reload_failed_total`, and the last good one keeps serving.
+#[tokio::test]
+async fn reload_applies_a_changed_corefile_and_refuses_a_broken_one() {
+    let dir = dir_with_demo_cluster("reload");
+    let version = |n: u32, body: &str| {
+        let v = dir.join(format!("v{n}"));
+        std::fs::create_dir_all(&v).unwrap();
+        std::fs::write(v.join("Corefile"), body).unwrap();
+    };
+    let good = |ttl: u32| {
+        format!(
+            ".:0 {{\n bind 127.0.0.1\n reload 2s 1s\n prometheus 127.0.0.1:0\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n  manifests demo-cluster.yaml\n  ttl {ttl}\n }}\n}}\n"
+        )
+    };
+    version(1, &good(30));
+    version(2, &good(7));
+    version(
+        3,
+        ".:0 {\n bind 127.0.0.1\n reload 2s 1s\n kubernetes cluster.local {\n  frobnicate\n }\n}\n",
+    );
+    std::os::unix::fs::symlink("v1", dir.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/Corefile", dir.join("Corefile")).unwrap();
+    let swap_to = |n: u32| {
+        let tmp = dir.join("..data_tmp");
+        std::os::unix::fs::symlink(format!("v{n}"), &tmp).unwrap();
+        std::fs::rename(&tmp, dir.join("..data")).unwrap();
+    };
+    let config = Config::load(&dir.join("Corefile"), DEFAULT_DNS_PORT).unwrap();
+    let running = app::start(&config).await.unwrap();
+    let dns = running.dns_addrs()[0];
+    let metrics = running.http_addr("metrics").unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let last_ttl = Arc::new(AtomicUsize::new(0));
+    let answered = Arc::new(AtomicUsize::new(0));
+    let loop_task = {
+        let (stop, failed, last_ttl, answered) =
+            (stop.clone(), failed.clone(), last_ttl.clone(), answered.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let q = support::query("web.default.svc.cluster.local.", RecordType::A);
+                match support::udp_raw(dns, &q.to_bytes().unwrap(), Duration::from_secs(1)).await {
+                    Some(raw) => match Message::from_bytes(&raw) {
+                        Ok(m) if m.answers.len() == 1 => {
+                            last_ttl.store(m.answers[0].ttl as usize, Ordering::Relaxed);
+                            answered.fetch_add(1, Ordering::Relaxed);
+                        }
+                        _ => {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                    },
+                    None => {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let wait_until = |what: &'static str, f: Box<dyn Fn() -> bool + Send>| async move {
+        for _ in 0..400 {
+            if f() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{what} did not happen within 20 s");
+    };
+    {
+        let t = last_ttl.clone();
+        wait_until("first answers", Box::new(move || t.load(Ordering::Relaxed) == 30)).await;
+    }
+    swap_to(2);
+    {
+        let t = last_ttl.clone();
+        wait_until(
+            "the reload to ttl 7",
+            Box::new(move || t.load(Ordering::Relaxed) == 7),
+        )
+        .await;
+    }
+    swap_to(3);
+    let mut refused = false;
+    for _ in 0..400 {
+        if sum(&scrape(metrics).await, "coredns_reload_failed_total", &[]) >= 1.0 {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(refused, "the broken Corefile was not counted as a failed reload");
+    let before = answered.load(Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    loop_task.await.unwrap();
+    assert!(
+        answered.load(Ordering::Relaxed) > before,
+        "still answering after the refused reload"
+    );
+    assert_eq!(
+        last_ttl.load(Ordering::Relaxed),
+        7,
+        "the last good Corefile keeps serving"
+    );
+    assert_eq!(failed.load(Ordering::Relaxed), 0, "failed queries during reloads");
+    running.stop().await.unwrap();
+}
+
+/// The exposition parser itself rejects what is not exposition format.
+#[test]
+fn exposition_parser_is_strict() {
+    let good = "# HELP a_total A.\n# TYPE a_total counter\na_total{x=\"1\",y=\"q\\\"\"} 3\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 1\nh_sum 0.5\nh_count 1\n";
+    let m = parse_exposition(good);
+    assert_eq!(m["a_total{x=\"1\",y=\"q\"\"}"], 3.0);
+    assert_eq!(m["h_count{}"], 1.0);
+    for bad in [
+        "a_total 1\n",
+        "# TYPE a counter\na{x=1} 1\n",
+        "# TYPE a counter\na one\n",
+        "# TYPE 1a counter\n",
+    ] {
+        assert!(
+            std::panic::catch_unwind(|| parse_exposition(bad)).is_err(),
+            "{bad:?} accepted"
+        );
+    }
+}
+
+/// The additions operators make to kubeadm's Corefile: `hosts` (inline and a file, with
+/// `fallthrough`), `rewrite name` with `answer auto`, a stub domain as an extra server block,
+/// and `import`, served together with the cluster zone and the upstream.
+#[tokio::test]
+async fn common_user_additions_work_together() {
+    let dir = dir_with_demo_cluster("additions");
+    let ub = Unbound::start(&dir)
+        .await
+        .expect("unbound is not installed: run ./test.sh, which installs it");
+    let stub = crate::upstream::Scripted::start().await;
+    stub.set_octet(77);
+    std::fs::write(
+        dir.join("extra.hosts"),
+        "# site hosts\n10.9.9.9 filed.example.org\nnot-an-ip bad.line\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("common.conf"), "loadbalance\nerrors\n").unwrap();
+    let corefile = format!(
+        ".:0 {{\n bind 127.0.0.1\n import common.conf\n hosts extra.hosts {{\n  10.1.2.3 legacy.example.org\n  fallthrough\n }}\n rewrite name suffix .corp.internal. .svc.cluster.local. answer auto\n rewrite name exact old-web.default.svc.cluster.local. web.default.svc.cluster.local.\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n  manifests demo-cluster.yaml\n  fallthrough in-addr.arpa ip6.arpa\n }}\n forward . {}\n cache 30\n}}\nexample.com:0 {{\n bind 127.0.0.1\n forward . {}\n}}\n",
+        ub.addr, stub.addr
+    );
+    let running = support::start(&corefile, &dir).await;
+    let dns = running.dns_addrs()[0];
+    let answers = |m: &Message| m.answers.iter().map(show).collect::<Vec<_>>();
+
+    let m = ask(dns, "legacy.example.org.", RecordType::A).await;
+    assert_eq!(answers(&m), ["legacy.example.org. A 10.1.2.3"]);
+    assert!(m.metadata.authoritative);
+    let m = ask(dns, "filed.example.org.", RecordType::A).await;
+    assert_eq!(answers(&m), ["filed.example.org. A 10.9.9.9"]);
+    // In hosts for another type: NODATA, not passed on.
+    let m = ask(dns, "legacy.example.org.", RecordType::AAAA).await;
+    assert_eq!(
+        (m.metadata.response_code, m.answers.len()),
+        (ResponseCode::NoError, 0)
+    );
+    // Not in hosts: fallthrough to the cluster zone, then upstream.
+    let m = ask(dns, "web.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(answers(&m), ["web.default.svc.cluster.local. A 10.96.100.10"]);
+    let m = ask(dns, "www.example.org.", RecordType::A).await;
+    assert_eq!(
+        m.metadata.response_code,
+        ResponseCode::NXDomain,
+        "unbound's NXDOMAIN"
+    );
+
+    // rewrite: the client sees its own name in the answer.
+    let m = ask(dns, "web.default.corp.internal.", RecordType::A).await;
+    assert_eq!(answers(&m), ["web.default.corp.internal. A 10.96.100.10"]);
+    assert_eq!(m.queries[0].name().to_string(), "web.default.corp.internal.");
+    let m = ask(dns, "old-web.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(answers(&m), ["old-web.default.svc.cluster.local. A 10.96.100.10"]);
+
+    // The stub domain's block answers example.com from its own upstream; the rest of the world
+    // still goes to the main block's.
+    let m = ask(dns, "www.example.com.", RecordType::A).await;
+    assert_eq!(answers(&m), ["www.example.com. A 192.0.2.77"]);
+    assert!(stub.udp_queries() >= 1);
+    let m = ask(dns, "8.8.8.8.in-addr.arpa.", RecordType::PTR).await;
+    assert_eq!(answers(&m), ["8.8.8.8.in-addr.arpa. PTR dns.google."]);
+    running.stop().await.unwrap();
+}
+
+/// `log` writes CoreDNS's common log format on stdout; `errors` logs a failure the chain
+/// produced (no upstream answered) with its rcode, name and type.
+#[test]
+fn log_and_errors_lines() {
+    let dir = dir_with_demo_cluster("log");
+    // A port nobody listens on: the upstream refuses at once.
+    let dead = crate::upstream::free_port();
+    let corefile = dir.join("Corefile");
+    std::fs::write(
+        &corefile,
+        format!(
+            ".:0 {{\n bind 127.0.0.1\n log\n errors\n kubernetes cluster.local {{\n  manifests demo-cluster.yaml\n }}\n forward . 127.0.0.1:{dead}\n}}\n"
+        ),
+    )
+    .unwrap();
+    let mut server = Server::start(&corefile);
+    let dns = server.addr;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let m = ask(dns, "web.default.svc.cluster.local.", RecordType::A).await;
+        assert_eq!(m.answers.len(), 1);
+        let m = ask(dns, "nothing.example.", RecordType::MX).await;
+        assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
+    });
+    let mut lines = Vec::new();
+    for _ in 0..100 {
+        lines = server.log_lines();
+        if lines.iter().any(|l| l.contains("plugin::errors"))
+            && lines
+                .iter()
+                .filter(|l| l.starts_with("[INFO] 127.0.0.1:"))
+                .count()
+                >= 2
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let query_line = lines
+        .iter()
+        .find(|l| l.contains("\"A IN web.default.svc.cluster.local. udp "))
+        .unwrap_or_else(|| panic!("no query log line in {lines:#?}"));
+    // `[INFO] 127.0.0.1:PORT - ID "A IN name udp SIZE false 512" NOERROR qr,aa,rd SIZE 0.000123s`
+    let words: Vec<&str> = query_line.split_whitespace().collect();
+    assert_eq!(words[0], "[INFO]");
+    assert!(
+        words[1].starts_with("127.0.0.1:") && words[2] == "-",
+        "{query_line}"
+    );
+    assert!(words[3].parse::<u16>().is_ok(), "{query_line}");
+    assert_eq!(
+        &words[4..10],
+        [
+            "\"A",
+            "IN",
+            "web.default.svc.cluster.local.",
+            "udp",
+            words[8],
+            "false"
+        ]
+    );
+    assert_eq!(words[10], "512\"");
+    assert_eq!(&words[11..13], ["NOERROR", "qr,aa,rd"]);
+    assert!(
+        words[13].parse::<usize>().is_ok() && words[14].ends_with('s'),
+        "{query_line}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("\"MX IN nothing.example. udp ") && l.contains(" SERVFAIL ")),
+        "{lines:#?}"
+    );
+    let error_line = lines
+        .iter()
+        .find(|l| l.contains("plugin::errors"))
+        .unwrap_or_else(|| panic!("no errors line in {lines:#?}"));
+    assert!(
+        error_line.contains("2 nothing.example. MX: no upstream answered"),
+        "{error_line}"
+    );
+    assert!(server.stop());
+}
