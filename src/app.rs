@@ -76,6 +76,7 @@ pub enum StartError {
 struct Shared {
     metrics: DnsMetrics,
     plugin_metrics: PluginMetrics,
+    health_metrics: health::HealthMetrics,
     readiness: Readiness,
     reload_failed: prometheus::IntCounter,
 }
@@ -89,9 +90,11 @@ impl Shared {
         )?;
         metrics.registry().register(Box::new(reload_failed.clone()))?;
         let plugin_metrics = PluginMetrics::register(metrics.registry())?;
+        let health_metrics = health::HealthMetrics::register(metrics.registry())?;
         Ok(Self {
             metrics,
             plugin_metrics,
+            health_metrics,
             readiness: Readiness::default(),
             reload_failed,
         })
@@ -136,6 +139,8 @@ struct State {
 
 #[derive(Debug)]
 struct HttpListener {
+    /// `/health`'s self-probe, when this listener serves it.
+    probe: Option<JoinHandle<()>>,
     stop: oneshot::Sender<()>,
     task: JoinHandle<std::io::Result<()>>,
 }
@@ -260,6 +265,9 @@ impl Running {
             .map(|mut h| std::mem::take(&mut *h))
             .unwrap_or_default();
         for h in http {
+            if let Some(p) = h.probe {
+                p.abort();
+            }
             let _ = h.stop.send(());
             let _ = h.task.await;
         }
@@ -282,6 +290,14 @@ impl Drop for Running {
     fn drop(&mut self) {
         if let Some(r) = self.reloader.take() {
             r.abort();
+        }
+        if let Ok(mut http) = self.inner.http.lock() {
+            for h in http.drain(..) {
+                if let Some(p) = h.probe {
+                    p.abort();
+                }
+                let _ = h.stop.send(());
+            }
         }
     }
 }
@@ -519,7 +535,10 @@ async fn start_http(
     let task = tokio::spawn(crate::http::serve(listener, router, async move {
         let _ = rx.await;
     }));
-    Ok((HttpListener { stop, task }, bound))
+    let probe = what
+        .health
+        .then(|| tokio::spawn(health::self_probe(bound, shared.health_metrics.clone())));
+    Ok((HttpListener { probe, stop, task }, bound))
 }
 
 /// Loads the zones, binds every listener of `config` and starts serving.

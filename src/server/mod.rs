@@ -10,10 +10,12 @@ pub mod observe;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use futures::FutureExt as _;
 
 use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
@@ -187,7 +189,22 @@ impl DnsHandler {
             recursion_desired: req.metadata.recursion_desired,
             tcp: !matches!(req.protocol(), Protocol::Udp),
         };
-        match chain.serve(&question).await {
+        // A panicking plugin costs one SERVFAIL, counted in coredns_panics_total, never the
+        // listener.
+        let reply = match AssertUnwindSafe(chain.serve(&question)).catch_unwind().await {
+            Ok(reply) => reply,
+            Err(_) => {
+                if let Some(m) = router.blocks.iter().find_map(|b| b.observers.metrics.as_ref()) {
+                    m.panic();
+                }
+                tracing::error!(qname = %question.name, qtype = %question.qtype, "a plugin panicked; answered SERVFAIL");
+                let mut r = Response::rcode(meta, ResponseCode::ServFail);
+                r.block = routed;
+                r.failure = Some("a plugin panicked");
+                return r;
+            }
+        };
+        match reply {
             Reply::Authoritative(answer) => {
                 meta.authoritative = true;
                 meta.response_code = answer.rcode;
@@ -311,24 +328,36 @@ impl DnsHandler {
         let started = Instant::now();
         let router = self.router.load_full();
         let p = self.prepare(&router, &req).await;
-        let meta = p.resp.meta;
-        let (block, plugin, failure) = (p.resp.block.clone(), p.resp.plugin, p.resp.failure);
-        let builder = MessageResponseBuilder::new(&req.queries, p.edns.as_ref());
-        let message = builder.build(
-            p.resp.meta,
-            p.resp.answers.iter(),
-            p.resp.authority.iter(),
-            [],
-            p.resp.additional.iter(),
-        );
-        let mut out = Vec::with_capacity(512);
-        let mut enc = BinEncoder::new(&mut out);
-        if matches!(protocol, Protocol::Udp) {
-            enc.set_max_size(p.edns.as_ref().map_or(PLAIN_UDP_LIMIT, Edns::max_payload));
-        }
-        message.destructive_emit(&mut enc).ok()?;
-        observe_request(&router, &req, &meta, block, plugin, failure, out.len(), started);
+        let out = encode(&req, &p)?;
+        observe_request(&router, &req, &p.resp, out.len(), started);
         Some(out)
+    }
+}
+
+/// The wire form of a prepared response (UDP capped at its size limit).
+fn encode(req: &Request, p: &Prepared) -> Option<Vec<u8>> {
+    let builder = MessageResponseBuilder::new(&req.queries, p.edns.as_ref());
+    let message = builder.build(
+        p.resp.meta,
+        p.resp.answers.iter(),
+        p.resp.authority.iter(),
+        [],
+        p.resp.additional.iter(),
+    );
+    let mut out = Vec::with_capacity(512);
+    let mut enc = BinEncoder::new(&mut out);
+    if matches!(req.protocol(), Protocol::Udp) {
+        enc.set_max_size(p.edns.as_ref().map_or(PLAIN_UDP_LIMIT, Edns::max_payload));
+    }
+    message.destructive_emit(&mut enc).ok()?;
+    Some(out)
+}
+
+/// True when some observer will see this response (so its size must be measured).
+fn observed(router: &Router, resp: &Response) -> bool {
+    match &resp.block {
+        Some((i, _)) => router.blocks.get(*i).is_some_and(|b| !b.observers.is_empty()),
+        None => router.blocks.iter().any(|b| b.observers.metrics.is_some()),
     }
 }
 
@@ -343,29 +372,10 @@ impl RequestHandler for DnsHandler {
         let router = self.router.load_full();
         let p = self.prepare(&router, req).await;
         let meta = p.resp.meta;
-        let observed = p
-            .resp
-            .block
-            .as_ref()
-            .and_then(|(i, _)| router.blocks.get(*i))
-            .is_some_and(|b| !b.observers.is_empty());
+        let observed = observed(&router, &p.resp);
         // hickory-server encodes as it sends; measure the size apart only when it is observed.
         let response_size = if observed {
-            let builder = MessageResponseBuilder::new(&req.queries, p.edns.as_ref());
-            let message = builder.build(
-                meta,
-                p.resp.answers.iter(),
-                p.resp.authority.iter(),
-                [],
-                p.resp.additional.iter(),
-            );
-            let mut out = Vec::with_capacity(512);
-            let mut enc = BinEncoder::new(&mut out);
-            if matches!(req.protocol(), Protocol::Udp) {
-                enc.set_max_size(p.edns.as_ref().map_or(PLAIN_UDP_LIMIT, Edns::max_payload));
-            }
-            let _ = message.destructive_emit(&mut enc);
-            out.len()
+            encode(req, &p).map_or(0, |b| b.len())
         } else {
             0
         };
@@ -379,16 +389,7 @@ impl RequestHandler for DnsHandler {
         );
         let sent = response_handle.send_response(message).await;
         if observed {
-            observe_request(
-                &router,
-                req,
-                &meta,
-                p.resp.block.clone(),
-                p.resp.plugin,
-                p.resp.failure,
-                response_size,
-                started,
-            );
+            observe_request(&router, req, &p.resp, response_size, started);
         }
         match sent {
             Ok(info) => info,
@@ -404,32 +405,38 @@ impl RequestHandler for DnsHandler {
     }
 }
 
-/// Reports one answered request to the observers of the block that answered it.
-#[allow(clippy::too_many_arguments)]
-fn observe_request(
-    router: &Router,
-    req: &Request,
-    response: &Metadata,
-    block: Option<(usize, Name)>,
-    plugin: &'static str,
-    failure: Option<&'static str>,
-    response_size: usize,
-    started: Instant,
-) {
-    let Some((index, zone)) = block else { return };
-    let Some(b) = router.blocks.get(index) else { return };
-    if b.observers.is_empty() {
+/// Reports one answered request to the observers of the block that answered it. A request no
+/// block took is counted (metrics only) under the zone `dropped`, by the first block that has
+/// metrics.
+fn observe_request(router: &Router, req: &Request, resp: &Response, response_size: usize, started: Instant) {
+    let (observers, zone) = match &resp.block {
+        Some((index, zone)) => match router.blocks.get(*index) {
+            Some(b) => (b.observers.clone(), zone.to_string()),
+            None => return,
+        },
+        None => match router.blocks.iter().find_map(|b| b.observers.metrics.clone()) {
+            Some(metrics) => (
+                Observers {
+                    metrics: Some(metrics),
+                    ..Observers::default()
+                },
+                observe::UNROUTED_ZONE.to_owned(),
+            ),
+            None => return,
+        },
+    };
+    if observers.is_empty() {
         return;
     }
     let query = match req.queries.queries() {
         [q] => Some(q.original()),
         _ => None,
     };
-    b.observers.observe(
+    observers.observe(
         &router.server,
-        &zone.to_string(),
+        &zone,
         &Exchange {
-            client: req.src(),
+            client: observe::canonical_client(req.src()),
             proto: if matches!(req.protocol(), Protocol::Udp) {
                 Proto::Udp
             } else {
@@ -440,11 +447,12 @@ fn observe_request(
             dnssec_ok: req.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok),
             bufsize: req.edns.as_ref().map_or(PLAIN_UDP_LIMIT, |e| e.max_payload()),
             request_size: req.as_slice().len(),
-            response,
+            response: &resp.meta,
             response_size,
+            answers: resp.answers.len(),
             elapsed: started.elapsed(),
-            plugin,
-            failure,
+            plugin: resp.plugin,
+            failure: resp.failure,
         },
     );
 }

@@ -34,6 +34,8 @@ pub struct Exchange<'a> {
     pub response: &'a Metadata,
     /// Response size in bytes.
     pub response_size: usize,
+    /// Records in the response's answer section.
+    pub answers: usize,
     /// Time from the request to the encoded response.
     pub elapsed: Duration,
     /// The plugin that wrote the response (`""`: the server itself).
@@ -82,7 +84,7 @@ impl Observers {
             errors.report(rcode, name, qtype, reason);
         }
         if let (Some(log), Some((name, qtype, qclass))) = (&self.log, x.query)
-            && log.wants(&name.to_lowercase(), rcode)
+            && log.wants(&name.to_lowercase(), rcode, x.answers == 0)
         {
             let qtype = qtype.to_string();
             let qclass = qclass.to_string();
@@ -140,10 +142,47 @@ fn opcode_label(op: OpCode) -> &'static str {
     }
 }
 
-/// The rcode a request that never reached a block gets counted under.
+/// The zone label of a request no server block took (CoreDNS's `dropped`).
 pub const UNROUTED_ZONE: &str = "dropped";
+
+/// A client address as the labels and log lines show it: an IPv4 client reaching a dual-stack
+/// socket (`::ffff:10.0.0.1`) is the IPv4 client it is.
+pub fn canonical_client(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(v4.into(), v6.port()),
+            None => addr,
+        },
+        v4 => v4,
+    }
+}
 
 /// True for the rcodes the chain produces only when it failed.
 pub fn is_failure(rcode: ResponseCode) -> bool {
     matches!(rcode, ResponseCode::ServFail | ResponseCode::Refused)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv4_clients_of_a_dual_stack_socket_are_ipv4() {
+        let mapped: SocketAddr = "[::ffff:10.0.0.1]:5300".parse().unwrap();
+        assert_eq!(
+            canonical_client(mapped),
+            "10.0.0.1:5300".parse::<SocketAddr>().unwrap()
+        );
+        let v6: SocketAddr = "[2001:db8::1]:53".parse().unwrap();
+        assert_eq!(canonical_client(v6), v6);
+    }
+
+    #[test]
+    fn response_flags_in_coredns_order() {
+        let mut m = Metadata::new(1, hickory_proto::op::MessageType::Response, OpCode::Query);
+        m.authoritative = true;
+        m.recursion_desired = true;
+        m.truncation = true;
+        assert_eq!(flags(&m), "qr,aa,tc,rd");
+    }
 }

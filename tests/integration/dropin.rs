@@ -409,6 +409,28 @@ async fn kubeadm_corefile_end_to_end_with_probes_and_metrics() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(programmed, 1.0, "programming duration observed once");
+    // /health probes itself once a second, as CoreDNS's does.
+    let mut probes = 0.0;
+    for _ in 0..100 {
+        probes = sum(
+            &scrape(metrics).await,
+            "coredns_health_request_duration_seconds_count",
+            &[],
+        );
+        if probes >= 1.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(probes >= 1.0, "no /health self-probe recorded");
+    assert_eq!(
+        sum(
+            &scrape(metrics).await,
+            "coredns_health_request_failures_total",
+            &[]
+        ),
+        0.0
+    );
     running.stop().await.unwrap();
 }
 

@@ -1,6 +1,9 @@
 //! The `health` plugin: `GET /health` answers 200 `OK` while the process runs (never tied to
 //! the API server, so a control-plane outage cannot restart every replica), and
-//! `lameduck DURATION` keeps DNS answering that long after SIGTERM.
+//! `lameduck DURATION` keeps DNS answering that long after SIGTERM. As CoreDNS's, it probes its
+//! own `/health` once a second and exports how long that took
+//! (`coredns_health_request_duration_seconds`) and how often it failed
+//! (`coredns_health_request_failures_total`).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -44,6 +47,67 @@ pub fn parse(d: &Directive) -> Result<HealthConfig, CorefileError> {
         }
     }
     Ok(HealthConfig { addr, lameduck })
+}
+
+/// The health plugin's metric families (registered once per process).
+#[derive(Debug, Clone)]
+pub struct HealthMetrics {
+    duration: prometheus::Histogram,
+    failures: prometheus::IntCounter,
+}
+
+impl HealthMetrics {
+    /// Registers the families in `registry`.
+    pub fn register(registry: &prometheus::Registry) -> Result<Self, prometheus::Error> {
+        let duration = prometheus::Histogram::with_opts(
+            prometheus::HistogramOpts::new(
+                "coredns_health_request_duration_seconds",
+                "Histogram of the time (in seconds) each request took.",
+            )
+            .buckets(prometheus::exponential_buckets(0.00025, 10.0, 5)?),
+        )?;
+        let failures = prometheus::IntCounter::new(
+            "coredns_health_request_failures_total",
+            "The number of times the health check failed.",
+        )?;
+        registry.register(Box::new(duration.clone()))?;
+        registry.register(Box::new(failures.clone()))?;
+        Ok(Self { duration, failures })
+    }
+}
+
+/// How often `/health` probes itself.
+pub const SELF_PROBE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Probes `GET /health` on `addr` every second, recording each probe's time or its failure.
+/// Runs until the task is aborted.
+pub async fn self_probe(addr: SocketAddr, metrics: HealthMetrics) {
+    let mut tick = tokio::time::interval(SELF_PROBE_INTERVAL);
+    loop {
+        tick.tick().await;
+        let started = std::time::Instant::now();
+        match tokio::time::timeout(SELF_PROBE_INTERVAL, probe_once(addr)).await {
+            Ok(Ok(true)) => metrics.duration.observe(started.elapsed().as_secs_f64()),
+            _ => metrics.failures.inc(),
+        }
+    }
+}
+
+/// One `GET /health`: true on a 200 answer.
+async fn probe_once(addr: SocketAddr) -> std::io::Result<bool> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let target = match addr.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv6() => {
+            SocketAddr::from(([0, 0, 0, 0, 0, 0, 0, 1], addr.port()))
+        }
+        ip if ip.is_unspecified() => SocketAddr::from(([127, 0, 0, 1], addr.port())),
+        _ => addr,
+    };
+    let mut s = tokio::net::TcpStream::connect(target).await?;
+    s.write_all(b"GET /health HTTP/1.0\r\n\r\n").await?;
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).await?;
+    Ok(head.starts_with(b"HTTP/1.") && &head[9..12] == b"200")
 }
 
 /// The `/health` router.

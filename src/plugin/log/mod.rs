@@ -34,9 +34,11 @@ impl Classes {
         error: true,
     };
 
-    /// True when an answer with `rcode` is logged.
-    pub fn includes(&self, rcode: ResponseCode) -> bool {
+    /// True when an answer with `rcode` is logged; `nodata` is a NOERROR without answer
+    /// records, which CoreDNS classes as a denial.
+    pub fn includes(&self, rcode: ResponseCode, nodata: bool) -> bool {
         match rcode {
+            ResponseCode::NoError if nodata => self.denial,
             ResponseCode::NoError => self.success,
             ResponseCode::NXDomain => self.denial,
             _ => self.error,
@@ -165,8 +167,8 @@ impl QueryLog {
     }
 
     /// True when a query for `lower` (lower-case) answered with `rcode` is logged.
-    pub fn wants(&self, lower: &hickory_proto::rr::Name, rcode: ResponseCode) -> bool {
-        self.config.classes.includes(rcode)
+    pub fn wants(&self, lower: &hickory_proto::rr::Name, rcode: ResponseCode, nodata: bool) -> bool {
+        self.config.classes.includes(rcode, nodata)
             && (self.names.is_empty() || self.names.iter().any(|n| n.zone_of(lower)))
     }
 
@@ -282,7 +284,12 @@ mod tests {
         assert_eq!((c.names.len(), c.classes), (0, Classes::ALL));
         let c = cfg(" log example.org {\n  class denial error\n }").unwrap();
         assert_eq!(c.names, ["example.org."]);
-        assert!(!c.classes.includes(ResponseCode::NoError) && c.classes.includes(ResponseCode::NXDomain));
+        assert!(
+            !c.classes.includes(ResponseCode::NoError, false)
+                && c.classes.includes(ResponseCode::NXDomain, false)
+        );
+        // NODATA is a denial, as CoreDNS classes it.
+        assert!(c.classes.includes(ResponseCode::NoError, true));
         assert!(
             cfg(" log {\n  class sometimes\n }")
                 .unwrap_err()

@@ -2,7 +2,7 @@
 //! such as a resolv.conf naming 127.0.0.53 whose resolver forwards to us) and, unlike CoreDNS,
 //! does not exit: the looping upstream is taken out of use, the cluster zone keeps being
 //! served, the cause is logged once with the fix, and [`LoopStatus`] reports it (for metrics
-//! and, later, `/ready`). See this folder's README.
+//! and `/ready`). See this folder's README.
 //!
 //! Method: once the listeners are up, [`handler::run_probes`] sends each upstream of the
 //! block's `forward` a `HINFO <random>.<random>.<zone>` query whose name only this process
