@@ -167,7 +167,15 @@ fn demo_on_free_port() -> PathBuf {
     let dir = support::temp_dir("demo");
     let corefile = std::fs::read_to_string(repo().join("config/Corefile.demo")).unwrap();
     assert!(corefile.contains(".:1053"), "the demo serves port 1053");
-    std::fs::write(dir.join("Corefile"), corefile.replace(".:1053", ".:0")).unwrap();
+    let mut corefile = corefile.replace(".:1053", ".:0");
+    for port in ["18080", "18181", "19153"] {
+        assert!(
+            corefile.contains(&format!("127.0.0.1:{port}\n")),
+            "the demo serves HTTP on {port}"
+        );
+        corefile = corefile.replace(&format!("127.0.0.1:{port}\n"), "127.0.0.1:0\n");
+    }
+    std::fs::write(dir.join("Corefile"), corefile).unwrap();
     std::fs::copy(
         repo().join("config/demo-cluster.yaml"),
         dir.join("demo-cluster.yaml"),
@@ -178,11 +186,37 @@ fn demo_on_free_port() -> PathBuf {
 
 #[test]
 fn dig_answers_the_demo_cluster() {
-    let server = Server::start(&demo_on_free_port());
+    let mut server = Server::start(&demo_on_free_port());
     let a = server.addr;
+    // The probes and metrics the README's quick start curls.
+    let (health, ready, metrics) = (
+        server.wait_http("/health"),
+        server.wait_http("/ready"),
+        server.wait_http("/metrics"),
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use crate::dropin::http_get;
+        assert_eq!(http_get(health, "/health").await, (200, "OK".to_owned()));
+        assert_eq!(http_get(ready, "/ready").await, (200, "OK".to_owned()));
+        assert!(
+            http_get(metrics, "/metrics")
+                .await
+                .1
+                .contains("coredns_build_info{")
+        );
+    });
 
     let out = dig(a, &["+short", "web.default.svc.cluster.local"]);
     assert_eq!(out.trim(), "10.96.100.10");
+    let counted = rt.block_on(crate::dropin::http_get(metrics, "/metrics")).1;
+    assert!(
+        counted.contains("coredns_dns_requests_total{family=\"1\",proto=\"udp\",server=\"dns://127.0.0.1:0\",type=\"A\",view=\"\",zone=\".\"} 1"),
+        "{counted}"
+    );
 
     let full = dig(a, &["web.default.svc.cluster.local"]);
     assert!(
