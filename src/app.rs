@@ -31,7 +31,7 @@ use crate::plugin::log::QueryLog;
 use crate::plugin::loop_detect::{self, LoopStatus};
 use crate::plugin::metrics::{DnsMetrics, PluginMetrics};
 use crate::plugin::ready::{Readiness, ReadinessCheck};
-use crate::plugin::reload::ChangeDetector;
+use crate::plugin::reload::{ChangeDetector, ReloadMetrics};
 use crate::plugin::{Chain, health};
 use crate::server::observe::Observers;
 use crate::server::{self, BlockRoute, Router, RouterCell, ServerError};
@@ -65,6 +65,9 @@ pub enum StartError {
     /// The metrics registry refused a metric (a bug).
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
+    /// A reloaded Corefile is not UTF-8 text.
+    #[error("{}: the Corefile is not UTF-8 text", .0.display())]
+    NotUtf8(std::path::PathBuf),
     /// A reloaded Corefile is not valid.
     #[error(transparent)]
     Corefile(#[from] CorefileError),
@@ -78,17 +81,13 @@ struct Shared {
     plugin_metrics: PluginMetrics,
     health_metrics: health::HealthMetrics,
     readiness: Readiness,
-    reload_failed: prometheus::IntCounter,
+    reload: ReloadMetrics,
 }
 
 impl Shared {
     fn new() -> Result<Self, StartError> {
         let metrics = DnsMetrics::new()?;
-        let reload_failed = prometheus::IntCounter::new(
-            "coredns_reload_failed_total",
-            "Counter of the number of failed reload attempts.",
-        )?;
-        metrics.registry().register(Box::new(reload_failed.clone()))?;
+        let reload = ReloadMetrics::register(metrics.registry())?;
         let plugin_metrics = PluginMetrics::register(metrics.registry())?;
         let health_metrics = health::HealthMetrics::register(metrics.registry())?;
         Ok(Self {
@@ -96,7 +95,7 @@ impl Shared {
             plugin_metrics,
             health_metrics,
             readiness: Readiness::default(),
-            reload_failed,
+            reload,
         })
     }
 }
@@ -549,6 +548,9 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
 /// As [`start`]; a reloaded Corefile's keys without a port get `default_port` (`-dns.port`).
 pub async fn start_with_port(config: &Config, default_port: u16) -> Result<Running, StartError> {
     let shared = Shared::new()?;
+    if let Ok(text) = std::fs::read(&config.path) {
+        shared.reload.running(&text);
+    }
     let generation = build(config.clone(), &shared, &[]).await?;
     let mut listeners = BTreeMap::new();
     for (key, router) in &generation.routers {
@@ -605,19 +607,20 @@ async fn reload_loop(inner: Weak<Inner>, path: std::path::PathBuf, cfg: crate::p
             continue;
         };
         let Some(inner) = inner.upgrade() else { return };
-        let parsed = String::from_utf8(text)
-            .map_err(|_| StartError::Zone("the Corefile is not UTF-8".to_owned()))
-            .and_then(|t| Corefile::parse_str(&t, &path).map_err(StartError::from))
-            .and_then(|cf| Config::from_corefile(&cf, &path, inner.default_port).map_err(StartError::from));
-        match parsed {
-            Ok(config) => {
-                if let Err(e) = apply(&inner, config).await {
-                    inner.shared.reload_failed.inc();
-                    tracing::error!("reload: {e}; the running configuration keeps serving");
-                }
-            }
+        let parsed = match std::str::from_utf8(&text) {
+            Ok(t) => Corefile::parse_str(t, &path)
+                .and_then(|cf| Config::from_corefile(&cf, &path, inner.default_port))
+                .map_err(StartError::from),
+            Err(_) => Err(StartError::NotUtf8(path.clone())),
+        };
+        let applied = match parsed {
+            Ok(config) => apply(&inner, config).await,
+            Err(e) => Err(e),
+        };
+        match applied {
+            Ok(()) => inner.shared.reload.running(&text),
             Err(e) => {
-                inner.shared.reload_failed.inc();
+                inner.shared.reload.failed();
                 tracing::error!("reload: {e}; the running configuration keeps serving");
             }
         }

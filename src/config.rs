@@ -380,6 +380,27 @@ mod tests {
         assert!(e.contains("already served") && e.contains("Corefile:3"), "{e}");
     }
 
+    /// The older kubeadm form (bare `cache 30`) and the coredns/deployment template (no `pods`,
+    /// no `ttl`) load too.
+    #[test]
+    fn older_kubeadm_and_deployment_template_forms() {
+        let older = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/Corefile"))
+            .unwrap()
+            .replace(
+                "    cache 30 {\n       disable success cluster.local\n       disable denial cluster.local\n    }\n",
+                "    cache 30\n",
+            );
+        assert!(older.contains("    cache 30\n"));
+        let c = parse(&older).unwrap();
+        let cache = c.blocks[0].cache.as_ref().unwrap();
+        assert_eq!(cache.success.max_ttl, Duration::from_secs(30));
+        let template = older
+            .replace("       pods insecure\n", "")
+            .replace("       ttl 30\n", "");
+        let c = parse(&template).unwrap();
+        assert_eq!(c.blocks[0].kubernetes.as_ref().unwrap().ttl, 5);
+    }
+
     /// kubeadm's Corefile (`config/Corefile`) as shipped: every directive is accepted and lands
     /// where it should.
     #[test]

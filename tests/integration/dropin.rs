@@ -367,6 +367,19 @@ async fn kubeadm_corefile_end_to_end_with_probes_and_metrics() {
             "{family} is exported"
         );
     }
+    // The running Corefile's SHA-512, and the process metrics the dashboards' CPU and memory
+    // panels read.
+    let sha = sha512_hex(corefile.as_bytes());
+    assert_eq!(
+        sum(
+            &after,
+            "coredns_reload_version_info",
+            &["hash=\"sha512\"", &format!("value=\"{sha}\"")]
+        ),
+        1.0
+    );
+    assert!(sum(&after, "process_resident_memory_bytes", &[]) > 1e6);
+    assert!(after.keys().any(|k| k.starts_with("process_cpu_seconds_total")));
     // A change of an EndpointSlice after the sync is timed from its trigger annotation.
     let mut slice = fake
         .get(fake_apiserver::Resource::EndpointSlices, "default", "kubernetes")
@@ -504,6 +517,11 @@ fn sigterm_lameduck_loses_no_query() {
         tokio::time::sleep_until((term_at + Duration::from_secs(2)).into()).await;
         stop.store(true, Ordering::Relaxed);
         loop_task.await.unwrap();
+        eprintln!(
+            "lameduck: /ready 503 after {turned:?}; {} queries answered, {} failed",
+            ok.load(Ordering::Relaxed),
+            failed.load(Ordering::Relaxed)
+        );
         assert_eq!(
             failed.load(Ordering::Relaxed),
             0,
@@ -605,6 +623,25 @@ async fn reload_applies_a_changed_corefile_and_refuses_a_broken_one() {
         )
         .await;
     }
+    let v2 = sha512_hex(good(7).as_bytes());
+    let mut versioned = false;
+    for _ in 0..100 {
+        let m = scrape(metrics).await;
+        if sum(&m, "coredns_reload_version_info", &[&format!("value=\"{v2}\"")]) == 1.0 {
+            assert_eq!(
+                sum(&m, "coredns_reload_version_info", &[]),
+                1.0,
+                "one version series"
+            );
+            versioned = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        versioned,
+        "coredns_reload_version_info names the reloaded Corefile"
+    );
     swap_to(3);
     let mut refused = false;
     for _ in 0..400 {
@@ -628,8 +665,21 @@ async fn reload_applies_a_changed_corefile_and_refuses_a_broken_one() {
         7,
         "the last good Corefile keeps serving"
     );
+    eprintln!(
+        "reload: {} queries answered through two reloads (one refused), {} failed",
+        answered.load(Ordering::Relaxed),
+        failed.load(Ordering::Relaxed)
+    );
     assert_eq!(failed.load(Ordering::Relaxed), 0, "failed queries during reloads");
     running.stop().await.unwrap();
+}
+
+fn sha512_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha512::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The exposition parser itself rejects what is not exposition format.

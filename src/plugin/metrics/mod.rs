@@ -221,6 +221,12 @@ impl DnsMetrics {
         build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION"), "", "rust"])
             .set(1.0);
+        // process_cpu_seconds_total, process_resident_memory_bytes, ...: the CoreDNS dashboard's
+        // CPU and memory panels read them.
+        #[cfg(target_os = "linux")]
+        registry.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(responses.clone()),

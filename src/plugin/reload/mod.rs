@@ -54,6 +54,47 @@ pub fn parse(d: &Directive) -> Result<ReloadConfig, CorefileError> {
     Ok(c)
 }
 
+/// The reload plugin's metrics, registered once per process.
+#[derive(Debug, Clone)]
+pub struct ReloadMetrics {
+    failed: prometheus::IntCounter,
+    version: prometheus::GaugeVec,
+}
+
+impl ReloadMetrics {
+    /// Registers `coredns_reload_failed_total` and `coredns_reload_version_info` in `registry`.
+    pub fn register(registry: &prometheus::Registry) -> Result<Self, prometheus::Error> {
+        let failed = prometheus::IntCounter::new(
+            "coredns_reload_failed_total",
+            "Counter of the number of failed reload attempts.",
+        )?;
+        let version = prometheus::GaugeVec::new(
+            prometheus::Opts::new(
+                "coredns_reload_version_info",
+                "A metric with a constant '1' value labeled by hash, and value which type of hash generated.",
+            ),
+            &["hash", "value"],
+        )?;
+        registry.register(Box::new(failed.clone()))?;
+        registry.register(Box::new(version.clone()))?;
+        Ok(Self { failed, version })
+    }
+
+    /// A reload was refused.
+    pub fn failed(&self) {
+        self.failed.inc();
+    }
+
+    /// `corefile` is the running Corefile: its SHA-512 becomes the one version series.
+    pub fn running(&self, corefile: &[u8]) {
+        use sha2::Digest as _;
+        let digest = sha2::Sha512::digest(corefile);
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        self.version.reset();
+        self.version.with_label_values(&["sha512", &hex]).set(1.0);
+    }
+}
+
 /// Tells whether the Corefile at a path changed since the last look.
 #[derive(Debug)]
 pub struct ChangeDetector {
