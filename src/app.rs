@@ -174,7 +174,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
                 Err(_) => server::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port)).await?,
             },
         };
-        let addr = sockets.0.local_addr().map_err(|source| ServerError::Bind {
+        let addr = sockets.local_addr().map_err(|source| ServerError::Bind {
             addr: format!("{ip:?}:{port}"),
             source,
         })?;
