@@ -6,12 +6,14 @@
 //! drops every later section), and additional records that do not fit are dropped without TC
 //! (RFC 2181 §9: glue is optional). The OPT goes last, into its reserved space. Records are
 //! written with hickory-proto's encoder and name compression; a record that does not fit is
-//! rolled back, so what is sent is exactly the records that fitted.
+//! rolled back, so what is sent is exactly the records that fitted. An A or AAAA record owned by
+//! the question's name (as the client spelt it) gets a pointer to the question as its owner,
+//! written directly: the common answer, and hickory-proto's compression never matched it.
 
 use hickory_proto::ProtoError;
 use hickory_proto::op::{Edns, Header, HeaderCounts, Metadata};
 use hickory_proto::rr::Record;
-use hickory_proto::serialize::binary::BinEncoder;
+use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 
 /// Wire size of an OPT record without options.
 pub const OPT_LEN: usize = 11;
@@ -42,13 +44,63 @@ enum Section {
     Cut(u16),
 }
 
-fn emit_section(enc: &mut BinEncoder<'_>, records: &[Record]) -> Result<Section, ProtoError> {
-    let n = match enc.emit_all(records.iter()) {
-        Ok(n) => return Ok(Section::All(count(n)?)),
-        Err(ProtoError::NotAllRecordsWritten { count, .. }) => count,
-        Err(e) => return Err(e),
-    };
-    Ok(Section::Cut(count(n)?))
+fn emit_section(enc: &mut BinEncoder<'_>, records: &[Record], qname: bool) -> Result<Section, ProtoError> {
+    for (i, r) in records.iter().enumerate() {
+        let start = enc.offset();
+        let written = if qname && owner_is_qname(r, enc) {
+            emit_address_at_qname(enc, r)
+        } else {
+            enc.emit_all(std::iter::once(r)).map(|_| ())
+        };
+        match written {
+            Ok(()) => {}
+            Err(ProtoError::NotAllRecordsWritten { .. }) => return Ok(Section::Cut(count(i)?)),
+            Err(ProtoError::MaxBufferSizeExceeded(_)) => {
+                enc.set_offset(start);
+                return Ok(Section::Cut(count(i)?));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Section::All(count(records.len())?))
+}
+
+/// Offset of the question's name: right after the header.
+const QNAME_AT: usize = 12;
+
+/// True for an A or AAAA record whose owner is spelt exactly as the question's name (the common
+/// answer): it is written with a pointer to the question, without hickory-proto's name
+/// compression search.
+fn owner_is_qname(r: &Record, enc: &BinEncoder<'_>) -> bool {
+    use hickory_proto::rr::RData;
+    if !matches!(r.data, RData::A(_) | RData::AAAA(_)) {
+        return false;
+    }
+    let wire = enc.slice_of(QNAME_AT, enc.offset());
+    let mut at = 0;
+    for label in r.name.iter() {
+        let len = label.len();
+        match wire.get(at..at + 1 + len) {
+            Some([l, rest @ ..]) if usize::from(*l) == len && rest == label => at += 1 + len,
+            _ => return false,
+        }
+    }
+    wire.get(at) == Some(&0)
+}
+
+/// Writes an A/AAAA record as hickory-proto's `Record::emit` does, the owner as a pointer to the
+/// question's name.
+fn emit_address_at_qname(enc: &mut BinEncoder<'_>, r: &Record) -> Result<(), ProtoError> {
+    // 0xC000 | offset: a compression pointer (RFC 1035 §4.1.4).
+    enc.emit_u16(0xC000 | QNAME_AT as u16)?;
+    r.record_type().emit(enc)?;
+    r.dns_class.emit(enc)?;
+    enc.emit_u32(r.ttl)?;
+    let place = enc.place::<u16>()?;
+    r.data.emit(enc)?;
+    let len = enc.len_since_place(&place);
+    place.replace(enc, u16::try_from(len).unwrap_or(u16::MAX))?;
+    Ok(())
 }
 
 fn count(n: usize) -> Result<u16, ProtoError> {
@@ -69,6 +121,8 @@ pub fn encode(parts: &Parts<'_>, limit: u16, out: &mut Vec<u8>) -> Result<Header
     if parts.query_count > 0 {
         enc.store_label_pointer(start, start + parts.question.len());
     }
+    // Records owned by the question's name may point at it (only when it is at QNAME_AT).
+    let qname = parts.query_count > 0 && start == QNAME_AT;
     let mut counts = HeaderCounts {
         queries: count(parts.query_count)?,
         answers: 0,
@@ -81,21 +135,21 @@ pub fn encode(parts: &Parts<'_>, limit: u16, out: &mut Vec<u8>) -> Result<Header
         truncated = true;
     } else {
         enc.set_max_size(records_max);
-        match emit_section(&mut enc, parts.answers)? {
+        match emit_section(&mut enc, parts.answers, qname)? {
             Section::Cut(n) => {
                 counts.answers = n;
                 truncated = true;
             }
             Section::All(n) => {
                 counts.answers = n;
-                match emit_section(&mut enc, parts.authority)? {
+                match emit_section(&mut enc, parts.authority, qname)? {
                     Section::Cut(n) => {
                         counts.authorities = n;
                         truncated = true;
                     }
                     Section::All(n) => {
                         counts.authorities = n;
-                        counts.additionals = match emit_section(&mut enc, parts.additional)? {
+                        counts.additionals = match emit_section(&mut enc, parts.additional, qname)? {
                             Section::All(n) | Section::Cut(n) => n,
                         };
                     }
@@ -108,7 +162,7 @@ pub fn encode(parts: &Parts<'_>, limit: u16, out: &mut Vec<u8>) -> Result<Header
         // The extended rcode's high bits travel in the OPT.
         let mut edns = edns.clone();
         edns.set_rcode_high(parts.meta.response_code.high());
-        match emit_section(&mut enc, std::slice::from_ref(&Record::from(&edns)))? {
+        match emit_section(&mut enc, std::slice::from_ref(&Record::from(&edns)), false)? {
             Section::All(n) => counts.additionals += n,
             Section::Cut(_) => truncated = true,
         }
@@ -226,5 +280,37 @@ mod tests {
         let limit = smallest_fitting(4, None);
         let (a, add, _, tc, _) = run(&many(6), &many(1), None, limit);
         assert_eq!((a, add, tc), (4, 0, true));
+    }
+
+    #[test]
+    fn answers_owned_by_the_question_point_at_it() {
+        let q = question();
+        let records = many(3);
+        let parts = Parts {
+            meta: meta(),
+            query_count: 1,
+            question: &q,
+            answers: &records,
+            authority: &[],
+            additional: &[],
+            edns: None,
+        };
+        let mut out = Vec::new();
+        encode(&parts, 512, &mut out).unwrap();
+        // Header, question, and 16 bytes per A record: the owner is a 2-byte pointer.
+        assert_eq!(out.len(), 12 + q.len() + 3 * 16);
+        let m = Message::from_bytes(&out).unwrap();
+        assert_eq!(m.answers, records);
+        // Another spelling of the name is written out, not pointed at.
+        let other = Name::from_ascii("H.ns.svc.cluster.local.").unwrap();
+        let mut upper = many(1);
+        upper[0].name = other.clone();
+        let parts = Parts {
+            answers: &upper,
+            ..parts
+        };
+        encode(&parts, 512, &mut out).unwrap();
+        let m = Message::from_bytes(&out).unwrap();
+        assert!(m.answers[0].name.eq_case(&other));
     }
 }
