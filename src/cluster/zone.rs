@@ -28,12 +28,29 @@ pub struct ServiceEntry {
     pub service: Option<ServiceInfo>,
     /// The slices that name this service, keyed by slice name (sorted, so answers are stable).
     pub slices: BTreeMap<Arc<str>, Arc<SliceInfo>>,
+    /// Every ready endpoint address of the slices, duplicates removed, in slice, endpoint and
+    /// address order: the headless A/AAAA answer, prepared when the entry changes.
+    pub ready_ips: Vec<IpAddr>,
 }
 
 impl ServiceEntry {
     /// True when no slice of this service has a ready address.
     pub fn has_no_ready_addresses(&self) -> bool {
         self.slices.values().all(|s| s.endpoints.is_empty())
+    }
+
+    /// Recomputes what is prepared from the slices ([`ServiceEntry::ready_ips`]).
+    fn prepare(&mut self) {
+        // A set, not `contains`: services can have thousands of endpoints.
+        let mut seen = std::collections::HashSet::new();
+        self.ready_ips = self
+            .slices
+            .values()
+            .flat_map(|s| s.endpoints.iter())
+            .flat_map(|e| e.addresses.iter())
+            .copied()
+            .filter(|ip| seen.insert(*ip))
+            .collect();
     }
 
     fn is_empty(&self) -> bool {
@@ -317,6 +334,7 @@ impl ClusterZone {
         let old = map.get(name).map(|e| e.clone());
         let mut new = old.as_deref().cloned().unwrap_or_default();
         change(&mut new);
+        new.prepare();
         if old.as_deref() == Some(&new) {
             return;
         }
@@ -475,5 +493,23 @@ mod tests {
         z.serial.store(3, Ordering::Relaxed);
         z.apply_service(svc("n", "x", ServiceKind::Headless));
         assert_eq!(z.serial(), 3);
+    }
+
+    #[test]
+    fn ready_ips_are_prepared_deduplicated_in_order() {
+        let z = ClusterZone::new();
+        z.apply_slice(slice("n", "b", Some("hd"), &["10.0.0.3", "10.0.0.1"]));
+        z.apply_slice(slice("n", "a", Some("hd"), &["10.0.0.2", "10.0.0.3"]));
+        let ips: Vec<String> = z
+            .service("n", "hd")
+            .unwrap()
+            .ready_ips
+            .iter()
+            .map(|ip| ip.to_string())
+            .collect();
+        // Slice "a" before "b"; 10.0.0.3 once.
+        assert_eq!(ips, ["10.0.0.2", "10.0.0.3", "10.0.0.1"]);
+        z.delete_slice("n", "a");
+        assert_eq!(z.service("n", "hd").unwrap().ready_ips.len(), 2);
     }
 }
