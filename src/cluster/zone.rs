@@ -18,6 +18,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use dashmap::DashMap;
 
+/// The maps' hasher: foldhash, seeded per map. Every query hashes a namespace and a service name
+/// two or three times, and SipHash was a visible part of that.
+type Hasher = foldhash::fast::RandomState;
+/// A concurrent map with [`Hasher`].
+type Map<K, V> = DashMap<K, V, Hasher>;
+
 use super::model::{PodInfo, ServiceInfo, ServiceKind, SliceInfo};
 
 /// Everything DNS knows about one Service name in one namespace: the Service (if it exists yet)
@@ -92,7 +98,7 @@ pub struct ReverseOwner {
     pub cluster_ip: bool,
 }
 
-type ServiceMap = DashMap<Arc<str>, Arc<ServiceEntry>>;
+type ServiceMap = Map<Arc<str>, Arc<ServiceEntry>>;
 /// (namespace, name) of an object.
 type ObjectKey = (Arc<str>, Arc<str>);
 
@@ -100,17 +106,17 @@ type ObjectKey = (Arc<str>, Arc<str>);
 #[derive(Debug)]
 pub struct ClusterZone {
     /// Namespaces that exist as Namespace objects.
-    namespaces: DashMap<Arc<str>, ()>,
+    namespaces: Map<Arc<str>, ()>,
     /// Services by namespace, then by name.
-    services: DashMap<Arc<str>, Arc<ServiceMap>>,
+    services: Map<Arc<str>, Arc<ServiceMap>>,
     /// Which service name each slice was last joined to, by (namespace, slice name).
-    slice_owner: DashMap<ObjectKey, Option<Arc<str>>>,
+    slice_owner: Map<ObjectKey, Option<Arc<str>>>,
     /// IP → the services owning it as a ClusterIP or ready endpoint address.
-    reverse: DashMap<IpAddr, Vec<ReverseOwner>>,
+    reverse: Map<IpAddr, Vec<ReverseOwner>>,
     /// Pod (namespace, name) → its IP, for updates and deletes.
-    pods: DashMap<ObjectKey, IpAddr>,
+    pods: Map<ObjectKey, IpAddr>,
     /// (namespace, pod IP) → number of live pods with that IP.
-    pod_ips: DashMap<(Arc<str>, IpAddr), u32>,
+    pod_ips: Map<(Arc<str>, IpAddr), u32>,
     serial: AtomicU32,
     synced: AtomicBool,
 }
@@ -133,12 +139,12 @@ impl ClusterZone {
     /// An empty zone that has not synced.
     pub fn new() -> Self {
         Self {
-            namespaces: DashMap::new(),
-            services: DashMap::new(),
-            slice_owner: DashMap::new(),
-            reverse: DashMap::new(),
-            pods: DashMap::new(),
-            pod_ips: DashMap::new(),
+            namespaces: Map::default(),
+            services: Map::default(),
+            slice_owner: Map::default(),
+            reverse: Map::default(),
+            pods: Map::default(),
+            pod_ips: Map::default(),
             serial: AtomicU32::new(unix_now()),
             synced: AtomicBool::new(false),
         }
