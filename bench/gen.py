@@ -212,7 +212,7 @@ def write_confs(out, base, fwd, rev, manifests):
     d = os.path.abspath(out)
     with open(os.path.join(out, "Corefile"), "w") as f:
         f.write(corefile(base, manifests))
-    # The two-worker instances of the scaling check (cluster-dns: TOKIO_WORKER_THREADS=2).
+    # The two-worker instances of the scaling check (cluster-dns: CLUSTER_DNS_UDP_WORKERS=2 TOKIO_WORKER_THREADS=2).
     with open(os.path.join(out, "Corefile.2w"), "w") as f:
         f.write(corefile(base + 5, manifests))
     for conf, port, workers, tag in (("knot.conf", base + 1, 1, ""),

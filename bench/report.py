@@ -148,7 +148,7 @@ def section(res):
     o.append("- Versions: " + "; ".join(versions))
     o.append(
         f"- Method: every server pinned to CPU {params.get('server_cpu', 0)} with one worker "
-        "(cluster-dns `TOKIO_WORKER_THREADS=1`, Knot `udp-workers: 1`, NSD `server-count: 1`, "
+        "(cluster-dns `CLUSTER_DNS_UDP_WORKERS=1 TOKIO_WORKER_THREADS=1`, Knot `udp-workers: 1`, NSD `server-count: 1`, "
         "Unbound `num-threads: 1`, dnsmasq is single-threaded), dnsperf pinned to CPU "
         f"{params.get('client_cpu', 1)} with `-c {params.get('clients', '?')} "
         f"-q {params.get('outstanding', '?')} -T 1`, {dur} s per run, {reps} repeats taken "
@@ -245,7 +245,7 @@ def goals(sizes, q, sq, lat, rss):
                  f"{ratio(w2, a)}x{knot} | {verdict(w2 >= 1.7 * a)} |")
         o.append("")
         o.append("Scaling setup: the one-worker figure is the table's (server on CPU 0, dnsperf "
-                 "on CPU 1); the two-worker server (`TOKIO_WORKER_THREADS=2`, Knot "
+                 "on CPU 1); the two-worker server (`CLUSTER_DNS_UDP_WORKERS=2 TOKIO_WORKER_THREADS=2`, Knot "
                  "`udp-workers: 2`) is pinned to CPUs 0,1 and dnsperf stays on CPU 1, so on a "
                  "2-CPU machine the load generator shares a core with the second worker and "
                  "1.7x is out of reach for any server; Knot's ratio is the reference for what "

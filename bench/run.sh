@@ -172,11 +172,11 @@ start() {
     local name=$1 dir=$2 out="$2/$1.log"
     case $name in
         cluster-dns)
-            (cd "$dir" && RUST_LOG=warn TOKIO_WORKER_THREADS=1 exec taskset -c "$SERVER_CPU" \
+            (cd "$dir" && RUST_LOG=warn CLUSTER_DNS_UDP_WORKERS=1 TOKIO_WORKER_THREADS=1 exec taskset -c "$SERVER_CPU" \
                 "$BIN" -conf Corefile) >"$out" 2>&1 &
             ;;
         cluster-dns-2w)
-            (cd "$dir" && RUST_LOG=warn TOKIO_WORKER_THREADS=2 exec taskset -c "$BOTH_CPUS" \
+            (cd "$dir" && RUST_LOG=warn CLUSTER_DNS_UDP_WORKERS=2 TOKIO_WORKER_THREADS=2 exec taskset -c "$BOTH_CPUS" \
                 "$BIN" -conf Corefile.2w) >"$out" 2>&1 &
             ;;
         knot)

@@ -466,7 +466,7 @@ fn readiness_checks(g: &Generation) -> Vec<Arc<dyn ReadinessCheck>> {
     checks
 }
 
-async fn bind_dns(key: ListenKey) -> Result<(tokio::net::UdpSocket, tokio::net::TcpListener), ServerError> {
+async fn bind_dns(key: ListenKey) -> Result<server::Listeners, ServerError> {
     match key {
         (Some(ip), port) => server::bind(SocketAddr::new(ip, port)).await,
         // All interfaces: dual-stack where the host has IPv6, else IPv4 only.
@@ -479,7 +479,7 @@ async fn bind_dns(key: ListenKey) -> Result<(tokio::net::UdpSocket, tokio::net::
 
 async fn listen(key: ListenKey, router: Router) -> Result<Listener, ServerError> {
     let sockets = bind_dns(key).await?;
-    let addr = sockets.0.local_addr().map_err(|source| ServerError::Bind {
+    let addr = sockets.local_addr().map_err(|source| ServerError::Bind {
         addr: format!("{key:?}"),
         source,
     })?;

@@ -18,6 +18,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use dashmap::DashMap;
 
+/// The maps' hasher: foldhash, seeded per map. Every query hashes a namespace and a service name
+/// two or three times, and SipHash was a visible part of that.
+type Hasher = foldhash::fast::RandomState;
+/// A concurrent map with [`Hasher`].
+type Map<K, V> = DashMap<K, V, Hasher>;
+
 use super::model::{PodInfo, ServiceInfo, ServiceKind, SliceInfo};
 
 /// Everything DNS knows about one Service name in one namespace: the Service (if it exists yet)
@@ -28,12 +34,29 @@ pub struct ServiceEntry {
     pub service: Option<ServiceInfo>,
     /// The slices that name this service, keyed by slice name (sorted, so answers are stable).
     pub slices: BTreeMap<Arc<str>, Arc<SliceInfo>>,
+    /// Every ready endpoint address of the slices, duplicates removed, in slice, endpoint and
+    /// address order: the headless A/AAAA answer, prepared when the entry changes.
+    pub ready_ips: Vec<IpAddr>,
 }
 
 impl ServiceEntry {
     /// True when no slice of this service has a ready address.
     pub fn has_no_ready_addresses(&self) -> bool {
         self.slices.values().all(|s| s.endpoints.is_empty())
+    }
+
+    /// Recomputes what is prepared from the slices ([`ServiceEntry::ready_ips`]).
+    fn prepare(&mut self) {
+        // A set, not `contains`: services can have thousands of endpoints.
+        let mut seen = std::collections::HashSet::new();
+        self.ready_ips = self
+            .slices
+            .values()
+            .flat_map(|s| s.endpoints.iter())
+            .flat_map(|e| e.addresses.iter())
+            .copied()
+            .filter(|ip| seen.insert(*ip))
+            .collect();
     }
 
     fn is_empty(&self) -> bool {
@@ -75,7 +98,7 @@ pub struct ReverseOwner {
     pub cluster_ip: bool,
 }
 
-type ServiceMap = DashMap<Arc<str>, Arc<ServiceEntry>>;
+type ServiceMap = Map<Arc<str>, Arc<ServiceEntry>>;
 /// (namespace, name) of an object.
 type ObjectKey = (Arc<str>, Arc<str>);
 
@@ -83,17 +106,17 @@ type ObjectKey = (Arc<str>, Arc<str>);
 #[derive(Debug)]
 pub struct ClusterZone {
     /// Namespaces that exist as Namespace objects.
-    namespaces: DashMap<Arc<str>, ()>,
+    namespaces: Map<Arc<str>, ()>,
     /// Services by namespace, then by name.
-    services: DashMap<Arc<str>, Arc<ServiceMap>>,
+    services: Map<Arc<str>, Arc<ServiceMap>>,
     /// Which service name each slice was last joined to, by (namespace, slice name).
-    slice_owner: DashMap<ObjectKey, Option<Arc<str>>>,
+    slice_owner: Map<ObjectKey, Option<Arc<str>>>,
     /// IP → the services owning it as a ClusterIP or ready endpoint address.
-    reverse: DashMap<IpAddr, Vec<ReverseOwner>>,
+    reverse: Map<IpAddr, Vec<ReverseOwner>>,
     /// Pod (namespace, name) → its IP, for updates and deletes.
-    pods: DashMap<ObjectKey, IpAddr>,
+    pods: Map<ObjectKey, IpAddr>,
     /// (namespace, pod IP) → number of live pods with that IP.
-    pod_ips: DashMap<(Arc<str>, IpAddr), u32>,
+    pod_ips: Map<(Arc<str>, IpAddr), u32>,
     serial: AtomicU32,
     synced: AtomicBool,
 }
@@ -116,12 +139,12 @@ impl ClusterZone {
     /// An empty zone that has not synced.
     pub fn new() -> Self {
         Self {
-            namespaces: DashMap::new(),
-            services: DashMap::new(),
-            slice_owner: DashMap::new(),
-            reverse: DashMap::new(),
-            pods: DashMap::new(),
-            pod_ips: DashMap::new(),
+            namespaces: Map::default(),
+            services: Map::default(),
+            slice_owner: Map::default(),
+            reverse: Map::default(),
+            pods: Map::default(),
+            pod_ips: Map::default(),
             serial: AtomicU32::new(unix_now()),
             synced: AtomicBool::new(false),
         }
@@ -317,6 +340,7 @@ impl ClusterZone {
         let old = map.get(name).map(|e| e.clone());
         let mut new = old.as_deref().cloned().unwrap_or_default();
         change(&mut new);
+        new.prepare();
         if old.as_deref() == Some(&new) {
             return;
         }
@@ -475,5 +499,23 @@ mod tests {
         z.serial.store(3, Ordering::Relaxed);
         z.apply_service(svc("n", "x", ServiceKind::Headless));
         assert_eq!(z.serial(), 3);
+    }
+
+    #[test]
+    fn ready_ips_are_prepared_deduplicated_in_order() {
+        let z = ClusterZone::new();
+        z.apply_slice(slice("n", "b", Some("hd"), &["10.0.0.3", "10.0.0.1"]));
+        z.apply_slice(slice("n", "a", Some("hd"), &["10.0.0.2", "10.0.0.3"]));
+        let ips: Vec<String> = z
+            .service("n", "hd")
+            .unwrap()
+            .ready_ips
+            .iter()
+            .map(|ip| ip.to_string())
+            .collect();
+        // Slice "a" before "b"; 10.0.0.3 once.
+        assert_eq!(ips, ["10.0.0.2", "10.0.0.3", "10.0.0.1"]);
+        z.delete_slice("n", "a");
+        assert_eq!(z.service("n", "hd").unwrap().ready_ips.len(), 2);
     }
 }

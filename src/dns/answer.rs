@@ -125,15 +125,26 @@ impl Resolution {
 pub struct ClusterAnswerer {
     settings: Arc<AnswerSettings>,
     zone: Arc<ClusterZone>,
+    /// (zone, SOA MNAME, SOA RNAME) of every zone, built once.
+    soa_names: Arc<Vec<(Name, Name, Name)>>,
 }
 
 fn is_reverse(zone: &Name) -> bool {
-    let labels: Vec<&[u8]> = zone.iter().collect();
-    matches!(
-        labels.as_slice(),
-        [.., b"in-addr", b"arpa"] | [.., b"ip6", b"arpa"] | [b"arpa"]
-    )
+    let mut labels = zone.iter().rev();
+    match (labels.next(), labels.next()) {
+        (Some(b"arpa"), None) => true,
+        (Some(b"arpa"), Some(second)) => second == b"in-addr" || second == b"ip6",
+        _ => false,
+    }
 }
+
+/// True when a label of `name` has an upper-case ASCII letter (so it needs lower-casing).
+fn has_upper(name: &Name) -> bool {
+    name.iter().any(|l| l.iter().any(u8::is_ascii_uppercase))
+}
+
+/// Labels a name is split into on the stack; longer names (rare) take a `Vec`.
+const INLINE_LABELS: usize = 16;
 
 /// A name made of `labels` followed by `suffix`. The labels come from Kubernetes objects, which
 /// are valid DNS labels; a label that isn't gives `None` and is left out of the answer.
@@ -141,6 +152,14 @@ fn name_under(labels: &[&str], suffix: &Name) -> Option<Name> {
     let mut name = Name::from_labels(labels.iter().map(|l| l.as_bytes())).ok()?;
     name.set_fqdn(false);
     name.append_domain(suffix).ok()
+}
+
+fn record_ip(r: &Record) -> Option<IpAddr> {
+    match &r.data {
+        RData::A(a) => Some(IpAddr::V4(a.0)),
+        RData::AAAA(a) => Some(IpAddr::V6(a.0)),
+        _ => None,
+    }
 }
 
 fn address_record(owner: &Name, ttl: u32, ip: IpAddr) -> Record {
@@ -157,6 +176,13 @@ fn family_matches(qtype: RecordType, ip: &IpAddr) -> bool {
     )
 }
 
+/// The SOA MNAME and RNAME of `zone`.
+fn soa_names(zone: &Name) -> (Name, Name) {
+    let mname = name_under(&["ns", "dns"], zone).unwrap_or_else(|| zone.clone());
+    let rname = name_under(&["hostmaster"], zone).unwrap_or_else(|| zone.clone());
+    (mname, rname)
+}
+
 /// One SRV candidate before duplicates are removed.
 struct SrvCandidate {
     target: Name,
@@ -167,9 +193,18 @@ struct SrvCandidate {
 impl ClusterAnswerer {
     /// An answerer over `zone` with `settings`.
     pub fn new(settings: AnswerSettings, zone: Arc<ClusterZone>) -> Self {
+        let soa_names = settings
+            .zones
+            .iter()
+            .map(|z| {
+                let (mname, rname) = soa_names(z);
+                (z.clone(), mname, rname)
+            })
+            .collect();
         Self {
             settings: Arc::new(settings),
             zone,
+            soa_names: Arc::new(soa_names),
         }
     }
 
@@ -195,15 +230,22 @@ impl ClusterAnswerer {
     /// Answers `qname` (as the client spelt it) for `qtype`. Class, opcode and question count
     /// are the server's business and already checked.
     pub fn answer(&self, qname: &Name, qtype: RecordType) -> Outcome {
-        let lower = qname.to_lowercase();
-        let Some(zone) = self.matching_zone(&lower).cloned() else {
+        // Most clients ask in lower case: copy the name only when it is not.
+        let lowered;
+        let lower = if has_upper(qname) {
+            lowered = qname.to_lowercase();
+            &lowered
+        } else {
+            qname
+        };
+        let Some(zone) = self.matching_zone(lower).cloned() else {
             return Outcome::Fallthrough;
         };
-        let res = self.resolve(qname, &lower, &zone, qtype, 0);
+        let res = self.resolve(qname, lower, &zone, qtype, 0);
         if res.nxdomain
             && res.answers.is_empty()
             && let Some(ft) = &self.settings.fallthrough
-            && (ft.is_empty() || ft.iter().any(|z| z.zone_of(&lower)))
+            && (ft.is_empty() || ft.iter().any(|z| z.zone_of(lower)))
         {
             return Outcome::Fallthrough;
         }
@@ -232,8 +274,10 @@ impl ClusterAnswerer {
     /// The SOA record of `zone` (owner as configured).
     pub fn soa(&self, zone: &Name) -> Record {
         let ttl = self.settings.ttl;
-        let mname = name_under(&["ns", "dns"], zone).unwrap_or_else(|| zone.clone());
-        let rname = name_under(&["hostmaster"], zone).unwrap_or_else(|| zone.clone());
+        let (mname, rname) = match self.soa_names.iter().find(|(z, _, _)| z.eq_case(zone)) {
+            Some((_, m, r)) => (m.clone(), r.clone()),
+            None => soa_names(zone),
+        };
         let soa = SOA::new(mname, rname, self.zone.serial(), 7200, 1800, 86400, ttl);
         Record::from_rdata(zone.clone(), ttl.min(300), RData::SOA(soa))
     }
@@ -248,14 +292,32 @@ impl ClusterAnswerer {
         depth: usize,
     ) -> Resolution {
         let keep = usize::from(lower.num_labels() - zone.num_labels());
-        let labels: Option<Vec<&str>> = lower.iter().map(|l| std::str::from_utf8(l).ok()).collect();
-        let Some(labels) = labels else {
-            return Resolution::nxdomain();
+        let mut inline = [""; INLINE_LABELS];
+        let spilled: Vec<&str>;
+        let labels: &[&str] = if usize::from(lower.num_labels()) <= INLINE_LABELS {
+            let mut n = 0;
+            for (slot, l) in inline.iter_mut().zip(lower.iter()) {
+                let Ok(l) = std::str::from_utf8(l) else {
+                    return Resolution::nxdomain();
+                };
+                *slot = l;
+                n += 1;
+            }
+            &inline[..n]
+        } else {
+            let all: Option<Vec<&str>> = lower.iter().map(|l| std::str::from_utf8(l).ok()).collect();
+            let Some(all) = all else {
+                return Resolution::nxdomain();
+            };
+            spilled = all;
+            &spilled
         };
-        // The zone as the client spelt it: SRV and NS targets are built in it.
-        let zone_spelt = owner.trim_to(usize::from(zone.num_labels()));
+        let zone_labels = usize::from(zone.num_labels());
+        // The zone as the client spelt it: SRV and NS targets are built in it (made only where
+        // they are).
+        let zone_spelt = || owner.trim_to(zone_labels);
         if is_reverse(zone) {
-            return self.resolve_reverse(owner, &labels, keep, zone, qtype);
+            return self.resolve_reverse(owner, labels, keep, zone, qtype);
         }
         let node = ClusterName::parse(&labels[..keep]);
         let ttl = self.settings.ttl;
@@ -264,7 +326,7 @@ impl ClusterAnswerer {
                 RecordType::SOA => Resolution::records(vec![self.soa(zone)]),
                 RecordType::NS => {
                     let mut res = Resolution::nodata();
-                    for (target, glue) in self.name_servers(&zone_spelt) {
+                    for (target, glue) in self.name_servers(&zone_spelt()) {
                         res.answers.push(Record::from_rdata(
                             owner.clone(),
                             ttl,
@@ -291,7 +353,7 @@ impl ClusterAnswerer {
             },
             ClusterName::NsDns => {
                 let ips: Vec<IpAddr> = self
-                    .name_servers(&zone_spelt)
+                    .name_servers(&zone_spelt())
                     .into_iter()
                     .flat_map(|(_, g)| g)
                     .collect();
@@ -315,7 +377,7 @@ impl ClusterAnswerer {
                 self.resolve_pod(owner, namespace, address, qtype)
             }
             ClusterName::Service { namespace, service } => {
-                self.resolve_service(owner, &zone_spelt, namespace, service, qtype, depth)
+                self.resolve_service(owner, zone_labels, namespace, service, qtype, depth)
             }
             ClusterName::Endpoint {
                 namespace,
@@ -327,7 +389,7 @@ impl ClusterAnswerer {
                 service,
                 port,
                 protocol,
-            } => self.resolve_port(owner, &zone_spelt, namespace, service, port, protocol, qtype),
+            } => self.resolve_port(owner, &zone_spelt(), namespace, service, port, protocol, qtype),
             ClusterName::Invalid => Resolution::nxdomain(),
         }
     }
@@ -359,18 +421,14 @@ impl ClusterAnswerer {
         qtype: RecordType,
         ips: impl IntoIterator<Item = IpAddr>,
     ) -> Resolution {
-        let mut seen = Vec::new();
+        let ttl = self.settings.ttl;
+        let mut records: Vec<Record> = Vec::new();
         for ip in ips {
-            if family_matches(qtype, &ip) && !seen.contains(&ip) {
-                seen.push(ip);
+            if family_matches(qtype, &ip) && !records.iter().any(|r| record_ip(r) == Some(ip)) {
+                records.push(address_record(owner, ttl, ip));
             }
         }
-        let ttl = self.settings.ttl;
-        Resolution::records(
-            seen.into_iter()
-                .map(|ip| address_record(owner, ttl, ip))
-                .collect(),
-        )
+        Resolution::records(records)
     }
 
     /// The endpoint name of one address of `ep` (§4.3).
@@ -400,7 +458,7 @@ impl ClusterAnswerer {
     fn resolve_service(
         &self,
         owner: &Name,
-        zone_spelt: &Name,
+        zone_labels: usize,
         namespace: &str,
         service: &str,
         qtype: RecordType,
@@ -417,10 +475,20 @@ impl ClusterAnswerer {
                 self.addresses(owner, qtype, ips.iter().copied())
             }
             (ServiceKind::Headless, RecordType::A | RecordType::AAAA) => {
-                self.addresses(owner, qtype, Self::ready_addresses(&entry).map(|(_, _, ip)| *ip))
+                // Prepared when the entry changed: ready addresses, deduplicated, in order.
+                let ttl = self.settings.ttl;
+                Resolution::records(
+                    entry
+                        .ready_ips
+                        .iter()
+                        .filter(|ip| family_matches(qtype, ip))
+                        .map(|ip| address_record(owner, ttl, *ip))
+                        .collect(),
+                )
             }
             (ServiceKind::ClusterIp(_) | ServiceKind::Headless, RecordType::SRV) => {
-                let candidates = self.srv_candidates(&entry, svc, zone_spelt, |_| true);
+                let zone_spelt = owner.trim_to(zone_labels);
+                let candidates = self.srv_candidates(&entry, svc, &zone_spelt, |_| true);
                 self.srv(owner, candidates)
             }
             (ServiceKind::ExternalName(Some(target)), RecordType::CNAME) => {

@@ -1,111 +1,190 @@
-//! Truncation: how much of an answer fits the client's size limit.
+//! Truncation and encoding: a response encoded once, cut to the client's size limit as it is
+//! written.
 //!
 //! One rule for every response: the question is always kept, space for the OPT record is
-//! reserved, whole records are dropped from the end, answer and authority overflow sets TC, and
-//! additional records that do not fit are dropped without TC (RFC 2181 §9: glue is optional).
-//! The sizes are measured with the same encoder and compression hickory-server uses to send, so
-//! what is measured to fit is what is sent.
+//! reserved, whole records are dropped from the end, answer and authority overflow sets TC (and
+//! drops every later section), and additional records that do not fit are dropped without TC
+//! (RFC 2181 §9: glue is optional). The OPT goes last, into its reserved space. Records are
+//! written with hickory-proto's encoder and name compression; a record that does not fit is
+//! rolled back, so what is sent is exactly the records that fitted. An A or AAAA record owned by
+//! the question's name (as the client spelt it) gets a pointer to the question as its owner,
+//! written directly: the common answer, and hickory-proto's compression never matched it.
 
+use hickory_proto::ProtoError;
+use hickory_proto::op::{Edns, Header, HeaderCounts, Metadata};
 use hickory_proto::rr::Record;
-use hickory_proto::serialize::binary::BinEncoder;
+use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 
 /// Wire size of an OPT record without options.
 pub const OPT_LEN: usize = 11;
-/// Size of the DNS header.
-const HEADER_LEN: usize = 12;
 
-/// How many records of each section fit, and whether TC must be set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fit {
-    /// Answer records that fit.
-    pub answers: usize,
-    /// Authority records that fit.
-    pub authority: usize,
-    /// Additional records that fit.
-    pub additional: usize,
-    /// Set TC: an answer or authority record did not fit.
-    pub truncated: bool,
+/// A response to encode: the header fields, the question section as the client sent it, the
+/// records, and the OPT to append (if the query had one).
+#[derive(Debug, Clone, Copy)]
+pub struct Parts<'a> {
+    /// Header fields; the counts and TC are filled in by [`encode`].
+    pub meta: Metadata,
+    /// Number of questions in `question`.
+    pub query_count: usize,
+    /// The raw question section of the request.
+    pub question: &'a [u8],
+    /// Answer section.
+    pub answers: &'a [Record],
+    /// Authority section.
+    pub authority: &'a [Record],
+    /// Additional section (without OPT).
+    pub additional: &'a [Record],
+    /// The OPT to send.
+    pub edns: Option<&'a Edns>,
 }
 
-/// Measures what fits in `limit` bytes after a header, the raw question bytes `question` and,
-/// when `with_opt`, an OPT record.
-pub fn fit(
-    question: &[u8],
-    answers: &[Record],
-    authority: &[Record],
-    additional: &[Record],
-    with_opt: bool,
-    limit: usize,
-) -> Fit {
-    let all = Fit {
-        answers: answers.len(),
-        authority: authority.len(),
-        additional: additional.len(),
-        truncated: false,
-    };
-    let reserve = if with_opt { OPT_LEN } else { 0 };
-    let max = limit.saturating_sub(reserve).min(usize::from(u16::MAX));
-    let mut buf = Vec::with_capacity(max.min(4096));
-    let mut enc = BinEncoder::new(&mut buf);
-    enc.set_max_size(u16::try_from(max).unwrap_or(u16::MAX));
-    if enc.emit_vec(&[0u8; HEADER_LEN]).is_err() {
-        return Fit {
-            answers: 0,
-            authority: 0,
-            additional: 0,
-            truncated: true,
+/// Outcome of writing one section.
+enum Section {
+    All(u16),
+    Cut(u16),
+}
+
+fn emit_section(enc: &mut BinEncoder<'_>, records: &[Record], qname: bool) -> Result<Section, ProtoError> {
+    for (i, r) in records.iter().enumerate() {
+        let start = enc.offset();
+        let written = if qname && owner_is_qname(r, enc) {
+            emit_address_at_qname(enc, r)
+        } else {
+            enc.emit_all(std::iter::once(r)).map(|_| ())
         };
+        match written {
+            Ok(()) => {}
+            Err(ProtoError::NotAllRecordsWritten { .. }) => return Ok(Section::Cut(count(i)?)),
+            Err(ProtoError::MaxBufferSizeExceeded(_)) => {
+                enc.set_offset(start);
+                return Ok(Section::Cut(count(i)?));
+            }
+            Err(e) => return Err(e),
+        }
     }
+    Ok(Section::All(count(records.len())?))
+}
+
+/// Offset of the question's name: right after the header.
+const QNAME_AT: usize = 12;
+
+/// True for an A or AAAA record whose owner is spelt exactly as the question's name (the common
+/// answer): it is written with a pointer to the question, without hickory-proto's name
+/// compression search.
+fn owner_is_qname(r: &Record, enc: &BinEncoder<'_>) -> bool {
+    use hickory_proto::rr::RData;
+    if !matches!(r.data, RData::A(_) | RData::AAAA(_)) {
+        return false;
+    }
+    let wire = enc.slice_of(QNAME_AT, enc.offset());
+    let mut at = 0;
+    for label in r.name.iter() {
+        let len = label.len();
+        match wire.get(at..at + 1 + len) {
+            Some([l, rest @ ..]) if usize::from(*l) == len && rest == label => at += 1 + len,
+            _ => return false,
+        }
+    }
+    wire.get(at) == Some(&0)
+}
+
+/// Writes an A/AAAA record as hickory-proto's `Record::emit` does, the owner as a pointer to the
+/// question's name.
+fn emit_address_at_qname(enc: &mut BinEncoder<'_>, r: &Record) -> Result<(), ProtoError> {
+    // 0xC000 | offset: a compression pointer (RFC 1035 §4.1.4).
+    enc.emit_u16(0xC000 | QNAME_AT as u16)?;
+    r.record_type().emit(enc)?;
+    r.dns_class.emit(enc)?;
+    enc.emit_u32(r.ttl)?;
+    let place = enc.place::<u16>()?;
+    r.data.emit(enc)?;
+    let len = enc.len_since_place(&place);
+    place.replace(enc, u16::try_from(len).unwrap_or(u16::MAX))?;
+    Ok(())
+}
+
+fn count(n: usize) -> Result<u16, ProtoError> {
+    u16::try_from(n).map_err(|_| ProtoError::Message("too many records for the header count"))
+}
+
+/// Encodes `parts` into `out` (cleared first) in at most `limit` bytes, and returns the header
+/// that was written.
+pub fn encode(parts: &Parts<'_>, limit: u16, out: &mut Vec<u8>) -> Result<Header, ProtoError> {
+    out.clear();
+    let reserve = if parts.edns.is_some() { OPT_LEN } else { 0 };
+    let records_max = u16::try_from(usize::from(limit).saturating_sub(reserve)).unwrap_or(0);
+    let mut enc = BinEncoder::new(out);
+    enc.set_max_size(limit);
+    let place = enc.place::<Header>()?;
     let start = enc.offset();
-    if enc.emit_vec(question).is_err() {
-        return Fit {
-            answers: 0,
-            authority: 0,
-            additional: 0,
-            truncated: true,
-        };
+    enc.emit_vec(parts.question)?;
+    if parts.query_count > 0 {
+        enc.store_label_pointer(start, start + parts.question.len());
     }
-    if !question.is_empty() {
-        enc.store_label_pointer(start, start + question.len());
+    // Records owned by the question's name may point at it (only when it is at QNAME_AT).
+    let qname = parts.query_count > 0 && start == QNAME_AT;
+    let mut counts = HeaderCounts {
+        queries: count(parts.query_count)?,
+        answers: 0,
+        authorities: 0,
+        additionals: 0,
+    };
+    let mut truncated = false;
+    if enc.offset() > usize::from(records_max) {
+        // Not even room for the OPT after the question: no records, TC.
+        truncated = true;
+    } else {
+        enc.set_max_size(records_max);
+        match emit_section(&mut enc, parts.answers, qname)? {
+            Section::Cut(n) => {
+                counts.answers = n;
+                truncated = true;
+            }
+            Section::All(n) => {
+                counts.answers = n;
+                match emit_section(&mut enc, parts.authority, qname)? {
+                    Section::Cut(n) => {
+                        counts.authorities = n;
+                        truncated = true;
+                    }
+                    Section::All(n) => {
+                        counts.authorities = n;
+                        counts.additionals = match emit_section(&mut enc, parts.additional, qname)? {
+                            Section::All(n) | Section::Cut(n) => n,
+                        };
+                    }
+                }
+            }
+        }
     }
-    let answers_fit = emit_count(&mut enc, answers);
-    if answers_fit < answers.len() {
-        return Fit {
-            answers: answers_fit,
-            authority: 0,
-            additional: 0,
-            truncated: true,
-        };
+    if let Some(edns) = parts.edns {
+        enc.set_max_size(limit);
+        // The extended rcode's high bits travel in the OPT.
+        let mut edns = edns.clone();
+        edns.set_rcode_high(parts.meta.response_code.high());
+        match emit_section(&mut enc, std::slice::from_ref(&Record::from(&edns)), false)? {
+            Section::All(n) => counts.additionals += n,
+            Section::Cut(_) => truncated = true,
+        }
     }
-    let authority_fit = emit_count(&mut enc, authority);
-    if authority_fit < authority.len() {
-        return Fit {
-            authority: authority_fit,
-            additional: 0,
-            truncated: true,
-            ..all
-        };
-    }
-    let additional_fit = emit_count(&mut enc, additional);
-    Fit {
-        additional: additional_fit,
-        ..all
-    }
-}
-
-fn emit_count(enc: &mut BinEncoder<'_>, records: &[Record]) -> usize {
-    match enc.emit_all(records.iter()) {
-        Ok(n) => n,
-        Err(hickory_proto::ProtoError::NotAllRecordsWritten { count, .. }) => count,
-        Err(_) => 0,
-    }
+    let mut metadata = parts.meta;
+    metadata.truncation = metadata.truncation || truncated;
+    let header = Header { metadata, counts };
+    let len = enc.offset();
+    place.replace(&mut enc, header)?;
+    drop(enc);
+    // A record rolled back for lack of room may have left bytes past the end.
+    out.truncate(len);
+    Ok(header)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hickory_proto::op::{Message, MessageType, OpCode};
     use hickory_proto::rr::rdata::A;
     use hickory_proto::rr::{Name, RData};
+    use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
     use std::net::Ipv4Addr;
 
     fn many(n: u8) -> Vec<Record> {
@@ -119,62 +198,119 @@ mod tests {
         let mut q = Vec::new();
         let mut e = BinEncoder::new(&mut q);
         let name = Name::from_ascii("h.ns.svc.cluster.local.").unwrap();
-        hickory_proto::serialize::binary::BinEncodable::emit(&name, &mut e).unwrap();
+        name.emit(&mut e).unwrap();
         e.emit_u16(1).unwrap();
         e.emit_u16(1).unwrap();
         q
     }
 
+    fn meta() -> Metadata {
+        Metadata::new(7, MessageType::Response, OpCode::Query)
+    }
+
+    /// Encodes and parses back: (answers, additionals without OPT, has OPT, TC, wire length).
+    fn run(
+        answers: &[Record],
+        additional: &[Record],
+        edns: Option<&Edns>,
+        limit: u16,
+    ) -> (usize, usize, bool, bool, usize) {
+        let q = question();
+        let parts = Parts {
+            meta: meta(),
+            query_count: 1,
+            question: &q,
+            answers,
+            authority: &[],
+            additional,
+            edns,
+        };
+        let mut out = vec![0xAA; 3000];
+        let header = encode(&parts, limit, &mut out).unwrap();
+        assert!(out.len() <= usize::from(limit));
+        let m = Message::from_bytes(&out).unwrap();
+        assert_eq!(m.queries.len(), 1);
+        assert_eq!(header.metadata.truncation, m.metadata.truncation);
+        (
+            m.answers.len(),
+            m.additionals.len(),
+            m.edns.is_some(),
+            m.metadata.truncation,
+            out.len(),
+        )
+    }
+
     #[test]
     fn everything_fits_when_small() {
-        let f = fit(&question(), &many(3), &[], &[], true, 512);
-        assert_eq!(
-            f,
-            Fit {
-                answers: 3,
-                authority: 0,
-                additional: 0,
-                truncated: false
-            }
-        );
+        let (a, _, opt, tc, _) = run(&many(3), &[], None, 512);
+        assert_eq!((a, opt, tc), (3, false, false));
+        let (a, _, opt, tc, _) = run(&many(3), &[], Some(&Edns::new()), 512);
+        assert_eq!((a, opt, tc), (3, true, false));
     }
 
     /// The smallest limit at which `n` records fit without TC.
-    fn smallest_fitting(q: &[u8], n: u8, opt: bool) -> usize {
-        (12..2000)
-            .find(|l| !fit(q, &many(n), &[], &[], opt, *l).truncated)
-            .unwrap()
+    fn smallest_fitting(n: u8, edns: Option<&Edns>) -> u16 {
+        (40..2000).find(|l| !run(&many(n), &[], edns, *l).3).unwrap()
     }
 
     #[test]
     fn answers_cut_at_exact_boundary() {
-        let q = question();
-        let limit = smallest_fitting(&q, 10, false);
-        assert_eq!(fit(&q, &many(10), &[], &[], false, limit).answers, 10);
+        let limit = smallest_fitting(10, None);
+        assert_eq!(run(&many(10), &[], None, limit).0, 10);
         // One byte less: the last record goes, TC is set.
-        let f = fit(&q, &many(10), &[], &[], false, limit - 1);
-        assert_eq!((f.answers, f.truncated), (9, true));
-        // The OPT reserve is exactly 11 bytes.
-        assert_eq!(smallest_fitting(&q, 10, true), limit + OPT_LEN);
-        // Nothing fits below the header and question.
-        let f = fit(&q, &many(1), &[], &[], false, 12 + q.len());
-        assert_eq!((f.answers, f.truncated), (0, true));
+        let (a, _, _, tc, _) = run(&many(10), &[], None, limit - 1);
+        assert_eq!((a, tc), (9, true));
+        // The OPT reserve is exactly 11 bytes, and the OPT is kept when answers are cut.
+        let edns = Edns::new();
+        assert_eq!(smallest_fitting(10, Some(&edns)), limit + OPT_LEN as u16);
+        let (a, _, opt, tc, _) = run(&many(10), &[], Some(&edns), limit + OPT_LEN as u16 - 1);
+        assert_eq!((a, opt, tc), (9, true, true));
     }
 
     #[test]
     fn glue_overflow_drops_glue_without_tc() {
-        let q = question();
         // Room for five records in all: three answers, two of the five glue records.
-        let limit = smallest_fitting(&q, 5, false);
-        let f = fit(&q, &many(3), &[], &many(5), false, limit);
-        assert_eq!(
-            f,
-            Fit {
-                answers: 3,
-                authority: 0,
-                additional: 2,
-                truncated: false
-            }
-        );
+        let limit = smallest_fitting(5, None);
+        let (a, add, _, tc, _) = run(&many(3), &many(5), None, limit);
+        assert_eq!((a, add, tc), (3, 2, false));
+    }
+
+    #[test]
+    fn answer_overflow_drops_later_sections() {
+        let limit = smallest_fitting(4, None);
+        let (a, add, _, tc, _) = run(&many(6), &many(1), None, limit);
+        assert_eq!((a, add, tc), (4, 0, true));
+    }
+
+    #[test]
+    fn answers_owned_by_the_question_point_at_it() {
+        let q = question();
+        let records = many(3);
+        let parts = Parts {
+            meta: meta(),
+            query_count: 1,
+            question: &q,
+            answers: &records,
+            authority: &[],
+            additional: &[],
+            edns: None,
+        };
+        let mut out = Vec::new();
+        encode(&parts, 512, &mut out).unwrap();
+        // Header, question, and 16 bytes per A record: the owner is a 2-byte pointer.
+        assert_eq!(out.len(), 12 + q.len() + 3 * 16);
+        let m = Message::from_bytes(&out).unwrap();
+        assert_eq!(m.answers, records);
+        // Another spelling of the name is written out, not pointed at.
+        let other = Name::from_ascii("H.ns.svc.cluster.local.").unwrap();
+        let mut upper = many(1);
+        upper[0].name = other.clone();
+        let parts = Parts {
+            answers: &upper,
+            ..parts
+        };
+        encode(&parts, 512, &mut out).unwrap();
+        let m = Message::from_bytes(&out).unwrap();
+        assert!(m.answers[0].name.eq_case(&other));
     }
 }

@@ -1,12 +1,16 @@
-//! The DNS server: UDP and TCP listeners on hickory-server, request validation (opcode, question
-//! count, class, EDNS version), routing to the server block whose zone matches, and response
-//! writing with EDNS and truncation.
+//! The DNS server: request validation (opcode, question count, class, EDNS version), routing to
+//! the server block whose zone matches, and response encoding with EDNS and truncation, all in
+//! [`DnsHandler::answer_into`], the one function every transport calls to go from request bytes
+//! to response bytes. The transports are in [`udp`] (one worker thread per core answering inline)
+//! and [`tcp`] (a tokio task per connection).
 //!
 //! [`serve`] takes already-bound sockets and a shutdown future, so tests bind port 0 and stop
 //! the server cleanly.
 
 pub mod fit;
 pub mod observe;
+pub mod tcp;
+pub mod udp;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -17,15 +21,13 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use futures::FutureExt as _;
 
-use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
+use hickory_proto::op::{
+    Edns, Header, HeaderCounts, Message, MessageType, Metadata, OpCode, Query, ResponseCode,
+};
 use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
-use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
-use hickory_server::Server;
-use hickory_server::net::runtime::Time;
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder, DecodeError};
 pub use hickory_server::net::xfer::Protocol;
-use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
-use hickory_server::zone_handler::MessageResponseBuilder;
-use tokio::net::{TcpListener, UdpSocket};
+use tokio::net::TcpListener;
 
 use crate::plugin::metrics::Proto;
 use crate::plugin::{Chain, Question, Reply};
@@ -77,13 +79,32 @@ pub struct Router {
 }
 
 impl Router {
-    /// The block whose zone is the longest suffix of `lower`, and that zone.
-    pub fn route(&self, lower: &Name) -> Option<(&BlockRoute, &Name)> {
+    /// The chain of the block whose zone is the longest suffix of `name` (compared
+    /// case-insensitively, so the client's spelling will do).
+    pub fn route(&self, name: &Name) -> Option<&Chain> {
+        self.route_zone(name).map(|(_, c)| c)
+    }
+
+    /// The longest matching zone and its block's chain.
+    pub fn route_zone(&self, name: &Name) -> Option<(&Name, &Chain)> {
+        self.route_block(name).map(|(_, z, b)| (z, &b.chain))
+    }
+
+    /// The index of the block whose zone is the longest suffix of `name`, that zone and the
+    /// block.
+    pub fn route_block(&self, name: &Name) -> Option<(usize, &Name, &BlockRoute)> {
         self.blocks
             .iter()
-            .flat_map(|b| b.zones.iter().map(move |z| (b, z)))
-            .filter(|(_, z)| z.zone_of(lower))
-            .max_by_key(|(_, z)| z.num_labels())
+            .enumerate()
+            .flat_map(|(i, b)| b.zones.iter().map(move |z| (i, z, b)))
+            .filter(|(_, z, _)| z.zone_of(name))
+            .max_by_key(|(_, z, _)| z.num_labels())
+    }
+
+    /// True when some block may await I/O while answering (it has `forward`); the UDP workers
+    /// answer the others without a task.
+    pub fn may_await_io(&self) -> bool {
+        self.blocks.iter().any(|b| b.chain.forward.is_some())
     }
 }
 
@@ -96,16 +117,43 @@ pub fn router_cell(router: Router) -> RouterCell {
     Arc::new(ArcSwap::from_pointee(router))
 }
 
-/// hickory-server's request handler for a [`RouterCell`].
+/// Decides and encodes the response to every request, whatever the transport.
 #[derive(Debug, Clone)]
 pub struct DnsHandler {
     router: RouterCell,
+}
+
+/// What one answered request was: for metrics and the query log, which observe every response
+/// after it is encoded (see [`DnsHandler::answer_into`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Served {
+    /// Size of the request.
+    pub request_len: usize,
+    /// Size of the encoded response.
+    pub response_len: usize,
+    /// The rcode sent.
+    pub rcode: ResponseCode,
+    /// The type asked, when the request had a readable question.
+    pub qtype: Option<RecordType>,
+    /// The transport.
+    pub protocol: Protocol,
+    /// The client.
+    pub src: SocketAddr,
+    /// From the request bytes to the encoded response.
+    pub elapsed: Duration,
+    /// The zone of the server block that answered, if one matched.
+    pub zone: Option<Name>,
 }
 
 impl DnsHandler {
     /// A handler routing through `router`.
     pub fn new(router: RouterCell) -> Self {
         Self { router }
+    }
+
+    /// The routing table now (a reload may swap it for the next request; this one keeps it).
+    pub fn router(&self) -> Arc<Router> {
+        self.router.load_full()
     }
 }
 
@@ -117,6 +165,8 @@ struct Response {
     additional: Vec<Record>,
     /// The block that answered (index into the router) and the zone that matched.
     block: Option<(usize, Name)>,
+    /// The question the chain was asked (for the query log and errors).
+    question: Option<Question>,
     /// The plugin that wrote the response.
     plugin: &'static str,
     /// The chain's own failure, for `errors`.
@@ -133,18 +183,57 @@ impl Response {
             authority: Vec::new(),
             additional: Vec::new(),
             block: None,
+            question: None,
             plugin: "",
             failure: None,
         }
     }
 }
 
+/// A request as the server reads it: the header, the first question, the raw question section
+/// (echoed back as sent) and the client's EDNS. Every section is read and checked as
+/// hickory-server's `MessageRequest` reads it, so what parses is the same.
+struct Parsed<'a> {
+    meta: Metadata,
+    query_count: usize,
+    query: Option<Query>,
+    question: &'a [u8],
+    edns: Option<Edns>,
+}
+
+fn parse_body<'a>(decoder: &mut BinDecoder<'a>, header: Header) -> Result<Parsed<'a>, DecodeError> {
+    let Header { mut metadata, counts } = header;
+    let start = decoder.index();
+    let mut first = None;
+    for i in 0..counts.queries {
+        let q = Query::read(decoder)?;
+        if i == 0 {
+            first = Some(q);
+        }
+    }
+    let question = decoder.slice_from(start)?;
+    let op = metadata.op_code;
+    Message::read_records(decoder, usize::from(counts.answers), false, op)?;
+    Message::read_records(decoder, usize::from(counts.authorities), false, op)?;
+    let (_, edns, _) = Message::read_records(decoder, usize::from(counts.additionals), true, op)?;
+    if let Some(e) = &edns {
+        metadata.merge_response_code(e.rcode_high());
+    }
+    Ok(Parsed {
+        meta: metadata,
+        query_count: usize::from(counts.queries),
+        query: first,
+        question,
+        edns,
+    })
+}
+
 impl DnsHandler {
-    /// Decides the response to `req` (I/O only through the chain's `forward`).
-    async fn respond(&self, router: &Router, req: &Request) -> Response {
-        let mut meta = Metadata::response_from_request(&req.metadata);
+    /// Decides the response to `req` (I/O only through the chain's `forward`) with `router`.
+    async fn respond(&self, router: &Router, req: &mut Parsed<'_>, protocol: Protocol) -> Response {
+        let mut meta = Metadata::response_from_request(&req.meta);
         meta.recursion_available = false;
-        if req.metadata.op_code != OpCode::Query {
+        if req.meta.op_code != OpCode::Query {
             return Response::rcode(meta, ResponseCode::NotImp);
         }
         if let Some(edns) = &req.edns
@@ -152,42 +241,35 @@ impl DnsHandler {
         {
             return Response::rcode(meta, ResponseCode::BADVERS);
         }
-        let query = match req.queries.queries() {
-            [q] => q,
+        let query = match (req.query_count, req.query.take()) {
+            (1, Some(q)) => q,
             // No question: SERVFAIL, as CoreDNS's server answers it.
-            [] => return Response::rcode(meta, ResponseCode::ServFail),
+            (0, _) => return Response::rcode(meta, ResponseCode::ServFail),
             _ => return Response::rcode(meta, ResponseCode::FormErr),
         };
-        if query.query_class() != DNSClass::IN {
+        if query.query_class != DNSClass::IN {
             return Response::rcode(meta, ResponseCode::Refused);
         }
-        let qtype = query.query_type();
+        let qtype = query.query_type;
         if matches!(qtype, RecordType::AXFR | RecordType::IXFR) {
             return Response::rcode(meta, ResponseCode::Refused);
         }
         if qtype == RecordType::OPT {
             return Response::rcode(meta, ResponseCode::FormErr);
         }
-        let original = query.original();
-        let lower = original.name().to_lowercase();
-        let Some((block, zone)) = router.route(&lower) else {
+        let Some((index, zone, block)) = router.route_block(&query.name) else {
             return Response::rcode(meta, ResponseCode::Refused);
         };
-        let chain = &block.chain;
-        let index = router
-            .blocks
-            .iter()
-            .position(|b| std::ptr::eq(b, block))
-            .unwrap_or_default();
         let routed = Some((index, zone.clone()));
+        let chain = &block.chain;
         let question = Question {
-            name: original.name().clone(),
+            name: query.name,
             qtype,
-            qclass: query.query_class(),
+            qclass: query.query_class,
             dnssec_ok: req.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok),
-            checking_disabled: req.metadata.checking_disabled,
-            recursion_desired: req.metadata.recursion_desired,
-            tcp: !matches!(req.protocol(), Protocol::Udp),
+            checking_disabled: req.meta.checking_disabled,
+            recursion_desired: req.meta.recursion_desired,
+            tcp: !matches!(protocol, Protocol::Udp),
         };
         // A panicking plugin costs one SERVFAIL, counted in coredns_panics_total, never the
         // listener.
@@ -198,24 +280,19 @@ impl DnsHandler {
                     m.panic();
                 }
                 tracing::error!(qname = %question.name, qtype = %question.qtype, "a plugin panicked; answered SERVFAIL");
-                let mut r = Response::rcode(meta, ResponseCode::ServFail);
-                r.block = routed;
-                r.failure = Some("a plugin panicked");
-                return r;
+                Reply::Rcode(ResponseCode::ServFail)
             }
         };
-        match reply {
+        let mut resp = match reply {
             Reply::Authoritative(answer) => {
                 meta.authoritative = true;
                 meta.response_code = answer.rcode;
                 Response {
-                    meta,
                     answers: answer.answers,
                     authority: answer.authority,
                     additional: answer.additional,
-                    block: routed,
                     plugin: "kubernetes",
-                    failure: None,
+                    ..Response::rcode(meta, answer.rcode)
                 }
             }
             Reply::Forwarded(f) => {
@@ -223,21 +300,17 @@ impl DnsHandler {
                 meta.authoritative = false;
                 meta.recursion_available = f.recursion_available;
                 meta.authentic_data = f.authentic_data;
-                meta.response_code = f.rcode;
                 meta.truncation = f.truncated;
                 Response {
-                    meta,
                     answers: f.answers,
                     authority: f.authority,
                     additional: f.additional,
-                    block: routed,
                     plugin: "forward",
-                    failure: None,
+                    ..Response::rcode(meta, f.rcode)
                 }
             }
             Reply::Rcode(rcode) => {
                 let mut r = Response::rcode(meta, rcode);
-                r.block = routed;
                 r.failure = observe::is_failure(rcode).then_some(if chain.forward.is_some() {
                     "no upstream answered in time (or too many queries in flight)"
                 } else {
@@ -245,48 +318,112 @@ impl DnsHandler {
                 });
                 r
             }
-        }
+        };
+        resp.block = routed;
+        resp.question = Some(question);
+        resp
     }
-}
 
-/// A response ready to encode: records cut to the size limit, and the OPT to send.
-struct Prepared {
-    resp: Response,
-    edns: Option<Edns>,
-}
-
-impl DnsHandler {
-    /// Decides the response to `req` and cuts it to the client's size limit: the client's EDNS
-    /// payload capped at ours and never below 512 on UDP, 512 without EDNS, 64 KiB on TCP. An
-    /// OPT is sent only when the query had one.
-    async fn prepare(&self, router: &Router, req: &Request) -> Prepared {
-        let mut resp = self.respond(router, req).await;
-        let udp = matches!(req.protocol(), Protocol::Udp);
-        let edns = req.edns.as_ref().map(|client| {
+    /// Answers one wire-format request: decides the response and encodes it into `out`
+    /// (cleared first), cut to the client's size limit in the same pass (see [`fit`]). `None`
+    /// where nothing is sent: shorter than a header, or a response packet. Unparsable bodies
+    /// get FORMERR. Every transport calls this, so the per-request observation (metrics, query
+    /// log) belongs at its end, where [`Served`] is complete.
+    pub async fn answer_into(
+        &self,
+        req: &[u8],
+        src: SocketAddr,
+        protocol: Protocol,
+        out: &mut Vec<u8>,
+    ) -> Option<Served> {
+        let started = Instant::now();
+        out.clear();
+        let mut decoder = BinDecoder::new(req);
+        let header = Header::read(&mut decoder).ok()?;
+        let header_meta = header.metadata;
+        let mut parsed = match parse_body(&mut decoder, header) {
+            Ok(p) => p,
+            Err(_) => {
+                let mut meta = Metadata::response_from_request(&header_meta);
+                meta.response_code = ResponseCode::FormErr;
+                Header {
+                    metadata: meta,
+                    counts: HeaderCounts::default(),
+                }
+                .emit(&mut BinEncoder::new(out))
+                .ok()?;
+                return Some(Served {
+                    request_len: req.len(),
+                    response_len: out.len(),
+                    rcode: ResponseCode::FormErr,
+                    qtype: None,
+                    protocol,
+                    src,
+                    elapsed: started.elapsed(),
+                    zone: None,
+                });
+            }
+        };
+        if parsed.meta.message_type == MessageType::Response {
+            return None;
+        }
+        let qtype = parsed.query.as_ref().map(|q| q.query_type);
+        let router = self.router();
+        let resp = self.respond(&router, &mut parsed, protocol).await;
+        // Our OPT, sent only when the query had one: the client's payload capped at ours and
+        // never below 512.
+        let edns = parsed.edns.as_ref().map(|client| {
             let mut ours = Edns::new();
             ours.set_version(0);
             ours.set_max_payload(client.max_payload().clamp(PLAIN_UDP_LIMIT, MAX_UDP_PAYLOAD));
             ours.set_dnssec_ok(client.flags().dnssec_ok);
             ours
         });
-        let limit = match (&edns, udp) {
-            (_, false) => usize::from(u16::MAX),
-            (Some(e), true) => usize::from(e.max_payload()),
-            (None, true) => usize::from(PLAIN_UDP_LIMIT),
+        let limit = match (&edns, protocol) {
+            (Some(e), Protocol::Udp) => e.max_payload(),
+            (None, Protocol::Udp) => PLAIN_UDP_LIMIT,
+            _ => u16::MAX,
         };
-        let f = fit::fit(
-            req.queries.as_bytes(),
-            &resp.answers,
-            &resp.authority,
-            &resp.additional,
-            edns.is_some(),
-            limit,
-        );
-        resp.answers.truncate(f.answers);
-        resp.authority.truncate(f.authority);
-        resp.additional.truncate(f.additional);
-        resp.meta.truncation = resp.meta.truncation || f.truncated;
-        Prepared { resp, edns }
+        let parts = fit::Parts {
+            meta: resp.meta,
+            query_count: parsed.query_count,
+            question: parsed.question,
+            answers: &resp.answers,
+            authority: &resp.authority,
+            additional: &resp.additional,
+            edns: edns.as_ref(),
+        };
+        let sent = match fit::encode(&parts, limit, out) {
+            Ok(header) => header.metadata,
+            Err(error) => {
+                // As hickory-server does when a response cannot be encoded: SERVFAIL, no records.
+                tracing::error!(%error, "error encoding a response");
+                out.clear();
+                let meta = Metadata::new(resp.meta.id, MessageType::Response, OpCode::Query);
+                let mut meta = meta;
+                meta.response_code = ResponseCode::ServFail;
+                Header {
+                    metadata: meta,
+                    counts: HeaderCounts::default(),
+                }
+                .emit(&mut BinEncoder::new(out))
+                .ok()?;
+                meta
+            }
+        };
+        let rcode = sent.response_code;
+        let served = Served {
+            request_len: req.len(),
+            response_len: out.len(),
+            rcode,
+            qtype,
+            protocol,
+            src,
+            elapsed: started.elapsed(),
+            zone: resp.block.as_ref().map(|(_, z)| z.clone()),
+        };
+        observe_request(&router, &parsed, &resp, &sent, &served);
+        Some(served)
     }
 
     /// Answers one wire-format request without sockets, as the server would (used by the fuzz
@@ -296,209 +433,161 @@ impl DnsHandler {
         futures::executor::block_on(self.answer_wire_async(bytes, src, protocol))
     }
 
-    /// Answers one wire-format request without sockets, as the server would. `None` where the
-    /// server sends nothing: shorter than a header, or a response packet. Unparsable bodies get
-    /// FORMERR.
+    /// Answers one wire-format request without sockets, as the server would: see
+    /// [`DnsHandler::answer_into`].
     pub async fn answer_wire_async(
         &self,
         bytes: &[u8],
         src: SocketAddr,
         protocol: Protocol,
     ) -> Option<Vec<u8>> {
-        let mut decoder = BinDecoder::new(bytes);
-        let header = Header::read(&mut decoder).ok()?;
-        let req = match Request::from_bytes(bytes.to_vec(), src, protocol) {
-            Ok(r) => r,
-            Err(_) => {
-                let mut meta = Metadata::response_from_request(&header.metadata);
-                meta.response_code = ResponseCode::FormErr;
-                let mut out = Vec::new();
-                Header {
-                    metadata: meta,
-                    counts: HeaderCounts::default(),
-                }
-                .emit(&mut BinEncoder::new(&mut out))
-                .ok()?;
-                return Some(out);
-            }
-        };
-        if req.metadata.message_type == MessageType::Response {
-            return None;
-        }
-        let started = Instant::now();
-        let router = self.router.load_full();
-        let p = self.prepare(&router, &req).await;
-        let out = encode(&req, &p)?;
-        observe_request(&router, &req, &p.resp, out.len(), started);
+        let mut out = Vec::with_capacity(512);
+        self.answer_into(bytes, src, protocol, &mut out).await?;
         Some(out)
     }
 }
 
-/// The wire form of a prepared response (UDP capped at its size limit).
-fn encode(req: &Request, p: &Prepared) -> Option<Vec<u8>> {
-    let builder = MessageResponseBuilder::new(&req.queries, p.edns.as_ref());
-    let message = builder.build(
-        p.resp.meta,
-        p.resp.answers.iter(),
-        p.resp.authority.iter(),
-        [],
-        p.resp.additional.iter(),
-    );
-    let mut out = Vec::with_capacity(512);
-    let mut enc = BinEncoder::new(&mut out);
-    if matches!(req.protocol(), Protocol::Udp) {
-        enc.set_max_size(p.edns.as_ref().map_or(PLAIN_UDP_LIMIT, Edns::max_payload));
-    }
-    message.destructive_emit(&mut enc).ok()?;
-    Some(out)
-}
-
-/// True when some observer will see this response (so its size must be measured).
-fn observed(router: &Router, resp: &Response) -> bool {
-    match &resp.block {
-        Some((i, _)) => router.blocks.get(*i).is_some_and(|b| !b.observers.is_empty()),
-        None => router.blocks.iter().any(|b| b.observers.metrics.is_some()),
-    }
-}
-
-#[async_trait::async_trait]
-impl RequestHandler for DnsHandler {
-    async fn handle_request<R: ResponseHandler, T: Time>(
-        &self,
-        req: &Request,
-        mut response_handle: R,
-    ) -> ResponseInfo {
-        let started = Instant::now();
-        let router = self.router.load_full();
-        let p = self.prepare(&router, req).await;
-        let meta = p.resp.meta;
-        let observed = observed(&router, &p.resp);
-        // hickory-server encodes as it sends; measure the size apart only when it is observed.
-        let response_size = if observed {
-            encode(req, &p).map_or(0, |b| b.len())
-        } else {
-            0
-        };
-        let builder = MessageResponseBuilder::new(&req.queries, p.edns.as_ref());
-        let message = builder.build(
-            meta,
-            p.resp.answers.iter(),
-            p.resp.authority.iter(),
-            [],
-            p.resp.additional.iter(),
-        );
-        let sent = response_handle.send_response(message).await;
-        if observed {
-            observe_request(&router, req, &p.resp, response_size, started);
-        }
-        match sent {
-            Ok(info) => info,
-            Err(error) => {
-                tracing::debug!(%error, "failed to send a response");
-                Header {
-                    metadata: meta,
-                    counts: HeaderCounts::default(),
-                }
-                .into()
-            }
-        }
-    }
-}
-
 /// Reports one answered request to the observers of the block that answered it. A request no
-/// block took is counted (metrics only) under the zone `dropped`, by the first block that has
-/// metrics.
-fn observe_request(router: &Router, req: &Request, resp: &Response, response_size: usize, started: Instant) {
-    let (observers, zone) = match &resp.block {
-        Some((index, zone)) => match router.blocks.get(*index) {
-            Some(b) => (b.observers.clone(), zone.to_string()),
-            None => return,
-        },
+/// block took is counted (metrics only) under the zone `dropped`, by the first block of the
+/// address that has metrics.
+fn observe_request(router: &Router, req: &Parsed<'_>, resp: &Response, sent: &Metadata, served: &Served) {
+    let routed = resp
+        .block
+        .as_ref()
+        .and_then(|(i, zone)| Some((router.blocks.get(*i)?, zone)));
+    let fallback;
+    let (observers, zone) = match routed {
+        Some((b, zone)) => {
+            if b.observers.is_empty() {
+                return;
+            }
+            (&b.observers, zone.to_string())
+        }
         None => match router.blocks.iter().find_map(|b| b.observers.metrics.clone()) {
-            Some(metrics) => (
-                Observers {
+            Some(metrics) => {
+                fallback = Observers {
                     metrics: Some(metrics),
                     ..Observers::default()
-                },
-                observe::UNROUTED_ZONE.to_owned(),
-            ),
+                };
+                (&fallback, observe::UNROUTED_ZONE.to_owned())
+            }
             None => return,
         },
-    };
-    if observers.is_empty() {
-        return;
-    }
-    let query = match req.queries.queries() {
-        [q] => Some(q.original()),
-        _ => None,
     };
     observers.observe(
         &router.server,
         &zone,
         &Exchange {
-            client: observe::canonical_client(req.src()),
-            proto: if matches!(req.protocol(), Protocol::Udp) {
+            client: observe::canonical_client(served.src),
+            proto: if matches!(served.protocol, Protocol::Udp) {
                 Proto::Udp
             } else {
                 Proto::Tcp
             },
-            request: &req.metadata,
-            query: query.map(|q| (q.name(), q.query_type(), q.query_class())),
+            request: &req.meta,
+            query: resp.question.as_ref().map(|q| (&q.name, q.qtype, q.qclass)),
+            qtype: served.qtype,
             dnssec_ok: req.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok),
             bufsize: req.edns.as_ref().map_or(PLAIN_UDP_LIMIT, |e| e.max_payload()),
-            request_size: req.as_slice().len(),
-            response: &resp.meta,
-            response_size,
+            request_size: served.request_len,
+            response: sent,
+            rcode: served.rcode,
+            response_size: served.response_len,
             answers: resp.answers.len(),
-            elapsed: started.elapsed(),
+            elapsed: served.elapsed,
             plugin: resp.plugin,
             failure: resp.failure,
         },
     );
 }
 
-/// Binds UDP and TCP on the same address and port. With port 0, UDP picks a free port and TCP
-/// takes the same one.
-pub async fn bind(addr: SocketAddr) -> Result<(UdpSocket, TcpListener), ServerError> {
+/// The sockets of one listen address: UDP sockets sharing the port (`SO_REUSEPORT`), one per
+/// UDP worker, and the TCP listener.
+#[derive(Debug)]
+pub struct Listeners {
+    /// The UDP sockets, all bound to the same address.
+    pub udp: Vec<std::net::UdpSocket>,
+    /// The TCP listener on the same address.
+    pub tcp: TcpListener,
+}
+
+impl Listeners {
+    /// The bound address (the real port when bound to port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        match self.udp.first() {
+            Some(s) => s.local_addr(),
+            None => self.tcp.local_addr(),
+        }
+    }
+}
+
+/// Binds [`udp::workers`] UDP sockets and a TCP listener on the same address and port. With port
+/// 0, the first UDP socket picks a free port and the others take the same one.
+pub async fn bind(addr: SocketAddr) -> Result<Listeners, ServerError> {
+    bind_with(addr, udp::workers()).await
+}
+
+/// [`bind`] with `udp_sockets` UDP sockets (at least one).
+pub async fn bind_with(addr: SocketAddr, udp_sockets: usize) -> Result<Listeners, ServerError> {
     let err = |source| ServerError::Bind {
         addr: addr.to_string(),
         source,
     };
-    if addr.port() != 0 {
-        let udp = UdpSocket::bind(addr).await.map_err(err)?;
-        let tcp = TcpListener::bind(addr).await.map_err(err)?;
-        return Ok((udp, tcp));
-    }
+    let n = udp_sockets.max(1);
     let mut last = None;
     for _ in 0..16 {
-        let udp = UdpSocket::bind(addr).await.map_err(err)?;
-        let port = udp.local_addr().map_err(err)?.port();
-        match TcpListener::bind((addr.ip(), port)).await {
-            Ok(tcp) => return Ok((udp, tcp)),
-            Err(e) => last = Some(e),
+        let first = udp::bind_socket(addr).map_err(err)?;
+        let port = first.local_addr().map_err(err)?.port();
+        let at = SocketAddr::new(addr.ip(), port);
+        let tcp = match TcpListener::bind(at).await {
+            Ok(tcp) => tcp,
+            Err(e) if addr.port() == 0 => {
+                last = Some(e);
+                continue;
+            }
+            Err(e) => return Err(err(e)),
+        };
+        let mut udp = vec![first];
+        for _ in 1..n {
+            udp.push(udp::bind_socket(at).map_err(err)?);
         }
+        return Ok(Listeners { udp, tcp });
     }
     Err(err(last.unwrap_or_else(|| std::io::Error::other("no free port"))))
 }
 
-/// Serves `router` on the bound `sockets` until `shutdown` completes.
+/// Serves `router` on the bound `listeners` until `shutdown` completes: one UDP worker thread per
+/// UDP socket, and a tokio task per TCP listener.
 pub async fn serve(
     router: RouterCell,
-    sockets: Vec<(UdpSocket, TcpListener)>,
+    listeners: Vec<Listeners>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
-    let mut server = Server::new(DnsHandler::new(router));
-    for (udp, tcp) in sockets {
-        server.register_socket(udp);
-        server.register_listener(tcp, TCP_IDLE_TIMEOUT, 32);
+    let handler = DnsHandler::new(router);
+    let runtime = tokio::runtime::Handle::current();
+    let stop = udp::Stop::default();
+    let mut workers = Vec::new();
+    let mut tcp_tasks = Vec::new();
+    for l in listeners {
+        for sock in l.udp {
+            let w = udp::spawn_worker(sock, handler.clone(), runtime.clone(), stop.clone())
+                .map_err(|e| ServerError::Serve(format!("cannot start a UDP worker: {e}")))?;
+            workers.push(w);
+        }
+        tcp_tasks.push(tokio::spawn(tcp::serve(l.tcp, handler.clone())));
     }
-    let token = server.shutdown_token().clone();
-    tokio::spawn(async move {
-        shutdown.await;
-        token.cancel();
-    });
-    server
-        .block_until_done()
-        .await
-        .map_err(|e| ServerError::Serve(e.to_string()))
+    shutdown.await;
+    for t in &tcp_tasks {
+        t.abort();
+    }
+    stop.stop();
+    // The workers see the stop within their receive timeout.
+    tokio::task::spawn_blocking(move || {
+        for w in workers {
+            let _ = w.join();
+        }
+    })
+    .await
+    .map_err(|e| ServerError::Serve(format!("UDP worker failed: {e}")))?;
+    Ok(())
 }

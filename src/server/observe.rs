@@ -22,16 +22,20 @@ pub struct Exchange<'a> {
     pub proto: Proto,
     /// The request's header fields.
     pub request: &'a Metadata,
-    /// The question, when the request had exactly one.
+    /// The question, when the request had exactly one that reached a block.
     pub query: Option<(&'a Name, RecordType, DNSClass)>,
+    /// The type asked, when the request had a readable question (also unrouted ones).
+    pub qtype: Option<RecordType>,
     /// The request's DO bit.
     pub dnssec_ok: bool,
     /// The client's advertised UDP size (512 without EDNS).
     pub bufsize: u16,
     /// Request size in bytes.
     pub request_size: usize,
-    /// The response's header fields.
+    /// The response's header fields (as decided, before encoding).
     pub response: &'a Metadata,
+    /// The rcode sent (SERVFAIL when the response could not be encoded).
+    pub rcode: ResponseCode,
     /// Response size in bytes.
     pub response_size: usize,
     /// Records in the response's answer section.
@@ -63,8 +67,8 @@ impl Observers {
 
     /// Reports `x`, answered by the block whose zone `zone` matched, on server `server`.
     pub fn observe(&self, server: &str, zone: &str, x: &Exchange<'_>) {
-        let rcode = x.response.response_code;
-        let qtype = x.query.map_or(RecordType::Unknown(0), |q| q.1);
+        let rcode = x.rcode;
+        let qtype = x.qtype.unwrap_or(RecordType::Unknown(0));
         if let Some(m) = &self.metrics {
             m.record(&RequestRecord {
                 server,

@@ -1,0 +1,233 @@
+//! The UDP transport: worker threads that each own one socket of the listen address (all bound
+//! with `SO_REUSEPORT`, so the kernel spreads clients over them) and answer in a loop, inline:
+//! receive, [`DnsHandler::answer_into`] into a buffer the worker reuses, send.
+//!
+//! hickory-server's UDP server spawns a task and sends through a channel per datagram; that cost
+//! more than deciding the answer (see BENCHMARKS.md). Here a question the chain answers without
+//! I/O (cluster names, cache hits) costs no task and no allocation in this module. A question
+//! that has to wait for an upstream (`forward`) is polled once and, if not ready, handed to the
+//! tokio runtime as a task that sends its reply when it has it, so the worker never waits on I/O.
+
+use std::future::Future as _;
+use std::io;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use socket2::{Domain, Socket, Type};
+
+use super::{DnsHandler, Protocol};
+
+/// The environment variable that sets the number of UDP workers (default: the CPUs this process
+/// may run on, `std::thread::available_parallelism`, which follows affinity and cgroup quotas).
+pub const WORKERS_ENV: &str = "CLUSTER_DNS_UDP_WORKERS";
+/// How often an idle worker looks at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(100);
+/// Receive buffer asked of the kernel per socket (it caps this at `net.core.rmem_max`), so a
+/// burst waits in the queue instead of being dropped.
+const RECV_BUFFER: usize = 4 << 20;
+/// Largest datagram read: anything longer is cut by the kernel and fails to parse.
+const MAX_DATAGRAM: usize = 65535;
+
+/// The number of UDP workers (and sockets) per listen address.
+pub fn workers() -> usize {
+    if let Some(n) = std::env::var(WORKERS_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+    {
+        return n;
+    }
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// Binds one UDP socket to `addr` with `SO_REUSEPORT`, so more can share its port.
+pub fn bind_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
+    let sock = Socket::new(
+        Domain::for_address(addr),
+        Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    sock.set_reuse_port(true)?;
+    // Best effort: an unprivileged process gets at most rmem_max.
+    let _ = sock.set_recv_buffer_size(RECV_BUFFER);
+    sock.bind(&addr.into())?;
+    Ok(sock.into())
+}
+
+/// Tells the workers to stop.
+#[derive(Debug, Clone, Default)]
+pub struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    /// Asks every worker sharing this flag to stop (each does within [`STOP_POLL`]).
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    fn stopped(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// Starts a worker thread serving `sock` until `stop`. Questions that must await I/O run as
+/// tasks on `runtime`.
+pub fn spawn_worker(
+    sock: UdpSocket,
+    handler: DnsHandler,
+    runtime: tokio::runtime::Handle,
+    stop: Stop,
+) -> io::Result<JoinHandle<()>> {
+    sock.set_read_timeout(Some(STOP_POLL))?;
+    let name = format!("udp-{}", sock.local_addr()?);
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || Worker::new(sock, handler, runtime, stop).run())
+}
+
+/// Can a reply be sent to `src`? Not to port 0, an unspecified or a broadcast address (the
+/// checks hickory-server makes).
+fn can_reply_to(src: &SocketAddr) -> bool {
+    if src.port() == 0 {
+        return false;
+    }
+    match src.ip() {
+        IpAddr::V4(v4) => !v4.is_unspecified() && !v4.is_broadcast(),
+        IpAddr::V6(v6) => !v6.is_unspecified(),
+    }
+}
+
+struct Worker {
+    sock: Arc<UdpSocket>,
+    handler: DnsHandler,
+    runtime: tokio::runtime::Handle,
+    stop: Stop,
+    buf: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl Worker {
+    fn new(sock: UdpSocket, handler: DnsHandler, runtime: tokio::runtime::Handle, stop: Stop) -> Self {
+        Self {
+            sock: Arc::new(sock),
+            handler,
+            runtime,
+            stop,
+            buf: vec![0; MAX_DATAGRAM],
+            out: Vec::with_capacity(usize::from(super::MAX_UDP_PAYLOAD)),
+        }
+    }
+
+    fn run(mut self) {
+        // Futures polled here may create tokio I/O and timers: they need the runtime's context.
+        let runtime = self.runtime.clone();
+        let _context = runtime.enter();
+        while !self.stop.stopped() {
+            match self.sock.recv_from(&mut self.buf) {
+                Ok((n, src)) => {
+                    if can_reply_to(&src) {
+                        self.answer(n, src);
+                    }
+                }
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => {
+                    tracing::debug!(%error, "error receiving a UDP datagram");
+                }
+            }
+        }
+    }
+
+    /// Answers the `n`-byte datagram in `buf` from `src`.
+    fn answer(&mut self, n: usize, src: SocketAddr) {
+        let mut cx = Context::from_waker(Waker::noop());
+        if !self.handler.router().may_await_io() {
+            // Nothing in the chain awaits I/O: the future is ready on its first poll.
+            let done = {
+                let fut = pin!(
+                    self.handler
+                        .answer_into(&self.buf[..n], src, Protocol::Udp, &mut self.out)
+                );
+                match fut.poll(&mut cx) {
+                    Poll::Ready(served) => Some(served.is_some()),
+                    Poll::Pending => None,
+                }
+            };
+            match done {
+                Some(true) => send(&self.sock, &self.out, src),
+                Some(false) => {}
+                // Not ready after all (nothing was sent upstream): answer it as a task.
+                None => self.spawn(n, src),
+            }
+            return;
+        }
+        let mut task = Box::pin(owned_answer(
+            self.handler.clone(),
+            self.sock.clone(),
+            self.buf[..n].to_vec(),
+            src,
+        ));
+        if task.as_mut().poll(&mut cx).is_pending() {
+            self.runtime.spawn(task);
+        }
+    }
+
+    fn spawn(&self, n: usize, src: SocketAddr) {
+        let task = owned_answer(
+            self.handler.clone(),
+            self.sock.clone(),
+            self.buf[..n].to_vec(),
+            src,
+        );
+        self.runtime.spawn(task);
+    }
+}
+
+/// Answers `req` and sends the reply from `sock`; owns everything, so it can run as a task.
+async fn owned_answer(handler: DnsHandler, sock: Arc<UdpSocket>, req: Vec<u8>, src: SocketAddr) {
+    let mut out = Vec::new();
+    if handler
+        .answer_into(&req, src, Protocol::Udp, &mut out)
+        .await
+        .is_some()
+    {
+        send(&sock, &out, src);
+    }
+}
+
+fn send(sock: &UdpSocket, bytes: &[u8], dst: SocketAddr) {
+    if let Err(error) = sock.send_to(bytes, dst) {
+        tracing::debug!(%error, %dst, "failed to send a UDP response");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn sockets_of_one_address_share_its_port() {
+        let l = crate::server::bind_with("127.0.0.1:0".parse().unwrap(), 3)
+            .await
+            .unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert_ne!(port, 0);
+        assert_eq!(l.udp.len(), 3);
+        for s in &l.udp {
+            assert_eq!(s.local_addr().unwrap().port(), port);
+        }
+        assert_eq!(l.tcp.local_addr().unwrap().port(), port);
+    }
+
+    #[test]
+    fn no_replies_to_port_zero_or_broadcast() {
+        assert!(!can_reply_to(&"10.0.0.1:0".parse().unwrap()));
+        assert!(!can_reply_to(&"255.255.255.255:53".parse().unwrap()));
+        assert!(!can_reply_to(&"[::]:53".parse().unwrap()));
+        assert!(can_reply_to(&"10.0.0.1:5353".parse().unwrap()));
+    }
+}
