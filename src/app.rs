@@ -33,7 +33,7 @@ use crate::plugin::metrics::{DnsMetrics, PluginMetrics};
 use crate::plugin::ready::{Readiness, ReadinessCheck};
 use crate::plugin::reload::{ChangeDetector, ReloadMetrics};
 use crate::plugin::{Chain, health};
-use crate::server::observe::Observers;
+use crate::server::observe::{BlockMetrics, Observers};
 use crate::server::{self, BlockRoute, Router, RouterCell, ServerError};
 
 /// Why the server could not start (or a new configuration could not be applied).
@@ -355,7 +355,7 @@ async fn build(config: Config, shared: &Shared, previous: &[Arc<Source>]) -> Res
             .collect::<Result<_, _>>()?;
         for key in keys {
             let server = server_label(&key);
-            let observers = observers(block, shared, &server);
+            let observers = observers(block, &zones, shared, &server);
             routers
                 .entry(key)
                 .or_insert_with(|| Router {
@@ -409,15 +409,15 @@ async fn new_source(k: &KubernetesConfig, metrics: &PluginMetrics) -> Result<Sou
 }
 
 /// The observers of `block` on the listener labelled `server`.
-fn observers(block: &BlockConfig, shared: &Shared, server: &str) -> Observers {
-    let metrics = block.prometheus.map(|_| shared.metrics.clone());
-    if let Some(m) = &metrics {
+fn observers(block: &BlockConfig, zones: &[Name], shared: &Shared, server: &str) -> Observers {
+    let metrics = block.prometheus.map(|_| {
         for zone in &block.zones {
             for name in block.plugin_names() {
-                m.plugin_enabled(server, zone, name);
+                shared.metrics.plugin_enabled(server, zone, name);
             }
         }
-    }
+        BlockMetrics::new(&shared.metrics, server, zones)
+    });
     Observers {
         metrics,
         log: block.log.as_ref().map(QueryLog::new),

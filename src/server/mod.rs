@@ -277,7 +277,7 @@ impl DnsHandler {
             Ok(reply) => reply,
             Err(_) => {
                 if let Some(m) = router.blocks.iter().find_map(|b| b.observers.metrics.as_ref()) {
-                    m.panic();
+                    m.metrics().panic();
                 }
                 tracing::error!(qname = %question.name, qtype = %question.qtype, "a plugin panicked; answered SERVFAIL");
                 Reply::Rcode(ResponseCode::ServFail)
@@ -461,7 +461,7 @@ fn observe_request(router: &Router, req: &Parsed<'_>, resp: &Response, sent: &Me
             if b.observers.is_empty() {
                 return;
             }
-            (&b.observers, zone.to_string())
+            (&b.observers, Some(zone))
         }
         None => match router.blocks.iter().find_map(|b| b.observers.metrics.clone()) {
             Some(metrics) => {
@@ -469,14 +469,13 @@ fn observe_request(router: &Router, req: &Parsed<'_>, resp: &Response, sent: &Me
                     metrics: Some(metrics),
                     ..Observers::default()
                 };
-                (&fallback, observe::UNROUTED_ZONE.to_owned())
+                (&fallback, None)
             }
             None => return,
         },
     };
     observers.observe(
-        &router.server,
-        &zone,
+        zone,
         &Exchange {
             client: observe::canonical_client(served.src),
             proto: if matches!(served.protocol, Protocol::Udp) {

@@ -4,6 +4,7 @@
 //! encoded, so sizes and times are what the client got.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_proto::op::{Metadata, OpCode, ResponseCode};
@@ -11,7 +12,7 @@ use hickory_proto::rr::{DNSClass, Name, RecordType};
 
 use crate::plugin::errors::ErrorLog;
 use crate::plugin::log::{LogEntry, QueryLog};
-use crate::plugin::metrics::{self, DnsMetrics, Proto, RequestRecord};
+use crate::plugin::metrics::{self, DnsMetrics, Proto, RequestRecord, ZoneRecorder};
 
 /// One request and its response, as observed.
 #[derive(Debug, Clone, Copy)]
@@ -48,11 +49,42 @@ pub struct Exchange<'a> {
     pub failure: Option<&'static str>,
 }
 
+/// A block's `prometheus`: a recorder per zone of the block on this address, and one for
+/// requests no block took (`dropped`).
+#[derive(Debug, Clone)]
+pub struct BlockMetrics {
+    zones: Vec<(Name, Arc<ZoneRecorder>)>,
+    dropped: Arc<ZoneRecorder>,
+}
+
+impl BlockMetrics {
+    /// Recorders for `zones` (lower-case, absolute) on the listener labelled `server`.
+    pub fn new(metrics: &DnsMetrics, server: &str, zones: &[Name]) -> Self {
+        Self {
+            zones: zones
+                .iter()
+                .map(|z| (z.clone(), ZoneRecorder::new(metrics, server, &z.to_string())))
+                .collect(),
+            dropped: ZoneRecorder::new(metrics, server, UNROUTED_ZONE),
+        }
+    }
+
+    /// The process's metrics.
+    pub fn metrics(&self) -> &DnsMetrics {
+        self.dropped.metrics()
+    }
+
+    fn recorder(&self, zone: Option<&Name>) -> &ZoneRecorder {
+        zone.and_then(|z| self.zones.iter().find(|(n, _)| n == z))
+            .map_or(&self.dropped, |(_, r)| r)
+    }
+}
+
 /// The observers a server block has configured.
 #[derive(Debug, Clone, Default)]
 pub struct Observers {
     /// `prometheus`.
-    pub metrics: Option<DnsMetrics>,
+    pub metrics: Option<BlockMetrics>,
     /// `log`.
     pub log: Option<QueryLog>,
     /// `errors`.
@@ -65,14 +97,14 @@ impl Observers {
         self.metrics.is_none() && self.log.is_none() && self.errors.is_none()
     }
 
-    /// Reports `x`, answered by the block whose zone `zone` matched, on server `server`.
-    pub fn observe(&self, server: &str, zone: &str, x: &Exchange<'_>) {
+    /// Reports `x`, answered by the block whose zone `zone` matched (`None`: no block took it).
+    pub fn observe(&self, zone: Option<&Name>, x: &Exchange<'_>) {
         let rcode = x.rcode;
         let qtype = x.qtype.unwrap_or(RecordType::Unknown(0));
         if let Some(m) = &self.metrics {
-            m.record(&RequestRecord {
-                server,
-                zone,
+            m.recorder(zone).record(&RequestRecord {
+                server: "",
+                zone: "",
                 proto: x.proto,
                 client: x.client,
                 qtype,

@@ -4,6 +4,7 @@
 //! renders is Prometheus exposition format 0.0.4, as CoreDNS serves it.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::http::header::CONTENT_TYPE;
@@ -11,7 +12,8 @@ use axum::routing::get;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use prometheus::{
-    CounterVec, Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, Opts, Registry, TextEncoder,
+    Counter, CounterVec, Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, Opts,
+    Registry, TextEncoder,
 };
 
 use crate::corefile::{Args, CorefileError, Directive};
@@ -68,6 +70,12 @@ pub fn type_label(t: RecordType) -> &'static str {
         "other"
     }
 }
+
+/// The rcodes counted by name, in [`rcode_label`]'s order; all others are `other`.
+const NAMED_RCODES: &[u16] = &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 16, 23];
+
+/// The `plugin` label values the server writes; others are resolved per request.
+const KNOWN_PLUGINS: &[&str] = &["", "kubernetes", "forward", "hosts", "cache"];
 
 /// The `rcode` label (CoreDNS's rcode names).
 pub fn rcode_label(r: ResponseCode) -> &'static str {
@@ -343,6 +351,116 @@ impl PluginMetrics {
     }
 }
 
+/// The core metrics of one `server` and `zone` label pair, with each series' handle resolved
+/// on its first use: recording a request then costs atomic adds, not a label lookup per metric.
+/// Series appear on first use, as with the label-vector API.
+#[derive(Debug)]
+pub struct ZoneRecorder {
+    metrics: DnsMetrics,
+    server: String,
+    zone: String,
+    /// proto × family × (counted types + `other`).
+    requests: Box<[OnceLock<Counter>]>,
+    /// (named rcodes + `other`) × known plugins.
+    responses: Box<[OnceLock<Counter>]>,
+    do_requests: OnceLock<Counter>,
+    duration: OnceLock<Histogram>,
+    request_size: [OnceLock<Histogram>; 2],
+    response_size: [OnceLock<Histogram>; 2],
+}
+
+fn slots<T>(n: usize) -> Box<[OnceLock<T>]> {
+    (0..n).map(|_| OnceLock::new()).collect()
+}
+
+impl ZoneRecorder {
+    /// A recorder for `server` and `zone`.
+    pub fn new(metrics: &DnsMetrics, server: &str, zone: &str) -> Arc<Self> {
+        Arc::new(Self {
+            metrics: metrics.clone(),
+            server: server.to_owned(),
+            zone: zone.to_owned(),
+            requests: slots(2 * 2 * (COUNTED_TYPES.len() + 1)),
+            responses: slots((NAMED_RCODES.len() + 1) * KNOWN_PLUGINS.len()),
+            do_requests: OnceLock::new(),
+            duration: OnceLock::new(),
+            request_size: [OnceLock::new(), OnceLock::new()],
+            response_size: [OnceLock::new(), OnceLock::new()],
+        })
+    }
+
+    /// The metrics it records into.
+    pub fn metrics(&self) -> &DnsMetrics {
+        &self.metrics
+    }
+
+    /// Records one answered request (its `server` and `zone` fields are this recorder's).
+    pub fn record(&self, r: &RequestRecord<'_>) {
+        let m = &self.metrics;
+        let (server, zone) = (self.server.as_str(), self.zone.as_str());
+        let family = usize::from(!(r.client.is_ipv4()));
+        let proto = usize::from(r.proto == Proto::Tcp);
+        let t = COUNTED_TYPES
+            .iter()
+            .position(|c| *c == r.qtype)
+            .unwrap_or(COUNTED_TYPES.len());
+        let i = (proto * 2 + family) * (COUNTED_TYPES.len() + 1) + t;
+        if let Some(slot) = self.requests.get(i) {
+            slot.get_or_init(|| {
+                m.requests.with_label_values(&[
+                    server,
+                    zone,
+                    "",
+                    r.proto.label(),
+                    if family == 0 { "1" } else { "2" },
+                    type_label(r.qtype),
+                ])
+            })
+            .inc();
+        }
+        if r.dnssec_ok {
+            self.do_requests
+                .get_or_init(|| m.do_requests.with_label_values(&[server, zone, ""]))
+                .inc();
+        }
+        let code = u16::from(r.rcode);
+        let rc = NAMED_RCODES
+            .iter()
+            .position(|c| *c == code)
+            .unwrap_or(NAMED_RCODES.len());
+        match KNOWN_PLUGINS.iter().position(|p| *p == r.plugin) {
+            Some(p) => {
+                if let Some(slot) = self.responses.get(rc * KNOWN_PLUGINS.len() + p) {
+                    slot.get_or_init(|| {
+                        m.responses
+                            .with_label_values(&[server, zone, "", rcode_label(r.rcode), r.plugin])
+                    })
+                    .inc();
+                }
+            }
+            None => m
+                .responses
+                .with_label_values(&[server, zone, "", rcode_label(r.rcode), r.plugin])
+                .inc(),
+        }
+        self.duration
+            .get_or_init(|| m.duration.with_label_values(&[server, zone, ""]))
+            .observe(r.duration.as_secs_f64());
+        self.request_size[proto]
+            .get_or_init(|| {
+                m.request_size
+                    .with_label_values(&[server, zone, "", r.proto.label()])
+            })
+            .observe(r.request_size as f64);
+        self.response_size[proto]
+            .get_or_init(|| {
+                m.response_size
+                    .with_label_values(&[server, zone, "", r.proto.label()])
+            })
+            .observe(r.response_size as f64);
+    }
+}
+
 /// Parses `prometheus [ADDR]`.
 pub fn parse(d: &Directive) -> Result<SocketAddr, CorefileError> {
     let mut args = Args::new(d);
@@ -384,6 +502,30 @@ mod tests {
             "coredns_plugin_enabled{name=\"kubernetes\",server=\"dns://:53\",view=\"\",zone=\".\"} 1",
             "coredns_build_info{goversion=\"rust\",revision=\"\",version=\"",
             "# TYPE coredns_panics_total counter",
+        ] {
+            assert!(text.contains(want), "missing {want} in\n{text}");
+        }
+        // The recorder writes the same series as `record`.
+        let rec = ZoneRecorder::new(&m, "dns://:53", ".");
+        rec.record(&RequestRecord {
+            server: "ignored",
+            zone: "ignored",
+            proto: Proto::Udp,
+            client: "127.0.0.1:5000".parse().unwrap(),
+            qtype: RecordType::Unknown(65280),
+            dnssec_ok: true,
+            request_size: 40,
+            response_size: 120,
+            rcode: ResponseCode::NXDomain,
+            plugin: "kubernetes",
+            duration: Duration::from_micros(300),
+        });
+        let text = m.render();
+        for want in [
+            "coredns_dns_requests_total{family=\"1\",proto=\"udp\",server=\"dns://:53\",type=\"other\",view=\"\",zone=\".\"} 2",
+            "coredns_dns_responses_total{plugin=\"kubernetes\",rcode=\"NXDOMAIN\",server=\"dns://:53\",view=\"\",zone=\".\"} 2",
+            "coredns_dns_do_requests_total{server=\"dns://:53\",view=\"\",zone=\".\"} 1",
+            "coredns_dns_request_duration_seconds_count{server=\"dns://:53\",view=\"\",zone=\".\"} 2",
         ] {
             assert!(text.contains(want), "missing {want} in\n{text}");
         }
