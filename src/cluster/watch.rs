@@ -56,7 +56,9 @@ const SLICE_PAGE_SIZE: u32 = 50;
 #[non_exhaustive]
 pub enum WatchError {
     /// The in-cluster service-account configuration could not be read.
-    #[error("kubernetes: in-cluster configuration is not available (not running in a pod?): {source}. Outside a cluster, add `endpoint URL` or `kubeconfig PATH` to the kubernetes block (see `fake-apiserver` for a local API server)")]
+    #[error(
+        "kubernetes: in-cluster configuration is not available (not running in a pod?): {source}. Outside a cluster, add `endpoint URL` or `kubeconfig PATH` to the kubernetes block (see `fake-apiserver` for a local API server)"
+    )]
     InCluster {
         /// kube's error.
         #[source]

@@ -409,3 +409,22 @@ fn check_rejects_each_kind_of_corefile_mistake() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/Corefile"));
 }
+
+/// kubeadm's Corefile outside a pod stops at start-up with an error that names the way out.
+#[test]
+fn kubeadm_corefile_outside_a_cluster_says_what_to_add() {
+    let out = bin()
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .arg("-conf")
+        .arg(repo().join("config/Corefile"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("in-cluster configuration is not available")
+            && err.contains("add `endpoint URL` or `kubeconfig PATH`"),
+        "{err}"
+    );
+}
