@@ -447,6 +447,22 @@ async fn kubeadm_corefile_end_to_end_with_probes_and_metrics() {
     running.stop().await.unwrap();
 }
 
+/// One query on an open TCP connection; panics unless it is answered.
+async fn query_on(conn: &mut tokio::net::TcpStream) {
+    let q = support::query("web.default.svc.cluster.local.", RecordType::A);
+    let bytes = q.to_bytes().unwrap();
+    conn.write_all(&u16::try_from(bytes.len()).unwrap().to_be_bytes())
+        .await
+        .unwrap();
+    conn.write_all(&bytes).await.unwrap();
+    let mut len = [0u8; 2];
+    conn.read_exact(&mut len).await.unwrap();
+    let mut reply = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    conn.read_exact(&mut reply).await.unwrap();
+    let m = Message::from_bytes(&reply).unwrap();
+    assert_eq!((m.metadata.id, m.answers.len()), (q.metadata.id, 1));
+}
+
 /// A client querying in a loop through SIGTERM sees no failed query: `/ready` turns 503 at
 /// once, UDP and TCP keep answering through the lameduck, then the process exits 0.
 #[test]
@@ -470,25 +486,35 @@ fn sigterm_lameduck_loses_no_query() {
         let stop = Arc::new(AtomicBool::new(false));
         let ok = Arc::new(AtomicUsize::new(0));
         let failed = Arc::new(AtomicUsize::new(0));
-        let loop_task = {
-            let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
-            tokio::spawn(async move {
-                let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-                let mut buf = vec![0u8; 4096];
-                while !stop.load(Ordering::Relaxed) {
-                    let q = support::query("web.default.svc.cluster.local.", RecordType::A);
-                    sock.send_to(&q.to_bytes().unwrap(), dns).await.unwrap();
-                    let answered =
-                        match tokio::time::timeout(Duration::from_secs(1), sock.recv_from(&mut buf)).await {
+        // Four clients querying back to back, each from its own socket.
+        let loops: Vec<_> = (0..4)
+            .map(|_| {
+                let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
+                tokio::spawn(async move {
+                    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+                    let mut buf = vec![0u8; 4096];
+                    while !stop.load(Ordering::Relaxed) {
+                        let q = support::query("web.default.svc.cluster.local.", RecordType::A);
+                        sock.send_to(&q.to_bytes().unwrap(), dns).await.unwrap();
+                        let answered = match tokio::time::timeout(
+                            Duration::from_secs(1),
+                            sock.recv_from(&mut buf),
+                        )
+                        .await
+                        {
                             Ok(Ok((n, _))) => Message::from_bytes(&buf[..n])
                                 .is_ok_and(|m| m.metadata.id == q.metadata.id && m.answers.len() == 1),
                             _ => false,
                         };
-                    if answered { &ok } else { &failed }.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
+                        if answered { &ok } else { &failed }.fetch_add(1, Ordering::Relaxed);
+                        tokio::task::yield_now().await;
+                    }
+                })
             })
-        };
+            .collect();
+        // A TCP connection opened before the signal keeps being served on after it.
+        let mut conn = tokio::net::TcpStream::connect(dns).await.unwrap();
+        query_on(&mut conn).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let term_at = Instant::now();
         server.signal_term();
@@ -513,10 +539,13 @@ fn sigterm_lameduck_loses_no_query() {
         )
         .await;
         assert_eq!(tcp.answers.len(), 1);
+        query_on(&mut conn).await;
         // Query until a second before the lameduck ends.
         tokio::time::sleep_until((term_at + Duration::from_secs(2)).into()).await;
         stop.store(true, Ordering::Relaxed);
-        loop_task.await.unwrap();
+        for l in loops {
+            l.await.unwrap();
+        }
         eprintln!(
             "lameduck: /ready 503 after {turned:?}; {} queries answered, {} failed",
             ok.load(Ordering::Relaxed),
