@@ -74,6 +74,16 @@ impl Stop {
     }
 }
 
+/// Stops the workers when dropped.
+#[derive(Debug)]
+pub struct StopOnDrop(pub Stop);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
 /// Starts a worker thread serving `sock` until `stop`. Questions that must await I/O run as
 /// tasks on `runtime`.
 pub fn spawn_worker(
@@ -221,6 +231,31 @@ mod tests {
             assert_eq!(s.local_addr().unwrap().port(), port);
         }
         assert_eq!(l.tcp.local_addr().unwrap().port(), port);
+    }
+
+    /// A serve future dropped without its shutdown (the runtime going away) still stops the
+    /// worker threads, which close their sockets.
+    #[tokio::test]
+    async fn dropping_serve_stops_the_workers() {
+        let l = crate::server::bind_with("127.0.0.1:0".parse().unwrap(), 2)
+            .await
+            .unwrap();
+        let addr = l.local_addr().unwrap();
+        let router = Arc::new(crate::server::Router::default());
+        let task = tokio::spawn(crate::server::serve(router, vec![l], std::future::pending()));
+        tokio::task::yield_now().await;
+        task.abort();
+        let _ = task.await;
+        // A plain bind (no SO_REUSEPORT) succeeds once no worker holds the port.
+        let mut freed = false;
+        for _ in 0..100 {
+            if std::net::UdpSocket::bind(addr).is_ok() {
+                freed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(freed, "the UDP workers kept {addr}");
     }
 
     #[test]
