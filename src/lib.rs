@@ -8,7 +8,8 @@
 //! - [`cluster`]: the in-memory cluster zone (Namespaces, Services, EndpointSlices, Pods reduced to
 //!   what DNS needs) and the sources that fill it (Kubernetes manifests, later the API watches).
 //! - [`dns`]: the query engine that answers names in the cluster zone by the Kubernetes DNS spec.
-//! - [`server`]: UDP/TCP listeners, EDNS, truncation and response writing on hickory-server.
+//! - [`server`]: the UDP workers and TCP listener, request validation, EDNS, truncation and
+//!   response encoding (one path from request bytes to response bytes for every transport).
 
 pub mod app;
 pub mod cluster;

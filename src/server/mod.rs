@@ -565,6 +565,9 @@ pub async fn serve(
     let handler = DnsHandler::new(router);
     let runtime = tokio::runtime::Handle::current();
     let stop = udp::Stop::default();
+    // The workers are threads, not tasks: if this future is dropped rather than run to the
+    // end (the runtime shutting down), they must still stop and close their sockets.
+    let _stop_on_drop = udp::StopOnDrop(stop.clone());
     let mut workers = Vec::new();
     let mut tcp_tasks = Vec::new();
     for l in listeners {

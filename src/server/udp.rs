@@ -1,6 +1,8 @@
 //! The UDP transport: worker threads that each own one socket of the listen address (all bound
 //! with `SO_REUSEPORT`, so the kernel spreads clients over them) and answer in a loop, inline:
-//! receive, [`DnsHandler::answer_into`] into a buffer the worker reuses, send.
+//! receive a batch (`recvmmsg`), [`DnsHandler::answer_into`] each into a buffer the worker
+//! reuses, send the replies as a batch (`sendmmsg`). The system calls come from `nix`'s safe
+//! wrappers.
 //!
 //! hickory-server's UDP server spawns a task and sends through a channel per datagram; that cost
 //! more than deciding the answer (see BENCHMARKS.md). Here a question the chain answers without
@@ -18,6 +20,11 @@ use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::AsRawFd;
+
+use nix::errno::Errno;
+use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, sendmmsg};
 use socket2::{Domain, Socket, Type};
 
 use super::{DnsHandler, Protocol};
@@ -32,6 +39,8 @@ const STOP_POLL: Duration = Duration::from_millis(100);
 const RECV_BUFFER: usize = 4 << 20;
 /// Largest datagram read: anything longer is cut by the kernel and fails to parse.
 const MAX_DATAGRAM: usize = 65535;
+/// Most datagrams taken by one `recvmmsg` and answered by one `sendmmsg`.
+const BATCH: usize = 32;
 
 /// The number of UDP workers (and sockets) per listen address.
 pub fn workers() -> usize {
@@ -74,6 +83,16 @@ impl Stop {
     }
 }
 
+/// Stops the workers when dropped.
+#[derive(Debug)]
+pub struct StopOnDrop(pub Stop);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
 /// Starts a worker thread serving `sock` until `stop`. Questions that must await I/O run as
 /// tasks on `runtime`.
 pub fn spawn_worker(
@@ -106,8 +125,18 @@ struct Worker {
     handler: DnsHandler,
     runtime: tokio::runtime::Handle,
     stop: Stop,
-    buf: Vec<u8>,
-    out: Vec<u8>,
+    /// Receive buffers, one per datagram of a batch (pages the kernel never writes stay
+    /// unallocated).
+    bufs: Vec<Vec<u8>>,
+    /// Replies, one per datagram of a batch, reused.
+    outs: Vec<Vec<u8>>,
+}
+
+fn std_addr(a: &SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = a.as_sockaddr_in() {
+        return Some(SocketAddr::V4((*v4).into()));
+    }
+    a.as_sockaddr_in6().map(|v6| SocketAddr::V6((*v6).into()))
 }
 
 impl Worker {
@@ -117,8 +146,10 @@ impl Worker {
             handler,
             runtime,
             stop,
-            buf: vec![0; MAX_DATAGRAM],
-            out: Vec::with_capacity(usize::from(super::MAX_UDP_PAYLOAD)),
+            bufs: (0..BATCH).map(|_| vec![0; MAX_DATAGRAM]).collect(),
+            outs: (0..BATCH)
+                .map(|_| Vec::with_capacity(usize::from(super::MAX_UDP_PAYLOAD)))
+                .collect(),
         }
     }
 
@@ -126,64 +157,113 @@ impl Worker {
         // Futures polled here may create tokio I/O and timers: they need the runtime's context.
         let runtime = self.runtime.clone();
         let _context = runtime.enter();
+        let fd = self.sock.as_raw_fd();
+        let mut recv_headers = MultiHeaders::<SockaddrStorage>::preallocate(BATCH, None);
+        let mut send_headers = MultiHeaders::<SockaddrStorage>::preallocate(BATCH, None);
+        // (length, client) of each datagram of the batch; the replies to send, by index.
+        let mut got: Vec<(usize, Option<SocketAddr>)> = Vec::with_capacity(BATCH);
+        let mut replies: Vec<(usize, SockaddrStorage)> = Vec::with_capacity(BATCH);
         while !self.stop.stopped() {
-            match self.sock.recv_from(&mut self.buf) {
-                Ok((n, src)) => {
-                    if can_reply_to(&src) {
-                        self.answer(n, src);
+            got.clear();
+            {
+                let mut iovs: Vec<[IoSliceMut<'_>; 1]> =
+                    self.bufs.iter_mut().map(|b| [IoSliceMut::new(b)]).collect();
+                // Blocks for the first datagram (up to the socket's receive timeout), then takes
+                // what else is queued.
+                match recvmmsg(
+                    fd,
+                    &mut recv_headers,
+                    iovs.iter_mut(),
+                    MsgFlags::MSG_WAITFORONE,
+                    None,
+                ) {
+                    Ok(msgs) => got.extend(msgs.map(|m| (m.bytes, m.address.as_ref().and_then(std_addr)))),
+                    Err(Errno::EAGAIN | Errno::EINTR) => continue,
+                    Err(error) => {
+                        tracing::debug!(%error, "error receiving UDP datagrams");
+                        continue;
                     }
                 }
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            }
+            replies.clear();
+            for (i, (n, src)) in got.iter().enumerate() {
+                let Some(src) = src.filter(can_reply_to) else {
+                    continue;
+                };
+                if self.answer(i, *n, src) {
+                    replies.push((i, SockaddrStorage::from(src)));
+                }
+            }
+            self.send_replies(fd, &mut send_headers, &replies);
+        }
+    }
+
+    /// Sends the replies in `outs` named by `replies`, with as few `sendmmsg` calls as the
+    /// kernel allows; one that fails is skipped (and logged).
+    fn send_replies(
+        &self,
+        fd: std::os::fd::RawFd,
+        headers: &mut MultiHeaders<SockaddrStorage>,
+        replies: &[(usize, SockaddrStorage)],
+    ) {
+        let mut start = 0;
+        while start < replies.len() {
+            let rest = &replies[start..];
+            let slices: Vec<[IoSlice<'_>; 1]> =
+                rest.iter().map(|(i, _)| [IoSlice::new(&self.outs[*i])]).collect();
+            let addrs: Vec<Option<SockaddrStorage>> = rest.iter().map(|(_, a)| Some(*a)).collect();
+            match sendmmsg(fd, headers, &slices, &addrs, [], MsgFlags::empty()) {
+                Ok(sent) => start += sent.count().max(1),
+                Err(Errno::EINTR) => {}
                 Err(error) => {
-                    tracing::debug!(%error, "error receiving a UDP datagram");
+                    tracing::debug!(%error, "failed to send a UDP response");
+                    start += 1;
                 }
             }
         }
     }
 
-    /// Answers the `n`-byte datagram in `buf` from `src`.
-    fn answer(&mut self, n: usize, src: SocketAddr) {
+    /// Answers the `n`-byte datagram in `bufs[i]` from `src`: true when the reply is in
+    /// `outs[i]` to be sent; false when there is none, or a task will send it.
+    fn answer(&mut self, i: usize, n: usize, src: SocketAddr) -> bool {
         let mut cx = Context::from_waker(Waker::noop());
+        let req = &self.bufs[i][..n.min(MAX_DATAGRAM)];
         if !self.handler.router().may_await_io() {
             // Nothing in the chain awaits I/O: the future is ready on its first poll.
             let done = {
                 let fut = pin!(
                     self.handler
-                        .answer_into(&self.buf[..n], src, Protocol::Udp, &mut self.out)
+                        .answer_into(req, src, Protocol::Udp, &mut self.outs[i])
                 );
                 match fut.poll(&mut cx) {
                     Poll::Ready(served) => Some(served.is_some()),
                     Poll::Pending => None,
                 }
             };
-            match done {
-                Some(true) => send(&self.sock, &self.out, src),
-                Some(false) => {}
+            return match done {
+                Some(reply) => reply,
                 // Not ready after all (nothing was sent upstream): answer it as a task.
-                None => self.spawn(n, src),
-            }
-            return;
+                None => {
+                    self.runtime.spawn(owned_answer(
+                        self.handler.clone(),
+                        self.sock.clone(),
+                        req.to_vec(),
+                        src,
+                    ));
+                    false
+                }
+            };
         }
         let mut task = Box::pin(owned_answer(
             self.handler.clone(),
             self.sock.clone(),
-            self.buf[..n].to_vec(),
+            req.to_vec(),
             src,
         ));
         if task.as_mut().poll(&mut cx).is_pending() {
             self.runtime.spawn(task);
         }
-    }
-
-    fn spawn(&self, n: usize, src: SocketAddr) {
-        let task = owned_answer(
-            self.handler.clone(),
-            self.sock.clone(),
-            self.buf[..n].to_vec(),
-            src,
-        );
-        self.runtime.spawn(task);
+        false
     }
 }
 
@@ -221,6 +301,31 @@ mod tests {
             assert_eq!(s.local_addr().unwrap().port(), port);
         }
         assert_eq!(l.tcp.local_addr().unwrap().port(), port);
+    }
+
+    /// A serve future dropped without its shutdown (the runtime going away) still stops the
+    /// worker threads, which close their sockets.
+    #[tokio::test]
+    async fn dropping_serve_stops_the_workers() {
+        let l = crate::server::bind_with("127.0.0.1:0".parse().unwrap(), 2)
+            .await
+            .unwrap();
+        let addr = l.local_addr().unwrap();
+        let router = crate::server::router_cell(crate::server::Router::default());
+        let task = tokio::spawn(crate::server::serve(router, vec![l], std::future::pending()));
+        tokio::task::yield_now().await;
+        task.abort();
+        let _ = task.await;
+        // A plain bind (no SO_REUSEPORT) succeeds once no worker holds the port.
+        let mut freed = false;
+        for _ in 0..100 {
+            if std::net::UdpSocket::bind(addr).is_ok() {
+                freed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(freed, "the UDP workers kept {addr}");
     }
 
     #[test]
