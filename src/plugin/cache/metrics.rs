@@ -19,7 +19,7 @@
 //! [`Cache::with_metrics`](super::Cache::with_metrics), which resolves its label values once
 //! into [`CacheInstruments`] so that the query path only bumps atomics.
 
-use prometheus::core::Collector;
+use crate::plugin::metrics::register_all;
 use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// The `type` label of the success store.
@@ -39,46 +39,6 @@ pub struct CacheMetrics {
     drops: IntCounterVec,
     served_stale: IntCounterVec,
     evictions: IntCounterVec,
-}
-
-/// Registers every collector in `collectors`, or none: on the first failure the ones already
-/// registered are taken out again, so that a failed registration leaves `registry` as it was.
-pub(crate) fn register_all(
-    registry: &Registry,
-    collectors: Vec<Box<dyn Collector>>,
-) -> Result<(), prometheus::Error> {
-    let mut done: Vec<Box<dyn Collector>> = Vec::with_capacity(collectors.len());
-    for c in collectors {
-        let handle = clone_collector(&*c);
-        match registry.register(c) {
-            Ok(()) => done.push(handle),
-            Err(e) => {
-                for d in done {
-                    let _ = registry.unregister(d);
-                }
-                return Err(e);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A collector with the same descriptors as `c` (for unregistering): the `prometheus` crate
-/// unregisters by descriptor ids, so a wrapper that reports `c`'s descriptors is enough.
-fn clone_collector(c: &dyn Collector) -> Box<dyn Collector> {
-    Box::new(Descs(c.desc().into_iter().cloned().collect()))
-}
-
-struct Descs(Vec<prometheus::core::Desc>);
-
-impl Collector for Descs {
-    fn desc(&self) -> Vec<&prometheus::core::Desc> {
-        self.0.iter().collect()
-    }
-
-    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
-        Vec::new()
-    }
 }
 
 fn counter(name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, prometheus::Error> {
@@ -208,17 +168,12 @@ mod tests {
     use hickory_proto::op::ResponseCode;
     use hickory_proto::rr::rdata::{A, SOA};
     use hickory_proto::rr::{Name, RData, Record, RecordType};
-    use prometheus::{Encoder, TextEncoder};
 
     use super::*;
     use crate::plugin::cache::{Cache, CacheConfig, setup};
     use crate::plugin::{Chain, Forwarded, Question, Reply};
 
-    fn render(r: &Registry) -> String {
-        let mut buf = Vec::new();
-        TextEncoder::new().encode(&r.gather(), &mut buf).unwrap();
-        String::from_utf8(buf).unwrap()
-    }
+    use crate::plugin::metrics::render_registry as render;
 
     fn config(text: &str) -> CacheConfig {
         let cf =

@@ -31,7 +31,7 @@ use std::time::Duration;
 use hickory_proto::op::ResponseCode;
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
 
-use crate::plugin::cache::metrics::register_all;
+use crate::plugin::metrics::register_all;
 
 /// The `proxy_name` label.
 pub const PROXY_NAME: &str = "forward";
@@ -217,18 +217,13 @@ mod tests {
     use hickory_proto::rr::rdata::A;
     use hickory_proto::rr::{Name, RData, Record, RecordType};
     use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
-    use prometheus::{Encoder, TextEncoder};
     use tokio::net::UdpSocket;
 
     use super::*;
     use crate::plugin::forward::{Forward, setup};
     use crate::plugin::{Question, Reply};
 
-    fn render(r: &Registry) -> String {
-        let mut buf = Vec::new();
-        TextEncoder::new().encode(&r.gather(), &mut buf).unwrap();
-        String::from_utf8(buf).unwrap()
-    }
+    use crate::plugin::metrics::render_registry as render;
 
     fn forward(text: &str) -> Forward {
         let cf =

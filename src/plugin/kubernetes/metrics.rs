@@ -30,7 +30,7 @@ use k8s_openapi::jiff::Timestamp;
 use prometheus::{Histogram, HistogramOpts, HistogramVec, Registry};
 
 use crate::cluster::model::ServiceKind;
-use crate::plugin::cache::metrics::register_all;
+use crate::plugin::metrics::register_all;
 
 /// The annotation the EndpointSlice controller writes with the time of the change it reacted to.
 pub const LAST_CHANGE_TRIGGER_TIME: &str = "endpoints.kubernetes.io/last-change-trigger-time";
@@ -136,15 +136,9 @@ impl KubernetesMetrics {
 mod tests {
     use std::collections::BTreeMap;
 
-    use prometheus::{Encoder, TextEncoder};
-
     use super::*;
 
-    fn render(r: &Registry) -> String {
-        let mut buf = Vec::new();
-        TextEncoder::new().encode(&r.gather(), &mut buf).unwrap();
-        String::from_utf8(buf).unwrap()
-    }
+    use crate::plugin::metrics::render_registry as render;
 
     fn meta(value: Option<&str>) -> ObjectMeta {
         ObjectMeta {

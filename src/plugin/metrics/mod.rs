@@ -304,10 +304,7 @@ impl DnsMetrics {
 
     /// The exposition text.
     pub fn render(&self) -> String {
-        let mut buf = Vec::new();
-        // Encoding to a Vec cannot fail for well-formed families.
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
-        String::from_utf8(buf).unwrap_or_default()
+        render_registry(&self.registry)
     }
 
     /// The `/metrics` router.
@@ -326,6 +323,54 @@ impl DnsMetrics {
             }),
         )
     }
+}
+
+/// Registers every collector in `collectors`, or none: on the first failure the ones already
+/// registered are taken out again, so that a failed registration leaves `registry` as it was.
+pub fn register_all(
+    registry: &Registry,
+    collectors: Vec<Box<dyn prometheus::core::Collector>>,
+) -> Result<(), prometheus::Error> {
+    let mut done: Vec<Box<dyn prometheus::core::Collector>> = Vec::with_capacity(collectors.len());
+    for c in collectors {
+        let handle = clone_collector(&*c);
+        match registry.register(c) {
+            Ok(()) => done.push(handle),
+            Err(e) => {
+                for d in done {
+                    let _ = registry.unregister(d);
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A collector with the same descriptors as `c` (for unregistering): the `prometheus` crate
+/// unregisters by descriptor ids, so a wrapper that reports `c`'s descriptors is enough.
+fn clone_collector(c: &dyn prometheus::core::Collector) -> Box<dyn prometheus::core::Collector> {
+    Box::new(Descs(c.desc().into_iter().cloned().collect()))
+}
+
+struct Descs(Vec<prometheus::core::Desc>);
+
+impl prometheus::core::Collector for Descs {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        self.0.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        Vec::new()
+    }
+}
+
+/// The exposition text of everything in `registry` (Prometheus 0.0.4, as CoreDNS serves it).
+pub fn render_registry(registry: &Registry) -> String {
+    let mut buf = Vec::new();
+    // Encoding to a Vec cannot fail for well-formed families.
+    let _ = TextEncoder::new().encode(&registry.gather(), &mut buf);
+    String::from_utf8(buf).unwrap_or_default()
 }
 
 /// The plugins' metric families (each defined in its plugin's folder), registered once per
