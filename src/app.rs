@@ -356,18 +356,11 @@ async fn build(config: Config, shared: &Shared, previous: &[Arc<Source>]) -> Res
         for key in keys {
             let server = server_label(&key);
             let observers = observers(block, &zones, shared, &server);
-            routers
-                .entry(key)
-                .or_insert_with(|| Router {
-                    server,
-                    blocks: Vec::new(),
-                })
-                .blocks
-                .push(BlockRoute {
-                    zones: zones.clone(),
-                    chain: chain.clone(),
-                    observers,
-                });
+            routers.entry(key).or_default().blocks.push(BlockRoute {
+                zones: zones.clone(),
+                chain: chain.clone(),
+                observers,
+            });
         }
     }
     let loops = loop_chains

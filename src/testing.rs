@@ -46,10 +46,7 @@ pub fn handler_for(corefile: &str, yaml: &str) -> Result<DnsHandler, String> {
             observers: Observers::default(),
         });
     }
-    Ok(DnsHandler::new(router_cell(Router {
-        server: "dns://:53".to_owned(),
-        blocks,
-    })))
+    Ok(DnsHandler::new(router_cell(Router { blocks })))
 }
 
 /// The conformance fixture behind [`KUBEADM_BLOCK`].

@@ -72,8 +72,6 @@ pub struct BlockRoute {
 /// The server blocks that share one listen address, routed by the longest matching zone.
 #[derive(Debug, Clone, Default)]
 pub struct Router {
-    /// The `server` label of this address's metrics (`dns://:53`).
-    pub server: String,
     /// The blocks.
     pub blocks: Vec<BlockRoute>,
 }

@@ -103,8 +103,6 @@ impl Observers {
         let qtype = x.qtype.unwrap_or(RecordType::Unknown(0));
         if let Some(m) = &self.metrics {
             m.recorder(zone).record(&RequestRecord {
-                server: "",
-                zone: "",
                 proto: x.proto,
                 client: x.client,
                 qtype,

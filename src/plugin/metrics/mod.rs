@@ -117,11 +117,7 @@ impl Proto {
 
 /// One answered request, as the server reports it.
 #[derive(Debug, Clone, Copy)]
-pub struct RequestRecord<'a> {
-    /// `dns://:53`-style server label.
-    pub server: &'a str,
-    /// The server block zone that matched (`.`), or `dropped`.
-    pub zone: &'a str,
+pub struct RequestRecord {
     /// Transport.
     pub proto: Proto,
     /// The client's address (only its family is recorded).
@@ -278,30 +274,6 @@ impl DnsMetrics {
         self.panics.inc();
     }
 
-    /// Records one answered request.
-    pub fn record(&self, r: &RequestRecord<'_>) {
-        let family = if r.client.is_ipv4() { "1" } else { "2" };
-        let proto = r.proto.label();
-        self.requests
-            .with_label_values(&[r.server, r.zone, "", proto, family, type_label(r.qtype)])
-            .inc();
-        if r.dnssec_ok {
-            self.do_requests.with_label_values(&[r.server, r.zone, ""]).inc();
-        }
-        self.responses
-            .with_label_values(&[r.server, r.zone, "", rcode_label(r.rcode), r.plugin])
-            .inc();
-        self.duration
-            .with_label_values(&[r.server, r.zone, ""])
-            .observe(r.duration.as_secs_f64());
-        self.request_size
-            .with_label_values(&[r.server, r.zone, "", proto])
-            .observe(r.request_size as f64);
-        self.response_size
-            .with_label_values(&[r.server, r.zone, "", proto])
-            .observe(r.response_size as f64);
-    }
-
     /// The exposition text.
     pub fn render(&self) -> String {
         render_registry(&self.registry)
@@ -439,8 +411,8 @@ impl ZoneRecorder {
         &self.metrics
     }
 
-    /// Records one answered request (its `server` and `zone` fields are this recorder's).
-    pub fn record(&self, r: &RequestRecord<'_>) {
+    /// Records one answered request under this recorder's `server` and `zone`.
+    pub fn record(&self, r: &RequestRecord) {
         let m = &self.metrics;
         let (server, zone) = (self.server.as_str(), self.zone.as_str());
         let family = usize::from(!(r.client.is_ipv4()));
@@ -525,9 +497,7 @@ mod tests {
     fn records_under_coredns_names_with_fixed_labels() {
         let m = DnsMetrics::new().unwrap();
         m.plugin_enabled("dns://:53", ".", "kubernetes");
-        m.record(&RequestRecord {
-            server: "dns://:53",
-            zone: ".",
+        ZoneRecorder::new(&m, "dns://:53", ".").record(&RequestRecord {
             proto: Proto::Udp,
             client: "127.0.0.1:5000".parse().unwrap(),
             qtype: RecordType::Unknown(65280),
@@ -550,11 +520,9 @@ mod tests {
         ] {
             assert!(text.contains(want), "missing {want} in\n{text}");
         }
-        // The recorder writes the same series as `record`.
+        // A second recorder for the same labels adds to the same series.
         let rec = ZoneRecorder::new(&m, "dns://:53", ".");
         rec.record(&RequestRecord {
-            server: "ignored",
-            zone: "ignored",
             proto: Proto::Udp,
             client: "127.0.0.1:5000".parse().unwrap(),
             qtype: RecordType::Unknown(65280),
