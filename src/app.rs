@@ -190,6 +190,12 @@ impl Running {
             .map(|(a, _)| *a)
     }
 
+    /// Responses held in the answer memos of every listen address (see [`server::memo`]).
+    pub fn memoized(&self) -> usize {
+        self.with_state(|s| s.listeners.values().map(|l| l.cell.load().memo.len()).sum())
+            .unwrap_or_default()
+    }
+
     /// The cluster zones, one per `kubernetes` plugin, in block order.
     pub fn zones(&self) -> Vec<Arc<ClusterZone>> {
         self.with_state(|s| s.generation.sources.iter().map(|src| src.zone.clone()).collect())
@@ -363,6 +369,8 @@ async fn build(config: Config, shared: &Shared, previous: &[Arc<Source>]) -> Res
             });
         }
     }
+    // Each address gets its answer memo once its blocks are known.
+    let routers = routers.into_iter().map(|(k, r)| (k, r.with_memo())).collect();
     let loops = loop_chains
         .iter()
         .filter_map(|c| c.loop_detect.as_ref().map(|l| Arc::clone(l.status())))

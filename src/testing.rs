@@ -21,6 +21,16 @@ pub const KUBEADM_BLOCK: &str = ".:53 {\n kubernetes cluster.local in-addr.arpa 
 
 /// A handler over `yaml` (Kubernetes objects) with the server block `corefile`.
 pub fn handler_for(corefile: &str, yaml: &str) -> Result<DnsHandler, String> {
+    handler_with_zone(corefile, yaml, true).map(|(h, _)| h)
+}
+
+/// [`handler_for`], with the answer memo on or off, and the zone it answers from (for tests
+/// that change it).
+pub fn handler_with_zone(
+    corefile: &str,
+    yaml: &str,
+    memo: bool,
+) -> Result<(DnsHandler, Arc<ClusterZone>), String> {
     let path = Path::new("/dev/null/Corefile");
     let cf = Corefile::parse_str(corefile, path).map_err(|e| e.to_string())?;
     let config = Config::from_corefile(&cf, path, 53).map_err(|e| e.to_string())?;
@@ -46,7 +56,15 @@ pub fn handler_for(corefile: &str, yaml: &str) -> Result<DnsHandler, String> {
             observers: Observers::default(),
         });
     }
-    Ok(DnsHandler::new(router_cell(Router { blocks })))
+    let router = if memo {
+        Router::new(blocks)
+    } else {
+        Router {
+            blocks,
+            ..Router::default()
+        }
+    };
+    Ok((DnsHandler::new(router_cell(router)), zone))
 }
 
 /// The conformance fixture behind [`KUBEADM_BLOCK`].

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use dashmap::DashMap;
@@ -119,6 +119,9 @@ pub struct ClusterZone {
     pod_ips: Map<(Arc<str>, IpAddr), u32>,
     serial: AtomicU32,
     synced: AtomicBool,
+    /// Counts every change that can alter an answer (data and the synced flag), bumped after
+    /// the change is complete: what is prepared from the zone is valid while it is unchanged.
+    generation: AtomicU64,
 }
 
 impl Default for ClusterZone {
@@ -147,6 +150,7 @@ impl ClusterZone {
             pod_ips: Map::default(),
             serial: AtomicU32::new(unix_now()),
             synced: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -155,6 +159,12 @@ impl ClusterZone {
     /// True once the source has delivered its first complete state.
     pub fn is_synced(&self) -> bool {
         self.synced.load(Ordering::Acquire)
+    }
+
+    /// The change counter: it moves (after the change is complete) whenever an answer may have
+    /// changed. An answer made after reading generation `g` is current while it is still `g`.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// The SOA serial: the Unix time of the last change that altered DNS data.
@@ -196,11 +206,15 @@ impl ClusterZone {
 
     /// Marks the zone as synced (the first full state has been applied).
     pub fn set_synced(&self, synced: bool) {
-        self.synced.store(synced, Ordering::Release);
+        if self.synced.swap(synced, Ordering::AcqRel) != synced {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
     }
 
+    /// Called at the end of every change to DNS data: the SOA serial and the change counter.
     fn bump_serial(&self) {
         self.serial.fetch_max(unix_now(), Ordering::Relaxed);
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Adds or keeps a Namespace.

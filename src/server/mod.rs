@@ -8,6 +8,7 @@
 //! the server cleanly.
 
 pub mod fit;
+pub mod memo;
 pub mod observe;
 pub mod tcp;
 pub mod udp;
@@ -74,9 +75,36 @@ pub struct BlockRoute {
 pub struct Router {
     /// The blocks.
     pub blocks: Vec<BlockRoute>,
+    /// Responses to UDP queries the cluster zones answered, kept while the zones are unchanged
+    /// (off by default; see [`Router::with_memo`]).
+    pub memo: memo::AnswerMemo,
 }
 
 impl Router {
+    /// `blocks`, with the answer memo on over the zones their `kubernetes` plugins answer from.
+    pub fn new(blocks: Vec<BlockRoute>) -> Self {
+        Self {
+            blocks,
+            memo: memo::AnswerMemo::default(),
+        }
+        .with_memo()
+    }
+
+    /// This router with a new answer memo over the zones its blocks' `kubernetes` plugins
+    /// answer from.
+    pub fn with_memo(mut self) -> Self {
+        let mut zones: Vec<Arc<crate::cluster::ClusterZone>> = Vec::new();
+        for b in &self.blocks {
+            if let Some(k) = &b.chain.kubernetes
+                && !zones.iter().any(|z| Arc::ptr_eq(z, k.zone()))
+            {
+                zones.push(k.zone().clone());
+            }
+        }
+        self.memo = memo::AnswerMemo::new(zones);
+        self
+    }
+
     /// The chain of the block whose zone is the longest suffix of `name` (compared
     /// case-insensitively, so the client's spelling will do).
     pub fn route(&self, name: &Name) -> Option<&Chain> {
@@ -335,6 +363,11 @@ impl DnsHandler {
         out: &mut Vec<u8>,
     ) -> Option<Served> {
         let started = Instant::now();
+        if matches!(protocol, Protocol::Udp)
+            && let Some(served) = self.answer_from_memo(req, src, out, started)
+        {
+            return Some(served);
+        }
         out.clear();
         let mut decoder = BinDecoder::new(req);
         let header = Header::read(&mut decoder).ok()?;
@@ -367,6 +400,8 @@ impl DnsHandler {
         }
         let qtype = parsed.query.as_ref().map(|q| q.query_type);
         let router = self.router();
+        // Read before the answer is made: the memo keeps it only if no zone changed meanwhile.
+        let generation = router.memo.generation();
         let resp = self.respond(&router, &mut parsed, protocol).await;
         // Our OPT, sent only when the query had one: the client's payload capped at ours and
         // never below 512.
@@ -421,9 +456,130 @@ impl DnsHandler {
             zone: resp.block.as_ref().map(|(_, z)| z.clone()),
         };
         observe_request(&router, &parsed, &resp, &sent, &served);
+        if matches!(protocol, Protocol::Udp)
+            && router.memo.is_on()
+            && let Some(info) = memo_info(&router, &parsed, &resp, &sent, out)
+        {
+            router.memo.insert(req, generation, out, info);
+        }
         Some(served)
     }
 
+    /// Answers `req` (UDP) from the router's answer memo, if it holds a current response to
+    /// it, and reports it to the observers as the full path would.
+    pub fn answer_from_memo(
+        &self,
+        req: &[u8],
+        src: SocketAddr,
+        out: &mut Vec<u8>,
+        started: Instant,
+    ) -> Option<Served> {
+        let router = self.router.load();
+        if !router.memo.is_on() {
+            return None;
+        }
+        let info = router.memo.lookup(req, out)?;
+        let block = router.blocks.get(info.block)?;
+        let zone = block.zones.get(info.zone);
+        if info.counts_cache
+            && let Some(cache) = &block.chain.cache
+        {
+            cache.count_pass_through();
+        }
+        let served = Served {
+            request_len: req.len(),
+            response_len: out.len(),
+            rcode: info.rcode,
+            qtype: Some(info.qtype),
+            protocol: Protocol::Udp,
+            src,
+            elapsed: started.elapsed(),
+            zone: zone.cloned(),
+        };
+        if !block.observers.is_empty() {
+            let request = Header::read(&mut BinDecoder::new(req)).ok()?.metadata;
+            block.observers.observe(
+                zone,
+                &Exchange {
+                    client: observe::canonical_client(src),
+                    proto: Proto::Udp,
+                    request: &request,
+                    // Read only by `log` (whose blocks do not memoize) and for failures (never memoized).
+                    query: None,
+                    qtype: Some(info.qtype),
+                    dnssec_ok: info.dnssec_ok,
+                    bufsize: PLAIN_UDP_LIMIT,
+                    request_size: served.request_len,
+                    response: &info.response,
+                    rcode: info.rcode,
+                    response_size: served.response_len,
+                    answers: info.answers,
+                    elapsed: served.elapsed,
+                    plugin: "kubernetes",
+                    failure: None,
+                },
+            );
+        }
+        Some(served)
+    }
+}
+
+/// What the memo keeps with `out`, the response just sent for `req`, or `None` when it must not
+/// keep it (see [`memo`] for the rules).
+fn memo_info(
+    router: &Router,
+    req: &Parsed<'_>,
+    resp: &Response,
+    sent: &Metadata,
+    out: &[u8],
+) -> Option<memo::MemoInfo> {
+    if resp.plugin != "kubernetes" || resp.failure.is_some() || observe::is_failure(sent.response_code) {
+        return None;
+    }
+    let (index, zone) = resp.block.as_ref()?;
+    let block = router.blocks.get(*index)?;
+    let chain = &block.chain;
+    if chain.kubernetes.is_none()
+        || chain.hosts.is_some()
+        || chain.rewrite.is_some()
+        || block.observers.log.is_some()
+    {
+        return None;
+    }
+    let question = resp.question.as_ref()?;
+    let cname = |r: &Record| r.record_type() == RecordType::CNAME;
+    if chain.forward.is_some() && resp.answers.iter().any(cname) {
+        return None;
+    }
+    let counts_cache = match &chain.cache {
+        Some(cache) => cache.passes_through(&question.name.to_lowercase())?,
+        None => false,
+    };
+    let shuffle = match chain.loadbalance {
+        Some(_) => memo::shuffle_plan(
+            out,
+            req.question.len(),
+            sent.truncation,
+            &resp.answers,
+            &resp.additional,
+        )
+        .ok()?,
+        None => None,
+    };
+    Some(memo::MemoInfo {
+        block: *index,
+        zone: block.zones.iter().position(|z| z == zone)?,
+        qtype: question.qtype,
+        dnssec_ok: question.dnssec_ok,
+        rcode: sent.response_code,
+        response: *sent,
+        answers: resp.answers.len(),
+        counts_cache,
+        shuffle,
+    })
+}
+
+impl DnsHandler {
     /// Answers one wire-format request without sockets, as the server would (used by the fuzz
     /// targets and benchmarks), blocking the calling thread. Only for chains that do no I/O
     /// (no `forward`); use [`DnsHandler::answer_wire_async`] inside a tokio runtime otherwise.

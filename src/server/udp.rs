@@ -228,6 +228,14 @@ impl Worker {
     fn answer(&mut self, i: usize, n: usize, src: SocketAddr) -> bool {
         let mut cx = Context::from_waker(Waker::noop());
         let req = &self.bufs[i][..n.min(MAX_DATAGRAM)];
+        // A memoized answer needs no future (nor a task, in blocks that forward).
+        if self
+            .handler
+            .answer_from_memo(req, src, &mut self.outs[i], std::time::Instant::now())
+            .is_some()
+        {
+            return true;
+        }
         if !self.handler.router().may_await_io() {
             // Nothing in the chain awaits I/O: the future is ready on its first poll.
             let done = {

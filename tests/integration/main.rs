@@ -8,6 +8,7 @@ mod conformance;
 mod deploy;
 mod dropin;
 mod forward;
+mod memo;
 mod support;
 mod transport;
 mod upstream;

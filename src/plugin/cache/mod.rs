@@ -168,6 +168,27 @@ impl Cache {
         Some(ttl)
     }
 
+    /// What the cache does with questions for `lower` (a lower-case name) whose answers it may
+    /// not store (`disable success` and `disable denial` both cover it): `Some(true)`, it
+    /// counts them as misses and passes them on; `Some(false)`, the name is outside its zones
+    /// and it does nothing. `None`: it may store answers for that name.
+    pub fn passes_through(&self, lower: &Name) -> Option<bool> {
+        if !under(&self.inner.zones, lower) {
+            return Some(false);
+        }
+        (under(&self.inner.no_success, lower) && under(&self.inner.no_denial, lower)).then_some(true)
+    }
+
+    /// Counts one question passed through without a lookup that could hit (see
+    /// [`Cache::passes_through`]), as [`Cache::serve`] counts it: a request and a miss.
+    pub fn count_pass_through(&self) {
+        self.inner.stats.misses.fetch_add(1, Ordering::Relaxed);
+        if let Some(m) = self.metrics() {
+            m.requests.inc();
+            m.misses.inc();
+        }
+    }
+
     /// Answers `q` from the cache, or from the chain from stage `next` on (and caches that).
     pub async fn serve(&self, chain: &Chain, next: usize, q: &Question) -> Reply {
         let lower = q.name.to_lowercase();

@@ -1,0 +1,250 @@
+//! The answer memo (`src/server/memo.rs`): a memoized response is the byte-for-byte response
+//! the full path gives, a zone change is answered at once, `loadbalance` still shuffles, and
+//! the blocks whose answers may change without a zone change do not memoize. Through the
+//! handler's wire interface (the UDP path the workers call), then over real UDP sockets.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use cluster_dns::cluster::manifests;
+use cluster_dns::server::{DnsHandler, Protocol};
+use cluster_dns::testing::{FIXTURE_YAML, KUBEADM_BLOCK, handler_with_zone};
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::{RData, RecordType};
+use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
+
+use crate::support;
+
+const CLIENT: &str = "127.0.0.1:40000";
+
+fn wire(name: &str, qtype: RecordType, id: u16, edns: Option<u16>) -> Vec<u8> {
+    let mut msg = match edns {
+        Some(p) => support::query_edns(name, qtype, p),
+        None => support::query(name, qtype),
+    };
+    msg.metadata.id = id;
+    msg.to_bytes().unwrap()
+}
+
+fn ask(h: &DnsHandler, bytes: &[u8]) -> Vec<u8> {
+    let src: SocketAddr = CLIENT.parse().unwrap();
+    h.answer_wire(bytes, src, Protocol::Udp).expect("a response")
+}
+
+/// The questions the memo sees most: every answer kind of the fixture, in the client's case,
+/// with and without EDNS, and one cut to 512 bytes.
+const QUESTIONS: &[(&str, RecordType, Option<u16>)] = &[
+    ("svc1.testns.svc.cluster.local.", RecordType::A, None),
+    ("SVC1.TestNS.svc.Cluster.Local.", RecordType::A, Some(1232)),
+    ("hdls.testns.svc.cluster.local.", RecordType::A, Some(1232)),
+    ("hdls.testns.svc.cluster.local.", RecordType::AAAA, None),
+    ("svc1.testns.svc.cluster.local.", RecordType::SRV, Some(1232)),
+    ("_http._tcp.hdls.testns.svc.cluster.local.", RecordType::SRV, None),
+    ("1.10.96.10.in-addr.arpa.", RecordType::PTR, None),
+    ("nope.testns.svc.cluster.local.", RecordType::A, None),
+    ("svc1.testns.svc.cluster.local.", RecordType::TXT, Some(1232)),
+    ("cluster.local.", RecordType::SOA, None),
+    ("dns-version.cluster.local.", RecordType::TXT, None),
+];
+
+#[test]
+fn memoized_responses_are_the_full_paths_bytes() {
+    let (memo, _) = handler_with_zone(KUBEADM_BLOCK, FIXTURE_YAML, true).unwrap();
+    let (plain, _) = handler_with_zone(KUBEADM_BLOCK, FIXTURE_YAML, false).unwrap();
+    for (i, (name, qtype, edns)) in QUESTIONS.iter().enumerate() {
+        let id = u16::try_from(i).unwrap();
+        let want = ask(&plain, &wire(name, *qtype, id, *edns));
+        let first = ask(&memo, &wire(name, *qtype, id, *edns));
+        assert_eq!(first, want, "{name} {qtype}: first answer differs");
+        for other_id in [0x1234, 0xFFFF] {
+            let hit = ask(&memo, &wire(name, *qtype, other_id, *edns));
+            assert_eq!(&hit[..2], &other_id.to_be_bytes(), "{name} {qtype}: id");
+            assert_eq!(&hit[2..], &want[2..], "{name} {qtype}: memoized answer differs");
+        }
+    }
+    assert_eq!(
+        memo.router().memo.len(),
+        QUESTIONS.len(),
+        "every question memoized once"
+    );
+    assert!(plain.router().memo.is_empty());
+}
+
+#[test]
+fn a_zone_change_is_answered_at_once() {
+    let (h, zone) = handler_with_zone(KUBEADM_BLOCK, FIXTURE_YAML, true).unwrap();
+    let q = wire("svc1.testns.svc.cluster.local.", RecordType::A, 7, None);
+    let addrs = |bytes: &[u8]| -> Vec<String> {
+        Message::from_bytes(bytes)
+            .unwrap()
+            .answers
+            .iter()
+            .map(support::show)
+            .collect()
+    };
+    assert_eq!(
+        addrs(&ask(&h, &q)),
+        ["svc1.testns.svc.cluster.local. A 10.96.10.1"]
+    );
+    assert_eq!(
+        addrs(&ask(&h, &q)),
+        ["svc1.testns.svc.cluster.local. A 10.96.10.1"]
+    );
+    let moved = "apiVersion: v1\nkind: Service\nmetadata: {name: svc1, namespace: testns}\n\
+                 spec: {type: ClusterIP, clusterIP: 10.96.10.99, clusterIPs: [10.96.10.99]}\n";
+    let mut report = manifests::LoadReport::default();
+    manifests::load_str(moved, Path::new("moved.yaml"), &zone, &mut report).unwrap();
+    assert_eq!(
+        addrs(&ask(&h, &q)),
+        ["svc1.testns.svc.cluster.local. A 10.96.10.99"]
+    );
+    // A name that did not exist, memoized as NXDOMAIN, exists once it is created.
+    let new = wire("fresh.testns.svc.cluster.local.", RecordType::A, 8, None);
+    for _ in 0..2 {
+        let r = Message::from_bytes(&ask(&h, &new)).unwrap();
+        assert_eq!(r.metadata.response_code, ResponseCode::NXDomain);
+    }
+    let fresh = "apiVersion: v1\nkind: Service\nmetadata: {name: fresh, namespace: testns}\n\
+                 spec: {type: ClusterIP, clusterIP: 10.96.10.98, clusterIPs: [10.96.10.98]}\n";
+    manifests::load_str(fresh, Path::new("fresh.yaml"), &zone, &mut report).unwrap();
+    assert_eq!(
+        addrs(&ask(&h, &new)),
+        ["fresh.testns.svc.cluster.local. A 10.96.10.98"]
+    );
+}
+
+/// A headless service with `n` ready IPv4 endpoints.
+fn headless(n: u8) -> String {
+    let mut y = String::from(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: lb}\n---\n\
+         apiVersion: v1\nkind: Service\nmetadata: {name: many, namespace: lb}\n\
+         spec: {clusterIP: None, clusterIPs: [None]}\n---\n\
+         apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+         metadata: {name: many-1, namespace: lb, labels: {kubernetes.io/service-name: many}}\n\
+         addressType: IPv4\nendpoints:\n",
+    );
+    for i in 1..=n {
+        y.push_str(&format!(
+            "- addresses: [10.1.0.{i}]\n  conditions: {{ready: true}}\n"
+        ));
+    }
+    y
+}
+
+#[test]
+fn loadbalance_still_shuffles_memoized_answers() {
+    let block = ".:53 {\n loadbalance\n kubernetes cluster.local\n}\n";
+    let (h, _) = handler_with_zone(block, &headless(8), true).unwrap();
+    let q = wire("many.lb.svc.cluster.local.", RecordType::A, 1, None);
+    let mut orders = BTreeSet::new();
+    for _ in 0..40 {
+        let r = Message::from_bytes(&ask(&h, &q)).unwrap();
+        let ips: Vec<String> = r
+            .answers
+            .iter()
+            .map(|r| match &r.data {
+                RData::A(a) => a.0.to_string(),
+                other => panic!("not an A record: {other:?}"),
+            })
+            .collect();
+        let mut sorted = ips.clone();
+        sorted.sort();
+        let want: Vec<String> = (1..=8).map(|i| format!("10.1.0.{i}")).collect();
+        let mut want_sorted = want.clone();
+        want_sorted.sort();
+        assert_eq!(sorted, want_sorted, "every address, once");
+        orders.insert(ips);
+    }
+    assert_eq!(h.router().memo.len(), 1, "the answer was memoized");
+    assert!(
+        orders.len() > 10,
+        "40 answers came in only {} orders",
+        orders.len()
+    );
+}
+
+#[test]
+fn blocks_whose_answers_change_without_the_zone_do_not_memoize() {
+    let dir = support::temp_dir("memo-hosts");
+    let hosts = dir.join("hosts");
+    std::fs::write(&hosts, "10.9.9.9 pinned.testns.svc.cluster.local\n").unwrap();
+    let with_hosts = format!(
+        ".:53 {{\n hosts {} {{\n  fallthrough\n }}\n kubernetes cluster.local\n}}\n",
+        hosts.display()
+    );
+    let with_cache = ".:53 {\n cache 30\n kubernetes cluster.local\n}\n";
+    for block in [with_hosts.as_str(), with_cache] {
+        let (h, _) = handler_with_zone(block, FIXTURE_YAML, true).unwrap();
+        for id in 0..3 {
+            ask(
+                &h,
+                &wire("svc1.testns.svc.cluster.local.", RecordType::A, id, None),
+            );
+        }
+        assert!(h.router().memo.is_empty(), "memoized under {block}");
+    }
+}
+
+#[test]
+fn a_pass_through_cache_counts_memoized_questions() {
+    // kubeadm's newer form: the cache never stores cluster answers, but counts them.
+    let block = ".:53 {\n cache 30 {\n  disable success cluster.local\n  disable denial cluster.local\n }\n kubernetes cluster.local\n}\n";
+    let (h, _) = handler_with_zone(block, FIXTURE_YAML, true).unwrap();
+    for id in 0..5 {
+        ask(
+            &h,
+            &wire("svc1.testns.svc.cluster.local.", RecordType::A, id, None),
+        );
+    }
+    let router = h.router();
+    assert_eq!(router.memo.len(), 1);
+    let cache = router.blocks[0].chain.cache.as_ref().unwrap();
+    assert_eq!(
+        cache.stats().misses.load(std::sync::atomic::Ordering::Relaxed),
+        5,
+        "every question counted, memoized or not"
+    );
+}
+
+fn fixture_corefile(plugins: &str) -> String {
+    format!(
+        ".:0 {{\n bind 127.0.0.1\n{plugins} kubernetes cluster.local in-addr.arpa {{\n  manifests {}\n }}\n}}\n",
+        support::data_dir().join("conformance-fixture.yaml").display()
+    )
+}
+
+/// Over real UDP sockets: the same question asked again gets the same answer with its own ID
+/// (the memo has it from the second time on).
+#[tokio::test]
+async fn memoized_answers_over_udp() {
+    let running = support::start(&fixture_corefile(""), &support::temp_dir("memo-udp")).await;
+    let addr = running.dns_addrs()[0];
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let q = support::query("hdls.testns.svc.cluster.local.", RecordType::A);
+        let (r, _) = support::udp(addr, &q).await;
+        assert_eq!(r.metadata.response_code, ResponseCode::NoError);
+        let mut ips: Vec<String> = r.answers.iter().map(support::show).collect();
+        ips.sort();
+        assert!(!ips.is_empty());
+        seen.push(ips);
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]), "answers differ: {seen:?}");
+    assert_eq!(running.memoized(), 1);
+    running.stop().await.unwrap();
+}
+
+/// `log` writes every question: its blocks answer every query in full.
+#[tokio::test]
+async fn a_block_with_log_does_not_memoize() {
+    let running = support::start(&fixture_corefile(" log\n"), &support::temp_dir("memo-log")).await;
+    let addr = running.dns_addrs()[0];
+    for _ in 0..3 {
+        let q = support::query("svc1.testns.svc.cluster.local.", RecordType::A);
+        let (r, _) = support::udp(addr, &q).await;
+        assert_eq!(r.answers.len(), 1);
+    }
+    assert_eq!(running.memoized(), 0);
+    running.stop().await.unwrap();
+}
