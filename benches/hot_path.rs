@@ -7,7 +7,8 @@
 //!
 //! Cases: parsing a query (`Message::from_bytes`), the whole answer path on wire bytes
 //! (`DnsHandler::answer_wire`: parse, route, lookup, encode) against the conformance fixture
-//! behind the kubeadm stanza for a ClusterIP A, a headless A, an SRV, a PTR and an NXDOMAIN, and
+//! behind the kubeadm stanza for a ClusterIP A, a headless A, an SRV, a PTR and an NXDOMAIN with
+//! the answer memo off, the same questions answered from the memo (`memo hit ...`), and
 //! encoding a 20-record answer. Each case warms up, then runs 5 rounds of ~0.3 s and prints the
 //! median ns/op (and the fastest round). No timing is asserted: numbers are for comparison on
 //! one machine. Without `--bench` (as `cargo test --benches` runs it) every case runs a few
@@ -94,7 +95,14 @@ fn main() {
     let full = args.iter().any(|a| a == "--bench");
     let filter = args.iter().find(|a| !a.starts_with('-')).map(String::as_str);
 
-    let handler = cluster_dns::testing::fixture_handler().expect("fixture handler");
+    // The full answer path (memo off), and the same handler with the answer memo on.
+    let (handler, _) = cluster_dns::testing::handler_with_zone(
+        cluster_dns::testing::KUBEADM_BLOCK,
+        cluster_dns::testing::FIXTURE_YAML,
+        false,
+    )
+    .expect("fixture handler");
+    let memoized = cluster_dns::testing::fixture_handler().expect("fixture handler");
     let src: SocketAddr = "127.0.0.1:5353".parse().expect("addr");
 
     let clusterip = query_bytes("svc1.testns.svc.cluster.local.", RecordType::A);
@@ -133,6 +141,15 @@ fn main() {
         check(&handler, src, q, *rcode, *answers);
         bench(name, full, filter, &mut || {
             black_box(handler.answer_wire(black_box(q), src, Protocol::Udp));
+        });
+    }
+    for (name, q, rcode, answers) in &cases {
+        // The first answer fills the memo; the bench measures hits.
+        check(&memoized, src, q, *rcode, *answers);
+        assert!(!memoized.router().memo.is_empty());
+        let hit = name.replacen("answer", "memo hit", 1);
+        bench(&hit, full, filter, &mut || {
+            black_box(memoized.answer_wire(black_box(q), src, Protocol::Udp));
         });
     }
 
