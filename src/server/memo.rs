@@ -26,6 +26,7 @@ use hickory_proto::rr::{RData, Record, RecordType};
 use rand::seq::SliceRandom;
 
 use crate::cluster::ClusterZone;
+use crate::plugin::loadbalance::handler as loadbalance;
 
 /// The most the memo holds (request and response bytes plus a fixed cost per entry).
 pub const MEMO_BYTES: usize = 24 << 20;
@@ -240,17 +241,16 @@ pub fn shuffle_plan(
     answers: &[Record],
     additional: &[Record],
 ) -> Result<Option<Shuffle>, ()> {
-    let is_addr = |r: &Record| matches!(r.data, RData::A(_) | RData::AAAA(_));
-    let is_mx = |r: &Record| r.record_type() == RecordType::MX;
-    if additional.iter().filter(|r| is_addr(r)).count() > 1
-        || additional.iter().filter(|r| is_mx(r)).count() > 1
-    {
+    if loadbalance::shuffles(additional) {
         return Err(());
     }
-    let addrs = answers.iter().filter(|r| is_addr(r)).count();
-    if addrs < 2 && answers.iter().filter(|r| is_mx(r)).count() < 2 {
+    if !loadbalance::shuffles(answers) {
         return Ok(None);
     }
+    let addrs = answers
+        .iter()
+        .filter(|r| matches!(r.data, RData::A(_) | RData::AAAA(_)))
+        .count();
     if truncated || addrs != answers.len() || addrs > 64 {
         return Err(());
     }

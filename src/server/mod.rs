@@ -368,6 +368,19 @@ impl DnsHandler {
         {
             return Some(served);
         }
+        self.answer_in_full(req, src, protocol, out, started).await
+    }
+
+    /// [`DnsHandler::answer_into`] without the memo lookup, for a caller that has just missed
+    /// it (the UDP workers look it up before they build this future).
+    pub(crate) async fn answer_in_full(
+        &self,
+        req: &[u8],
+        src: SocketAddr,
+        protocol: Protocol,
+        out: &mut Vec<u8>,
+        started: Instant,
+    ) -> Option<Served> {
         out.clear();
         let mut decoder = BinDecoder::new(req);
         let header = Header::read(&mut decoder).ok()?;

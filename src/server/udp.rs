@@ -228,10 +228,12 @@ impl Worker {
     fn answer(&mut self, i: usize, n: usize, src: SocketAddr) -> bool {
         let mut cx = Context::from_waker(Waker::noop());
         let req = &self.bufs[i][..n.min(MAX_DATAGRAM)];
-        // A memoized answer needs no future (nor a task, in blocks that forward).
+        let started = std::time::Instant::now();
+        // A memoized answer needs no future (nor a task, in blocks that forward); past a miss
+        // the full path does not look again.
         if self
             .handler
-            .answer_from_memo(req, src, &mut self.outs[i], std::time::Instant::now())
+            .answer_from_memo(req, src, &mut self.outs[i], started)
             .is_some()
         {
             return true;
@@ -239,10 +241,11 @@ impl Worker {
         if !self.handler.router().may_await_io() {
             // Nothing in the chain awaits I/O: the future is ready on its first poll.
             let done = {
-                let fut = pin!(
-                    self.handler
-                        .answer_into(req, src, Protocol::Udp, &mut self.outs[i])
-                );
+                let fut =
+                    pin!(
+                        self.handler
+                            .answer_in_full(req, src, Protocol::Udp, &mut self.outs[i], started)
+                    );
                 match fut.poll(&mut cx) {
                     Poll::Ready(served) => Some(served.is_some()),
                     Poll::Pending => None,
@@ -257,6 +260,7 @@ impl Worker {
                         self.sock.clone(),
                         req.to_vec(),
                         src,
+                        started,
                     ));
                     false
                 }
@@ -267,6 +271,7 @@ impl Worker {
             self.sock.clone(),
             req.to_vec(),
             src,
+            started,
         ));
         if task.as_mut().poll(&mut cx).is_pending() {
             self.runtime.spawn(task);
@@ -276,10 +281,16 @@ impl Worker {
 }
 
 /// Answers `req` and sends the reply from `sock`; owns everything, so it can run as a task.
-async fn owned_answer(handler: DnsHandler, sock: Arc<UdpSocket>, req: Vec<u8>, src: SocketAddr) {
+async fn owned_answer(
+    handler: DnsHandler,
+    sock: Arc<UdpSocket>,
+    req: Vec<u8>,
+    src: SocketAddr,
+    started: std::time::Instant,
+) {
     let mut out = Vec::new();
     if handler
-        .answer_into(&req, src, Protocol::Udp, &mut out)
+        .answer_in_full(&req, src, Protocol::Udp, &mut out, started)
         .await
         .is_some()
     {

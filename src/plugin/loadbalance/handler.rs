@@ -9,12 +9,23 @@ use crate::plugin::Reply;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LoadBalance;
 
+fn is_addr(r: &Record) -> bool {
+    matches!(r.record_type(), RecordType::A | RecordType::AAAA)
+}
+
+fn is_mx(r: &Record) -> bool {
+    r.record_type() == RecordType::MX
+}
+
+/// True when [`shuffle_records`] may change `records`: two or more A/AAAA, or two or more MX.
+pub fn shuffles(records: &[Record]) -> bool {
+    records.iter().filter(|r| is_addr(r)).count() >= 2 || records.iter().filter(|r| is_mx(r)).count() >= 2
+}
+
 /// Reorders `records`: CNAMEs first, then the records that are not shuffled in their order,
 /// then the A/AAAA records shuffled, then the MX records shuffled.
 pub fn shuffle_records(records: &mut Vec<Record>) {
-    let is_addr = |r: &Record| matches!(r.record_type(), RecordType::A | RecordType::AAAA);
-    let is_mx = |r: &Record| r.record_type() == RecordType::MX;
-    if records.iter().filter(|r| is_addr(r)).count() < 2 && records.iter().filter(|r| is_mx(r)).count() < 2 {
+    if !shuffles(records) {
         return;
     }
     let mut cnames = Vec::new();
