@@ -8,12 +8,18 @@
 //! Consistency: each Service's record set (the Service and all its slices) lives in one
 //! [`ServiceEntry`] behind an `Arc` that is swapped whole on every change, so a reader sees either
 //! the old or the new set, never a half-applied one. Reads are lock-free apart from DashMap's
-//! shard read locks; writes are expected from one source task at a time.
+//! shard read locks.
+//!
+//! Writers: the Services, EndpointSlices, Pods and Namespaces watches are separate tasks on a
+//! multi-threaded runtime, and a Service and its slices live in the same entry. Every write is a
+//! read-modify-write of that entry (and of the reverse and pod indexes), so every public write
+//! method holds [`ClusterZone`]'s one writer lock from its first read to its last write: two
+//! writers never interleave, and no change is lost. Readers never take that lock.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use dashmap::DashMap;
@@ -122,6 +128,10 @@ pub struct ClusterZone {
     /// Counts every change that can alter an answer (data and the synced flag), bumped after
     /// the change is complete: what is prepared from the zone is valid while it is unchanged.
     generation: AtomicU64,
+    /// The writer lock. Invariant: every read-modify-write of the maps above (an entry, the
+    /// slice owners, the reverse index, the pod indexes) happens while it is held, so concurrent
+    /// writers are applied one after the other, each seeing the previous one's result.
+    writer: Mutex<()>,
 }
 
 impl Default for ClusterZone {
@@ -151,7 +161,14 @@ impl ClusterZone {
             serial: AtomicU32::new(unix_now()),
             synced: AtomicBool::new(false),
             generation: AtomicU64::new(0),
+            writer: Mutex::new(()),
         }
+    }
+
+    /// Takes the writer lock (see the module docs). A writer that panicked left every map
+    /// consistent up to its last completed step, so a poisoned lock is taken as it is.
+    fn write_lock(&self) -> MutexGuard<'_, ()> {
+        self.writer.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     // ---------------------------------------------------------------- reads
@@ -219,6 +236,7 @@ impl ClusterZone {
 
     /// Adds or keeps a Namespace.
     pub fn apply_namespace(&self, name: Arc<str>) {
+        let _writer = self.write_lock();
         if self.namespaces.insert(name, ()).is_none() {
             self.bump_serial();
         }
@@ -227,6 +245,7 @@ impl ClusterZone {
     /// Removes a Namespace. Its services stay stored (Kubernetes deletes them separately) but are
     /// no longer answered, because answers need the namespace to exist.
     pub fn delete_namespace(&self, name: &str) {
+        let _writer = self.write_lock();
         if self.namespaces.remove(name).is_some() {
             self.bump_serial();
         }
@@ -234,6 +253,7 @@ impl ClusterZone {
 
     /// Adds or replaces a Service.
     pub fn apply_service(&self, svc: ServiceInfo) {
+        let _writer = self.write_lock();
         let ns = svc.namespace.clone();
         let name = svc.name.clone();
         self.update_entry(&ns, &name, |e| e.service = Some(svc));
@@ -241,11 +261,13 @@ impl ClusterZone {
 
     /// Removes a Service (its slices stay, waiting for a Service of that name).
     pub fn delete_service(&self, namespace: &str, name: &str) {
+        let _writer = self.write_lock();
         self.update_entry(&Arc::from(namespace), &Arc::from(name), |e| e.service = None);
     }
 
     /// Adds or replaces an EndpointSlice, moving it if its service label changed.
     pub fn apply_slice(&self, slice: SliceInfo) {
+        let _writer = self.write_lock();
         let key = (slice.namespace.clone(), slice.name.clone());
         let previous = self.slice_owner.insert(key, slice.service.clone()).flatten();
         if let Some(old) = previous.filter(|old| Some(old) != slice.service.as_ref()) {
@@ -265,6 +287,7 @@ impl ClusterZone {
 
     /// Removes an EndpointSlice.
     pub fn delete_slice(&self, namespace: &str, name: &str) {
+        let _writer = self.write_lock();
         let key = (Arc::from(namespace), Arc::from(name));
         if let Some((_, Some(service))) = self.slice_owner.remove(&key) {
             self.update_entry(&key.0, &service, |e| {
@@ -275,6 +298,7 @@ impl ClusterZone {
 
     /// Adds or replaces a Pod in the pod IP index.
     pub fn apply_pod(&self, pod: PodInfo) {
+        let _writer = self.write_lock();
         let key = (pod.namespace.clone(), pod.name.clone());
         let old = match pod.ip {
             Some(ip) => self.pods.insert(key, ip),
@@ -294,6 +318,7 @@ impl ClusterZone {
 
     /// Removes a Pod from the pod IP index.
     pub fn delete_pod(&self, namespace: &str, name: &str) {
+        let _writer = self.write_lock();
         if let Some(((ns, _), ip)) = self.pods.remove(&(Arc::from(namespace), Arc::from(name))) {
             self.pod_ip_release(&ns, ip);
             self.bump_serial();
@@ -348,7 +373,7 @@ impl ClusterZone {
     }
 
     /// Applies `change` to a copy of the entry for (namespace, name) and swaps the copy in whole,
-    /// keeping the reverse index and the serial in step.
+    /// keeping the reverse index and the serial in step. The caller holds the writer lock.
     fn update_entry(&self, namespace: &Arc<str>, name: &Arc<str>, change: impl FnOnce(&mut ServiceEntry)) {
         let map = self.services.entry(namespace.clone()).or_default().clone();
         let old = map.get(name).map(|e| e.clone());
@@ -531,5 +556,78 @@ mod tests {
         assert_eq!(ips, ["10.0.0.2", "10.0.0.3", "10.0.0.1"]);
         z.delete_slice("n", "a");
         assert_eq!(z.service("n", "hd").unwrap().ready_ips.len(), 2);
+    }
+
+    /// Every Service and its slice applied at the same moment from two tasks on a
+    /// multi-threaded runtime (as the Services and EndpointSlices watches do after a
+    /// `kubectl apply`), then every Service must answer with its endpoint and its reverse record.
+    /// The two writers meet at a spinning barrier before each pair of writes, so they touch the
+    /// same entry within a fraction of a microsecond. Before entry writes were serialised, this
+    /// lost at least one of 3,000 updates in 20 runs of 20.
+    #[test]
+    fn concurrent_service_and_slice_writers_lose_nothing() {
+        use crate::dns::Outcome;
+        use hickory_proto::rr::{Name, RecordType};
+        use std::sync::atomic::AtomicUsize;
+
+        const SERVICES: usize = 3000;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        let (handler, zone) =
+            crate::testing::handler_with_zone(crate::testing::KUBEADM_BLOCK, "", false).unwrap();
+        zone.apply_namespace("n".into());
+        let arrived = Arc::new(AtomicUsize::new(0));
+        rt.block_on(async {
+            let writers = (0..2).map(|w| {
+                let zone = zone.clone();
+                let arrived = arrived.clone();
+                tokio::spawn(async move {
+                    for i in 0..SERVICES {
+                        // Both writers arrive, then both write: a barrier that does not sleep.
+                        arrived.fetch_add(1, Ordering::AcqRel);
+                        let mut spins = 0u32;
+                        while arrived.load(Ordering::Acquire) < 2 * (i + 1) {
+                            spins = spins.wrapping_add(1);
+                            if spins % 1024 == 0 {
+                                std::thread::yield_now();
+                            }
+                            std::hint::spin_loop();
+                        }
+                        let name = format!("s{i}");
+                        if w == 0 {
+                            zone.apply_service(svc("n", &name, ServiceKind::Headless));
+                        } else {
+                            let ip = format!("10.1.{}.{}", i / 250, i % 250 + 1);
+                            zone.apply_slice(slice("n", &format!("{name}-x"), Some(&name), &[ip.as_str()]));
+                        }
+                    }
+                })
+            });
+            for t in writers.collect::<Vec<_>>() {
+                t.await.unwrap();
+            }
+        });
+        let chain = handler.router().blocks[0].chain.clone();
+        let k = chain.kubernetes.clone().unwrap();
+        let mut lost = Vec::new();
+        for i in 0..SERVICES {
+            let ip: IpAddr = format!("10.1.{}.{}", i / 250, i % 250 + 1).parse().unwrap();
+            let qname = Name::from_ascii(format!("s{i}.n.svc.cluster.local.")).unwrap();
+            let answered = match k.serve(&qname, RecordType::A) {
+                Outcome::Answer(a) => a.answers.len() == 1,
+                Outcome::Fallthrough => false,
+            };
+            let reverse = z_owner(&zone, &ip) == Some(format!("s{i}"));
+            if !answered || !reverse {
+                lost.push(i);
+            }
+        }
+        assert!(lost.is_empty(), "services that lost an update: {lost:?}");
+
+        fn z_owner(z: &ClusterZone, ip: &IpAddr) -> Option<String> {
+            z.reverse(ip).first().map(|o| o.service.to_string())
+        }
     }
 }
