@@ -16,9 +16,14 @@
 //!
 //! The memo holds at most [`MEMO_BYTES`]; when full it takes no more until the zone changes.
 //! One memo per listen address (router), shared by its UDP workers; a reload builds a new one.
+//!
+//! Concurrency: every UDP worker inserts. The byte count must always be the cost of the entries
+//! held (it is the memo's bound), so emptying the map and zeroing the count happen under the
+//! write side of one lock and every insert (count, then map) under its read side: an insert
+//! never straddles an emptying. Lookups take no lock.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use dashmap::DashMap;
 use hickory_proto::op::{Metadata, ResponseCode};
@@ -84,7 +89,10 @@ struct Inner {
     bytes: AtomicUsize,
     /// The generation the held entries were made at; an insert at a newer one clears them.
     epoch: AtomicU64,
-    clearing: Mutex<()>,
+    /// Read side: one insert (its count and its map entry). Write side: emptying the map,
+    /// zeroing `bytes` and moving `epoch`. Invariant: outside the write side, `bytes` is the
+    /// cost of the entries held (or more, for an insert between its count and its entry).
+    emptying: RwLock<()>,
     capacity: usize,
 }
 
@@ -111,7 +119,7 @@ impl AnswerMemo {
                 entries: DashMap::with_hasher(foldhash::fast::RandomState::default()),
                 bytes: AtomicUsize::new(0),
                 epoch: AtomicU64::new(u64::MAX),
-                clearing: Mutex::new(()),
+                emptying: RwLock::new(()),
                 capacity,
             })),
         }
@@ -173,12 +181,26 @@ impl AnswerMemo {
         if req.len() < QNAME_AT || inner.generation() != generation {
             return;
         }
-        if inner.epoch.load(Ordering::Acquire) != generation {
-            let _guard = inner.clearing.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = inner.emptying.read().unwrap_or_else(PoisonError::into_inner);
+        let epoch = inner.epoch.load(Ordering::Acquire);
+        if epoch != generation {
+            // An answer made at an older generation than the entries held is stale: never let
+            // it empty the memo of newer ones (`u64::MAX` is the empty memo's epoch).
+            if epoch != u64::MAX && generation < epoch {
+                return;
+            }
+            drop(held);
+            {
+                let _emptying = inner.emptying.write().unwrap_or_else(PoisonError::into_inner);
+                if inner.epoch.load(Ordering::Acquire) != generation {
+                    inner.entries.clear();
+                    inner.bytes.store(0, Ordering::Release);
+                    inner.epoch.store(generation, Ordering::Release);
+                }
+            }
+            held = inner.emptying.read().unwrap_or_else(PoisonError::into_inner);
             if inner.epoch.load(Ordering::Acquire) != generation {
-                inner.entries.clear();
-                inner.bytes.store(0, Ordering::Release);
-                inner.epoch.store(generation, Ordering::Release);
+                return;
             }
         }
         let cost = key.len() + body.len() + ENTRY_OVERHEAD;
@@ -199,6 +221,22 @@ impl AnswerMemo {
                 .bytes
                 .fetch_sub(old.response.len() + key.len() + ENTRY_OVERHEAD, Ordering::AcqRel);
         }
+        drop(held);
+    }
+
+    /// The bytes counted against the capacity, and the cost of the entries really held.
+    #[cfg(test)]
+    fn accounting(&self) -> (usize, usize) {
+        let Some(inner) = self.inner.as_ref() else {
+            return (0, 0);
+        };
+        let _emptying = inner.emptying.write().unwrap_or_else(PoisonError::into_inner);
+        let held = inner
+            .entries
+            .iter()
+            .map(|e| e.key().len() + e.value().response.len() + ENTRY_OVERHEAD)
+            .sum();
+        (inner.bytes.load(Ordering::Acquire), held)
     }
 }
 
@@ -383,5 +421,55 @@ mod tests {
             assert_eq!(last, [0, 1, 2, 3, 4]);
         }
         assert!(seen_other_order);
+    }
+
+    /// UDP workers insert while the zone changes under them (a multi-threaded runtime, four
+    /// inserting tasks, one changing the zone): the byte count stays the cost of what is held,
+    /// so the bound holds. Before inserts and emptying were ordered by one lock, an insert that
+    /// straddled an emptying left its bytes uncounted or counted twice.
+    #[test]
+    fn concurrent_inserts_across_zone_changes_keep_the_count_exact() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        let zone = Arc::new(ClusterZone::new());
+        let memo = AnswerMemo::new(vec![zone.clone()]);
+        rt.block_on(async {
+            let mut tasks = Vec::new();
+            for t in 0..4u8 {
+                let memo = memo.clone();
+                tasks.push(tokio::spawn(async move {
+                    for i in 0..20_000u32 {
+                        let mut q = REQ.to_vec();
+                        q[13] = b'a' + t;
+                        // Four distinct names per task, so inserts also replace entries.
+                        q.extend_from_slice(&(i % 4).to_be_bytes());
+                        let g = memo.generation();
+                        memo.insert(&q, g, &q, info());
+                        if i % 64 == 0 {
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                }));
+            }
+            let changer = {
+                let zone = zone.clone();
+                tokio::spawn(async move {
+                    for i in 0..5_000u32 {
+                        zone.apply_namespace(format!("n{i}").into());
+                        if i % 16 == 0 {
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                })
+            };
+            for t in tasks {
+                t.await.unwrap();
+            }
+            changer.await.unwrap();
+        });
+        let (counted, held) = memo.accounting();
+        assert_eq!(counted, held, "the byte count drifted from the entries held");
     }
 }
