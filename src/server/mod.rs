@@ -1,4 +1,5 @@
-//! The DNS server: request validation (opcode, question count, class, EDNS version), routing to
+//! The DNS server: request validation (opcode, question count, class, EDNS version and COOKIE
+//! option lengths), routing to
 //! the server block whose zone matches, and response encoding with EDNS and truncation, all in
 //! [`DnsHandler::answer_into`], the one function every transport calls to go from request bytes
 //! to response bytes. The transports are in [`udp`] (one worker thread per core answering inline)
@@ -25,6 +26,7 @@ use futures::FutureExt as _;
 use hickory_proto::op::{
     Edns, Header, HeaderCounts, Message, MessageType, Metadata, OpCode, Query, ResponseCode,
 };
+use hickory_proto::rr::rdata::opt::EdnsCode;
 use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder, DecodeError};
 pub use hickory_server::net::xfer::Protocol;
@@ -254,6 +256,15 @@ fn parse_body<'a>(decoder: &mut BinDecoder<'a>, header: Header) -> Result<Parsed
     })
 }
 
+/// RFC 7873 §5.2.2: every COOKIE option is a client cookie of 8 bytes, alone or followed by a
+/// server cookie of 8 to 32 bytes; any other length is malformed (FORMERR).
+fn cookies_well_formed(edns: &Edns) -> bool {
+    edns.options()
+        .get_all(EdnsCode::Cookie)
+        .iter()
+        .all(|o| matches!(o.len(), 8 | 16..=40))
+}
+
 impl DnsHandler {
     /// Decides the response to `req` (I/O only through the chain's `forward`) with `router`.
     async fn respond(&self, router: &Router, req: &mut Parsed<'_>, protocol: Protocol) -> Response {
@@ -262,10 +273,13 @@ impl DnsHandler {
         if req.meta.op_code != OpCode::Query {
             return Response::rcode(meta, ResponseCode::NotImp);
         }
-        if let Some(edns) = &req.edns
-            && edns.version() > 0
-        {
-            return Response::rcode(meta, ResponseCode::BADVERS);
+        if let Some(edns) = &req.edns {
+            if edns.version() > 0 {
+                return Response::rcode(meta, ResponseCode::BADVERS);
+            }
+            if !cookies_well_formed(edns) {
+                return Response::rcode(meta, ResponseCode::FormErr);
+            }
         }
         let query = match (req.query_count, req.query.take()) {
             (1, Some(q)) => q,

@@ -313,3 +313,64 @@ async fn pipelined_tcp_queries_are_all_answered() {
     assert_eq!(got, ids);
     running.stop().await.unwrap();
 }
+
+/// The request bytes of `A svc1.testns.svc.cluster.local` with an OPT carrying one COOKIE option
+/// (code 10) of `cookie` bytes, written by hand so malformed lengths reach the server as sent.
+fn query_with_cookie(cookie: &[u8]) -> Vec<u8> {
+    let mut q = support::query("svc1.testns.svc.cluster.local.", RecordType::A)
+        .to_bytes()
+        .unwrap();
+    // ARCOUNT = 1.
+    q[11] = 1;
+    let rdlen = u16::try_from(cookie.len() + 4).unwrap();
+    let optlen = u16::try_from(cookie.len()).unwrap();
+    // Root owner, type OPT, payload 1232, ext-rcode 0, version 0, flags 0, RDLEN.
+    q.extend_from_slice(&[0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0]);
+    q.extend_from_slice(&rdlen.to_be_bytes());
+    q.extend_from_slice(&[0, 10]);
+    q.extend_from_slice(&optlen.to_be_bytes());
+    q.extend_from_slice(cookie);
+    q
+}
+
+/// RFC 7873 §5.2.2: a COOKIE option shorter than a client cookie (8 bytes), with a server cookie
+/// of 1 to 7 bytes, or longer than 40 bytes is malformed: FORMERR, over UDP and TCP. Well-formed
+/// cookies (8 bytes alone, 8 + 8 to 32) are answered. Before the fix a 3-byte cookie got NOERROR.
+#[tokio::test]
+async fn malformed_edns_cookies_get_formerr() {
+    let (running, addr) = demo().await;
+    for len in [0usize, 3, 7, 9, 15, 41, 64] {
+        let req = query_with_cookie(&vec![0xA5; len]);
+        let reply = support::udp_raw(addr, &req, Duration::from_secs(2))
+            .await
+            .expect("no UDP reply");
+        let reply = Message::from_bytes(&reply).unwrap();
+        assert_eq!(
+            reply.metadata.response_code,
+            ResponseCode::FormErr,
+            "cookie of {len} bytes over UDP"
+        );
+        assert!(reply.answers.is_empty());
+        let reply = Message::from_bytes(&support::tcp_raw(addr, &req).await).unwrap();
+        assert_eq!(
+            reply.metadata.response_code,
+            ResponseCode::FormErr,
+            "cookie of {len} bytes over TCP"
+        );
+    }
+    for len in [8usize, 16, 24, 40] {
+        let req = query_with_cookie(&vec![0x5A; len]);
+        let reply = support::udp_raw(addr, &req, Duration::from_secs(2))
+            .await
+            .expect("no UDP reply");
+        let reply = Message::from_bytes(&reply).unwrap();
+        assert_eq!(
+            reply.metadata.response_code,
+            ResponseCode::NoError,
+            "cookie of {len} bytes"
+        );
+        assert_eq!(reply.answers.len(), 1, "cookie of {len} bytes");
+    }
+    still_answers(addr).await;
+    drop(running);
+}
