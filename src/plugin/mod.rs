@@ -104,6 +104,9 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("multisocket", "the multisocket plugin"),
 ];
 
+/// The failure of a question no configured plugin answers (no `forward` after the cluster zone).
+pub const NO_PLUGIN_ANSWERED: &str = "no plugin could answer";
+
 /// One question as the plugins see it: the name as the client spelt it, the type and class,
 /// and the request bits that change the answer (DO, CD, RD) or its transport.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,6 +167,17 @@ pub struct Forwarded {
     pub additional: Vec<Record>,
 }
 
+/// A failure the chain met while answering this question itself: the rcode the client gets and
+/// why, which `errors` logs. Served again from the cache, it is a plain [`Reply::Rcode`]: the
+/// failure happened once, when it was stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failure {
+    /// The rcode sent (SERVFAIL or REFUSED).
+    pub rcode: ResponseCode,
+    /// What failed, from a fixed set of phrases (it is matched by `errors { consolidate }`).
+    pub reason: &'static str,
+}
+
 /// What the chain decided for one question.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
@@ -171,8 +185,12 @@ pub enum Reply {
     Authoritative(Answer),
     /// An answer from upstream: its flags (AA=0, its RA) and rcode are kept.
     Forwarded(Forwarded),
-    /// No plugin wrote an answer: the server answers this rcode with no records.
+    /// The server answers this rcode with no records; nothing failed while answering this
+    /// question (for example a SERVFAIL the cache stored earlier).
     Rcode(ResponseCode),
+    /// The chain failed on this question (no upstream answered, no plugin could answer): the
+    /// rcode with no records, and the failure for `errors`.
+    Failed(Failure),
 }
 
 impl Reply {
@@ -182,6 +200,15 @@ impl Reply {
             Self::Authoritative(a) => a.rcode,
             Self::Forwarded(f) => f.rcode,
             Self::Rcode(r) => *r,
+            Self::Failed(f) => f.rcode,
+        }
+    }
+
+    /// This reply as it may be served again later: a failure becomes its bare rcode.
+    pub fn to_stored(&self) -> Self {
+        match self {
+            Self::Failed(f) => Self::Rcode(f.rcode),
+            other => other.clone(),
         }
     }
 
@@ -190,7 +217,7 @@ impl Reply {
         match self {
             Self::Authoritative(a) => &a.answers,
             Self::Forwarded(f) => &f.answers,
-            Self::Rcode(_) => &[],
+            Self::Rcode(_) | Self::Failed(_) => &[],
         }
     }
 }
@@ -254,7 +281,10 @@ impl Chain {
                 .skip(stage)
                 .find(|(_, n)| self.configured(n))
             else {
-                return Reply::Rcode(ResponseCode::ServFail);
+                return Reply::Failed(Failure {
+                    rcode: ResponseCode::ServFail,
+                    reason: NO_PLUGIN_ANSWERED,
+                });
             };
             let next = i + 1;
             match *name {
@@ -330,7 +360,7 @@ impl Chain {
                 answer.answers.extend(a.answers);
                 answer.authority = a.authority;
             }
-            Reply::Rcode(r) => {
+            Reply::Rcode(r) | Reply::Failed(Failure { rcode: r, .. }) => {
                 answer.rcode = r;
                 answer.authority = Vec::new();
             }

@@ -349,13 +349,10 @@ impl DnsHandler {
                     ..Response::rcode(meta, f.rcode)
                 }
             }
-            Reply::Rcode(rcode) => {
-                let mut r = Response::rcode(meta, rcode);
-                r.failure = observe::is_failure(rcode).then_some(if chain.forward.is_some() {
-                    "no upstream answered in time (or too many queries in flight)"
-                } else {
-                    "no plugin could answer"
-                });
+            Reply::Rcode(rcode) => Response::rcode(meta, rcode),
+            Reply::Failed(f) => {
+                let mut r = Response::rcode(meta, f.rcode);
+                r.failure = Some(f.reason);
                 r
             }
         };

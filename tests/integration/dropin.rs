@@ -883,3 +883,63 @@ fn log_and_errors_lines() {
     );
     assert!(server.stop());
 }
+
+/// `errors` logs what happened: a question whose upstream refused is logged once, with the
+/// refused reason (the connected UDP socket hears the ICMP error; no timeout was waited for), and
+/// the same question answered again from the cache's stored SERVFAIL asks no upstream and is
+/// not logged. Before, each cache hit logged "no upstream answered in time".
+#[test]
+fn errors_logs_upstream_failures_not_cached_servfails() {
+    let dir = dir_with_demo_cluster("errors-cache");
+    let dead = crate::upstream::free_port();
+    let corefile = dir.join("Corefile");
+    std::fs::write(
+        &corefile,
+        format!(
+            ".:0 {{\n bind 127.0.0.1\n errors\n cache 30\n kubernetes cluster.local {{\n  manifests demo-cluster.yaml\n }}\n forward . 127.0.0.1:{dead}\n}}\n"
+        ),
+    )
+    .unwrap();
+    let mut server = Server::start(&corefile);
+    let dns = server.addr;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for _ in 0..3 {
+            let m = ask(dns, "nothing.example.", RecordType::MX).await;
+            assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
+        }
+        // A question that is answered, after the three: once its log line could be there, so
+        // could any line of the three before it.
+        let m = ask(dns, "web.default.svc.cluster.local.", RecordType::A).await;
+        assert_eq!(m.answers.len(), 1);
+    });
+    let mut errors = Vec::new();
+    for _ in 0..40 {
+        errors = server
+            .log_lines()
+            .into_iter()
+            .filter(|l| l.contains("plugin::errors"))
+            .collect();
+        if !errors.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Give a late second line the chance to show up.
+    std::thread::sleep(Duration::from_millis(200));
+    errors = server
+        .log_lines()
+        .into_iter()
+        .filter(|l| l.contains("plugin::errors"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        errors[0].contains("2 nothing.example. MX: no upstream answered: each refused"),
+        "{}",
+        errors[0]
+    );
+    assert!(server.stop());
+}

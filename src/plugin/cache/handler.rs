@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::metrics::StoreInstruments;
 use super::setup::{Prefetch, Section};
-use crate::plugin::{Question, Reply};
+use crate::plugin::{Failure, Question, Reply};
 
 /// The TTL of records served stale (RFC 8767 recommends 30 s).
 pub const STALE_TTL: u32 = 30;
@@ -124,7 +124,7 @@ pub fn aged(reply: &Reply, entry_ttl: u32, elapsed: u32, fixed: Option<u32>) -> 
             adjust(&mut f.authority);
             adjust(&mut f.additional);
         }
-        Reply::Rcode(_) => {}
+        Reply::Rcode(_) | Reply::Failed(_) => {}
     }
     out
 }
@@ -309,8 +309,12 @@ pub fn classify(
         _ => None,
     };
     match reply {
-        Reply::Rcode(ResponseCode::ServFail) => (!servfail.is_zero()).then_some((Kind::ServFail, servfail)),
-        Reply::Rcode(_) => None,
+        Reply::Rcode(ResponseCode::ServFail)
+        | Reply::Failed(Failure {
+            rcode: ResponseCode::ServFail,
+            ..
+        }) => (!servfail.is_zero()).then_some((Kind::ServFail, servfail)),
+        Reply::Rcode(_) | Reply::Failed(_) => None,
         Reply::Authoritative(a) => {
             let kind = kind_of(a.rcode, a.answers.is_empty())?;
             if kind == Kind::ServFail {

@@ -1,7 +1,9 @@
 //! One exchange with one upstream: the query built with a fresh random ID (from the thread's
 //! CSPRNG), sent from a fresh socket on a random source port (UDP) or over a new TCP connection,
 //! and a reply accepted only when its source address and port, ID, QR bit and question (name
-//! case-insensitively, type, class) match. Anything else is dropped and counted, and the wait
+//! case-insensitively, type, class) match. The UDP socket is connected to the upstream: the
+//! kernel drops datagrams from any other source, and an ICMP port unreachable comes back as
+//! ECONNREFUSED at once instead of a silent wait for the timeout. Anything else is dropped and counted, and the wait
 //! goes on until the attempt's deadline.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -109,15 +111,11 @@ async fn exchange_udp(
         (Ipv6Addr::UNSPECIFIED, 0).into()
     };
     let sock = UdpSocket::bind(local).await.map_err(io)?;
-    sock.send_to(query, addr).await.map_err(io)?;
+    sock.connect(addr).await.map_err(io)?;
+    sock.send(query).await.map_err(io)?;
     let mut buf = vec![0u8; UDP_RECV_BUFFER];
     for _ in 0..MAX_DATAGRAMS_PER_ATTEMPT {
-        let (n, from) = sock.recv_from(&mut buf).await.map_err(io)?;
-        if from != addr {
-            stats.unwanted_replies.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(%addr, %from, "dropped a reply from an unexpected source");
-            continue;
-        }
+        let n = sock.recv(&mut buf).await.map_err(io)?;
         match buf.get(..n).and_then(|b| accept_reply(b, id, q)) {
             Some(msg) => return Ok(msg),
             None => {

@@ -342,7 +342,13 @@ mod tests {
         .with_metrics(m, "dns://:53");
         let q = Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A);
         // The first query fails (SERVFAIL) and marks the upstream down; a probe starts.
-        assert_eq!(f.serve(&q).await, Reply::Rcode(ResponseCode::ServFail));
+        assert_eq!(
+            f.serve(&q).await,
+            Reply::Failed(crate::plugin::Failure {
+                rcode: ResponseCode::ServFail,
+                reason: crate::plugin::forward::NO_REPLY_IN_TIME
+            })
+        );
         assert!(f.upstreams()[0].is_down());
         // With every upstream down, the next query is sprayed at it anyway: health check broken.
         let second = {
@@ -354,8 +360,20 @@ mod tests {
         for _ in 0..3 {
             tokio::task::yield_now().await;
         }
-        assert_eq!(f.serve(&q).await, Reply::Rcode(ResponseCode::Refused));
-        assert_eq!(second.await.unwrap(), Reply::Rcode(ResponseCode::ServFail));
+        assert_eq!(
+            f.serve(&q).await,
+            Reply::Failed(crate::plugin::Failure {
+                rcode: ResponseCode::Refused,
+                reason: crate::plugin::forward::TOO_MANY_IN_FLIGHT
+            })
+        );
+        assert_eq!(
+            second.await.unwrap(),
+            Reply::Failed(crate::plugin::Failure {
+                rcode: ResponseCode::ServFail,
+                reason: crate::plugin::forward::NO_REPLY_IN_TIME
+            })
+        );
         // The probe (every 50 ms, 1 s timeout each) fails at least once while nobody answers.
         for _ in 0..400 {
             if f.stats().healthcheck_failures.load(Ordering::Relaxed) > 0 {
@@ -365,11 +383,15 @@ mod tests {
         }
         let text = render(&r);
         let to = addr.to_string();
+        // Every attempt of both failed queries (a silent upstream is retried within the budget)
+        // is one exchange; the refused one made none.
+        let attempts = f.stats().attempts.load(Ordering::Relaxed);
+        assert!(attempts >= 4, "{attempts}");
         for want in [
             "coredns_forward_max_concurrent_rejects_total 1".to_owned(),
             "coredns_forward_healthcheck_broken_total 1".to_owned(),
             format!(
-                "coredns_proxy_conn_cache_misses_total{{proto=\"udp\",proxy_name=\"forward\",to=\"{to}\"}} 2"
+                "coredns_proxy_conn_cache_misses_total{{proto=\"udp\",proxy_name=\"forward\",to=\"{to}\"}} {attempts}"
             ),
         ] {
             has(&text, &want);

@@ -4,7 +4,10 @@
 //! `max_concurrent` and the per-query time budget. See this folder's README.
 //!
 //! Time: each attempt waits at most `read_timeout` (2 s), and the whole query at most
-//! [`TOTAL_BUDGET`], so a client gets SERVFAIL before its own 5 s retry.
+//! [`TOTAL_BUDGET`], so a client gets SERVFAIL before its own 5 s retry. Within the budget the
+//! upstreams are tried in turn, again and again, as CoreDNS does (one upstream: 2 s, 2 s, then
+//! the 0.5 s left). An upstream that refuses (ICMP port unreachable on the connected UDP socket,
+//! a TCP reset) is not asked again for that question, so a closed port costs no timeout.
 
 pub mod handler;
 pub mod metrics;
@@ -26,10 +29,19 @@ pub use self::metrics::ForwardMetrics;
 use self::metrics::{PluginInstruments, UpstreamInstruments};
 pub use self::setup::{ForwardConfig, Policy};
 use super::loop_detect::LoopStatus;
-use super::{Forwarded, Question, Reply};
+use super::{Failure, Forwarded, Question, Reply};
 
 /// The most time one client query spends in `forward`, all attempts included.
 pub const TOTAL_BUDGET: Duration = Duration::from_millis(4500);
+/// The most attempts one client query makes, whatever the timeouts (a bound on the loop).
+const MAX_ATTEMPTS: usize = 16;
+
+/// The failure when upstreams stayed silent until the budget ran out.
+pub const NO_REPLY_IN_TIME: &str = "no upstream answered in time";
+/// The failure when every upstream refused or failed at once (no timeout was waited for).
+pub const NO_REPLY_REFUSED: &str = "no upstream answered: each refused or failed the exchange";
+/// The failure when `max_concurrent` questions were already in flight (REFUSED).
+pub const TOO_MANY_IN_FLIGHT: &str = "too many queries in flight";
 
 /// Errors of one upstream exchange.
 #[derive(Debug, thiserror::Error)]
@@ -246,7 +258,10 @@ impl Forward {
                     if let Some(m) = self.inner.metrics.get() {
                         m.max_concurrent_rejects.inc();
                     }
-                    return Reply::Rcode(ResponseCode::Refused);
+                    return Reply::Failed(Failure {
+                        rcode: ResponseCode::Refused,
+                        reason: TOO_MANY_IN_FLIGHT,
+                    });
                 }
             },
             None => None,
@@ -254,9 +269,19 @@ impl Forward {
         let deadline = Instant::now() + TOTAL_BUDGET;
         let cfg = &self.inner.config;
         let tcp = cfg.force_tcp || (q.tcp && !cfg.prefer_udp);
-        for i in self.candidates() {
-            let Some(up) = self.inner.upstreams.get(i) else {
-                continue;
+        // The upstreams still worth asking, tried in turn until the budget is spent. One that
+        // failed at once (refused, reset, only bad replies) leaves the list; one that timed out
+        // stays for the next round, as in CoreDNS.
+        let mut candidates = self.candidates();
+        let mut timed_out = false;
+        let mut at = 0;
+        for _ in 0..MAX_ATTEMPTS {
+            if candidates.is_empty() {
+                break;
+            }
+            at %= candidates.len();
+            let Some(up) = candidates.get(at).and_then(|i| self.inner.upstreams.get(*i)) else {
+                break;
             };
             let now = Instant::now();
             if now >= deadline {
@@ -271,11 +296,24 @@ impl Forward {
                 Err(error) => {
                     tracing::debug!(upstream = %up.addr, qname = %q.name, qtype = %q.qtype, %error, "upstream attempt failed");
                     self.failed(up);
+                    if matches!(error, ForwardError::Timeout { .. }) {
+                        timed_out = true;
+                        at += 1;
+                    } else {
+                        candidates.remove(at);
+                    }
                 }
             }
         }
         self.inner.stats.no_upstream_reply.fetch_add(1, Ordering::Relaxed);
-        Reply::Rcode(ResponseCode::ServFail)
+        Reply::Failed(Failure {
+            rcode: ResponseCode::ServFail,
+            reason: if timed_out {
+                NO_REPLY_IN_TIME
+            } else {
+                NO_REPLY_REFUSED
+            },
+        })
     }
 
     async fn attempt(
@@ -420,7 +458,7 @@ mod tests {
         let silent = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let addr = silent.local_addr().unwrap();
         let f = forward(&format!(
-            "forward . {addr} {{\n max_concurrent 1\n read_timeout 300ms\n}}"
+            "forward . {addr} {{\n max_concurrent 1\n read_timeout 100ms\n}}"
         ));
         let q = Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A);
         let first = {
@@ -428,11 +466,29 @@ mod tests {
             tokio::spawn(async move { f.serve(&q).await })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(f.serve(&q).await, Reply::Rcode(ResponseCode::Refused));
+        assert_eq!(
+            f.serve(&q).await,
+            Reply::Failed(crate::plugin::Failure {
+                rcode: ResponseCode::Refused,
+                reason: crate::plugin::forward::TOO_MANY_IN_FLIGHT
+            })
+        );
         assert_eq!(f.stats().max_concurrent_rejects.load(Ordering::Relaxed), 1);
-        assert_eq!(first.await.unwrap(), Reply::Rcode(ResponseCode::ServFail));
+        assert_eq!(
+            first.await.unwrap(),
+            Reply::Failed(crate::plugin::Failure {
+                rcode: ResponseCode::ServFail,
+                reason: crate::plugin::forward::NO_REPLY_IN_TIME
+            })
+        );
         // The permit is back: the next query is tried again (and fails again), not refused.
-        assert_eq!(f.serve(&q).await, Reply::Rcode(ResponseCode::ServFail));
+        assert_eq!(
+            f.serve(&q).await,
+            Reply::Failed(crate::plugin::Failure {
+                rcode: ResponseCode::ServFail,
+                reason: crate::plugin::forward::NO_REPLY_IN_TIME
+            })
+        );
         assert_eq!(f.stats().max_concurrent_rejects.load(Ordering::Relaxed), 1);
     }
 
@@ -443,5 +499,52 @@ mod tests {
         assert!(f.handles(&n("www.EXAMPLE.org.")));
         assert!(!f.handles(&n("a.internal.example.org.")));
         assert!(!f.handles(&n("example.com.")));
+    }
+
+    /// An upstream whose port is closed answers with ICMP port unreachable: on the connected
+    /// UDP socket that is ECONNREFUSED, so the question fails at once with the "refused" reason,
+    /// not after the 2 s read timeout (the reason says which path was taken). Before the socket
+    /// was connected the error never reached it and the question waited for the timeout.
+    #[tokio::test]
+    async fn a_closed_upstream_port_fails_without_a_timeout() {
+        let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = closed.local_addr().unwrap();
+        drop(closed);
+        let f = forward(&format!("forward . {addr}"));
+        let q = Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A);
+        assert_eq!(
+            f.serve(&q).await,
+            Reply::Failed(Failure {
+                rcode: ResponseCode::ServFail,
+                reason: NO_REPLY_REFUSED
+            })
+        );
+        assert_eq!(
+            f.stats().attempts.load(Ordering::Relaxed),
+            1,
+            "a refusing upstream is asked once"
+        );
+    }
+
+    /// One silent upstream is asked again while the budget lasts (CoreDNS's forward does the
+    /// same): with `read_timeout 100ms`, more than one attempt, all within the attempt bound.
+    #[tokio::test]
+    async fn a_silent_upstream_is_retried_within_the_budget() {
+        let silent = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = silent.local_addr().unwrap();
+        let f = forward(&format!("forward . {addr} {{\n read_timeout 100ms\n}}"));
+        let q = Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A);
+        assert_eq!(
+            f.serve(&q).await,
+            Reply::Failed(Failure {
+                rcode: ResponseCode::ServFail,
+                reason: NO_REPLY_IN_TIME
+            })
+        );
+        let attempts = f.stats().attempts.load(Ordering::Relaxed);
+        assert!(
+            (2..=MAX_ATTEMPTS as u64).contains(&attempts),
+            "{attempts} attempts"
+        );
     }
 }

@@ -64,7 +64,7 @@ impl LoadBalance {
                 shuffle_records(&mut f.answers);
                 shuffle_records(&mut f.additional);
             }
-            Reply::Rcode(_) => {}
+            Reply::Rcode(_) | Reply::Failed(_) => {}
         }
     }
 }

@@ -162,6 +162,7 @@ impl Rewritten {
                 Reply::Forwarded(f)
             }
             Reply::Rcode(r) => Reply::Rcode(r),
+            Reply::Failed(f) => Reply::Failed(f),
         }
     }
 
