@@ -69,7 +69,8 @@ fn same_name(a: &Name, b: &Name) -> bool {
 /// Counters the exchanges update.
 #[derive(Debug, Default)]
 pub struct ExchangeStats {
-    /// Replies dropped: wrong source, ID, question, or unparsable.
+    /// Replies dropped: wrong ID or question, or unparsable (the connected socket never sees
+    /// another source's datagrams).
     pub unwanted_replies: AtomicU64,
 }
 
