@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod cli;
+mod concurrency;
 mod conformance;
 mod deploy;
 mod dropin;
