@@ -590,7 +590,7 @@ mod tests {
                         let mut spins = 0u32;
                         while arrived.load(Ordering::Acquire) < 2 * (i + 1) {
                             spins = spins.wrapping_add(1);
-                            if spins % 1024 == 0 {
+                            if spins.is_multiple_of(1024) {
                                 std::thread::yield_now();
                             }
                             std::hint::spin_loop();

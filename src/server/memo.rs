@@ -447,7 +447,7 @@ mod tests {
                         q.extend_from_slice(&(i % 4).to_be_bytes());
                         let g = memo.generation();
                         memo.insert(&q, g, &q, info());
-                        if i % 64 == 0 {
+                        if i.is_multiple_of(64) {
                             tokio::task::yield_now().await;
                         }
                     }
@@ -458,7 +458,7 @@ mod tests {
                 tokio::spawn(async move {
                     for i in 0..5_000u32 {
                         zone.apply_namespace(format!("n{i}").into());
-                        if i % 16 == 0 {
+                        if i.is_multiple_of(16) {
                             tokio::task::yield_now().await;
                         }
                     }

@@ -916,25 +916,22 @@ fn errors_logs_upstream_failures_not_cached_servfails() {
         let m = ask(dns, "web.default.svc.cluster.local.", RecordType::A).await;
         assert_eq!(m.answers.len(), 1);
     });
-    let mut errors = Vec::new();
-    for _ in 0..40 {
-        errors = server
+    let errors_now = |server: &mut Server| -> Vec<String> {
+        server
             .log_lines()
             .into_iter()
             .filter(|l| l.contains("plugin::errors"))
-            .collect();
-        if !errors.is_empty() {
+            .collect()
+    };
+    for _ in 0..40 {
+        if !errors_now(&mut server).is_empty() {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     // Give a late second line the chance to show up.
     std::thread::sleep(Duration::from_millis(200));
-    errors = server
-        .log_lines()
-        .into_iter()
-        .filter(|l| l.contains("plugin::errors"))
-        .collect();
+    let errors = errors_now(&mut server);
     assert_eq!(errors.len(), 1, "{errors:#?}");
     assert!(
         errors[0].contains("2 nothing.example. MX: no upstream answered: each refused"),
