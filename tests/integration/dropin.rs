@@ -797,27 +797,32 @@ async fn common_user_additions_work_together() {
     running.stop().await.unwrap();
 }
 
-/// `log` writes CoreDNS's common log format on stdout; `errors` logs a failure the chain
-/// produced (no upstream answered) with its rcode, name and type.
-#[test]
-fn log_and_errors_lines() {
-    let dir = dir_with_demo_cluster("log");
-    // A port nobody listens on: the upstream refuses at once.
+/// The binary serving the demo cluster with `plugins` (Corefile lines) and `forward` to a
+/// loopback port nobody listens on (the upstream refuses at once), and a runtime to query it.
+fn demo_forwarding_to_a_closed_port(tag: &str, plugins: &str) -> (Server, tokio::runtime::Runtime) {
+    let dir = dir_with_demo_cluster(tag);
     let dead = crate::upstream::free_port();
     let corefile = dir.join("Corefile");
     std::fs::write(
         &corefile,
         format!(
-            ".:0 {{\n bind 127.0.0.1\n log\n errors\n kubernetes cluster.local {{\n  manifests demo-cluster.yaml\n }}\n forward . 127.0.0.1:{dead}\n}}\n"
+            ".:0 {{\n bind 127.0.0.1\n{plugins} kubernetes cluster.local {{\n  manifests demo-cluster.yaml\n }}\n forward . 127.0.0.1:{dead}\n}}\n"
         ),
     )
     .unwrap();
-    let mut server = Server::start(&corefile);
-    let dns = server.addr;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
+    (Server::start(&corefile), rt)
+}
+
+/// `log` writes CoreDNS's common log format on stdout; `errors` logs a failure the chain
+/// produced (no upstream answered) with its rcode, name and type.
+#[test]
+fn log_and_errors_lines() {
+    let (mut server, rt) = demo_forwarding_to_a_closed_port("log", " log\n errors\n");
+    let dns = server.addr;
     rt.block_on(async {
         let m = ask(dns, "web.default.svc.cluster.local.", RecordType::A).await;
         assert_eq!(m.answers.len(), 1);
@@ -890,22 +895,8 @@ fn log_and_errors_lines() {
 /// not logged. Before, each cache hit logged "no upstream answered in time".
 #[test]
 fn errors_logs_upstream_failures_not_cached_servfails() {
-    let dir = dir_with_demo_cluster("errors-cache");
-    let dead = crate::upstream::free_port();
-    let corefile = dir.join("Corefile");
-    std::fs::write(
-        &corefile,
-        format!(
-            ".:0 {{\n bind 127.0.0.1\n errors\n cache 30\n kubernetes cluster.local {{\n  manifests demo-cluster.yaml\n }}\n forward . 127.0.0.1:{dead}\n}}\n"
-        ),
-    )
-    .unwrap();
-    let mut server = Server::start(&corefile);
+    let (mut server, rt) = demo_forwarding_to_a_closed_port("errors-cache", " errors\n cache 30\n");
     let dns = server.addr;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     rt.block_on(async {
         for _ in 0..3 {
             let m = ask(dns, "nothing.example.", RecordType::MX).await;
