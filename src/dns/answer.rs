@@ -258,7 +258,7 @@ impl ClusterAnswerer {
             ResponseCode::NoError
         };
         let authority = if negative {
-            vec![self.soa(&zone)]
+            vec![self.soa(&zone, &qname.trim_to(usize::from(zone.num_labels())))]
         } else {
             Vec::new()
         };
@@ -271,15 +271,16 @@ impl ClusterAnswerer {
         })
     }
 
-    /// The SOA record of `zone` (owner as configured).
-    pub fn soa(&self, zone: &Name) -> Record {
+    /// The SOA record of `zone` (lower-case), owned by `spelt`: the zone as the question spelt
+    /// it, since every owner echoes the question's case.
+    pub fn soa(&self, zone: &Name, spelt: &Name) -> Record {
         let ttl = self.settings.ttl;
         let (mname, rname) = match self.soa_names.iter().find(|(z, _, _)| z.eq_case(zone)) {
             Some((_, m, r)) => (m.clone(), r.clone()),
             None => soa_names(zone),
         };
         let soa = SOA::new(mname, rname, self.zone.serial(), 7200, 1800, 86400, ttl);
-        Record::from_rdata(zone.clone(), ttl.min(300), RData::SOA(soa))
+        Record::from_rdata(spelt.clone(), ttl.min(300), RData::SOA(soa))
     }
 
     /// Resolves `owner` (client spelling) whose lower-case form is `lower`, inside `zone`.
@@ -323,7 +324,7 @@ impl ClusterAnswerer {
         let ttl = self.settings.ttl;
         match node {
             ClusterName::Apex => match qtype {
-                RecordType::SOA => Resolution::records(vec![self.soa(zone)]),
+                RecordType::SOA => Resolution::records(vec![self.soa(zone, owner)]),
                 RecordType::NS => {
                     let mut res = Resolution::nodata();
                     for (target, glue) in self.name_servers(&zone_spelt()) {
@@ -700,7 +701,7 @@ impl ClusterAnswerer {
     ) -> Resolution {
         if keep == 0 {
             return match qtype {
-                RecordType::SOA => Resolution::records(vec![self.soa(zone)]),
+                RecordType::SOA => Resolution::records(vec![self.soa(zone, owner)]),
                 RecordType::NS => {
                     let ttl = self.settings.ttl;
                     let mut res = Resolution::nodata();
@@ -1022,6 +1023,39 @@ mod tests {
         match &r.data {
             RData::NS(ns) => ns.0.to_ascii(),
             other => format!("{other:?}"),
+        }
+    }
+
+    /// The SOA's owner is spelt as the question spelt the zone, like every other owner: at the
+    /// apex (forward and reverse) and in the authority section of negative answers. Before, it
+    /// was the configured lower-case zone (`Cluster.Local. SOA` answered `cluster.local.`).
+    #[test]
+    fn soa_owner_echoes_the_question_case() {
+        let z = zone();
+        z.set_synced(true);
+        let a = ClusterAnswerer::new(settings(), z);
+        let owner = |r: &Record| r.name.to_string();
+        let ans = ask(&a, "Cluster.LOCAL.", RecordType::SOA);
+        assert_eq!(
+            ans.answers.iter().map(owner).collect::<Vec<_>>(),
+            ["Cluster.LOCAL."]
+        );
+        let ans = ask(&a, "In-Addr.Arpa.", RecordType::SOA);
+        assert_eq!(
+            ans.answers.iter().map(owner).collect::<Vec<_>>(),
+            ["In-Addr.Arpa."]
+        );
+        for (q, t, zone) in [
+            ("NoSuch.NS.svc.Cluster.Local.", RecordType::A, "Cluster.Local."),
+            ("A.Ns.Svc.CLUSTER.local.", RecordType::TXT, "CLUSTER.local."),
+            ("9.9.9.10.IN-ADDR.arpa.", RecordType::PTR, "IN-ADDR.arpa."),
+        ] {
+            let ans = ask(&a, q, t);
+            assert_eq!(
+                ans.authority.iter().map(owner).collect::<Vec<_>>(),
+                [zone],
+                "{q} {t}"
+            );
         }
     }
 }
