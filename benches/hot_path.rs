@@ -18,7 +18,8 @@ use std::hint::black_box;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use cluster_dns::server::{DnsHandler, Protocol};
+use cluster_dns::proto::Transport;
+use cluster_dns::server::DnsHandler;
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::A;
 use hickory_proto::rr::{Name, RData, Record, RecordType};
@@ -84,7 +85,7 @@ fn bench(name: &str, full: bool, filter: Option<&str>, f: &mut dyn FnMut()) {
 
 /// Checks the handler's reply to `q` once, so a case measures the answer it claims to.
 fn check(h: &DnsHandler, src: SocketAddr, q: &[u8], rcode: ResponseCode, min_answers: usize) {
-    let reply = h.answer_wire(q, src, Protocol::Udp).expect("a reply");
+    let reply = h.answer_wire(q, src, Transport::Udp).expect("a reply");
     let m = Message::from_bytes(&reply).expect("reply parses");
     assert_eq!(m.metadata.response_code, rcode, "{m}");
     assert!(m.answers.len() >= min_answers, "{m}");
@@ -140,7 +141,7 @@ fn main() {
     for (name, q, rcode, answers) in &cases {
         check(&handler, src, q, *rcode, *answers);
         bench(name, full, filter, &mut || {
-            black_box(handler.answer_wire(black_box(q), src, Protocol::Udp));
+            black_box(handler.answer_wire(black_box(q), src, Transport::Udp));
         });
     }
     for (name, q, rcode, answers) in &cases {
@@ -149,7 +150,7 @@ fn main() {
         assert!(!memoized.router().memo.is_empty());
         let hit = name.replacen("answer", "memo hit", 1);
         bench(&hit, full, filter, &mut || {
-            black_box(memoized.answer_wire(black_box(q), src, Protocol::Udp));
+            black_box(memoized.answer_wire(black_box(q), src, Transport::Udp));
         });
     }
 

@@ -18,6 +18,7 @@ pub mod corefile;
 pub mod dns;
 pub mod http;
 pub mod plugin;
+pub mod proto;
 pub mod server;
 #[doc(hidden)]
 pub mod testing;

@@ -18,6 +18,7 @@ use super::qname::ClusterName;
 use crate::cluster::ClusterZone;
 use crate::cluster::model::{EndpointInfo, PortInfo, PortProtocol, ServiceInfo, ServiceKind, SliceInfo};
 use crate::cluster::zone::ServiceEntry;
+use crate::proto::Answer;
 
 /// The spec version `dns-version.<zone>` answers.
 pub const SCHEMA_VERSION: &str = "1.1.0";
@@ -61,22 +62,6 @@ pub struct AnswerSettings {
     pub namespaces: Vec<String>,
     /// This server's own IPs (from `POD_IP`), used to find the Service the NS record names.
     pub self_ips: Vec<IpAddr>,
-}
-
-/// A complete answer to send.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
-    /// The rcode.
-    pub rcode: ResponseCode,
-    /// Answer section.
-    pub answers: Vec<Record>,
-    /// Authority section (one SOA for negative answers).
-    pub authority: Vec<Record>,
-    /// Additional section (SRV/NS glue).
-    pub additional: Vec<Record>,
-    /// An ExternalName target outside the cluster zones whose records should follow the CNAME
-    /// (chased through the forwarder when one is configured).
-    pub external_target: Option<Name>,
 }
 
 /// The result of asking the answerer.

@@ -6,4 +6,4 @@ pub mod addr;
 pub mod answer;
 pub mod qname;
 
-pub use answer::{Answer, AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
+pub use answer::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};

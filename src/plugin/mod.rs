@@ -24,9 +24,10 @@ use std::pin::Pin;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::rdata::CNAME;
-use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
+use hickory_proto::rr::{Name, RData};
 
-use crate::dns::{Answer, Outcome};
+use crate::dns::Outcome;
+use crate::proto::{Answer, Failure, NO_PLUGIN_ANSWERED, Question, Reply};
 
 /// The query path, first to last. Directives not in this list are not in the query path
 /// (`bind`, `health`, `ready`, `reload`) or not supported.
@@ -103,124 +104,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("dnstap", "the dnstap plugin"),
     ("multisocket", "the multisocket plugin"),
 ];
-
-/// The failure of a question no configured plugin answers (no `forward` after the cluster zone).
-pub const NO_PLUGIN_ANSWERED: &str = "no plugin could answer";
-
-/// One question as the plugins see it: the name as the client spelt it, the type and class,
-/// and the request bits that change the answer (DO, CD, RD) or its transport.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Question {
-    /// The name, in the client's case.
-    pub name: Name,
-    /// The type asked.
-    pub qtype: RecordType,
-    /// The class asked (the server lets only IN through).
-    pub qclass: DNSClass,
-    /// The EDNS DO bit.
-    pub dnssec_ok: bool,
-    /// The CD bit.
-    pub checking_disabled: bool,
-    /// The RD bit.
-    pub recursion_desired: bool,
-    /// The client asked over TCP.
-    pub tcp: bool,
-}
-
-impl Question {
-    /// A plain IN question over UDP with RD set and no DO/CD.
-    pub fn new(name: Name, qtype: RecordType) -> Self {
-        Self {
-            name,
-            qtype,
-            qclass: DNSClass::IN,
-            dnssec_ok: false,
-            checking_disabled: false,
-            recursion_desired: true,
-            tcp: false,
-        }
-    }
-
-    /// The same question for another name (an ExternalName target).
-    pub fn for_name(&self, name: Name) -> Self {
-        Self { name, ..self.clone() }
-    }
-}
-
-/// An answer that came from an upstream server: its rcode, flags and sections as received (the
-/// OPT record removed; the server adds its own).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Forwarded {
-    /// The upstream's rcode.
-    pub rcode: ResponseCode,
-    /// The upstream's RA bit.
-    pub recursion_available: bool,
-    /// The upstream's AD bit.
-    pub authentic_data: bool,
-    /// The upstream's TC bit (set only when even its TCP answer was cut).
-    pub truncated: bool,
-    /// Answer section.
-    pub answers: Vec<Record>,
-    /// Authority section.
-    pub authority: Vec<Record>,
-    /// Additional section, without the OPT.
-    pub additional: Vec<Record>,
-}
-
-/// A failure the chain met while answering this question itself: the rcode the client gets and
-/// why, which `errors` logs. Served again from the cache, it is a plain [`Reply::Rcode`]: the
-/// failure happened once, when it was stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Failure {
-    /// The rcode sent (SERVFAIL or REFUSED).
-    pub rcode: ResponseCode,
-    /// What failed, from a fixed set of phrases (it is matched by `errors { consolidate }`).
-    pub reason: &'static str,
-}
-
-/// What the chain decided for one question.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reply {
-    /// An authoritative answer from the cluster zone (AA=1, RA=0).
-    Authoritative(Answer),
-    /// An answer from upstream: its flags (AA=0, its RA) and rcode are kept.
-    Forwarded(Forwarded),
-    /// The server answers this rcode with no records; nothing failed while answering this
-    /// question (for example a SERVFAIL the cache stored earlier).
-    Rcode(ResponseCode),
-    /// The chain failed on this question (no upstream answered, no plugin could answer): the
-    /// rcode with no records, and the failure for `errors`.
-    Failed(Failure),
-}
-
-impl Reply {
-    /// The rcode the client gets.
-    pub fn rcode(&self) -> ResponseCode {
-        match self {
-            Self::Authoritative(a) => a.rcode,
-            Self::Forwarded(f) => f.rcode,
-            Self::Rcode(r) => *r,
-            Self::Failed(f) => f.rcode,
-        }
-    }
-
-    /// This reply as it may be served again later: a failure becomes its bare rcode.
-    pub fn to_stored(&self) -> Self {
-        match self {
-            Self::Failed(f) => Self::Rcode(f.rcode),
-            other => other.clone(),
-        }
-    }
-
-    /// The answer section.
-    pub fn answers(&self) -> &[Record] {
-        match self {
-            Self::Authoritative(a) => &a.answers,
-            Self::Forwarded(f) => &f.answers,
-            Self::Rcode(_) | Self::Failed(_) => &[],
-        }
-    }
-}
 
 /// The plugins of one server block, applied in [`CHAIN_ORDER`]. Every field is cheap to clone
 /// (shared state behind `Arc`s), so background work (prefetch, stale refresh) takes a clone.

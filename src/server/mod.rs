@@ -29,17 +29,12 @@ use hickory_proto::op::{
 use hickory_proto::rr::rdata::opt::EdnsCode;
 use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder, DecodeError};
-pub use hickory_server::net::xfer::Protocol;
 use tokio::net::TcpListener;
 
-use crate::plugin::metrics::Proto;
-use crate::plugin::{Chain, Question, Reply};
+use crate::plugin::Chain;
+use crate::proto::{MAX_UDP_PAYLOAD, PLAIN_UDP_LIMIT, Question, Reply, Transport};
 use observe::{Exchange, Observers};
 
-/// The UDP payload size cluster-dns advertises and never exceeds (DNS Flag Day 2020).
-pub const MAX_UDP_PAYLOAD: u16 = 1232;
-/// UDP size limit for a query without EDNS (RFC 1035).
-pub const PLAIN_UDP_LIMIT: u16 = 512;
 /// How long an idle TCP connection is kept.
 pub const TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -164,7 +159,7 @@ pub struct Served {
     /// The type asked, when the request had a readable question.
     pub qtype: Option<RecordType>,
     /// The transport.
-    pub protocol: Protocol,
+    pub protocol: Transport,
     /// The client.
     pub src: SocketAddr,
     /// From the request bytes to the encoded response.
@@ -267,7 +262,13 @@ fn cookies_well_formed(edns: &Edns) -> bool {
 
 impl DnsHandler {
     /// Decides the response to `req` (I/O only through the chain's `forward`) with `router`.
-    async fn respond(&self, router: &Router, req: &mut Parsed<'_>, protocol: Protocol) -> Response {
+    async fn respond(
+        &self,
+        router: &Router,
+        req: &mut Parsed<'_>,
+        protocol: Transport,
+        src: SocketAddr,
+    ) -> Response {
         let mut meta = Metadata::response_from_request(&req.meta);
         meta.recursion_available = false;
         if req.meta.op_code != OpCode::Query {
@@ -309,7 +310,8 @@ impl DnsHandler {
             dnssec_ok: req.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok),
             checking_disabled: req.meta.checking_disabled,
             recursion_desired: req.meta.recursion_desired,
-            tcp: !matches!(protocol, Protocol::Udp),
+            transport: protocol,
+            client: observe::canonical_client(src),
         };
         // A panicking plugin costs one SERVFAIL, counted in coredns_panics_total, never the
         // listener.
@@ -370,11 +372,11 @@ impl DnsHandler {
         &self,
         req: &[u8],
         src: SocketAddr,
-        protocol: Protocol,
+        protocol: Transport,
         out: &mut Vec<u8>,
     ) -> Option<Served> {
         let started = Instant::now();
-        if matches!(protocol, Protocol::Udp)
+        if matches!(protocol, Transport::Udp)
             && let Some(served) = self.answer_from_memo(req, src, out, started)
         {
             return Some(served);
@@ -388,7 +390,7 @@ impl DnsHandler {
         &self,
         req: &[u8],
         src: SocketAddr,
-        protocol: Protocol,
+        protocol: Transport,
         out: &mut Vec<u8>,
         started: Instant,
     ) -> Option<Served> {
@@ -426,7 +428,7 @@ impl DnsHandler {
         let router = self.router();
         // Read before the answer is made: the memo keeps it only if no zone changed meanwhile.
         let generation = router.memo.generation();
-        let resp = self.respond(&router, &mut parsed, protocol).await;
+        let resp = self.respond(&router, &mut parsed, protocol, src).await;
         // Our OPT, sent only when the query had one: the client's payload capped at ours and
         // never below 512.
         let edns = parsed.edns.as_ref().map(|client| {
@@ -437,8 +439,8 @@ impl DnsHandler {
             ours
         });
         let limit = match (&edns, protocol) {
-            (Some(e), Protocol::Udp) => e.max_payload(),
-            (None, Protocol::Udp) => PLAIN_UDP_LIMIT,
+            (Some(e), Transport::Udp) => e.max_payload(),
+            (None, Transport::Udp) => PLAIN_UDP_LIMIT,
             _ => u16::MAX,
         };
         let parts = fit::Parts {
@@ -480,7 +482,7 @@ impl DnsHandler {
             zone: resp.block.as_ref().map(|(_, z)| z.clone()),
         };
         observe_request(&router, &parsed, &resp, &sent, &served);
-        if matches!(protocol, Protocol::Udp)
+        if matches!(protocol, Transport::Udp)
             && router.memo.is_on()
             && let Some(info) = memo_info(&router, &parsed, &resp, &sent, out)
         {
@@ -515,7 +517,7 @@ impl DnsHandler {
             response_len: out.len(),
             rcode: info.rcode,
             qtype: Some(info.qtype),
-            protocol: Protocol::Udp,
+            protocol: Transport::Udp,
             src,
             elapsed: started.elapsed(),
             zone: zone.cloned(),
@@ -526,7 +528,7 @@ impl DnsHandler {
                 zone,
                 &Exchange {
                     client: observe::canonical_client(src),
-                    proto: Proto::Udp,
+                    proto: Transport::Udp,
                     request: &request,
                     // Read only by `log` (whose blocks do not memoize) and for failures (never memoized).
                     query: None,
@@ -607,7 +609,7 @@ impl DnsHandler {
     /// Answers one wire-format request without sockets, as the server would (used by the fuzz
     /// targets and benchmarks), blocking the calling thread. Only for chains that do no I/O
     /// (no `forward`); use [`DnsHandler::answer_wire_async`] inside a tokio runtime otherwise.
-    pub fn answer_wire(&self, bytes: &[u8], src: SocketAddr, protocol: Protocol) -> Option<Vec<u8>> {
+    pub fn answer_wire(&self, bytes: &[u8], src: SocketAddr, protocol: Transport) -> Option<Vec<u8>> {
         futures::executor::block_on(self.answer_wire_async(bytes, src, protocol))
     }
 
@@ -617,7 +619,7 @@ impl DnsHandler {
         &self,
         bytes: &[u8],
         src: SocketAddr,
-        protocol: Protocol,
+        protocol: Transport,
     ) -> Option<Vec<u8>> {
         let mut out = Vec::with_capacity(512);
         self.answer_into(bytes, src, protocol, &mut out).await?;
@@ -656,11 +658,7 @@ fn observe_request(router: &Router, req: &Parsed<'_>, resp: &Response, sent: &Me
         zone,
         &Exchange {
             client: observe::canonical_client(served.src),
-            proto: if matches!(served.protocol, Protocol::Udp) {
-                Proto::Udp
-            } else {
-                Proto::Tcp
-            },
+            proto: served.protocol,
             request: &req.meta,
             query: resp.question.as_ref().map(|q| (&q.name, q.qtype, q.qclass)),
             qtype: served.qtype,

@@ -12,7 +12,8 @@ use hickory_proto::rr::{DNSClass, Name, RecordType};
 
 use crate::plugin::errors::ErrorLog;
 use crate::plugin::log::{LogEntry, QueryLog};
-use crate::plugin::metrics::{self, DnsMetrics, Proto, RequestRecord, ZoneRecorder};
+use crate::plugin::metrics::{self, DnsMetrics, RequestRecord, ZoneRecorder};
+use crate::proto::{Transport, transport_label};
 
 /// One request and its response, as observed.
 #[derive(Debug, Clone, Copy)]
@@ -20,7 +21,7 @@ pub struct Exchange<'a> {
     /// The client.
     pub client: SocketAddr,
     /// The transport.
-    pub proto: Proto,
+    pub proto: Transport,
     /// The request's header fields.
     pub request: &'a Metadata,
     /// The question, when the request had exactly one that reached a block.
@@ -130,10 +131,7 @@ impl Observers {
                 qtype: &qtype,
                 qclass: &qclass,
                 name: &name,
-                proto: match x.proto {
-                    Proto::Udp => "udp",
-                    Proto::Tcp => "tcp",
-                },
+                proto: transport_label(x.proto),
                 size: x.request_size,
                 dnssec_ok: x.dnssec_ok,
                 bufsize: x.bufsize,

@@ -13,7 +13,8 @@ use tokio::sync::Mutex;
 use tokio::task::JoinSet;
 use tokio::time::timeout;
 
-use super::{DnsHandler, Protocol, TCP_IDLE_TIMEOUT};
+use super::{DnsHandler, TCP_IDLE_TIMEOUT};
+use crate::proto::Transport;
 
 /// Most queries of one connection answered at the same time; reading waits beyond that.
 const MAX_IN_FLIGHT: usize = 32;
@@ -66,7 +67,7 @@ async fn connection(stream: TcpStream, src: SocketAddr, handler: DnsHandler) {
         in_flight.spawn(async move {
             let mut out = Vec::with_capacity(512);
             if handler
-                .answer_into(&msg, src, Protocol::Tcp, &mut out)
+                .answer_into(&msg, src, Transport::Tcp, &mut out)
                 .await
                 .is_none()
             {

@@ -27,7 +27,8 @@ use nix::errno::Errno;
 use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, sendmmsg};
 use socket2::{Domain, Socket, Type};
 
-use super::{DnsHandler, Protocol};
+use super::DnsHandler;
+use crate::proto::Transport;
 
 /// The environment variable that sets the number of UDP workers (default: the CPUs this process
 /// may run on, `std::thread::available_parallelism`, which follows affinity and cgroup quotas).
@@ -244,7 +245,7 @@ impl Worker {
                 let fut =
                     pin!(
                         self.handler
-                            .answer_in_full(req, src, Protocol::Udp, &mut self.outs[i], started)
+                            .answer_in_full(req, src, Transport::Udp, &mut self.outs[i], started)
                     );
                 match fut.poll(&mut cx) {
                     Poll::Ready(served) => Some(served.is_some()),
@@ -290,7 +291,7 @@ async fn owned_answer(
 ) {
     let mut out = Vec::new();
     if handler
-        .answer_in_full(&req, src, Protocol::Udp, &mut out, started)
+        .answer_in_full(&req, src, Transport::Udp, &mut out, started)
         .await
         .is_some()
     {

@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use cluster_dns::cluster::manifests;
-use cluster_dns::server::{DnsHandler, Protocol};
+use cluster_dns::proto::Transport;
+use cluster_dns::server::DnsHandler;
 use cluster_dns::testing::{FIXTURE_YAML, KUBEADM_BLOCK, handler_with_zone};
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{RData, RecordType};
@@ -29,7 +30,7 @@ fn wire(name: &str, qtype: RecordType, id: u16, edns: Option<u16>) -> Vec<u8> {
 
 fn ask(h: &DnsHandler, bytes: &[u8]) -> Vec<u8> {
     let src: SocketAddr = CLIENT.parse().unwrap();
-    h.answer_wire(bytes, src, Protocol::Udp).expect("a response")
+    h.answer_wire(bytes, src, Transport::Udp).expect("a response")
 }
 
 /// The questions the memo sees most: every answer kind of the fixture, in the client's case,

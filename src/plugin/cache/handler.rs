@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::metrics::StoreInstruments;
 use super::setup::{Prefetch, Section};
-use crate::plugin::{Failure, Question, Reply};
+use crate::proto::{Failure, Question, Reply};
 
 /// The TTL of records served stale (RFC 8767 recommends 30 s).
 pub const STALE_TTL: u32 = 30;
@@ -359,7 +359,7 @@ pub fn classify(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::Forwarded;
+    use crate::proto::Forwarded;
     use hickory_proto::rr::rdata::A;
     use std::net::Ipv4Addr;
 

@@ -170,8 +170,9 @@ mod tests {
     use hickory_proto::rr::{Name, RData, Record, RecordType};
 
     use super::*;
+    use crate::plugin::Chain;
     use crate::plugin::cache::{Cache, CacheConfig, setup};
-    use crate::plugin::{Chain, Forwarded, Question, Reply};
+    use crate::proto::{Forwarded, Question, Reply};
 
     use crate::plugin::metrics::render_registry as render;
 

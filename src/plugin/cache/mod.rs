@@ -22,7 +22,8 @@ use self::handler::{Key, Kind, Lookup, Store, classify};
 pub use self::metrics::CacheMetrics;
 use self::metrics::{CacheInstruments, StoreInstruments};
 pub use self::setup::CacheConfig;
-use super::{Chain, Question, Reply};
+use super::Chain;
+use crate::proto::{Question, Reply};
 
 /// How long a `serve_stale verify` lookup waits for the upstream before answering stale (RFC
 /// 8767's client response timer, 1.8 s as it suggests).

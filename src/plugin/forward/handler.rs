@@ -18,8 +18,8 @@ use tokio::net::{TcpStream, UdpSocket};
 use tokio::time::{Instant, timeout_at};
 
 use super::ForwardError;
-use crate::plugin::Question;
-use crate::server::MAX_UDP_PAYLOAD;
+use crate::proto::MAX_UDP_PAYLOAD;
+use crate::proto::Question;
 
 /// Most datagrams one UDP attempt reads before it gives up (the deadline normally ends it first).
 const MAX_DATAGRAMS_PER_ATTEMPT: usize = 256;

@@ -221,7 +221,7 @@ mod tests {
 
     use super::*;
     use crate::plugin::forward::{Forward, setup};
-    use crate::plugin::{Question, Reply};
+    use crate::proto::{Question, Reply};
 
     use crate::plugin::metrics::render_registry as render;
 
@@ -344,7 +344,7 @@ mod tests {
         // The first query fails (SERVFAIL) and marks the upstream down; a probe starts.
         assert_eq!(
             f.serve(&q).await,
-            Reply::Failed(crate::plugin::Failure {
+            Reply::Failed(crate::proto::Failure {
                 rcode: ResponseCode::ServFail,
                 reason: crate::plugin::forward::NO_REPLY_IN_TIME
             })
@@ -362,14 +362,14 @@ mod tests {
         }
         assert_eq!(
             f.serve(&q).await,
-            Reply::Failed(crate::plugin::Failure {
+            Reply::Failed(crate::proto::Failure {
                 rcode: ResponseCode::Refused,
                 reason: crate::plugin::forward::TOO_MANY_IN_FLIGHT
             })
         );
         assert_eq!(
             second.await.unwrap(),
-            Reply::Failed(crate::plugin::Failure {
+            Reply::Failed(crate::proto::Failure {
                 rcode: ResponseCode::ServFail,
                 reason: crate::plugin::forward::NO_REPLY_IN_TIME
             })

@@ -29,7 +29,7 @@ pub use self::metrics::ForwardMetrics;
 use self::metrics::{PluginInstruments, UpstreamInstruments};
 pub use self::setup::{ForwardConfig, Policy};
 use super::loop_detect::LoopStatus;
-use super::{Failure, Forwarded, Question, Reply};
+use crate::proto::{Failure, Forwarded, Question, Reply};
 
 /// The most time one client query spends in `forward`, all attempts included.
 pub const TOTAL_BUDGET: Duration = Duration::from_millis(4500);
@@ -268,7 +268,7 @@ impl Forward {
         };
         let deadline = Instant::now() + TOTAL_BUDGET;
         let cfg = &self.inner.config;
-        let tcp = cfg.force_tcp || (q.tcp && !cfg.prefer_udp);
+        let tcp = cfg.force_tcp || (q.over_stream() && !cfg.prefer_udp);
         // The upstreams still worth asking, tried in turn until the budget is spent. One that
         // failed at once (refused, reset, only bad replies) leaves the list; one that timed out
         // stays for the next round, as in CoreDNS.
@@ -468,7 +468,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(
             f.serve(&q).await,
-            Reply::Failed(crate::plugin::Failure {
+            Reply::Failed(crate::proto::Failure {
                 rcode: ResponseCode::Refused,
                 reason: crate::plugin::forward::TOO_MANY_IN_FLIGHT
             })
@@ -476,7 +476,7 @@ mod tests {
         assert_eq!(f.stats().max_concurrent_rejects.load(Ordering::Relaxed), 1);
         assert_eq!(
             first.await.unwrap(),
-            Reply::Failed(crate::plugin::Failure {
+            Reply::Failed(crate::proto::Failure {
                 rcode: ResponseCode::ServFail,
                 reason: crate::plugin::forward::NO_REPLY_IN_TIME
             })
@@ -484,7 +484,7 @@ mod tests {
         // The permit is back: the next query is tried again (and fails again), not refused.
         assert_eq!(
             f.serve(&q).await,
-            Reply::Failed(crate::plugin::Failure {
+            Reply::Failed(crate::proto::Failure {
                 rcode: ResponseCode::ServFail,
                 reason: crate::plugin::forward::NO_REPLY_IN_TIME
             })

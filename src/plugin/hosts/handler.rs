@@ -13,8 +13,8 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 use super::setup::HostsConfig;
 use super::table::{Table, parse_hosts};
-use crate::dns::Answer;
-use crate::plugin::{Question, Reply};
+use crate::proto::Answer;
+use crate::proto::{Question, Reply};
 
 /// What identifies one version of the file: its modification time and size, or `None` when it
 /// cannot be read as a file (missing, a directory, no permission).

@@ -3,7 +3,7 @@
 use hickory_proto::rr::{Record, RecordType};
 use rand::seq::SliceRandom;
 
-use crate::plugin::Reply;
+use crate::proto::Reply;
 
 /// The `loadbalance` plugin in a chain.
 #[derive(Debug, Clone, Copy, Default)]

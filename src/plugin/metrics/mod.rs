@@ -17,6 +17,7 @@ use prometheus::{
 };
 
 use crate::corefile::{Args, CorefileError, Directive};
+use crate::proto::{Transport, transport_label};
 
 /// The default listen address (CoreDNS: `localhost:9153`).
 pub const DEFAULT_ADDR: &str = "localhost:9153";
@@ -97,29 +98,11 @@ pub fn rcode_label(r: ResponseCode) -> &'static str {
     }
 }
 
-/// The transport label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proto {
-    /// UDP.
-    Udp,
-    /// TCP.
-    Tcp,
-}
-
-impl Proto {
-    fn label(self) -> &'static str {
-        match self {
-            Self::Udp => "udp",
-            Self::Tcp => "tcp",
-        }
-    }
-}
-
 /// One answered request, as the server reports it.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestRecord {
     /// Transport.
-    pub proto: Proto,
+    pub proto: Transport,
     /// The client's address (only its family is recorded).
     pub client: SocketAddr,
     /// Query type.
@@ -416,7 +399,7 @@ impl ZoneRecorder {
         let m = &self.metrics;
         let (server, zone) = (self.server.as_str(), self.zone.as_str());
         let family = usize::from(!(r.client.is_ipv4()));
-        let proto = usize::from(r.proto == Proto::Tcp);
+        let proto = usize::from(r.proto != Transport::Udp);
         let t = COUNTED_TYPES
             .iter()
             .position(|c| *c == r.qtype)
@@ -428,7 +411,7 @@ impl ZoneRecorder {
                     server,
                     zone,
                     "",
-                    r.proto.label(),
+                    transport_label(r.proto),
                     if family == 0 { "1" } else { "2" },
                     type_label(r.qtype),
                 ])
@@ -466,13 +449,13 @@ impl ZoneRecorder {
         self.request_size[proto]
             .get_or_init(|| {
                 m.request_size
-                    .with_label_values(&[server, zone, "", r.proto.label()])
+                    .with_label_values(&[server, zone, "", transport_label(r.proto)])
             })
             .observe(r.request_size as f64);
         self.response_size[proto]
             .get_or_init(|| {
                 m.response_size
-                    .with_label_values(&[server, zone, "", r.proto.label()])
+                    .with_label_values(&[server, zone, "", transport_label(r.proto)])
             })
             .observe(r.response_size as f64);
     }
@@ -498,7 +481,7 @@ mod tests {
         let m = DnsMetrics::new().unwrap();
         m.plugin_enabled("dns://:53", ".", "kubernetes");
         ZoneRecorder::new(&m, "dns://:53", ".").record(&RequestRecord {
-            proto: Proto::Udp,
+            proto: Transport::Udp,
             client: "127.0.0.1:5000".parse().unwrap(),
             qtype: RecordType::Unknown(65280),
             dnssec_ok: false,
@@ -523,7 +506,7 @@ mod tests {
         // A second recorder for the same labels adds to the same series.
         let rec = ZoneRecorder::new(&m, "dns://:53", ".");
         rec.record(&RequestRecord {
-            proto: Proto::Udp,
+            proto: Transport::Udp,
             client: "127.0.0.1:5000".parse().unwrap(),
             qtype: RecordType::Unknown(65280),
             dnssec_ok: true,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use hickory_proto::rr::{Name, RData, Record};
 
 use super::setup::{Mode, RewriteRule, Template};
-use crate::plugin::{Question, Reply};
+use crate::proto::{Question, Reply};
 
 /// The `rewrite` rules of one server block, in Corefile order. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -211,8 +211,8 @@ mod tests {
     use super::super::setup::parse;
     use super::*;
     use crate::corefile::Corefile;
-    use crate::dns::Answer;
-    use crate::plugin::Forwarded;
+    use crate::proto::Answer;
+    use crate::proto::Forwarded;
     use hickory_proto::op::ResponseCode;
     use hickory_proto::rr::RecordType;
     use hickory_proto::rr::rdata::{A, CNAME, MX, SOA, SRV};
@@ -304,11 +304,11 @@ mod tests {
         assert_eq!(rewritten(&rw, "ftp.example.org."), None);
         // The rewritten question keeps the other fields.
         let mut asked = Question::new(n("ftp-us-west-1.example.org."), RecordType::SRV);
-        asked.tcp = true;
+        asked.transport = crate::proto::Transport::Tcp;
         asked.dnssec_ok = true;
         let out = rw.apply(&asked).unwrap();
         assert_eq!(out.question.qtype, RecordType::SRV);
-        assert!(out.question.tcp && out.question.dnssec_ok);
+        assert!(out.question.over_stream() && out.question.dnssec_ok);
         assert_eq!(out.original_name().to_ascii(), "ftp-us-west-1.example.org.");
     }
 

@@ -1,0 +1,168 @@
+//! The request and the reply as every layer sees them: the question a plugin is asked (with
+//! who asked and how), the reply it gives, the transport, and the wire limits. A leaf: it
+//! imports nothing of this crate, and every other layer may import it.
+
+use std::net::{Ipv4Addr, SocketAddr};
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
+
+/// The transport a request came over: the one transport type of the crate.
+pub use hickory_server::net::xfer::Protocol as Transport;
+
+/// The UDP payload size cluster-dns advertises and never exceeds (DNS Flag Day 2020).
+pub const MAX_UDP_PAYLOAD: u16 = 1232;
+/// UDP size limit for a query without EDNS (RFC 1035).
+pub const PLAIN_UDP_LIMIT: u16 = 512;
+
+/// The `proto` label and query-log word of a transport, as CoreDNS writes them: `udp`, else
+/// `tcp` (DNS over TLS and HTTPS run over TCP).
+pub fn transport_label(t: Transport) -> &'static str {
+    match t {
+        Transport::Udp => "udp",
+        _ => "tcp",
+    }
+}
+
+/// The failure of a question no configured plugin answers (no `forward` after the cluster zone).
+pub const NO_PLUGIN_ANSWERED: &str = "no plugin could answer";
+
+/// One question as the plugins see it: the name as the client spelt it, the type and class,
+/// and the request bits that change the answer (DO, CD, RD) or its transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    /// The name, in the client's case.
+    pub name: Name,
+    /// The type asked.
+    pub qtype: RecordType,
+    /// The class asked (the server lets only IN through).
+    pub qclass: DNSClass,
+    /// The EDNS DO bit.
+    pub dnssec_ok: bool,
+    /// The CD bit.
+    pub checking_disabled: bool,
+    /// The RD bit.
+    pub recursion_desired: bool,
+    /// The transport the client asked over.
+    pub transport: Transport,
+    /// The client's address (an IPv4 client of a dual-stack socket as IPv4). A plugin whose
+    /// answer depends on it must say so (see the plugin contract in `chain`).
+    pub client: SocketAddr,
+}
+
+impl Question {
+    /// A plain IN question over UDP with RD set and no DO/CD, from an unspecified client.
+    pub fn new(name: Name, qtype: RecordType) -> Self {
+        Self {
+            name,
+            qtype,
+            qclass: DNSClass::IN,
+            dnssec_ok: false,
+            checking_disabled: false,
+            recursion_desired: true,
+            transport: Transport::Udp,
+            client: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+        }
+    }
+
+    /// True when the client asked over a stream (TCP, or TLS over TCP).
+    pub fn over_stream(&self) -> bool {
+        !matches!(self.transport, Transport::Udp)
+    }
+
+    /// The same question for another name (an ExternalName target).
+    pub fn for_name(&self, name: Name) -> Self {
+        Self { name, ..self.clone() }
+    }
+}
+
+/// An answer that came from an upstream server: its rcode, flags and sections as received (the
+/// OPT record removed; the server adds its own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forwarded {
+    /// The upstream's rcode.
+    pub rcode: ResponseCode,
+    /// The upstream's RA bit.
+    pub recursion_available: bool,
+    /// The upstream's AD bit.
+    pub authentic_data: bool,
+    /// The upstream's TC bit (set only when even its TCP answer was cut).
+    pub truncated: bool,
+    /// Answer section.
+    pub answers: Vec<Record>,
+    /// Authority section.
+    pub authority: Vec<Record>,
+    /// Additional section, without the OPT.
+    pub additional: Vec<Record>,
+}
+
+/// A failure the chain met while answering this question itself: the rcode the client gets and
+/// why, which `errors` logs. Served again from the cache, it is a plain [`Reply::Rcode`]: the
+/// failure happened once, when it was stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failure {
+    /// The rcode sent (SERVFAIL or REFUSED).
+    pub rcode: ResponseCode,
+    /// What failed, from a fixed set of phrases (it is matched by `errors { consolidate }`).
+    pub reason: &'static str,
+}
+
+/// What the chain decided for one question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// An authoritative answer from the cluster zone (AA=1, RA=0).
+    Authoritative(Answer),
+    /// An answer from upstream: its flags (AA=0, its RA) and rcode are kept.
+    Forwarded(Forwarded),
+    /// The server answers this rcode with no records; nothing failed while answering this
+    /// question (for example a SERVFAIL the cache stored earlier).
+    Rcode(ResponseCode),
+    /// The chain failed on this question (no upstream answered, no plugin could answer): the
+    /// rcode with no records, and the failure for `errors`.
+    Failed(Failure),
+}
+
+impl Reply {
+    /// The rcode the client gets.
+    pub fn rcode(&self) -> ResponseCode {
+        match self {
+            Self::Authoritative(a) => a.rcode,
+            Self::Forwarded(f) => f.rcode,
+            Self::Rcode(r) => *r,
+            Self::Failed(f) => f.rcode,
+        }
+    }
+
+    /// This reply as it may be served again later: a failure becomes its bare rcode.
+    pub fn to_stored(&self) -> Self {
+        match self {
+            Self::Failed(f) => Self::Rcode(f.rcode),
+            other => other.clone(),
+        }
+    }
+
+    /// The answer section.
+    pub fn answers(&self) -> &[Record] {
+        match self {
+            Self::Authoritative(a) => &a.answers,
+            Self::Forwarded(f) => &f.answers,
+            Self::Rcode(_) | Self::Failed(_) => &[],
+        }
+    }
+}
+
+/// A complete answer to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The rcode.
+    pub rcode: ResponseCode,
+    /// Answer section.
+    pub answers: Vec<Record>,
+    /// Authority section (one SOA for negative answers).
+    pub authority: Vec<Record>,
+    /// Additional section (SRV/NS glue).
+    pub additional: Vec<Record>,
+    /// An ExternalName target outside the cluster zones whose records should follow the CNAME
+    /// (chased through the forwarder when one is configured).
+    pub external_target: Option<Name>,
+}
