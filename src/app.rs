@@ -29,12 +29,14 @@ use crate::plugin::kubernetes::setup::{ApiSource, KubernetesConfig};
 use crate::plugin::kubernetes::{Kubernetes, handler::self_ips_from_env};
 use crate::plugin::log::QueryLog;
 use crate::plugin::loop_detect::{self, LoopStatus};
-use crate::plugin::metrics::{DnsMetrics, PluginMetrics};
+use crate::plugin::metrics::PluginMetrics;
 use crate::plugin::ready::{Readiness, ReadinessCheck};
 use crate::plugin::reload::{ChangeDetector, ReloadMetrics};
 use crate::plugin::{Chain, health};
-use crate::server::observe::{BlockMetrics, Observers};
+use crate::server::observe::Observers;
 use crate::server::{self, BlockRoute, Router, RouterCell, ServerError};
+use crate::telemetry::BlockMetrics;
+use crate::telemetry::DnsMetrics;
 
 /// Why the server could not start (or a new configuration could not be applied).
 #[derive(Debug, thiserror::Error)]

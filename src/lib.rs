@@ -20,5 +20,6 @@ pub mod http;
 pub mod plugin;
 pub mod proto;
 pub mod server;
+pub mod telemetry;
 #[doc(hidden)]
 pub mod testing;

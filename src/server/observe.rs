@@ -4,7 +4,6 @@
 //! encoded, so sizes and times are what the client got.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_proto::op::{Metadata, OpCode, ResponseCode};
@@ -12,8 +11,8 @@ use hickory_proto::rr::{DNSClass, Name, RecordType};
 
 use crate::plugin::errors::ErrorLog;
 use crate::plugin::log::{LogEntry, QueryLog};
-use crate::plugin::metrics::{self, DnsMetrics, RequestRecord, ZoneRecorder};
 use crate::proto::{Transport, transport_label};
+use crate::telemetry::{self, BlockMetrics, RequestRecord};
 
 /// One request and its response, as observed.
 #[derive(Debug, Clone, Copy)]
@@ -48,37 +47,6 @@ pub struct Exchange<'a> {
     pub plugin: &'static str,
     /// Why the chain failed, when it produced the failure itself (for `errors`).
     pub failure: Option<&'static str>,
-}
-
-/// A block's `prometheus`: a recorder per zone of the block on this address, and one for
-/// requests no block took (`dropped`).
-#[derive(Debug, Clone)]
-pub struct BlockMetrics {
-    zones: Vec<(Name, Arc<ZoneRecorder>)>,
-    dropped: Arc<ZoneRecorder>,
-}
-
-impl BlockMetrics {
-    /// Recorders for `zones` (lower-case, absolute) on the listener labelled `server`.
-    pub fn new(metrics: &DnsMetrics, server: &str, zones: &[Name]) -> Self {
-        Self {
-            zones: zones
-                .iter()
-                .map(|z| (z.clone(), ZoneRecorder::new(metrics, server, &z.to_string())))
-                .collect(),
-            dropped: ZoneRecorder::new(metrics, server, UNROUTED_ZONE),
-        }
-    }
-
-    /// The process's metrics.
-    pub fn metrics(&self) -> &DnsMetrics {
-        self.dropped.metrics()
-    }
-
-    fn recorder(&self, zone: Option<&Name>) -> &ZoneRecorder {
-        zone.and_then(|z| self.zones.iter().find(|(n, _)| n == z))
-            .map_or(&self.dropped, |(_, r)| r)
-    }
 }
 
 /// The observers a server block has configured.
@@ -135,7 +103,7 @@ impl Observers {
                 size: x.request_size,
                 dnssec_ok: x.dnssec_ok,
                 bufsize: x.bufsize,
-                rcode: metrics::rcode_label(rcode),
+                rcode: telemetry::rcode_label(rcode),
                 rflags: &rflags,
                 rsize: x.response_size,
                 duration: x.elapsed,
@@ -173,9 +141,6 @@ fn opcode_label(op: OpCode) -> &'static str {
         _ => "OTHER",
     }
 }
-
-/// The zone label of a request no server block took (CoreDNS's `dropped`).
-pub const UNROUTED_ZONE: &str = "dropped";
 
 /// A client address as the labels and log lines show it: an IPv4 client reaching a dual-stack
 /// socket (`::ffff:10.0.0.1`) is the IPv4 client it is.

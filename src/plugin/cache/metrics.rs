@@ -19,7 +19,7 @@
 //! [`Cache::with_metrics`](super::Cache::with_metrics), which resolves its label values once
 //! into [`CacheInstruments`] so that the query path only bumps atomics.
 
-use crate::plugin::metrics::register_all;
+use crate::telemetry::register_all;
 use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// The `type` label of the success store.
@@ -174,7 +174,7 @@ mod tests {
     use crate::plugin::cache::{Cache, CacheConfig, setup};
     use crate::proto::{Forwarded, Question, Reply};
 
-    use crate::plugin::metrics::render_registry as render;
+    use crate::telemetry::render_registry as render;
 
     fn config(text: &str) -> CacheConfig {
         let cf =

@@ -31,7 +31,7 @@ use std::time::Duration;
 use hickory_proto::op::ResponseCode;
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
 
-use crate::plugin::metrics::register_all;
+use crate::telemetry::register_all;
 
 /// The `proxy_name` label.
 pub const PROXY_NAME: &str = "forward";
@@ -55,7 +55,7 @@ const RCODE_LABELS: [&str; 14] = [
 ];
 
 /// The index in [`RCODE_LABELS`] of `r`'s label (the same names as
-/// [`crate::plugin::metrics::rcode_label`]).
+/// [`crate::telemetry::rcode_label`]).
 fn rcode_index(r: ResponseCode) -> usize {
     match u16::from(r) {
         n @ 0..=10 => usize::from(n),
@@ -223,7 +223,7 @@ mod tests {
     use crate::plugin::forward::{Forward, setup};
     use crate::proto::{Question, Reply};
 
-    use crate::plugin::metrics::render_registry as render;
+    use crate::telemetry::render_registry as render;
 
     fn forward(text: &str) -> Forward {
         let cf =
@@ -272,7 +272,7 @@ mod tests {
             assert_eq!(u16::from(r), code);
             assert_eq!(
                 RCODE_LABELS[rcode_index(r)],
-                crate::plugin::metrics::rcode_label(r),
+                crate::telemetry::rcode_label(r),
                 "{code}"
             );
         }

@@ -30,7 +30,7 @@ use k8s_openapi::jiff::Timestamp;
 use prometheus::{Histogram, HistogramOpts, HistogramVec, Registry};
 
 use crate::cluster::model::ServiceKind;
-use crate::plugin::metrics::register_all;
+use crate::telemetry::register_all;
 
 /// The annotation the EndpointSlice controller writes with the time of the change it reacted to.
 pub const LAST_CHANGE_TRIGGER_TIME: &str = "endpoints.kubernetes.io/last-change-trigger-time";
@@ -138,7 +138,7 @@ mod tests {
 
     use super::*;
 
-    use crate::plugin::metrics::render_registry as render;
+    use crate::telemetry::render_registry as render;
 
     fn meta(value: Option<&str>) -> ObjectMeta {
         ObjectMeta {
