@@ -20,19 +20,18 @@ use hickory_proto::rr::Name;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::chain::{Chain, Observer, Plugin};
 use crate::cluster::watch::{self, SyncState, WatchSource};
 use crate::cluster::{ClusterZone, manifests};
 use crate::config::{BlockConfig, Config, HttpEndpoints};
 use crate::corefile::{Corefile, CorefileError};
-use crate::plugin::errors::ErrorLog;
 use crate::plugin::kubernetes::setup::{ApiSource, KubernetesConfig};
 use crate::plugin::kubernetes::{Kubernetes, handler::self_ips_from_env};
-use crate::plugin::log::QueryLog;
-use crate::plugin::loop_detect::{self, LoopStatus};
+use crate::plugin::loop_detect::{LoopDetect, LoopStatus};
 use crate::plugin::metrics::PluginMetrics;
 use crate::plugin::ready::{Readiness, ReadinessCheck};
 use crate::plugin::reload::{ChangeDetector, ReloadMetrics};
-use crate::plugin::{Chain, health};
+use crate::plugin::{build_chain, health};
 use crate::server::observe::Observers;
 use crate::server::{self, BlockRoute, Router, RouterCell, ServerError};
 use crate::telemetry::BlockMetrics;
@@ -111,14 +110,14 @@ struct Source {
     watch: Option<WatchSource>,
 }
 
-/// What one configuration runs: its sources, its routing tables and its loop detectors.
+/// What one configuration runs: its sources, its routing tables and its chains (one per server
+/// block, whose background work starts once the listeners are up).
 #[derive(Debug)]
 struct Generation {
     config: Config,
     sources: Vec<Arc<Source>>,
     routers: BTreeMap<ListenKey, Router>,
-    loop_chains: Vec<Chain>,
-    loops: Vec<Arc<LoopStatus>>,
+    chains: Vec<Chain>,
 }
 
 /// Where a group of server blocks listens: an address (`None`: all interfaces) and a port.
@@ -218,8 +217,14 @@ impl Running {
 
     /// What each `loop` plugin found, in block order (for metrics and `/ready`).
     pub fn loop_statuses(&self) -> Vec<Arc<LoopStatus>> {
-        self.with_state(|s| s.generation.loops.clone())
-            .unwrap_or_default()
+        self.with_state(|s| {
+            s.generation
+                .chains
+                .iter()
+                .filter_map(|c| c.find::<LoopDetect>().map(|l| l.status().clone()))
+                .collect()
+        })
+        .unwrap_or_default()
     }
 
     /// What `/ready` reads.
@@ -330,7 +335,7 @@ async fn build(config: Config, shared: &Shared, previous: &[Arc<Source>]) -> Res
     let self_ips = self_ips_from_env();
     let mut sources: Vec<Arc<Source>> = Vec::new();
     let mut routers: BTreeMap<ListenKey, Router> = BTreeMap::new();
-    let mut loop_chains = Vec::new();
+    let mut chains = Vec::new();
     for block in &config.blocks {
         let mut kubernetes = None;
         if let Some(k) = &block.kubernetes {
@@ -346,16 +351,15 @@ async fn build(config: Config, shared: &Shared, previous: &[Arc<Source>]) -> Res
         } else {
             block.bind.iter().map(|ip| (Some(*ip), block.port)).collect()
         };
-        // The plugin order and composition live in `Chain` (plugin::CHAIN_ORDER). One chain
-        // serves every address of the block; its metrics carry the first address's label.
+        // The plugin order and composition live in `plugin::build_chain` (CHAIN_ORDER). One
+        // chain serves every address of the block; its metrics carry the first address's label.
         let first_server = keys.first().map(server_label).unwrap_or_default();
-        let chain = Chain::build(block, kubernetes, Some((&shared.plugin_metrics, &first_server)));
-        if let Some(h) = &chain.hosts {
-            h.start_reload();
+        let (chain, observing) =
+            build_chain(block, kubernetes, Some((&shared.plugin_metrics, &first_server)));
+        for o in &observing {
+            o.start();
         }
-        if chain.loop_detect.is_some() && chain.forward.is_some() {
-            loop_chains.push(chain.clone());
-        }
+        chains.push(chain.clone());
         let zones: Vec<Name> = block
             .zones
             .iter()
@@ -363,7 +367,7 @@ async fn build(config: Config, shared: &Shared, previous: &[Arc<Source>]) -> Res
             .collect::<Result<_, _>>()?;
         for key in keys {
             let server = server_label(&key);
-            let observers = observers(block, &zones, shared, &server);
+            let observers = observers(block, &zones, shared, &server, &observing);
             routers.entry(key).or_default().blocks.push(BlockRoute {
                 zones: zones.clone(),
                 chain: chain.clone(),
@@ -373,16 +377,11 @@ async fn build(config: Config, shared: &Shared, previous: &[Arc<Source>]) -> Res
     }
     // Each address gets its answer memo once its blocks are known.
     let routers = routers.into_iter().map(|(k, r)| (k, r.with_memo())).collect();
-    let loops = loop_chains
-        .iter()
-        .filter_map(|c| c.loop_detect.as_ref().map(|l| Arc::clone(l.status())))
-        .collect();
     Ok(Generation {
         config,
         sources,
         routers,
-        loop_chains,
-        loops,
+        chains,
     })
 }
 
@@ -411,8 +410,15 @@ async fn new_source(k: &KubernetesConfig, metrics: &PluginMetrics) -> Result<Sou
     })
 }
 
-/// The observers of `block` on the listener labelled `server`.
-fn observers(block: &BlockConfig, zones: &[Name], shared: &Shared, server: &str) -> Observers {
+/// The observers of `block` on the listener labelled `server`: its `prometheus` recorders and
+/// its observing plugins.
+fn observers(
+    block: &BlockConfig,
+    zones: &[Name],
+    shared: &Shared,
+    server: &str,
+    plugins: &[Arc<dyn Observer>],
+) -> Observers {
     let metrics = block.prometheus.map(|_| {
         for zone in &block.zones {
             for name in block.plugin_names() {
@@ -423,12 +429,7 @@ fn observers(block: &BlockConfig, zones: &[Name], shared: &Shared, server: &str)
     });
     Observers {
         metrics,
-        log: block.log.as_ref().map(QueryLog::new),
-        errors: block.errors.as_ref().map(|e| {
-            let log = ErrorLog::new(e);
-            log.start();
-            log
-        }),
+        plugins: plugins.to_vec(),
     }
 }
 
@@ -444,15 +445,16 @@ impl ReadinessCheck for Synced {
     }
 }
 
+/// A plugin's own readiness ([`Plugin::not_ready`]), as `/ready` reads it.
 #[derive(Debug)]
-struct NoLoop(Arc<LoopStatus>);
+struct PluginReady(Arc<dyn Plugin>);
 
-impl ReadinessCheck for NoLoop {
+impl ReadinessCheck for PluginReady {
     fn name(&self) -> &str {
-        "loop"
+        self.0.name()
     }
     fn is_ready(&self) -> bool {
-        !self.0.detected()
+        self.0.not_ready().is_none()
     }
 }
 
@@ -463,8 +465,10 @@ fn readiness_checks(g: &Generation) -> Vec<Arc<dyn ReadinessCheck>> {
             checks.push(Arc::new(Synced(w.sync_state())));
         }
     }
-    for l in &g.loops {
-        checks.push(Arc::new(NoLoop(l.clone())));
+    for chain in &g.chains {
+        for p in chain.plugins() {
+            checks.push(Arc::new(PluginReady(p.clone())));
+        }
     }
     checks
 }
@@ -567,10 +571,10 @@ pub async fn start_with_port(config: &Config, default_port: u16) -> Result<Runni
         http_addrs.push((bound, what));
     }
     shared.readiness.replace(readiness_checks(&generation));
-    // The listeners are up: probe each `forward` upstream for a loop back to us (bounded: a
-    // few tries per upstream, then the task ends).
-    for chain in &generation.loop_chains {
-        tokio::spawn(loop_detect::handler::run_probes(chain.clone()));
+    // The listeners are up: the plugins' background work (the loop probes, bounded: a few
+    // tries per upstream; the hosts file's reload).
+    for chain in &generation.chains {
+        chain.start();
     }
     let reload = config.reload();
     let inner = Arc::new(Inner {
@@ -702,8 +706,8 @@ async fn apply(inner: &Inner, config: Config) -> Result<(), StartError> {
         }
         state.listeners.extend(fresh);
         inner.shared.readiness.replace(readiness_checks(&generation));
-        for chain in &generation.loop_chains {
-            tokio::spawn(loop_detect::handler::run_probes(chain.clone()));
+        for chain in &generation.chains {
+            chain.start();
         }
         state.generation = generation;
     }

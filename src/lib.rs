@@ -12,6 +12,7 @@
 //!   response encoding (one path from request bytes to response bytes for every transport).
 
 pub mod app;
+pub mod chain;
 pub mod cluster;
 pub mod config;
 pub mod corefile;

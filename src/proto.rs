@@ -6,6 +6,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
+use rand::seq::SliceRandom;
 
 /// The transport a request came over: the one transport type of the crate.
 pub use hickory_server::net::xfer::Protocol as Transport;
@@ -165,4 +166,55 @@ pub struct Answer {
     /// An ExternalName target outside the cluster zones whose records should follow the CNAME
     /// (chased through the forwarder when one is configured).
     pub external_target: Option<Name>,
+}
+
+/// Something answers are made from that counts its changes (the cluster zone): a response made
+/// while it read `g` is current while it still reads `g`.
+pub trait ChangeCounter: Send + Sync + std::fmt::Debug {
+    /// The change counter; it moves (after the change is complete) whenever an answer may
+    /// have changed.
+    fn generation(&self) -> u64;
+}
+
+fn is_addr(r: &Record) -> bool {
+    matches!(r.record_type(), RecordType::A | RecordType::AAAA)
+}
+
+fn is_mx(r: &Record) -> bool {
+    r.record_type() == RecordType::MX
+}
+
+/// True when [`shuffle_records`] may change `records`: two or more A/AAAA, or two or more MX.
+pub fn shuffles(records: &[Record]) -> bool {
+    records.iter().filter(|r| is_addr(r)).count() >= 2 || records.iter().filter(|r| is_mx(r)).count() >= 2
+}
+
+/// The `loadbalance` order, which the answer memo replays too. Reorders `records`: CNAMEs first, then the records that are not shuffled in their order,
+/// then the A/AAAA records shuffled, then the MX records shuffled.
+pub fn shuffle_records(records: &mut Vec<Record>) {
+    if !shuffles(records) {
+        return;
+    }
+    let mut cnames = Vec::new();
+    let mut rest = Vec::new();
+    let mut addrs = Vec::new();
+    let mut mxs = Vec::new();
+    for r in records.drain(..) {
+        if r.record_type() == RecordType::CNAME {
+            cnames.push(r);
+        } else if is_addr(&r) {
+            addrs.push(r);
+        } else if is_mx(&r) {
+            mxs.push(r);
+        } else {
+            rest.push(r);
+        }
+    }
+    let mut rng = rand::rng();
+    addrs.shuffle(&mut rng);
+    mxs.shuffle(&mut rng);
+    records.extend(cnames);
+    records.extend(rest);
+    records.extend(addrs);
+    records.extend(mxs);
 }

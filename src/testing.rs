@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::cluster::{ClusterZone, manifests};
 use crate::config::Config;
 use crate::corefile::Corefile;
-use crate::plugin::Chain;
+use crate::plugin::build_chain;
 use crate::plugin::kubernetes::Kubernetes;
 use crate::server::observe::Observers;
 use crate::server::{BlockRoute, DnsHandler, Router, router_cell};
@@ -44,7 +44,7 @@ pub fn handler_with_zone(
             .kubernetes
             .as_ref()
             .map(|k| Kubernetes::new(k, zone.clone(), Vec::new()));
-        let chain = Chain::build(block, kubernetes, None);
+        let (chain, plugins) = build_chain(block, kubernetes, None);
         let zones = block
             .zones
             .iter()
@@ -53,7 +53,10 @@ pub fn handler_with_zone(
         blocks.push(BlockRoute {
             zones,
             chain,
-            observers: Observers::default(),
+            observers: Observers {
+                metrics: None,
+                plugins,
+            },
         });
     }
     let router = if memo {

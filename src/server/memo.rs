@@ -3,16 +3,15 @@
 //! unchanged. It is PowerDNS's packet cache, for the cluster zone only.
 //!
 //! Why it is exact: a memoized response is a function of the request bytes and the cluster
-//! zones alone. Only blocks whose chain is deterministic for a name memoize it: no `hosts`
-//! (its file reloads), no `rewrite`, no `log` (it writes the question), a `cache` that may not
-//! store the name (`disable success` and `disable denial`, as kubeadm's Corefile has; its
-//! counters are bumped on a hit as a pass-through would bump them), no ExternalName CNAME when
-//! there is a `forward` (the target is chased upstream), no failure rcode. Every zone's change
-//! counter ([`ClusterZone::generation`]) is read before the answer is made and must be the
-//! same when the memo is read; any change to any zone makes every entry stale. With
-//! `loadbalance`, the address records of a hit are shuffled on the wire, as the plugin
-//! shuffles them; a response it would shuffle otherwise (SRV glue, a truncated answer) is not
-//! memoized.
+//! zones alone. The server keeps a response only when every plugin the question visited
+//! declared it replayable ([`crate::chain::Replay`]; the default is "never", so a plugin whose
+//! answer depends on the client, the clock or a file is never replayed), no observer of the
+//! block needs every question (`log`), and the rcode is not a failure. Every zone's change
+//! counter ([`ChangeCounter`]) is read before the answer is made and must be the same when the
+//! memo is read; any change to any zone makes every entry stale. A plugin that counts what it
+//! passes on (the cache) is told of each replay. With `loadbalance` (replayed reordered), the
+//! address records of a hit are shuffled on the wire, as the plugin shuffles them; a response
+//! it would shuffle otherwise (SRV glue, a truncated answer) is not memoized.
 //!
 //! The memo holds at most [`MEMO_BYTES`]; when full it takes no more until the zone changes.
 //! One memo per listen address (router), shared by its UDP workers; a reload builds a new one.
@@ -30,8 +29,7 @@ use hickory_proto::op::{Metadata, ResponseCode};
 use hickory_proto::rr::{RData, Record, RecordType};
 use rand::seq::SliceRandom;
 
-use crate::cluster::ClusterZone;
-use crate::plugin::loadbalance::handler as loadbalance;
+use crate::proto::{ChangeCounter, shuffles};
 
 /// The most the memo holds (request and response bytes plus a fixed cost per entry).
 pub const MEMO_BYTES: usize = 24 << 20;
@@ -58,8 +56,10 @@ pub struct MemoInfo {
     pub response: Metadata,
     /// Records in the answer section.
     pub answers: usize,
-    /// The block's cache counts the question as a pass-through.
-    pub counts_cache: bool,
+    /// The plugins told of each replay (a [`crate::chain::ReplayPlan::counted`] set).
+    pub counted: u32,
+    /// The plugin that wrote the response (its `plugin` label).
+    pub by: &'static str,
     /// The address records to shuffle (`loadbalance`).
     pub shuffle: Option<Shuffle>,
 }
@@ -84,7 +84,7 @@ struct Entry {
 
 #[derive(Debug)]
 struct Inner {
-    zones: Vec<Arc<ClusterZone>>,
+    zones: Vec<Arc<dyn ChangeCounter>>,
     entries: DashMap<Box<[u8]>, Entry, foldhash::fast::RandomState>,
     bytes: AtomicUsize,
     /// The generation the held entries were made at; an insert at a newer one clears them.
@@ -104,12 +104,12 @@ pub struct AnswerMemo {
 
 impl AnswerMemo {
     /// A memo valid while `zones` are unchanged; off when there are none.
-    pub fn new(zones: Vec<Arc<ClusterZone>>) -> Self {
+    pub fn new(zones: Vec<Arc<dyn ChangeCounter>>) -> Self {
         Self::with_capacity(zones, MEMO_BYTES)
     }
 
     /// [`AnswerMemo::new`] holding at most `capacity` bytes.
-    pub fn with_capacity(zones: Vec<Arc<ClusterZone>>, capacity: usize) -> Self {
+    pub fn with_capacity(zones: Vec<Arc<dyn ChangeCounter>>, capacity: usize) -> Self {
         if zones.is_empty() {
             return Self::default();
         }
@@ -279,10 +279,10 @@ pub fn shuffle_plan(
     answers: &[Record],
     additional: &[Record],
 ) -> Result<Option<Shuffle>, ()> {
-    if loadbalance::shuffles(additional) {
+    if shuffles(additional) {
         return Err(());
     }
-    if !loadbalance::shuffles(answers) {
+    if !shuffles(answers) {
         return Ok(None);
     }
     let addrs = answers
@@ -321,6 +321,22 @@ mod tests {
     use super::*;
     use hickory_proto::op::MessageType;
 
+    /// A zone that only counts its changes.
+    #[derive(Debug, Default)]
+    struct Zone(AtomicU64);
+
+    impl Zone {
+        fn change(&self) {
+            self.0.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    impl ChangeCounter for Zone {
+        fn generation(&self) -> u64 {
+            self.0.load(Ordering::Acquire)
+        }
+    }
+
     fn info() -> MemoInfo {
         MemoInfo {
             block: 0,
@@ -330,7 +346,8 @@ mod tests {
             rcode: ResponseCode::NoError,
             response: Metadata::new(0, MessageType::Response, hickory_proto::op::OpCode::Query),
             answers: 1,
-            counts_cache: false,
+            counted: 0,
+            by: "kubernetes",
             shuffle: None,
         }
     }
@@ -339,8 +356,8 @@ mod tests {
 
     #[test]
     fn a_hit_takes_the_request_id_and_a_zone_change_makes_it_stale() {
-        let zone = Arc::new(ClusterZone::new());
-        let memo = AnswerMemo::new(vec![zone.clone()]);
+        let zone = Arc::new(Zone::default());
+        let memo = AnswerMemo::new(vec![zone.clone() as Arc<dyn ChangeCounter>]);
         let g = memo.generation();
         let mut resp = REQ.to_vec();
         resp[2] |= 0x80;
@@ -356,7 +373,7 @@ mod tests {
         let mut q = REQ.to_vec();
         q[13] = b'b';
         assert!(memo.lookup(&q, &mut out).is_none());
-        zone.set_synced(true);
+        zone.change();
         assert!(
             memo.lookup(&other, &mut out).is_none(),
             "served after the zone changed"
@@ -365,18 +382,21 @@ mod tests {
 
     #[test]
     fn an_answer_made_before_a_change_is_not_kept() {
-        let zone = Arc::new(ClusterZone::new());
-        let memo = AnswerMemo::new(vec![zone.clone()]);
+        let zone = Arc::new(Zone::default());
+        let memo = AnswerMemo::new(vec![zone.clone() as Arc<dyn ChangeCounter>]);
         let g = memo.generation();
-        zone.set_synced(true);
+        zone.change();
         memo.insert(REQ, g, REQ, info());
         assert!(memo.is_empty());
     }
 
     #[test]
     fn a_full_memo_takes_no_more_until_the_zone_changes() {
-        let zone = Arc::new(ClusterZone::new());
-        let memo = AnswerMemo::with_capacity(vec![zone.clone()], 2 * (REQ.len() * 2 + ENTRY_OVERHEAD));
+        let zone = Arc::new(Zone::default());
+        let memo = AnswerMemo::with_capacity(
+            vec![zone.clone() as Arc<dyn ChangeCounter>],
+            2 * (REQ.len() * 2 + ENTRY_OVERHEAD),
+        );
         let g = memo.generation();
         for name in [b'a', b'b', b'c'] {
             let mut q = REQ.to_vec();
@@ -384,7 +404,7 @@ mod tests {
             memo.insert(&q, g, &q, info());
         }
         assert_eq!(memo.len(), 2);
-        zone.set_synced(true);
+        zone.change();
         let g = memo.generation();
         memo.insert(REQ, g, REQ, info());
         assert_eq!(memo.len(), 1, "the stale entries were not dropped");
@@ -433,8 +453,8 @@ mod tests {
             .worker_threads(2)
             .build()
             .unwrap();
-        let zone = Arc::new(ClusterZone::new());
-        let memo = AnswerMemo::new(vec![zone.clone()]);
+        let zone = Arc::new(Zone::default());
+        let memo = AnswerMemo::new(vec![zone.clone() as Arc<dyn ChangeCounter>]);
         rt.block_on(async {
             let mut tasks = Vec::new();
             for t in 0..4u8 {
@@ -457,7 +477,7 @@ mod tests {
                 let zone = zone.clone();
                 tokio::spawn(async move {
                     for i in 0..5_000u32 {
-                        zone.apply_namespace(format!("n{i}").into());
+                        zone.change();
                         if i.is_multiple_of(16) {
                             tokio::task::yield_now().await;
                         }

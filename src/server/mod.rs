@@ -31,7 +31,7 @@ use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder, DecodeError};
 use tokio::net::TcpListener;
 
-use crate::plugin::Chain;
+use crate::chain::{Answered, Chain, ReplayPlan};
 use crate::proto::{MAX_UDP_PAYLOAD, PLAIN_UDP_LIMIT, Question, Reply, Transport};
 use observe::{Exchange, Observers};
 
@@ -78,7 +78,7 @@ pub struct Router {
 }
 
 impl Router {
-    /// `blocks`, with the answer memo on over the zones their `kubernetes` plugins answer from.
+    /// `blocks`, with the answer memo on over the zones their plugins answer from.
     pub fn new(blocks: Vec<BlockRoute>) -> Self {
         Self {
             blocks,
@@ -87,15 +87,16 @@ impl Router {
         .with_memo()
     }
 
-    /// This router with a new answer memo over the zones its blocks' `kubernetes` plugins
-    /// answer from.
+    /// This router with a new answer memo over the zones its blocks' plugins answer from
+    /// (their change counters, [`crate::chain::Plugin::zones`]).
     pub fn with_memo(mut self) -> Self {
-        let mut zones: Vec<Arc<crate::cluster::ClusterZone>> = Vec::new();
-        for b in &self.blocks {
-            if let Some(k) = &b.chain.kubernetes
-                && !zones.iter().any(|z| Arc::ptr_eq(z, k.zone()))
+        let mut zones: Vec<Arc<dyn crate::proto::ChangeCounter>> = Vec::new();
+        for z in self.blocks.iter().flat_map(|b| b.chain.zones()) {
+            if !zones
+                .iter()
+                .any(|have| std::ptr::addr_eq(Arc::as_ptr(have), Arc::as_ptr(&z)))
             {
-                zones.push(k.zone().clone());
+                zones.push(z);
             }
         }
         self.memo = memo::AnswerMemo::new(zones);
@@ -124,10 +125,10 @@ impl Router {
             .max_by_key(|(_, z, _)| z.num_labels())
     }
 
-    /// True when some block may await I/O while answering (it has `forward`); the UDP workers
-    /// answer the others without a task.
+    /// True when some block's chain may await I/O while answering (a plugin declares it); the
+    /// UDP workers answer the others without a task.
     pub fn may_await_io(&self) -> bool {
-        self.blocks.iter().any(|b| b.chain.forward.is_some())
+        self.blocks.iter().any(|b| b.chain.awaits_io())
     }
 }
 
@@ -192,6 +193,8 @@ struct Response {
     question: Option<Question>,
     /// The plugin that wrote the response.
     plugin: &'static str,
+    /// How the response may be replayed from the memo, when it may.
+    replay: Option<ReplayPlan>,
     /// The chain's own failure, for `errors`.
     failure: Option<&'static str>,
 }
@@ -208,6 +211,7 @@ impl Response {
             block: None,
             question: None,
             plugin: "",
+            replay: None,
             failure: None,
         }
     }
@@ -261,7 +265,7 @@ fn cookies_well_formed(edns: &Edns) -> bool {
 }
 
 impl DnsHandler {
-    /// Decides the response to `req` (I/O only through the chain's `forward`) with `router`.
+    /// Decides the response to `req` (I/O only through the chain) with `router`.
     async fn respond(
         &self,
         router: &Router,
@@ -315,17 +319,21 @@ impl DnsHandler {
         };
         // A panicking plugin costs one SERVFAIL, counted in coredns_panics_total, never the
         // listener.
-        let reply = match AssertUnwindSafe(chain.serve(&question)).catch_unwind().await {
-            Ok(reply) => reply,
+        let answered = match AssertUnwindSafe(chain.serve(&question)).catch_unwind().await {
+            Ok(answered) => answered,
             Err(_) => {
                 if let Some(m) = router.blocks.iter().find_map(|b| b.observers.metrics.as_ref()) {
                     m.metrics().panic();
                 }
                 tracing::error!(qname = %question.name, qtype = %question.qtype, "a plugin panicked; answered SERVFAIL");
-                Reply::Rcode(ResponseCode::ServFail)
+                Answered {
+                    reply: Reply::Rcode(ResponseCode::ServFail),
+                    by: "",
+                    replay: None,
+                }
             }
         };
-        let mut resp = match reply {
+        let mut resp = match answered.reply {
             Reply::Authoritative(answer) => {
                 meta.authoritative = true;
                 meta.response_code = answer.rcode;
@@ -333,7 +341,6 @@ impl DnsHandler {
                     answers: answer.answers,
                     authority: answer.authority,
                     additional: answer.additional,
-                    plugin: "kubernetes",
                     ..Response::rcode(meta, answer.rcode)
                 }
             }
@@ -347,7 +354,6 @@ impl DnsHandler {
                     answers: f.answers,
                     authority: f.authority,
                     additional: f.additional,
-                    plugin: "forward",
                     ..Response::rcode(meta, f.rcode)
                 }
             }
@@ -358,6 +364,8 @@ impl DnsHandler {
                 r
             }
         };
+        resp.plugin = answered.by;
+        resp.replay = answered.replay;
         resp.block = routed;
         resp.question = Some(question);
         resp
@@ -507,11 +515,7 @@ impl DnsHandler {
         let info = router.memo.lookup(req, out)?;
         let block = router.blocks.get(info.block)?;
         let zone = block.zones.get(info.zone);
-        if info.counts_cache
-            && let Some(cache) = &block.chain.cache
-        {
-            cache.count_pass_through();
-        }
+        block.chain.replayed(info.counted);
         let served = Served {
             request_len: req.len(),
             response_len: out.len(),
@@ -541,7 +545,7 @@ impl DnsHandler {
                     response_size: served.response_len,
                     answers: info.answers,
                     elapsed: served.elapsed,
-                    plugin: "kubernetes",
+                    plugin: info.by,
                     failure: None,
                 },
             );
@@ -559,38 +563,27 @@ fn memo_info(
     sent: &Metadata,
     out: &[u8],
 ) -> Option<memo::MemoInfo> {
-    if resp.plugin != "kubernetes" || resp.failure.is_some() || observe::is_failure(sent.response_code) {
+    if resp.failure.is_some() || observe::is_failure(sent.response_code) {
         return None;
     }
+    let plan = resp.replay?;
     let (index, zone) = resp.block.as_ref()?;
     let block = router.blocks.get(*index)?;
-    let chain = &block.chain;
-    if chain.kubernetes.is_none()
-        || chain.hosts.is_some()
-        || chain.rewrite.is_some()
-        || block.observers.log.is_some()
-    {
+    if block.observers.need_every_question() {
         return None;
     }
     let question = resp.question.as_ref()?;
-    let cname = |r: &Record| r.record_type() == RecordType::CNAME;
-    if chain.forward.is_some() && resp.answers.iter().any(cname) {
-        return None;
-    }
-    let counts_cache = match &chain.cache {
-        Some(cache) => cache.passes_through(&question.name.to_lowercase())?,
-        None => false,
-    };
-    let shuffle = match chain.loadbalance {
-        Some(_) => memo::shuffle_plan(
+    let shuffle = if plan.reordered {
+        memo::shuffle_plan(
             out,
             req.question.len(),
             sent.truncation,
             &resp.answers,
             &resp.additional,
         )
-        .ok()?,
-        None => None,
+        .ok()?
+    } else {
+        None
     };
     Some(memo::MemoInfo {
         block: *index,
@@ -600,7 +593,8 @@ fn memo_info(
         rcode: sent.response_code,
         response: *sent,
         answers: resp.answers.len(),
-        counts_cache,
+        counted: plan.counted,
+        by: resp.plugin,
         shuffle,
     })
 }

@@ -931,3 +931,43 @@ fn errors_logs_upstream_failures_not_cached_servfails() {
     );
     assert!(server.stop());
 }
+
+/// `coredns_dns_responses_total{plugin}` names the plugin that wrote each reply, as CoreDNS's
+/// recorder does: `hosts` for a hosts answer, `forward` for an upstream's, `cache` for a cache
+/// hit, `kubernetes` for the cluster zone, empty for a failure the chain produced. Before the
+/// plugin contract every authoritative reply was labelled `kubernetes` and cache hits kept the
+/// label of what they had cached.
+#[tokio::test]
+async fn responses_are_labelled_with_the_plugin_that_wrote_them() {
+    let up = crate::upstream::Scripted::start().await;
+    let dir = dir_with_demo_cluster("labels");
+    let corefile = format!(
+        ".:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n cache 30\n hosts {{\n  192.0.2.44 printer.lan\n  fallthrough\n }}\n kubernetes cluster.local {{\n  manifests demo-cluster.yaml\n }}\n forward . {}\n}}\n",
+        up.addr
+    );
+    let running = support::start(&corefile, &dir).await;
+    let dns = running.dns_addrs()[0];
+    let metrics = running.http_addr("metrics").expect("/metrics listener");
+    let m = ask(dns, "printer.lan.", RecordType::A).await;
+    assert_eq!(m.answers.len(), 1);
+    for _ in 0..3 {
+        let m = ask(dns, "www.example.com.", RecordType::A).await;
+        assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+    }
+    let m = ask(dns, "web.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(m.answers.len(), 1);
+    let got = scrape(metrics).await;
+    let responses = |plugin: &str| {
+        sum(
+            &got,
+            "coredns_dns_responses_total",
+            &[&format!("plugin=\"{plugin}\""), "rcode=\"NOERROR\""],
+        )
+    };
+    // The first printer.lan answer is written by hosts, then cached by nothing else.
+    assert_eq!(responses("hosts"), 1.0, "{got:#?}");
+    assert_eq!(responses("forward"), 1.0, "{got:#?}");
+    assert_eq!(responses("cache"), 2.0, "{got:#?}");
+    assert_eq!(responses("kubernetes"), 1.0, "{got:#?}");
+    running.stop().await.unwrap();
+}

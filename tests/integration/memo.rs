@@ -200,7 +200,10 @@ fn a_pass_through_cache_counts_memoized_questions() {
     }
     let router = h.router();
     assert_eq!(router.memo.len(), 1);
-    let cache = router.blocks[0].chain.cache.as_ref().unwrap();
+    let cache = router.blocks[0]
+        .chain
+        .find::<cluster_dns::plugin::cache::Cache>()
+        .unwrap();
     assert_eq!(
         cache.stats().misses.load(std::sync::atomic::Ordering::Relaxed),
         5,
@@ -248,4 +251,118 @@ async fn a_block_with_log_does_not_memoize() {
     }
     assert_eq!(running.memoized(), 0);
     running.stop().await.unwrap();
+}
+
+/// A plugin whose answer depends on the client's address (as autopath, acl and view do):
+/// `whoami.cluster.local. A` is answered with the client's own IPv4 address; other names go on.
+/// For `whoami` it declares `replay` as the test says (the plugin contract's default is never);
+/// for the names it passes on, that they may be replayed.
+#[derive(Debug)]
+struct WhoAmI(cluster_dns::chain::Replay);
+
+fn is_whoami(q: &cluster_dns::proto::Question) -> bool {
+    let me = hickory_proto::rr::Name::from_ascii("whoami.cluster.local.").unwrap();
+    me.eq_case(&q.name.to_lowercase())
+}
+
+impl cluster_dns::chain::Plugin for WhoAmI {
+    fn name(&self) -> &'static str {
+        "whoami"
+    }
+
+    fn replay(&self, q: &cluster_dns::proto::Question) -> cluster_dns::chain::Replay {
+        if is_whoami(q) {
+            self.0
+        } else {
+            cluster_dns::chain::Replay::Same
+        }
+    }
+
+    fn serve<'a>(
+        &'a self,
+        q: &'a cluster_dns::proto::Question,
+        next: cluster_dns::chain::Next<'a>,
+    ) -> cluster_dns::chain::ReplyFuture<'a> {
+        Box::pin(async move {
+            if !is_whoami(q) {
+                return next.serve(q).await;
+            }
+            let std::net::IpAddr::V4(ip) = q.client.ip() else {
+                return next.serve(q).await;
+            };
+            let record = hickory_proto::rr::Record::from_rdata(
+                q.name.clone(),
+                5,
+                RData::A(hickory_proto::rr::rdata::A(ip)),
+            );
+            cluster_dns::proto::Reply::Authoritative(cluster_dns::proto::Answer {
+                rcode: ResponseCode::NoError,
+                answers: vec![record],
+                authority: Vec::new(),
+                additional: Vec::new(),
+                external_target: None,
+            })
+        })
+    }
+}
+
+/// The fixture's kubeadm block with `plugin` first in its chain, memo on.
+fn with_first_plugin(plugin: WhoAmI) -> DnsHandler {
+    use std::sync::Arc;
+    let (base, _) = handler_with_zone(KUBEADM_BLOCK, FIXTURE_YAML, true).unwrap();
+    let router = base.router();
+    let mut block = router.blocks[0].clone();
+    let mut plugins: Vec<Arc<dyn cluster_dns::chain::Plugin>> = vec![Arc::new(plugin)];
+    plugins.extend(block.chain.plugins().iter().cloned());
+    block.chain = cluster_dns::chain::Chain::new(plugins);
+    let router = cluster_dns::server::Router::new(vec![block]);
+    DnsHandler::new(cluster_dns::server::router_cell(router))
+}
+
+/// Each client's A records for `whoami`, asking with the same request bytes from each address.
+fn whoami_from(h: &DnsHandler, clients: &[&str]) -> Vec<Vec<String>> {
+    let q = wire("whoami.cluster.local.", RecordType::A, 7, None);
+    clients
+        .iter()
+        .map(|c| {
+            let src: SocketAddr = c.parse().unwrap();
+            let out = h.answer_wire(&q, src, Transport::Udp).expect("a response");
+            Message::from_bytes(&out)
+                .unwrap()
+                .answers
+                .iter()
+                .map(|r| r.data.to_string())
+                .collect()
+        })
+        .collect()
+}
+
+/// The memo never sends one client's answer to another when a plugin's answer depends on the
+/// client: it declares nothing (the contract's default), so the memo keeps nothing for it, and
+/// every client gets its own address. The cluster zone's answers are memoized as before. The
+/// same plugin declaring itself replayable (the mistake the default guards against) does get
+/// the first client's answer replayed to the others: the test can tell.
+#[test]
+fn a_client_dependent_plugin_is_never_replayed_to_another_client() {
+    let clients = ["127.0.0.11:5000", "127.0.0.12:5000", "127.0.0.13:5000"];
+    let h = with_first_plugin(WhoAmI(cluster_dns::chain::Replay::Never));
+    for _ in 0..3 {
+        assert_eq!(
+            whoami_from(&h, &clients),
+            [["127.0.0.11"], ["127.0.0.12"], ["127.0.0.13"]]
+        );
+    }
+    assert_eq!(h.router().memo.len(), 0, "a client-dependent answer was memoized");
+    ask(
+        &h,
+        &wire("svc1.testns.svc.cluster.local.", RecordType::A, 1, None),
+    );
+    assert_eq!(h.router().memo.len(), 1, "cluster answers are still memoized");
+
+    let wrong = with_first_plugin(WhoAmI(cluster_dns::chain::Replay::Same));
+    assert_eq!(
+        whoami_from(&wrong, &clients),
+        [["127.0.0.11"], ["127.0.0.11"], ["127.0.0.11"]],
+        "a plugin that declares itself replayable is replayed"
+    );
 }

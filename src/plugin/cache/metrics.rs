@@ -170,9 +170,10 @@ mod tests {
     use hickory_proto::rr::{Name, RData, Record, RecordType};
 
     use super::*;
-    use crate::plugin::Chain;
+    use crate::chain::{Chain, Plugin};
     use crate::plugin::cache::{Cache, CacheConfig, setup};
     use crate::proto::{Forwarded, Question, Reply};
+    use std::sync::Arc;
 
     use crate::telemetry::render_registry as render;
 
@@ -250,8 +251,8 @@ mod tests {
         let r = Registry::new();
         let m = CacheMetrics::register(&r).unwrap();
         let cache = Cache::new(&config("cache 30")).with_metrics(m.clone(), "dns://:53");
-        // The chain below the cache answers from a fixed map (standing in for forward).
-        let chain = Chain::default();
+        // The cache alone: a miss gets the end of the chain's SERVFAIL.
+        let chain = Chain::new(vec![Arc::new(cache.clone()) as Arc<dyn Plugin>]);
         let now = tokio::time::Instant::now();
         // Two misses that the chain answers: one positive, one NXDOMAIN.
         assert!(
@@ -271,10 +272,10 @@ mod tests {
         );
         // Hits from each store, and a miss (the empty chain answers SERVFAIL, not cached here:
         // `Reply::Rcode(SERVFAIL)` is kept 5 s in the denial store).
-        cache.serve(&chain, 0, &q("a.example.")).await;
-        cache.serve(&chain, 0, &q("A.example.")).await;
-        cache.serve(&chain, 0, &q("nx.example.")).await;
-        cache.serve(&chain, usize::MAX, &q("miss.example.")).await;
+        let _ = chain.serve(&q("a.example.")).await;
+        let _ = chain.serve(&q("A.example.")).await;
+        let _ = chain.serve(&q("nx.example.")).await;
+        let _ = chain.serve(&q("miss.example.")).await;
         let text = render(&r);
         for want in [
             "coredns_cache_requests_total{server=\"dns://:53\",view=\"\",zones=\".\"} 4",
@@ -301,7 +302,7 @@ mod tests {
         );
         // Expiry: a lookup of an expired entry removes it and the gauge follows.
         tokio::time::advance(Duration::from_secs(31)).await;
-        cache.serve(&chain, usize::MAX, &q("a.example.")).await;
+        let _ = chain.serve(&q("a.example.")).await;
         let text = render(&r);
         has(
             &text,
@@ -311,7 +312,9 @@ mod tests {
             &text,
             "coredns_cache_entries{server=\"dns://:53\",type=\"success\",view=\"\",zones=\".\"} 1",
         );
-        // Dropping the cache (a Corefile reload) takes its entries out of the gauge.
+        // Dropping the cache (a Corefile reload drops the chain holding it) takes its entries
+        // out of the gauge.
+        drop(chain);
         drop(cache);
         let text = render(&r);
         has(
@@ -333,7 +336,7 @@ mod tests {
             "cache 30 example. {\n success 1\n denial 1\n serve_stale 1h immediate\n prefetch 1 1m 50%\n}",
         ))
         .with_metrics(m, "dns://:1053");
-        let chain = Chain::default();
+        let chain = Chain::new(vec![Arc::new(cache.clone()) as Arc<dyn Plugin>]);
         let now = tokio::time::Instant::now();
         cache.insert(&q("a.example."), &positive("a.example."), now);
         cache.insert(&q("b.example."), &positive("b.example."), now);
@@ -348,11 +351,11 @@ mod tests {
         );
         // Past half its TTL a hit starts a prefetch.
         tokio::time::advance(Duration::from_secs(20)).await;
-        cache.serve(&chain, usize::MAX, &q("b.example.")).await;
+        let _ = chain.serve(&q("b.example.")).await;
         // Expired but within serve_stale: a hit, served stale, refreshed in the background
         // (CoreDNS counts that refresh as a prefetch in `immediate` mode).
         tokio::time::advance(Duration::from_secs(20)).await;
-        let stale = cache.serve(&chain, usize::MAX, &q("b.example.")).await;
+        let stale = chain.serve(&q("b.example.")).await.reply;
         assert_eq!(stale.answers().len(), 1);
         let text = render(&r);
         for want in [
@@ -364,7 +367,7 @@ mod tests {
             has(&text, want);
         }
         // Names outside the cache's zones are not requests of this cache.
-        cache.serve(&chain, usize::MAX, &q("other.org.")).await;
+        let _ = chain.serve(&q("other.org.")).await;
         has(
             &render(&r),
             "coredns_cache_requests_total{server=\"dns://:1053\",view=\"\",zones=\"example.\"} 2",

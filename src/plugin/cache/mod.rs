@@ -22,7 +22,7 @@ use self::handler::{Key, Kind, Lookup, Store, classify};
 pub use self::metrics::CacheMetrics;
 use self::metrics::{CacheInstruments, StoreInstruments};
 pub use self::setup::CacheConfig;
-use super::Chain;
+use crate::chain::{DetachedNext, Next, Plugin, Replay, ReplyFuture};
 use crate::proto::{Question, Reply};
 
 /// How long a `serve_stale verify` lookup waits for the upstream before answering stale (RFC
@@ -190,11 +190,11 @@ impl Cache {
         }
     }
 
-    /// Answers `q` from the cache, or from the chain from stage `next` on (and caches that).
-    pub async fn serve(&self, chain: &Chain, next: usize, q: &Question) -> Reply {
+    /// Answers `q` from the cache, or from `next` (and caches that).
+    pub async fn answer(&self, q: &Question, next: Next<'_>) -> Reply {
         let lower = q.name.to_lowercase();
         if !under(&self.inner.zones, &lower) {
-            return chain.serve_from(next, q).await;
+            return next.serve(q).await;
         }
         let key = Key::of(q);
         if let Some(m) = self.metrics() {
@@ -215,12 +215,12 @@ impl Cache {
                     if let Some(m) = self.metrics() {
                         m.prefetch.inc();
                     }
-                    tokio::spawn(self.clone().refresh(chain.clone(), next, q.clone()));
+                    tokio::spawn(self.clone().refresh(next.detach(), q.clone()));
                 }
                 reply
             }
             Lookup::Stale(stale) => {
-                let refresh = tokio::spawn(self.clone().refresh(chain.clone(), next, q.clone()));
+                let refresh = tokio::spawn(self.clone().refresh(next.detach(), q.clone()));
                 let verify = self.inner.config.serve_stale.is_some_and(|s| s.verify);
                 if !verify && let Some(m) = self.metrics() {
                     // CoreDNS's `immediate` mode refreshes through its prefetch path.
@@ -243,7 +243,7 @@ impl Cache {
                 if let Some(m) = self.metrics() {
                     m.misses.inc();
                 }
-                let reply = chain.serve_from(next, q).await;
+                let reply = next.serve(q).await;
                 match self.insert(q, &reply, Instant::now()) {
                     // The first answer already carries the TTLs later hits count down from.
                     Some(ttl) => {
@@ -256,9 +256,34 @@ impl Cache {
     }
 
     /// Asks the chain again and stores the answer (prefetch, stale refresh).
-    async fn refresh(self, chain: Chain, next: usize, q: Question) -> Reply {
-        let reply = chain.serve_from(next, &q).await;
+    async fn refresh(self, next: DetachedNext, q: Question) -> Reply {
+        let reply = next.serve(&q).await;
         self.insert(&q, &reply, Instant::now());
         reply
+    }
+}
+
+impl Plugin for Cache {
+    fn name(&self) -> &'static str {
+        "cache"
+    }
+
+    /// Replayable only for names it never stores (`disable success` and `disable denial`, as
+    /// kubeadm's Corefile has for the cluster zone): it then passes them on, and a replay is
+    /// counted as that pass-through would be. Names it may store depend on the clock.
+    fn replay(&self, q: &Question) -> Replay {
+        match self.passes_through(&q.name.to_lowercase()) {
+            Some(true) => Replay::Counted,
+            Some(false) => Replay::Same,
+            None => Replay::Never,
+        }
+    }
+
+    fn replayed(&self) {
+        self.count_pass_through();
+    }
+
+    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+        Box::pin(self.answer(q, next))
     }
 }

@@ -17,6 +17,7 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, RecordType};
 use regex::Regex;
 
+use crate::chain::{Exchange, Observer};
 use crate::corefile::{Args, CorefileError, Directive, parse_duration};
 
 /// The level a consolidated line is logged at.
@@ -107,6 +108,23 @@ pub fn parse(d: &Directive) -> Result<ErrorsConfig, CorefileError> {
 struct Folded {
     rule: Consolidate,
     count: AtomicU64,
+}
+
+impl Observer for ErrorLog {
+    fn name(&self) -> &'static str {
+        "errors"
+    }
+
+    /// Logs the request if the chain failed on it (failures are never replayed).
+    fn observe(&self, x: &Exchange<'_>) {
+        if let (Some(reason), Some((name, qtype, _))) = (x.failure, x.query) {
+            self.report(x.rcode, name, qtype, reason);
+        }
+    }
+
+    fn start(&self) {
+        ErrorLog::start(self);
+    }
 }
 
 /// The error log of one server block.

@@ -28,7 +28,7 @@ use self::handler::{ExchangeStats, PROBE_TIMEOUT, exchange, probe_question};
 pub use self::metrics::ForwardMetrics;
 use self::metrics::{PluginInstruments, UpstreamInstruments};
 pub use self::setup::{ForwardConfig, Policy};
-use super::loop_detect::LoopStatus;
+use crate::chain::{Next, Plugin, ReplyFuture, Upstreams};
 use crate::proto::{Failure, Forwarded, Question, Reply};
 
 /// The most time one client query spends in `forward`, all attempts included.
@@ -200,13 +200,11 @@ impl Forward {
         self.inner.from.zone_of(&lower) && !self.inner.except.iter().any(|z| z.zone_of(&lower))
     }
 
-    /// Marks upstream `index` as looping (see [`LoopStatus`]).
-    pub fn mark_looping(&self, index: usize, status: &LoopStatus) {
-        if let Some(u) = self.inner.upstreams.get(index)
-            && !u.looping.swap(true, Ordering::Relaxed)
-        {
-            status.record(u.addr);
-        }
+    /// Marks upstream `index` as looping: it is never used again. Its address when this call
+    /// marked it.
+    pub fn mark_looping(&self, index: usize) -> Option<SocketAddr> {
+        let u = self.inner.upstreams.get(index)?;
+        (!u.looping.swap(true, Ordering::Relaxed)).then_some(u.addr)
     }
 
     /// The upstream indices to try, in the policy's order: healthy ones, else (all down) the
@@ -386,6 +384,53 @@ impl Forward {
         self.exchange_observed(up, &q, self.inner.config.force_tcp, deadline)
             .await
             .is_ok()
+    }
+}
+
+impl Plugin for Forward {
+    fn name(&self) -> &'static str {
+        "forward"
+    }
+
+    fn awaits_io(&self) -> bool {
+        true
+    }
+
+    /// Upstream answers depend on the upstream and the clock: never replayed (the default).
+    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+        Box::pin(async move {
+            if self.handles(&q.name) {
+                Forward::serve(self, q).await
+            } else {
+                next.serve(q).await
+            }
+        })
+    }
+
+    fn upstreams(&self) -> Option<&dyn Upstreams> {
+        Some(self)
+    }
+}
+
+impl Upstreams for Forward {
+    fn count(&self) -> usize {
+        self.inner.upstreams.len()
+    }
+
+    fn handles(&self, name: &Name) -> bool {
+        Forward::handles(self, name)
+    }
+
+    fn probe(
+        &self,
+        index: usize,
+        name: Name,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + '_>> {
+        Box::pin(self.send_probe(index, name))
+    }
+
+    fn mark_looping(&self, index: usize) -> Option<SocketAddr> {
+        Forward::mark_looping(self, index)
     }
 }
 

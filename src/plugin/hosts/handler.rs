@@ -13,6 +13,7 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 use super::setup::HostsConfig;
 use super::table::{Table, parse_hosts};
+use crate::chain::{Chain, Next, Plugin, ReplyFuture};
 use crate::proto::Answer;
 use crate::proto::{Question, Reply};
 
@@ -107,6 +108,26 @@ impl Inner {
     }
 }
 
+impl Plugin for Hosts {
+    fn name(&self) -> &'static str {
+        "hosts"
+    }
+
+    /// Its answers follow the file, which is re-read: never replayed (the default).
+    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+        Box::pin(async move {
+            match self.answer(q) {
+                Some(reply) => reply,
+                None => next.serve(q).await,
+            }
+        })
+    }
+
+    fn start(&self, _chain: &Chain) {
+        self.start_reload();
+    }
+}
+
 impl Hosts {
     /// The plugin for `config`, with the file read now. A missing file is not an error: it is
     /// logged and the inline entries are served until it appears (when reloading is on).
@@ -186,7 +207,7 @@ impl Hosts {
     /// * Another name: the next plugin where `fallthrough` covers it, NXDOMAIN otherwise.
     ///
     /// Answers are authoritative; the authority section stays empty (there is no SOA).
-    pub fn serve(&self, q: &Question) -> Option<Reply> {
+    pub fn answer(&self, q: &Question) -> Option<Reply> {
         let table = self.inner.table();
         let ttl = self.inner.config.ttl;
         if q.qtype == RecordType::PTR {
@@ -281,7 +302,7 @@ mod tests {
     }
 
     fn ask(h: &Hosts, name: &str, qtype: RecordType) -> Option<Answer> {
-        h.serve(&Question::new(n(name), qtype)).map(|r| match r {
+        h.answer(&Question::new(n(name), qtype)).map(|r| match r {
             Reply::Authoritative(a) => a,
             other => panic!("not authoritative: {other:?}"),
         })

@@ -4,7 +4,7 @@
 //! folder's README.
 //!
 //! Layout: `setup` parses the directive into a [`HostsConfig`], `table` reads hosts files and
-//! builds the lookup table, `handler` answers questions ([`Hosts::serve`]) and runs the reload
+//! builds the lookup table, `handler` answers questions ([`Hosts::answer`]) and runs the reload
 //! task ([`Hosts::start_reload`]).
 
 pub mod handler;

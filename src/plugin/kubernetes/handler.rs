@@ -1,14 +1,20 @@
 //! The `kubernetes` plugin's handler: owns the cluster zone for its zones and answers from it
-//! through the query engine in [`crate::dns`].
+//! through the query engine in [`crate::dns`]. An ExternalName whose target is outside the
+//! cluster is chased through the rest of the chain when a plugin after this one may reach an
+//! upstream: the CNAME, then the target's records, with the target's rcode (RFC 6604).
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use hickory_proto::rr::{Name, RecordType};
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::rdata::CNAME;
+use hickory_proto::rr::{Name, RData, RecordType};
 
 use super::setup::{KubernetesConfig, PodMode};
+use crate::chain::{Next, Plugin, Replay, ReplyFuture};
 use crate::cluster::ClusterZone;
 use crate::dns::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
+use crate::proto::{Answer, ChangeCounter, Question, Reply};
 
 /// The environment variable that names this server's own IPs (the Pod IP, from the downward
 /// API), comma-separated. The NS record names the Service whose endpoints hold one of them.
@@ -80,4 +86,67 @@ impl Kubernetes {
     pub fn serve(&self, qname: &Name, qtype: RecordType) -> Outcome {
         self.answerer.answer(qname, qtype)
     }
+}
+
+impl Plugin for Kubernetes {
+    fn name(&self) -> &'static str {
+        "kubernetes"
+    }
+
+    /// Its answers are a function of the question and the cluster zone. (A chased ExternalName
+    /// also visits the upstream plugins, whose declarations then keep it from being replayed.)
+    fn replay(&self, _q: &Question) -> Replay {
+        Replay::Same
+    }
+
+    fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {
+        vec![self.zone().clone() as Arc<dyn ChangeCounter>]
+    }
+
+    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+        Box::pin(async move {
+            match Kubernetes::serve(self, &q.name, q.qtype) {
+                Outcome::Answer(answer) => match answer.external_target.clone() {
+                    Some(target) if next.awaits_io() => {
+                        let reply = chase(answer, target, q, next).await;
+                        next.claim();
+                        reply
+                    }
+                    _ => Reply::Authoritative(answer),
+                },
+                Outcome::Fallthrough => next.serve(q).await,
+            }
+        })
+    }
+}
+
+/// An ExternalName answer whose target is outside the cluster: asks the whole chain again for
+/// (target, qtype) and appends what comes back after the CNAME, with the target's rcode.
+async fn chase(mut answer: Answer, target: Name, q: &Question, next: Next<'_>) -> Reply {
+    answer.external_target = None;
+    let target_q = q.for_name(target);
+    let inner = next.restart(&target_q).await;
+    // Keep only what this answer owns: the CNAME(s) it wrote.
+    answer
+        .answers
+        .retain(|r| matches!(r.data, RData::CNAME(CNAME(_))));
+    match inner {
+        Reply::Forwarded(f) => {
+            answer.rcode = f.rcode;
+            let negative = f.answers.is_empty() || f.rcode != ResponseCode::NoError;
+            answer.answers.extend(f.answers);
+            answer.authority = if negative { f.authority } else { Vec::new() };
+            answer.additional = Vec::new();
+        }
+        Reply::Authoritative(a) => {
+            answer.rcode = a.rcode;
+            answer.answers.extend(a.answers);
+            answer.authority = a.authority;
+        }
+        Reply::Rcode(r) | Reply::Failed(crate::proto::Failure { rcode: r, .. }) => {
+            answer.rcode = r;
+            answer.authority = Vec::new();
+        }
+    }
+    Reply::Authoritative(answer)
 }

@@ -1,56 +1,12 @@
-//! The shuffle itself, applied to the answer and additional sections of every reply.
+//! The shuffle, applied to the answer and additional sections of every reply (the order rule
+//! itself is [`crate::proto::shuffle_records`], which the answer memo replays too).
 
-use hickory_proto::rr::{Record, RecordType};
-use rand::seq::SliceRandom;
-
-use crate::proto::Reply;
+use crate::chain::{Next, Plugin, Replay, ReplyFuture};
+use crate::proto::{Question, Reply, shuffle_records};
 
 /// The `loadbalance` plugin in a chain.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LoadBalance;
-
-fn is_addr(r: &Record) -> bool {
-    matches!(r.record_type(), RecordType::A | RecordType::AAAA)
-}
-
-fn is_mx(r: &Record) -> bool {
-    r.record_type() == RecordType::MX
-}
-
-/// True when [`shuffle_records`] may change `records`: two or more A/AAAA, or two or more MX.
-pub fn shuffles(records: &[Record]) -> bool {
-    records.iter().filter(|r| is_addr(r)).count() >= 2 || records.iter().filter(|r| is_mx(r)).count() >= 2
-}
-
-/// Reorders `records`: CNAMEs first, then the records that are not shuffled in their order,
-/// then the A/AAAA records shuffled, then the MX records shuffled.
-pub fn shuffle_records(records: &mut Vec<Record>) {
-    if !shuffles(records) {
-        return;
-    }
-    let mut cnames = Vec::new();
-    let mut rest = Vec::new();
-    let mut addrs = Vec::new();
-    let mut mxs = Vec::new();
-    for r in records.drain(..) {
-        if r.record_type() == RecordType::CNAME {
-            cnames.push(r);
-        } else if is_addr(&r) {
-            addrs.push(r);
-        } else if is_mx(&r) {
-            mxs.push(r);
-        } else {
-            rest.push(r);
-        }
-    }
-    let mut rng = rand::rng();
-    addrs.shuffle(&mut rng);
-    mxs.shuffle(&mut rng);
-    records.extend(cnames);
-    records.extend(rest);
-    records.extend(addrs);
-    records.extend(mxs);
-}
 
 impl LoadBalance {
     /// Shuffles `reply` in place.
@@ -69,11 +25,31 @@ impl LoadBalance {
     }
 }
 
+impl Plugin for LoadBalance {
+    fn name(&self) -> &'static str {
+        "loadbalance"
+    }
+
+    /// Its order is chance: a replay reorders the address records again.
+    fn replay(&self, _q: &Question) -> Replay {
+        Replay::Reordered
+    }
+
+    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+        Box::pin(async move {
+            let mut reply = next.serve(q).await;
+            self.shuffle(&mut reply);
+            reply
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use hickory_proto::rr::rdata::{A, CNAME};
     use hickory_proto::rr::{Name, RData};
+    use hickory_proto::rr::{Record, RecordType};
     use std::collections::BTreeSet;
     use std::net::Ipv4Addr;
 

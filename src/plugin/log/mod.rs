@@ -9,9 +9,12 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use hickory_proto::op::ResponseCode;
+use hickory_proto::op::{Metadata, OpCode, ResponseCode};
 
+use crate::chain::{Exchange, Observer};
 use crate::corefile::{CorefileError, Directive};
+use crate::proto::transport_label;
+use crate::telemetry::rcode_label;
 
 /// CoreDNS's default (common) format.
 pub const COMMON_FORMAT: &str = "{remote}:{port} - {>id} \"{type} {class} {name} {proto} {size} {>do} {>bufsize}\" {rcode} {>rflags} {rsize} {duration}";
@@ -188,6 +191,75 @@ impl QueryLog {
     }
 }
 
+impl Observer for QueryLog {
+    fn name(&self) -> &'static str {
+        "log"
+    }
+
+    /// Every query's line needs its question: a block with `log` is never replayed.
+    fn needs_every_question(&self) -> bool {
+        true
+    }
+
+    fn observe(&self, x: &Exchange<'_>) {
+        let Some((name, qtype, qclass)) = x.query else {
+            return;
+        };
+        if !self.wants(&name.to_lowercase(), x.rcode, x.answers == 0) {
+            return;
+        }
+        let qtype = qtype.to_string();
+        let qclass = qclass.to_string();
+        let name = name.to_string();
+        let rflags = flags(x.response);
+        self.write(&LogEntry {
+            remote: x.client,
+            id: x.request.id,
+            qtype: &qtype,
+            qclass: &qclass,
+            name: &name,
+            proto: transport_label(x.proto),
+            size: x.request_size,
+            dnssec_ok: x.dnssec_ok,
+            bufsize: x.bufsize,
+            rcode: rcode_label(x.rcode),
+            rflags: &rflags,
+            rsize: x.response_size,
+            duration: x.elapsed,
+            opcode: opcode_label(x.request.op_code),
+        });
+    }
+}
+
+/// The response flags as CoreDNS's `{>rflags}` writes them.
+fn flags(m: &Metadata) -> String {
+    let mut out = Vec::with_capacity(6);
+    out.push("qr");
+    for (set, name) in [
+        (m.authoritative, "aa"),
+        (m.truncation, "tc"),
+        (m.recursion_desired, "rd"),
+        (m.recursion_available, "ra"),
+        (m.authentic_data, "ad"),
+        (m.checking_disabled, "cd"),
+    ] {
+        if set {
+            out.push(name);
+        }
+    }
+    out.join(",")
+}
+
+fn opcode_label(op: OpCode) -> &'static str {
+    match op {
+        OpCode::Query => "QUERY",
+        OpCode::Status => "STATUS",
+        OpCode::Notify => "NOTIFY",
+        OpCode::Update => "UPDATE",
+        _ => "OTHER",
+    }
+}
+
 /// Formats `e` with `format` (CoreDNS placeholders; unknown ones are left as written).
 pub fn format_entry(format: &str, e: &LogEntry<'_>) -> String {
     let mut out = String::with_capacity(128);
@@ -297,5 +369,14 @@ mod tests {
                 .contains("Corefile:2")
         );
         assert!(cfg(" log {name} extra").is_err());
+    }
+
+    #[test]
+    fn response_flags_in_coredns_order() {
+        let mut m = Metadata::new(1, hickory_proto::op::MessageType::Response, OpCode::Query);
+        m.authoritative = true;
+        m.recursion_desired = true;
+        m.truncation = true;
+        assert_eq!(flags(&m), "qr,aa,tc,rd");
     }
 }

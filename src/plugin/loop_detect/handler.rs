@@ -1,10 +1,11 @@
-//! The start-up probe: each upstream of the block's `forward` gets a `HINFO` query for a name
-//! only this process knows, a few times until it replies. The chain marks the upstream looping
-//! if the name comes back in (see [`super::LoopDetect::probe_seen`]).
+//! The start-up probe: each upstream of the chain's upstream plugin gets a `HINFO` query for a
+//! name only this process knows, a few times until it replies. The plugin marks the upstream
+//! looping if the name comes back in (see [`super::LoopDetect::probe_seen`]).
 
 use hickory_proto::rr::Name;
 
-use crate::plugin::Chain;
+use super::LoopDetect;
+use crate::chain::Chain;
 
 /// Tries per upstream before giving up on getting any reply (CoreDNS probes for 30 s).
 const PROBE_TRIES: usize = 3;
@@ -18,20 +19,20 @@ pub fn probe_name(zone: &Name) -> Option<Name> {
     n.append_domain(zone).ok()
 }
 
-/// Probes every upstream of `chain`'s `forward` (if it has `loop` and `forward`). Returns when
+/// Probes every upstream of `chain`'s upstream plugin for the `loop` plugin `l`. Returns when
 /// each upstream replied once or used up its tries.
-pub async fn run_probes(chain: Chain) {
-    let (Some(l), Some(f)) = (&chain.loop_detect, &chain.forward) else {
+pub async fn run_probes(l: LoopDetect, chain: Chain) {
+    let Some(upstreams) = chain.upstreams() else {
         return;
     };
-    for index in 0..f.upstreams().len() {
+    for index in 0..upstreams.count() {
         for _ in 0..PROBE_TRIES {
             let Some(name) = probe_name(l.zone()) else { return };
-            if !f.handles(&name) {
+            if !upstreams.handles(&name) {
                 break;
             }
             l.register(&name, index);
-            if f.send_probe(index, name).await {
+            if upstreams.probe(index, name).await {
                 break;
             }
         }

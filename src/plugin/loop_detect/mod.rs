@@ -5,9 +5,9 @@
 //! and `/ready`). See this folder's README.
 //!
 //! Method: once the listeners are up, [`handler::run_probes`] sends each upstream of the
-//! block's `forward` a `HINFO <random>.<random>.<zone>` query whose name only this process
-//! knows. If that name ever arrives in this server's own chain, the upstream it was sent to
-//! forwarded it back to us.
+//! chain's upstream plugin (`forward`, found through its [`crate::chain::Upstreams`]) a
+//! `HINFO <random>.<random>.<zone>` query whose name only this process knows. If that name ever
+//! arrives in this server's own chain, the upstream it was sent to forwarded it back to us.
 
 pub mod handler;
 pub mod setup;
@@ -17,7 +17,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
+use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::Name;
+
+use crate::chain::{Chain, Next, Plugin, ReplyFuture};
+use crate::proto::{Question, Reply};
 
 /// Whether a loop was found, through which upstreams. Shared with the metrics and `/ready`.
 #[derive(Debug, Default)]
@@ -99,5 +103,38 @@ impl LoopDetect {
     /// Registers a probe name for upstream `index`.
     pub fn register(&self, name: &Name, index: usize) {
         self.probes.insert(name.to_lowercase(), index);
+    }
+}
+
+impl Plugin for LoopDetect {
+    fn name(&self) -> &'static str {
+        "loop"
+    }
+
+    /// One of our probes coming back marks the upstream it went to as looping and gets
+    /// SERVFAIL; any other question goes on.
+    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+        Box::pin(async move {
+            if let Some(index) = self.probe_seen(&q.name) {
+                if let Some(addr) = next.upstreams().and_then(|u| u.mark_looping(index)) {
+                    self.status.record(addr);
+                }
+                return Reply::Rcode(ResponseCode::ServFail);
+            }
+            next.serve(q).await
+        })
+    }
+
+    fn start(&self, chain: &Chain) {
+        if chain.upstreams().is_some() {
+            tokio::spawn(handler::run_probes(self.clone(), chain.clone()));
+        }
+    }
+
+    fn not_ready(&self) -> Option<String> {
+        self.status.detected().then(|| {
+            let upstreams: Vec<String> = self.status.upstreams().iter().map(|u| u.to_string()).collect();
+            format!("forwarding loop through {}", upstreams.join(" "))
+        })
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use hickory_proto::rr::{Name, RData, Record};
 
 use super::setup::{Mode, RewriteRule, Template};
+use crate::chain::{Next, Plugin, ReplyFuture};
 use crate::proto::{Question, Reply};
 
 /// The `rewrite` rules of one server block, in Corefile order. Cheap to clone.
@@ -68,6 +69,25 @@ fn apply_templates(name: &mut Name, templates: &[Template]) {
         if let Some(new) = t.apply(&lower_text(name)).as_deref().and_then(legal_name) {
             *name = new;
         }
+    }
+}
+
+impl Plugin for Rewrite {
+    fn name(&self) -> &'static str {
+        "rewrite"
+    }
+
+    /// Rewritten questions are not replayed (the default), as before the plugin contract.
+    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+        Box::pin(async move {
+            match self.apply(q) {
+                Some(rewritten) => {
+                    let reply = next.serve(&rewritten.question).await;
+                    rewritten.restore(reply)
+                }
+                None => next.serve(q).await,
+            }
+        })
     }
 }
 

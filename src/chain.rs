@@ -1,0 +1,475 @@
+//! The plugin contract and the chain: what a plugin says about itself, and the order a question
+//! passes through a server block's plugins, built once per configuration.
+//!
+//! The server reads only what a plugin declares ([`Plugin`]): its name (the `plugin` label of
+//! the replies it writes), whether it may await I/O (the UDP workers hand such questions to a
+//! task) and what its answer depends on ([`Replay`]: may the server send the same response again
+//! for the same request bytes while the cluster zones are unchanged?). The safe default is "no":
+//! a plugin that forgets to declare costs speed, never a wrong answer. The server never names a
+//! plugin; which plugins exist and their order is the registry's business (`plugin::registry`).
+//!
+//! [`Chain::serve`] walks the plugins in order; each answers or hands the question to [`Next`].
+//! The walk is traced ([`Trace`]): which plugins the question visited and which one wrote the
+//! reply, so the reply can be labelled and judged for replay.
+//!
+//! Observers ([`Observer`]: `errors`, `log`) see every answered request after it is encoded.
+//!
+//! Imports `proto` only.
+
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use hickory_proto::op::{Metadata, ResponseCode};
+use hickory_proto::rr::{DNSClass, Name, RecordType};
+
+use crate::proto::{ChangeCounter, Failure, NO_PLUGIN_ANSWERED, Question, Reply, Transport};
+
+/// A boxed future of a [`Reply`] (the chain recurses through its plugins).
+pub type ReplyFuture<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
+
+/// The most plugins one chain holds (the trace is a bit set).
+pub const MAX_PLUGINS: usize = 32;
+
+/// May the server send a plugin's reply to a request again, for the same request bytes, while
+/// the cluster zones are unchanged (the answer memo)? Declared per question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// No: the answer depends on more than the request bytes and the zones (the client's
+    /// address, the clock, chance, a file). The default.
+    Never,
+    /// Yes, as it is.
+    Same,
+    /// Yes, and the plugin is told ([`Plugin::replayed`]) so it counts the question as it
+    /// would have (the cache's pass-through counters).
+    Counted,
+    /// Yes, with its address records in a fresh random order each time (`loadbalance`).
+    Reordered,
+}
+
+/// Upstream servers a question can be sent to, one by one (what `forward` offers, and what the
+/// `loop` plugin probes through).
+pub trait Upstreams: Send + Sync {
+    /// How many upstreams there are.
+    fn count(&self) -> usize;
+    /// True when the upstreams would be asked for `name`.
+    fn handles(&self, name: &Name) -> bool;
+    /// Sends a loop probe (`HINFO name`) to upstream `index`; true when any reply came.
+    fn probe(&self, index: usize, name: Name) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
+    /// Stops using upstream `index` for good (it loops back to this server); its address when
+    /// this call took it out of use.
+    fn mark_looping(&self, index: usize) -> Option<SocketAddr>;
+}
+
+/// One plugin in a chain. See the module docs for what the server reads. (`Any`: the runtime
+/// and tests may look a concrete plugin up with [`Chain::find`]; the server never does.)
+pub trait Plugin: Any + Send + Sync + fmt::Debug {
+    /// The Corefile directive, and the `plugin` label of the replies it writes.
+    fn name(&self) -> &'static str;
+
+    /// True when answering may await I/O (an upstream).
+    fn awaits_io(&self) -> bool {
+        false
+    }
+
+    /// Whether its part in the reply to `q` may be replayed (see [`Replay`]). Default: never.
+    fn replay(&self, _q: &Question) -> Replay {
+        Replay::Never
+    }
+
+    /// Its answer to `q`: a reply it writes itself, or what `next` answers (maybe changed).
+    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a>;
+
+    /// A reply it declared [`Replay::Counted`] for was sent again from the memo.
+    fn replayed(&self) {}
+
+    /// The zones whose change counters its answers depend on (the cluster zone).
+    fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {
+        Vec::new()
+    }
+
+    /// Background work, started once the listeners are up; `chain` is the chain it is in.
+    fn start(&self, _chain: &Chain) {}
+
+    /// The upstreams it sends questions to, if it does.
+    fn upstreams(&self) -> Option<&dyn Upstreams> {
+        None
+    }
+
+    /// Why it is not ready to serve (`/ready`), or `None` when it is.
+    fn not_ready(&self) -> Option<String> {
+        None
+    }
+}
+
+/// What one question's walk through the chain touched: the plugins visited and the one that
+/// wrote the reply. Written by the one task answering that question (atomics only so the
+/// future stays `Send`).
+#[derive(Debug, Default)]
+pub struct Trace {
+    /// Bit `i`: plugin `i` was asked.
+    visited: AtomicU32,
+    /// 1 + the index of the plugin that wrote the reply; 0 while none did.
+    writer: AtomicU32,
+}
+
+/// The rest of the chain after the plugin being asked.
+#[derive(Debug, Clone, Copy)]
+pub struct Next<'a> {
+    chain: &'a Chain,
+    at: usize,
+    trace: &'a Trace,
+}
+
+impl<'a> Next<'a> {
+    /// Asks the rest of the chain (`q` may be a question of the plugin's own, such as a
+    /// rewritten one).
+    pub fn serve<'b>(&self, q: &'b Question) -> ReplyFuture<'b>
+    where
+        'a: 'b,
+    {
+        self.chain.serve_at(self.at, q, self.trace)
+    }
+
+    /// Asks the whole chain again from its first plugin, for another question (an
+    /// ExternalName's target, as CoreDNS's upstream lookups go through the server again).
+    pub fn restart<'b>(&self, q: &'b Question) -> ReplyFuture<'b>
+    where
+        'a: 'b,
+    {
+        self.chain.serve_at(0, q, self.trace)
+    }
+
+    /// True when a plugin after this one may await I/O.
+    pub fn awaits_io(&self) -> bool {
+        self.chain.plugins.iter().skip(self.at).any(|p| p.awaits_io())
+    }
+
+    /// The upstreams of the first plugin after this one that has some.
+    pub fn upstreams(&self) -> Option<&'a dyn Upstreams> {
+        self.chain
+            .plugins
+            .get(self.at..)?
+            .iter()
+            .find_map(|p| p.upstreams())
+    }
+
+    /// The plugin asking wrote the reply it returns, though it asked the rest of the chain for
+    /// part of it (an ExternalName answer with its target's records).
+    pub fn claim(&self) {
+        let me = u32::try_from(self.at).unwrap_or(0);
+        self.trace.writer.store(me, Ordering::Relaxed);
+    }
+
+    /// A handle on the rest of the chain that outlives this question (a cache refresh in the
+    /// background).
+    pub fn detach(&self) -> DetachedNext {
+        DetachedNext {
+            chain: self.chain.clone(),
+            at: self.at,
+        }
+    }
+}
+
+/// [`Next`] for work that outlives the question (prefetch, stale refresh): its walks are not
+/// traced.
+#[derive(Debug, Clone)]
+pub struct DetachedNext {
+    chain: Chain,
+    at: usize,
+}
+
+impl DetachedNext {
+    /// Asks the rest of the chain.
+    pub async fn serve(&self, q: &Question) -> Reply {
+        let trace = Trace::default();
+        self.chain.serve_at(self.at, q, &trace).await
+    }
+}
+
+/// What the chain decided for one question, and what the server needs to know about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answered {
+    /// The reply.
+    pub reply: Reply,
+    /// The plugin that wrote it (`""`: no plugin did; the chain ended or failed).
+    pub by: &'static str,
+    /// How it may be replayed, or `None` when it may not be.
+    pub replay: Option<ReplayPlan>,
+}
+
+/// How a reply may be sent again (see [`Replay`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReplayPlan {
+    /// Its address records are reordered on each replay.
+    pub reordered: bool,
+    /// Bit `i`: plugin `i` is told of each replay ([`Chain::replayed`]).
+    pub counted: u32,
+}
+
+/// The plugins of one server block, in the registry's order. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Chain {
+    plugins: Arc<[Arc<dyn Plugin>]>,
+}
+
+impl fmt::Debug for Chain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.plugins.iter().map(|p| p.name()))
+            .finish()
+    }
+}
+
+impl Chain {
+    /// A chain of `plugins`, first to last (at most [`MAX_PLUGINS`]; the rest are dropped).
+    pub fn new(mut plugins: Vec<Arc<dyn Plugin>>) -> Self {
+        plugins.truncate(MAX_PLUGINS);
+        Self {
+            plugins: plugins.into(),
+        }
+    }
+
+    /// Its plugins, first to last.
+    pub fn plugins(&self) -> &[Arc<dyn Plugin>] {
+        &self.plugins
+    }
+
+    /// The first plugin of type `T`.
+    pub fn find<T: Plugin>(&self) -> Option<&T> {
+        self.plugins
+            .iter()
+            .find_map(|p| (p.as_ref() as &dyn Any).downcast_ref::<T>())
+    }
+
+    /// True when some plugin may await I/O.
+    pub fn awaits_io(&self) -> bool {
+        self.plugins.iter().any(|p| p.awaits_io())
+    }
+
+    /// The zones the plugins' answers depend on.
+    pub fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {
+        self.plugins.iter().flat_map(|p| p.zones()).collect()
+    }
+
+    /// The upstreams of the first plugin that has some.
+    pub fn upstreams(&self) -> Option<&dyn Upstreams> {
+        self.plugins.iter().find_map(|p| p.upstreams())
+    }
+
+    /// Starts every plugin's background work.
+    pub fn start(&self) {
+        for p in self.plugins.iter() {
+            p.start(self);
+        }
+    }
+
+    /// Tells the plugins of `counted` (a [`ReplayPlan::counted`] set) of a replay.
+    pub fn replayed(&self, counted: u32) {
+        for (i, p) in self.plugins.iter().enumerate() {
+            if counted & (1 << i) != 0 {
+                p.replayed();
+            }
+        }
+    }
+
+    /// Passes `q` along the chain. A question no plugin answers gets SERVFAIL, as in CoreDNS
+    /// when there is no next plugin.
+    pub async fn serve(&self, q: &Question) -> Answered {
+        let trace = Trace::default();
+        let reply = self.serve_at(0, q, &trace).await;
+        let writer = trace.writer.load(Ordering::Relaxed) as usize;
+        let by = writer
+            .checked_sub(1)
+            .and_then(|i| self.plugins.get(i))
+            .map_or("", |p| p.name());
+        let replay = self.replay_plan(q, trace.visited.load(Ordering::Relaxed));
+        Answered { reply, by, replay }
+    }
+
+    /// The replay plan of a reply whose walk visited `visited`: each visited plugin must allow
+    /// it.
+    fn replay_plan(&self, q: &Question, visited: u32) -> Option<ReplayPlan> {
+        let mut plan = ReplayPlan::default();
+        for (i, p) in self.plugins.iter().enumerate() {
+            if visited & (1 << i) == 0 {
+                continue;
+            }
+            match p.replay(q) {
+                Replay::Never => return None,
+                Replay::Same => {}
+                Replay::Counted => plan.counted |= 1 << i,
+                Replay::Reordered => plan.reordered = true,
+            }
+        }
+        Some(plan)
+    }
+
+    fn serve_at<'a>(&'a self, at: usize, q: &'a Question, trace: &'a Trace) -> ReplyFuture<'a> {
+        Box::pin(async move {
+            let Some(plugin) = self.plugins.get(at) else {
+                return Reply::Failed(Failure {
+                    rcode: ResponseCode::ServFail,
+                    reason: NO_PLUGIN_ANSWERED,
+                });
+            };
+            trace.visited.fetch_or(1 << at, Ordering::Relaxed);
+            let next = Next {
+                chain: self,
+                at: at + 1,
+                trace,
+            };
+            let reply = plugin.serve(q, next).await;
+            // The innermost plugin that returned a reply without asking on wrote it (unless a
+            // plugin after it claimed it); a failure is the chain's, not a plugin's answer.
+            if !matches!(reply, Reply::Failed(_)) {
+                let me = u32::try_from(at + 1).unwrap_or(0);
+                let _ = trace
+                    .writer
+                    .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed);
+            }
+            reply
+        })
+    }
+}
+
+/// One request and its response, as the observers see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Exchange<'a> {
+    /// The client.
+    pub client: SocketAddr,
+    /// The transport.
+    pub proto: Transport,
+    /// The request's header fields.
+    pub request: &'a Metadata,
+    /// The question, when the request had exactly one that reached a block.
+    pub query: Option<(&'a Name, RecordType, DNSClass)>,
+    /// The type asked, when the request had a readable question (also unrouted ones).
+    pub qtype: Option<RecordType>,
+    /// The request's DO bit.
+    pub dnssec_ok: bool,
+    /// The client's advertised UDP size (512 without EDNS).
+    pub bufsize: u16,
+    /// Request size in bytes.
+    pub request_size: usize,
+    /// The response's header fields (as decided, before encoding).
+    pub response: &'a Metadata,
+    /// The rcode sent (SERVFAIL when the response could not be encoded).
+    pub rcode: ResponseCode,
+    /// Response size in bytes.
+    pub response_size: usize,
+    /// Records in the response's answer section.
+    pub answers: usize,
+    /// Time from the request to the encoded response.
+    pub elapsed: Duration,
+    /// The plugin that wrote the response (`""`: the server or the chain itself).
+    pub plugin: &'static str,
+    /// Why the chain failed, when it produced the failure itself (for `errors`).
+    pub failure: Option<&'static str>,
+}
+
+/// A plugin that watches answered requests (`errors`, `log`) instead of answering them.
+pub trait Observer: Send + Sync + fmt::Debug {
+    /// Its directive.
+    fn name(&self) -> &'static str;
+
+    /// Sees one answered request of its block.
+    fn observe(&self, x: &Exchange<'_>);
+
+    /// True when it must see the question of every request, so its block's responses are
+    /// never replayed from the memo (a replay has no parsed question at hand).
+    fn needs_every_question(&self) -> bool {
+        false
+    }
+
+    /// Background work, started once with the block.
+    fn start(&self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::Answer;
+
+    /// A plugin that answers NOERROR with no records, or asks on, and declares `replay`.
+    #[derive(Debug)]
+    struct Stub {
+        name: &'static str,
+        answers: bool,
+        replay: Replay,
+    }
+
+    impl Plugin for Stub {
+        fn name(&self) -> &'static str {
+            self.name
+        }
+        fn replay(&self, _q: &Question) -> Replay {
+            self.replay
+        }
+        fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+            Box::pin(async move {
+                if self.answers {
+                    Reply::Authoritative(Answer {
+                        rcode: ResponseCode::NoError,
+                        answers: Vec::new(),
+                        authority: Vec::new(),
+                        additional: Vec::new(),
+                        external_target: None,
+                    })
+                } else {
+                    next.serve(q).await
+                }
+            })
+        }
+    }
+
+    fn stub(name: &'static str, answers: bool, replay: Replay) -> Arc<dyn Plugin> {
+        Arc::new(Stub {
+            name,
+            answers,
+            replay,
+        })
+    }
+
+    fn q() -> Question {
+        Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A)
+    }
+
+    #[tokio::test]
+    async fn the_writer_labels_the_reply_and_visited_plugins_decide_replay() {
+        let chain = Chain::new(vec![
+            stub("first", false, Replay::Reordered),
+            stub("second", false, Replay::Counted),
+            stub("writer", true, Replay::Same),
+            stub("after", true, Replay::Never),
+        ]);
+        let a = chain.serve(&q()).await;
+        assert_eq!(a.by, "writer");
+        assert_eq!(
+            a.replay,
+            Some(ReplayPlan {
+                reordered: true,
+                counted: 0b10
+            })
+        );
+        // A plugin that declares nothing is never replayed.
+        let chain = Chain::new(vec![
+            stub("any", false, Replay::Never),
+            stub("writer", true, Replay::Same),
+        ]);
+        assert_eq!(chain.serve(&q()).await.replay, None);
+    }
+
+    #[tokio::test]
+    async fn the_end_of_the_chain_is_a_failure_written_by_no_plugin() {
+        let chain = Chain::new(vec![stub("passes", false, Replay::Same)]);
+        let a = chain.serve(&q()).await;
+        assert_eq!(a.by, "");
+        assert!(matches!(a.reply, Reply::Failed(f) if f.reason == NO_PLUGIN_ANSWERED));
+    }
+}
