@@ -25,13 +25,15 @@ use crate::cluster::watch::{self, SyncState, WatchSource};
 use crate::cluster::{ClusterZone, manifests};
 use crate::config::{BlockConfig, Config, HttpEndpoints};
 use crate::corefile::{Corefile, CorefileError};
+use crate::plugin::health;
+use crate::plugin::kubernetes::handler::self_ips_from_env;
 use crate::plugin::kubernetes::setup::{ApiSource, KubernetesConfig};
-use crate::plugin::kubernetes::{Kubernetes, handler::self_ips_from_env};
 use crate::plugin::loop_detect::{LoopDetect, LoopStatus};
 use crate::plugin::metrics::PluginMetrics;
+use crate::plugin::metrics::PrometheusConfig;
 use crate::plugin::ready::{Readiness, ReadinessCheck};
+use crate::plugin::registry::{BuildCtx, build_chain};
 use crate::plugin::reload::{ChangeDetector, ReloadMetrics};
-use crate::plugin::{build_chain, health};
 use crate::server::observe::Observers;
 use crate::server::{self, BlockRoute, Router, RouterCell, ServerError};
 use crate::telemetry::BlockMetrics;
@@ -337,25 +339,35 @@ async fn build(config: Config, shared: &Shared, previous: &[Arc<Source>]) -> Res
     let mut routers: BTreeMap<ListenKey, Router> = BTreeMap::new();
     let mut chains = Vec::new();
     for block in &config.blocks {
-        let mut kubernetes = None;
-        if let Some(k) = &block.kubernetes {
+        let mut cluster_zone = None;
+        if let Some(k) = block.get::<KubernetesConfig>() {
             let source = match previous.iter().chain(sources.iter()).find(|s| s.config == *k) {
                 Some(s) => s.clone(),
                 None => Arc::new(new_source(k, &shared.plugin_metrics).await?),
             };
-            kubernetes = Some(Kubernetes::new(k, source.zone.clone(), self_ips.clone()));
+            cluster_zone = Some(source.zone.clone());
             sources.push(source);
         }
-        let keys: Vec<ListenKey> = if block.bind.is_empty() {
+        let keys: Vec<ListenKey> = if block.bind().is_empty() {
             vec![(None, block.port)]
         } else {
-            block.bind.iter().map(|ip| (Some(*ip), block.port)).collect()
+            block.bind().iter().map(|ip| (Some(*ip), block.port)).collect()
         };
-        // The plugin order and composition live in `plugin::build_chain` (CHAIN_ORDER). One
-        // chain serves every address of the block; its metrics carry the first address's label.
+        // The plugin order and composition live in the registry (`plugin::registry`). One chain
+        // serves every address of the block; its metrics carry the first address's label.
         let first_server = keys.first().map(server_label).unwrap_or_default();
-        let (chain, observing) =
-            build_chain(block, kubernetes, Some((&shared.plugin_metrics, &first_server)));
+        let ctx = BuildCtx {
+            first_zone: block
+                .zones
+                .first()
+                .and_then(|z| zone_name(z).ok())
+                .unwrap_or_else(Name::root),
+            server: &first_server,
+            metrics: Some(&shared.plugin_metrics),
+            cluster_zone,
+            self_ips: self_ips.clone(),
+        };
+        let (chain, observing) = build_chain(&block.plugins, &ctx);
         for o in &observing {
             o.start();
         }
@@ -419,7 +431,7 @@ fn observers(
     server: &str,
     plugins: &[Arc<dyn Observer>],
 ) -> Observers {
-    let metrics = block.prometheus.map(|_| {
+    let metrics = block.get::<PrometheusConfig>().map(|_| {
         for zone in &block.zones {
             for name in block.plugin_names() {
                 shared.metrics.plugin_enabled(server, zone, name);

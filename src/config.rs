@@ -1,26 +1,22 @@
 //! The typed server configuration, built from a parsed Corefile: server blocks with their zones,
 //! port, bind addresses and plugin configurations.
 //!
-//! Every directive is dispatched here to its plugin's setup; a directive cluster-dns knows from
-//! CoreDNS but does not implement yet, and an unknown one, are errors that name the file and
-//! line.
+//! Every directive is dispatched to its plugin's setup through the registry
+//! ([`crate::plugin::registry`]); a directive cluster-dns knows from CoreDNS but does not
+//! implement yet, and an unknown one, are errors that name the file and line.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::corefile::{Corefile, CorefileError, Directive, parse_zone_key};
-use crate::plugin::cache::setup::{self as cache_setup, CacheConfig};
-use crate::plugin::errors::{self, ErrorsConfig};
-use crate::plugin::forward::setup::{self as forward_setup, ForwardConfig};
-use crate::plugin::health::{self, HealthConfig};
-use crate::plugin::hosts::{self, HostsConfig};
-use crate::plugin::kubernetes::setup::{self as kubernetes_setup, KubernetesConfig};
-use crate::plugin::log::{self as query_log, LogConfig};
-use crate::plugin::reload::{self, ReloadConfig};
-use crate::plugin::rewrite::{self, RewriteRule};
-use crate::plugin::{IMPLEMENTED, NOT_YET_IMPLEMENTED};
-use crate::plugin::{loadbalance, loop_detect, metrics, ready};
+use crate::corefile::{Corefile, CorefileError, parse_zone_key};
+use crate::plugin::bind::BindConfig;
+use crate::plugin::health::HealthConfig;
+use crate::plugin::metrics::PrometheusConfig;
+use crate::plugin::ready::ReadyConfig;
+use crate::plugin::registry::{self, Configured, SetupCtx};
+use crate::plugin::reload::ReloadConfig;
 
 /// The port a server block listens on when its key has none (CoreDNS's default).
 pub const DEFAULT_DNS_PORT: u16 = 53;
@@ -32,60 +28,30 @@ pub struct BlockConfig {
     pub zones: Vec<String>,
     /// The port (0 picks a free one, for tests).
     pub port: u16,
-    /// `bind` addresses; empty means all interfaces.
-    pub bind: Vec<IpAddr>,
-    /// The `kubernetes` plugin, if configured.
-    pub kubernetes: Option<KubernetesConfig>,
-    /// The `forward` plugin, if configured.
-    pub forward: Option<ForwardConfig>,
-    /// The `cache` plugin, if configured.
-    pub cache: Option<CacheConfig>,
-    /// `loop` is configured.
-    pub loop_detect: bool,
-    /// `loadbalance` is configured.
-    pub loadbalance: bool,
-    /// `log`.
-    pub log: Option<LogConfig>,
-    /// `errors`.
-    pub errors: Option<ErrorsConfig>,
-    /// `prometheus`: where `/metrics` listens; the block's requests are counted.
-    pub prometheus: Option<SocketAddr>,
-    /// `health`.
-    pub health: Option<HealthConfig>,
-    /// `ready`: where `/ready` listens.
-    pub ready: Option<SocketAddr>,
-    /// `reload`.
-    pub reload: Option<ReloadConfig>,
-    /// `hosts`.
-    pub hosts: Option<HostsConfig>,
-    /// `rewrite` rules, in file order.
-    pub rewrite: Vec<RewriteRule>,
+    /// Its directives, parsed by their plugins' setups: one entry per directive, in the order
+    /// first used (a directive used again folds into its entry, or is refused).
+    pub plugins: Vec<(&'static str, Arc<dyn Configured>)>,
 }
 
 impl BlockConfig {
-    /// The plugins this block configures, by directive name (for `coredns_plugin_enabled`).
+    /// The configured directive of type `T` (`block.get::<ForwardConfig>()`).
+    pub fn get<T: Configured>(&self) -> Option<&T> {
+        registry::find(&self.plugins)
+    }
+
+    /// The `bind` addresses; empty means all interfaces.
+    pub fn bind(&self) -> &[IpAddr] {
+        self.get::<BindConfig>().map_or(&[], |b| b.addrs.as_slice())
+    }
+
+    /// The plugins this block configures, by directive name, in chain order (for
+    /// `coredns_plugin_enabled`).
     pub fn plugin_names(&self) -> Vec<&'static str> {
-        let mut out = Vec::new();
-        for (on, name) in [
-            (self.prometheus.is_some(), "prometheus"),
-            (self.errors.is_some(), "errors"),
-            (self.log.is_some(), "log"),
-            (self.health.is_some(), "health"),
-            (self.ready.is_some(), "ready"),
-            (self.loadbalance, "loadbalance"),
-            (self.cache.is_some(), "cache"),
-            (!self.rewrite.is_empty(), "rewrite"),
-            (self.hosts.is_some(), "hosts"),
-            (self.kubernetes.is_some(), "kubernetes"),
-            (self.loop_detect, "loop"),
-            (self.forward.is_some(), "forward"),
-            (self.reload.is_some(), "reload"),
-        ] {
-            if on {
-                out.push(name);
-            }
-        }
-        out
+        registry::PLUGINS
+            .iter()
+            .filter(|e| self.plugins.iter().any(|(n, _)| *n == e.name))
+            .map(|e| e.name)
+            .collect()
     }
 }
 
@@ -160,23 +126,21 @@ impl Config {
             let mut config = BlockConfig {
                 zones,
                 port,
-                bind: Vec::new(),
-                kubernetes: None,
-                forward: None,
-                cache: None,
-                loop_detect: false,
-                loadbalance: false,
-                log: None,
-                errors: None,
-                prometheus: None,
-                health: None,
-                ready: None,
-                reload: None,
-                hosts: None,
-                rewrite: Vec::new(),
+                plugins: Vec::new(),
             };
             for d in &block.directives {
-                apply_directive(&mut config, d, &dir)?;
+                let at = config.plugins.iter().position(|(n, _)| *n == d.name.text);
+                let ctx = SetupCtx {
+                    zones: &config.zones,
+                    dir: &dir,
+                    previous: at.and_then(|i| config.plugins.get(i)).map(|(_, c)| c.as_ref()),
+                };
+                let value = registry::setup(d, &ctx)?;
+                let name = registry::lookup(&d.name.text).map_or("", |e| e.name);
+                match at.and_then(|i| config.plugins.get_mut(i)) {
+                    Some(slot) => slot.1 = value,
+                    None => config.plugins.push((name, value)),
+                }
             }
             blocks.push(config);
         }
@@ -202,14 +166,14 @@ impl Config {
             }
         };
         for b in &self.blocks {
-            if let Some(h) = &b.health {
+            if let Some(h) = b.get::<HealthConfig>() {
                 add(h.addr, &|e| e.health = true);
             }
-            if let Some(a) = b.ready {
-                add(a, &|e| e.ready = true);
+            if let Some(r) = b.get::<ReadyConfig>() {
+                add(r.addr, &|e| e.ready = true);
             }
-            if let Some(a) = b.prometheus {
-                add(a, &|e| e.metrics = true);
+            if let Some(p) = b.get::<PrometheusConfig>() {
+                add(p.addr, &|e| e.metrics = true);
             }
         }
         out
@@ -219,118 +183,26 @@ impl Config {
     pub fn lameduck(&self) -> Duration {
         self.blocks
             .iter()
-            .filter_map(|b| b.health.as_ref().map(|h| h.lameduck))
+            .filter_map(|b| b.get::<HealthConfig>().map(|h| h.lameduck))
             .max()
             .unwrap_or_default()
     }
 
     /// `reload`, when any block has it (it reloads the whole file, as in CoreDNS).
     pub fn reload(&self) -> Option<ReloadConfig> {
-        self.blocks.iter().find_map(|b| b.reload)
-    }
-}
-
-/// Stores a directive's value in its slot, refusing a second use of it in the same block.
-fn once<T>(slot: &mut Option<T>, d: &Directive, value: T) -> Result<(), CorefileError> {
-    if slot.is_some() {
-        return Err(d.error("can be used only once per server block"));
-    }
-    *slot = Some(value);
-    Ok(())
-}
-
-fn apply_directive(config: &mut BlockConfig, d: &Directive, dir: &Path) -> Result<(), CorefileError> {
-    let name = d.name.text.as_str();
-    match name {
-        "bind" => {
-            if d.args.is_empty() {
-                return Err(d.error("expected at least one IP address"));
-            }
-            if d.has_block {
-                return Err(d.error("takes no block"));
-            }
-            for a in &d.args {
-                let ip: IpAddr = a.text.parse().map_err(|_| {
-                    a.error(format!(
-                        "bind: '{}' is not an IP address (interface names are not supported)",
-                        a.text
-                    ))
-                })?;
-                if !config.bind.contains(&ip) {
-                    config.bind.push(ip);
-                }
-            }
-            Ok(())
-        }
-        "kubernetes" => {
-            let value = kubernetes_setup::parse(d, &config.zones, dir)?;
-            once(&mut config.kubernetes, d, value)
-        }
-        "forward" => {
-            let value = forward_setup::parse(d, dir)?;
-            once(&mut config.forward, d, value)
-        }
-        "cache" => {
-            let value = cache_setup::parse(d, &config.zones)?;
-            once(&mut config.cache, d, value)
-        }
-        "loop" => {
-            loop_detect::setup::parse(d)?;
-            config.loop_detect = true;
-            Ok(())
-        }
-        "loadbalance" => {
-            loadbalance::setup::parse(d)?;
-            config.loadbalance = true;
-            Ok(())
-        }
-        "log" => {
-            let value = query_log::parse(d)?;
-            once(&mut config.log, d, value)
-        }
-        "errors" => {
-            let value = errors::parse(d)?;
-            once(&mut config.errors, d, value)
-        }
-        "prometheus" => {
-            let value = metrics::parse(d)?;
-            once(&mut config.prometheus, d, value)
-        }
-        "health" => {
-            let value = health::parse(d)?;
-            once(&mut config.health, d, value)
-        }
-        "ready" => {
-            let value = ready::parse(d)?;
-            once(&mut config.ready, d, value)
-        }
-        "hosts" => {
-            let value = hosts::setup::parse(d, &config.zones, dir)?;
-            once(&mut config.hosts, d, value)
-        }
-        "rewrite" => {
-            config.rewrite.push(rewrite::setup::parse(d)?);
-            Ok(())
-        }
-        "reload" => {
-            let value = reload::parse(d)?;
-            once(&mut config.reload, d, value)
-        }
-        _ => {
-            debug_assert!(!IMPLEMENTED.contains(&name));
-            match NOT_YET_IMPLEMENTED.iter().find(|(n, _)| *n == name) {
-                Some((_, what)) => Err(d.error(format!(
-                    "{what} is not implemented in cluster-dns yet; remove the '{name}' line to start"
-                ))),
-                None => Err(d.error(format!("unknown directive '{name}'"))),
-            }
-        }
+        self.blocks.iter().find_map(|b| b.get::<ReloadConfig>().copied())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plugin::cache::CacheConfig;
+    use crate::plugin::errors::ErrorsConfig;
+    use crate::plugin::forward::ForwardConfig;
+    use crate::plugin::kubernetes::setup::KubernetesConfig;
+    use crate::plugin::loadbalance::setup::LoadBalanceConfig;
+    use crate::plugin::loop_detect::setup::LoopConfig;
 
     fn parse(text: &str) -> Result<Config, CorefileError> {
         let path = Path::new("/tmp/Corefile");
@@ -344,9 +216,9 @@ mod tests {
         assert_eq!(c.blocks.len(), 2);
         assert_eq!(c.blocks[0].zones, vec!["cluster.local.", "in-addr.arpa."]);
         assert_eq!(c.blocks[0].port, 1053);
-        assert_eq!(c.blocks[0].bind.len(), 2);
+        assert_eq!(c.blocks[0].bind().len(), 2);
         assert_eq!(
-            c.blocks[0].kubernetes.as_ref().unwrap().zones,
+            c.blocks[0].get::<KubernetesConfig>().unwrap().zones,
             vec!["cluster.local.", "in-addr.arpa."]
         );
         assert_eq!(c.blocks[1].port, 5300);
@@ -392,13 +264,13 @@ mod tests {
             );
         assert!(older.contains("    cache 30\n"));
         let c = parse(&older).unwrap();
-        let cache = c.blocks[0].cache.as_ref().unwrap();
+        let cache = c.blocks[0].get::<CacheConfig>().unwrap();
         assert_eq!(cache.success.max_ttl, Duration::from_secs(30));
         let template = older
             .replace("       pods insecure\n", "")
             .replace("       ttl 30\n", "");
         let c = parse(&template).unwrap();
-        assert_eq!(c.blocks[0].kubernetes.as_ref().unwrap().ttl, 5);
+        assert_eq!(c.blocks[0].get::<KubernetesConfig>().unwrap().ttl, 5);
     }
 
     /// kubeadm's Corefile (`config/Corefile`) as shipped: every directive is accepted and lands
@@ -409,14 +281,18 @@ mod tests {
         let c = Config::load(path, DEFAULT_DNS_PORT).unwrap();
         let b = &c.blocks[0];
         assert_eq!((b.zones.as_slice(), b.port), (&[".".to_owned()][..], 53));
-        let f = b.forward.as_ref().unwrap();
+        let f = b.get::<ForwardConfig>().unwrap();
         assert_eq!(f.max_concurrent, Some(1000));
-        assert_eq!(b.cache.as_ref().unwrap().success.max_ttl.as_secs(), 30);
-        assert!(b.loop_detect && b.loadbalance && b.errors.is_some());
-        assert_eq!(b.health.as_ref().unwrap().lameduck, Duration::from_secs(5));
+        assert_eq!(b.get::<CacheConfig>().unwrap().success.max_ttl.as_secs(), 30);
+        assert!(
+            b.get::<LoopConfig>().is_some()
+                && b.get::<LoadBalanceConfig>().is_some()
+                && b.get::<ErrorsConfig>().is_some()
+        );
+        assert_eq!(b.get::<HealthConfig>().unwrap().lameduck, Duration::from_secs(5));
         assert_eq!(c.lameduck(), Duration::from_secs(5));
-        assert_eq!(b.ready.unwrap().port(), 8181);
-        assert_eq!(b.prometheus.unwrap().port(), 9153);
+        assert_eq!(b.get::<ReadyConfig>().unwrap().addr.port(), 8181);
+        assert_eq!(b.get::<PrometheusConfig>().unwrap().addr.port(), 9153);
         assert!(c.reload().is_some());
         let http: Vec<u16> = c.http_listeners().iter().map(|(a, _)| a.port()).collect();
         assert_eq!(http, [8080, 8181, 9153]);

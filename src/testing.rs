@@ -8,8 +8,8 @@ use std::sync::Arc;
 use crate::cluster::{ClusterZone, manifests};
 use crate::config::Config;
 use crate::corefile::Corefile;
-use crate::plugin::build_chain;
-use crate::plugin::kubernetes::Kubernetes;
+use crate::plugin::kubernetes::setup::KubernetesConfig;
+use crate::plugin::registry::{BuildCtx, build_chain};
 use crate::server::observe::Observers;
 use crate::server::{BlockRoute, DnsHandler, Router, router_cell};
 
@@ -40,11 +40,19 @@ pub fn handler_with_zone(
     zone.set_synced(true);
     let mut blocks = Vec::new();
     for block in &config.blocks {
-        let kubernetes = block
-            .kubernetes
-            .as_ref()
-            .map(|k| Kubernetes::new(k, zone.clone(), Vec::new()));
-        let (chain, plugins) = build_chain(block, kubernetes, None);
+        let ctx = BuildCtx {
+            first_zone: block
+                .zones
+                .first()
+                .and_then(|z| hickory_proto::rr::Name::from_ascii(z).ok())
+                .map(|n| n.to_lowercase())
+                .unwrap_or_else(hickory_proto::rr::Name::root),
+            server: "dns://:53",
+            metrics: None,
+            cluster_zone: block.get::<KubernetesConfig>().map(|_| zone.clone()),
+            self_ips: Vec::new(),
+        };
+        let (chain, plugins) = build_chain(&block.plugins, &ctx);
         let zones = block
             .zones
             .iter()

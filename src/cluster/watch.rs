@@ -639,7 +639,7 @@ mod tests {
             format!("cluster.local {{\n kubernetes {{\n endpoint http://127.0.0.1:1\n {extra}\n }}\n}}\n");
         let cf = crate::corefile::Corefile::parse_str(&text, std::path::Path::new("Corefile")).unwrap();
         let c = crate::config::Config::from_corefile(&cf, std::path::Path::new("Corefile"), 53).unwrap();
-        c.blocks[0].kubernetes.clone().unwrap()
+        c.blocks[0].get::<KubernetesConfig>().cloned().unwrap()
     }
 
     #[test]
@@ -720,7 +720,7 @@ mod tests {
         );
         let cf = crate::corefile::Corefile::parse_str(&text, std::path::Path::new("Corefile")).unwrap();
         let c = crate::config::Config::from_corefile(&cf, std::path::Path::new("Corefile"), 53).unwrap();
-        let config = c.blocks[0].kubernetes.clone().unwrap();
+        let config = c.blocks[0].get::<KubernetesConfig>().cloned().unwrap();
         let zone = Arc::new(ClusterZone::new());
         let _source = start_with_metrics(&config, zone.clone(), Some(metrics))
             .await

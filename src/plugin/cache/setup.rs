@@ -15,6 +15,8 @@
 use std::time::Duration;
 
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr, parse_duration};
+use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
+use std::sync::Arc;
 
 /// Default capacity of each of the success and denial caches (CoreDNS: 9984).
 pub const DEFAULT_CAPACITY: usize = 9984;
@@ -255,6 +257,23 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<CacheConfig, Coref
         }
     }
     Ok(c)
+}
+
+/// The `cache` directive's setup (one per block).
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    ctx.refuse_twice(d)?;
+    Ok(Arc::new(parse(d, ctx.zones)?))
+}
+
+impl Configured for CacheConfig {
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        let cache = super::Cache::new(self);
+        let cache = match ctx.metrics {
+            Some(m) => cache.with_metrics(m.cache.clone(), ctx.server),
+            None => cache,
+        };
+        Built::Plugin(Arc::new(cache))
+    }
 }
 
 #[cfg(test)]

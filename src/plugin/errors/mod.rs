@@ -19,6 +19,7 @@ use regex::Regex;
 
 use crate::chain::{Exchange, Observer};
 use crate::corefile::{Args, CorefileError, Directive, parse_duration};
+use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
 
 /// The level a consolidated line is logged at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,6 +216,18 @@ fn humantime_secs(d: Duration) -> String {
         (0, 0, sec) => format!("{sec}s"),
         (0, m, sec) => format!("{m}m{sec}s"),
         (h, m, sec) => format!("{h}h{m}m{sec}s"),
+    }
+}
+
+/// The `errors` directive's setup (one per block).
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    ctx.refuse_twice(d)?;
+    Ok(Arc::new(parse(d)?))
+}
+
+impl Configured for ErrorsConfig {
+    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
+        Built::Observer(Arc::new(ErrorLog::new(self)))
     }
 }
 

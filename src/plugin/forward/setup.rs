@@ -7,6 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone, parse_duration};
+use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
+use std::sync::Arc;
 
 /// Most upstreams one `forward` takes (CoreDNS's limit, and resolv.conf's practical one).
 pub const MAX_UPSTREAMS: usize = 15;
@@ -271,6 +273,23 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
         return Err(d.error("force_tcp and prefer_udp cannot both be set"));
     }
     Ok(c)
+}
+
+/// The `forward` directive's setup (one per block).
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    ctx.refuse_twice(d)?;
+    Ok(Arc::new(parse(d, ctx.dir)?))
+}
+
+impl Configured for ForwardConfig {
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        let forward = super::Forward::new(self);
+        let forward = match ctx.metrics {
+            Some(m) => forward.with_metrics(m.forward.clone(), ctx.server),
+            None => forward,
+        };
+        Built::Plugin(Arc::new(forward))
+    }
 }
 
 #[cfg(test)]

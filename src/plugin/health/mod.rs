@@ -11,6 +11,8 @@ use std::time::Duration;
 use axum::routing::get;
 
 use crate::corefile::{Args, CorefileError, Directive, parse_duration};
+use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
+use std::sync::Arc;
 
 /// The default listen address.
 pub const DEFAULT_ADDR: &str = ":8080";
@@ -113,6 +115,18 @@ async fn probe_once(addr: SocketAddr) -> std::io::Result<bool> {
 /// The `/health` router.
 pub fn router() -> axum::Router {
     axum::Router::new().route("/health", get(|| async { "OK" }))
+}
+
+/// The `health` directive's setup (one per block; the runtime reads it).
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    ctx.refuse_twice(d)?;
+    Ok(Arc::new(parse(d)?))
+}
+
+impl Configured for HealthConfig {
+    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
+        Built::Nothing
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ use std::time::Duration;
 use hickory_proto::rr::Name;
 
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr, parse_duration};
+use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
+use std::sync::Arc;
 
 /// The file read when the directive names none.
 pub const DEFAULT_PATH: &str = "/etc/hosts";
@@ -223,6 +225,18 @@ pub fn parse(d: &Directive, block_zones: &[String], dir: &Path) -> Result<HostsC
         return Err(d.error("fallthrough_unsupported needs fallthrough"));
     }
     Ok(c)
+}
+
+/// The `hosts` directive's setup (one per block).
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    ctx.refuse_twice(d)?;
+    Ok(Arc::new(parse(d, ctx.zones, ctx.dir)?))
+}
+
+impl Configured for HostsConfig {
+    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
+        Built::Plugin(Arc::new(super::Hosts::new(self)))
+    }
 }
 
 #[cfg(test)]

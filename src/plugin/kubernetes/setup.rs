@@ -11,6 +11,8 @@ use std::time::Duration;
 use crate::corefile::{
     Args, CorefileError, Directive, Token, is_reverse_zone, normalize_zone_or_cidr, parse_duration,
 };
+use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
+use std::sync::Arc;
 
 /// How pod records (`1-2-3-4.ns.pod.cluster.local`) are answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -573,6 +575,26 @@ fn is_label_value(v: &str) -> bool {
             && b.iter().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
             && b.first().is_some_and(u8::is_ascii_alphanumeric)
             && b.last().is_some_and(u8::is_ascii_alphanumeric))
+}
+
+/// The `kubernetes` directive's setup (one per block).
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    ctx.refuse_twice(d)?;
+    Ok(Arc::new(parse(d, ctx.zones, ctx.dir)?))
+}
+
+impl Configured for KubernetesConfig {
+    /// The plugin over the zone its source fills (the runtime owns the source).
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        match &ctx.cluster_zone {
+            Some(zone) => Built::Plugin(Arc::new(super::Kubernetes::new(
+                self,
+                zone.clone(),
+                ctx.self_ips.clone(),
+            ))),
+            None => Built::Nothing,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //! cluster-dns implements; CoreDNS's `weighted` and `prefer` are refused with a message).
 
 use crate::corefile::{CorefileError, Directive};
+use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
+use std::sync::Arc;
 
 /// Checks a `loadbalance` directive.
 pub fn parse(d: &Directive) -> Result<(), CorefileError> {
@@ -19,4 +21,21 @@ pub fn parse(d: &Directive) -> Result<(), CorefileError> {
         return Err(d.error("takes no block"));
     }
     Ok(())
+}
+
+/// `loadbalance`, as configured (it has no options).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadBalanceConfig;
+
+/// The `loadbalance` directive's setup (one per block).
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    ctx.refuse_twice(d)?;
+    parse(d)?;
+    Ok(Arc::new(LoadBalanceConfig))
+}
+
+impl Configured for LoadBalanceConfig {
+    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
+        Built::Plugin(Arc::new(super::LoadBalance))
+    }
 }

@@ -13,8 +13,10 @@ use hickory_proto::op::{Metadata, OpCode, ResponseCode};
 
 use crate::chain::{Exchange, Observer};
 use crate::corefile::{CorefileError, Directive};
+use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
 use crate::proto::transport_label;
 use crate::telemetry::rcode_label;
+use std::sync::Arc;
 
 /// CoreDNS's default (common) format.
 pub const COMMON_FORMAT: &str = "{remote}:{port} - {>id} \"{type} {class} {name} {proto} {size} {>do} {>bufsize}\" {rcode} {>rflags} {rsize} {duration}";
@@ -312,6 +314,18 @@ pub fn format_entry(format: &str, e: &LogEntry<'_>) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// The `log` directive's setup (one per block).
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    ctx.refuse_twice(d)?;
+    Ok(Arc::new(parse(d)?))
+}
+
+impl Configured for LogConfig {
+    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
+        Built::Observer(Arc::new(QueryLog::new(self)))
+    }
 }
 
 #[cfg(test)]

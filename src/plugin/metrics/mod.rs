@@ -8,6 +8,8 @@ use std::net::SocketAddr;
 use prometheus::Registry;
 
 use crate::corefile::{Args, CorefileError, Directive};
+use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
+use std::sync::Arc;
 
 /// The default listen address (CoreDNS: `localhost:9153`).
 pub const DEFAULT_ADDR: &str = "localhost:9153";
@@ -44,4 +46,24 @@ pub fn parse(d: &Directive) -> Result<SocketAddr, CorefileError> {
         return Err(d.error("takes no options"));
     }
     crate::http::parse_http_addr(addr).map_err(|e| d.error(e))
+}
+
+/// The `prometheus` directive as configured: where `/metrics` listens (and that the block's
+/// requests are counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrometheusConfig {
+    /// The listen address.
+    pub addr: SocketAddr,
+}
+
+/// The `prometheus` directive's setup (one per block; the runtime reads it).
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    ctx.refuse_twice(d)?;
+    Ok(Arc::new(PrometheusConfig { addr: parse(d)? }))
+}
+
+impl Configured for PrometheusConfig {
+    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
+        Built::Nothing
+    }
 }

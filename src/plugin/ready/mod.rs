@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 
 use crate::corefile::{Args, CorefileError, Directive};
+use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
 
 /// The default listen address.
 pub const DEFAULT_ADDR: &str = ":8181";
@@ -96,6 +97,25 @@ pub fn parse(d: &Directive) -> Result<SocketAddr, CorefileError> {
         return Err(d.error("takes no options"));
     }
     crate::http::parse_http_addr(addr).map_err(|e| d.error(e))
+}
+
+/// The `ready` directive as configured: where `/ready` listens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadyConfig {
+    /// The listen address.
+    pub addr: SocketAddr,
+}
+
+/// The `ready` directive's setup (one per block; the runtime reads it).
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    ctx.refuse_twice(d)?;
+    Ok(Arc::new(ReadyConfig { addr: parse(d)? }))
+}
+
+impl Configured for ReadyConfig {
+    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
+        Built::Nothing
+    }
 }
 
 #[cfg(test)]

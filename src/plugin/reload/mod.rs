@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::corefile::{Args, CorefileError, Directive, parse_duration};
+use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
+use std::sync::Arc;
 
 /// `reload [INTERVAL] [JITTER]`: CoreDNS's defaults are 30 s and 15 s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +122,18 @@ impl ChangeDetector {
         }
         self.last = Some(now.clone());
         Some(now)
+    }
+}
+
+/// The `reload` directive's setup (one per block; the runtime reads it).
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    ctx.refuse_twice(d)?;
+    Ok(Arc::new(parse(d)?))
+}
+
+impl Configured for ReloadConfig {
+    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
+        Built::Nothing
     }
 }
 

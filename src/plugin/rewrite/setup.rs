@@ -16,6 +16,8 @@
 use regex::{Regex, RegexBuilder};
 
 use crate::corefile::{CorefileError, Directive, Token};
+use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx, previous};
+use std::sync::Arc;
 
 /// Whether later rules run after this one matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -377,6 +379,25 @@ pub fn parse(d: &Directive) -> Result<RewriteRule, CorefileError> {
         }
     }
     name_rule(d, &first.name, &toks, mode)
+}
+
+/// A block's `rewrite` rules, in file order (every `rewrite` line adds one).
+#[derive(Debug, Clone)]
+pub struct RewriteRules(pub Vec<RewriteRule>);
+
+/// The `rewrite` directive's setup: each line adds its rule after the earlier ones.
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    let mut rules = previous::<RewriteRules>(ctx)
+        .map(|r| r.0.clone())
+        .unwrap_or_default();
+    rules.push(parse(d)?);
+    Ok(Arc::new(RewriteRules(rules)))
+}
+
+impl Configured for RewriteRules {
+    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
+        Built::Plugin(Arc::new(super::Rewrite::new(self.0.clone())))
+    }
 }
 
 #[cfg(test)]
