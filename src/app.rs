@@ -20,19 +20,19 @@ use hickory_proto::rr::Name;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::chain::BuildCtx;
 use crate::chain::{Chain, Observer, Plugin};
+use crate::cluster::metrics::KubernetesMetrics;
 use crate::cluster::watch::{self, SyncState, WatchSource};
 use crate::cluster::{ClusterZone, manifests};
 use crate::config::{BlockConfig, Config, HttpEndpoints};
 use crate::corefile::{Corefile, CorefileError};
 use crate::plugin::health;
-use crate::plugin::kubernetes::handler::self_ips_from_env;
 use crate::plugin::kubernetes::setup::{ApiSource, KubernetesConfig};
 use crate::plugin::loop_detect::{LoopDetect, LoopStatus};
-use crate::plugin::metrics::PluginMetrics;
 use crate::plugin::metrics::PrometheusConfig;
 use crate::plugin::ready::{Readiness, ReadinessCheck};
-use crate::plugin::registry::{BuildCtx, build_chain};
+use crate::plugin::registry::build_chain;
 use crate::plugin::reload::{ChangeDetector, ReloadMetrics};
 use crate::server::observe::Observers;
 use crate::server::{self, BlockRoute, Router, RouterCell, ServerError};
@@ -81,7 +81,6 @@ pub enum StartError {
 #[derive(Debug, Clone)]
 struct Shared {
     metrics: DnsMetrics,
-    plugin_metrics: PluginMetrics,
     health_metrics: health::HealthMetrics,
     readiness: Readiness,
     reload: ReloadMetrics,
@@ -90,12 +89,12 @@ struct Shared {
 impl Shared {
     fn new() -> Result<Self, StartError> {
         let metrics = DnsMetrics::new()?;
+        // Every plugin's families from the start, as CoreDNS registers its plugins' at init.
+        crate::plugin::registry::register_families(&metrics)?;
         let reload = ReloadMetrics::register(metrics.registry())?;
-        let plugin_metrics = PluginMetrics::register(metrics.registry())?;
         let health_metrics = health::HealthMetrics::register(metrics.registry())?;
         Ok(Self {
             metrics,
-            plugin_metrics,
             health_metrics,
             readiness: Readiness::default(),
             reload,
@@ -334,7 +333,6 @@ fn server_label(key: &ListenKey) -> String {
 /// Builds everything `config` runs except sockets, keeping the sources of `previous` whose
 /// configuration did not change.
 async fn build(config: Config, shared: &Shared, previous: &[Arc<Source>]) -> Result<Generation, StartError> {
-    let self_ips = self_ips_from_env();
     let mut sources: Vec<Arc<Source>> = Vec::new();
     let mut routers: BTreeMap<ListenKey, Router> = BTreeMap::new();
     let mut chains = Vec::new();
@@ -343,7 +341,7 @@ async fn build(config: Config, shared: &Shared, previous: &[Arc<Source>]) -> Res
         if let Some(k) = block.get::<KubernetesConfig>() {
             let source = match previous.iter().chain(sources.iter()).find(|s| s.config == *k) {
                 Some(s) => s.clone(),
-                None => Arc::new(new_source(k, &shared.plugin_metrics).await?),
+                None => Arc::new(new_source(k, &shared.metrics).await?),
             };
             cluster_zone = Some(source.zone.clone());
             sources.push(source);
@@ -363,9 +361,8 @@ async fn build(config: Config, shared: &Shared, previous: &[Arc<Source>]) -> Res
                 .and_then(|z| zone_name(z).ok())
                 .unwrap_or_else(Name::root),
             server: &first_server,
-            metrics: Some(&shared.plugin_metrics),
-            cluster_zone,
-            self_ips: self_ips.clone(),
+            metrics: Some(&shared.metrics),
+            source: cluster_zone.map(|z| z as Arc<dyn std::any::Any + Send + Sync>),
         };
         let (chain, observing) = build_chain(&block.plugins, &ctx);
         for o in &observing {
@@ -397,7 +394,7 @@ async fn build(config: Config, shared: &Shared, previous: &[Arc<Source>]) -> Res
     })
 }
 
-async fn new_source(k: &KubernetesConfig, metrics: &PluginMetrics) -> Result<Source, StartError> {
+async fn new_source(k: &KubernetesConfig, metrics: &DnsMetrics) -> Result<Source, StartError> {
     let zone = Arc::new(ClusterZone::new());
     let watch = match &k.source {
         ApiSource::Manifests(paths) => {
@@ -413,7 +410,10 @@ async fn new_source(k: &KubernetesConfig, metrics: &PluginMetrics) -> Result<Sou
         }
         // The API source: serving starts at once; until the first lists are in, a would-be
         // NXDOMAIN is answered SERVFAIL.
-        _ => Some(watch::start_with_metrics(k, zone.clone(), Some(metrics.kubernetes.clone())).await?),
+        _ => {
+            let families = metrics.families::<KubernetesMetrics>()?;
+            Some(watch::start_with_metrics(k, zone.clone(), Some(families)).await?)
+        }
     };
     Ok(Source {
         config: k.clone(),

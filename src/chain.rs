@@ -14,12 +14,16 @@
 //!
 //! Observers ([`Observer`]: `errors`, `log`) see every answered request after it is encoded.
 //!
-//! Imports `proto` only.
+//! The setup contract: every directive is parsed by one [`Setup`] into a [`Configured`] value,
+//! which [`Configured::build`] turns into a plugin, an observer or nothing in the query path.
+//!
+//! Imports `proto`, `corefile` and `telemetry`.
 
 use std::any::Any;
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -28,7 +32,9 @@ use std::time::Duration;
 use hickory_proto::op::{Metadata, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, RecordType};
 
+use crate::corefile::{CorefileError, Directive};
 use crate::proto::{ChangeCounter, Failure, NO_PLUGIN_ANSWERED, Question, Reply, Transport};
+use crate::telemetry::DnsMetrics;
 
 /// A boxed future of a [`Reply`] (the chain recurses through its plugins).
 pub type ReplyFuture<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
@@ -389,6 +395,78 @@ pub trait Observer: Send + Sync + fmt::Debug {
 
     /// Background work, started once with the block.
     fn start(&self) {}
+}
+
+/// What a setup knows of the directive's server block.
+#[derive(Debug, Clone, Copy)]
+pub struct SetupCtx<'a> {
+    /// The block's zones, lower-case and absolute.
+    pub zones: &'a [String],
+    /// The Corefile's folder: relative paths (manifests, hosts files, TLS files, resolv.conf)
+    /// are read from it.
+    pub dir: &'a Path,
+    /// What an earlier use of the same directive in this block configured (the plugins that
+    /// may be used more than once, such as `rewrite`, fold it in; the others refuse).
+    pub previous: Option<&'a dyn Configured>,
+}
+
+impl SetupCtx<'_> {
+    /// The error for a second use of a directive that may be used once per block.
+    pub fn refuse_twice(&self, d: &Directive) -> Result<(), CorefileError> {
+        match self.previous {
+            Some(_) => Err(d.error("can be used only once per server block")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A plugin's setup: parses one directive.
+pub type Setup = fn(&Directive, &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError>;
+
+/// What a configuration needs to build its plugins.
+#[derive(Debug, Clone)]
+pub struct BuildCtx<'a> {
+    /// The block's first zone (the `loop` plugin's probe names are made under it).
+    pub first_zone: Name,
+    /// The `server` label of the block's first listen address (`dns://:53`).
+    pub server: &'a str,
+    /// The process's metrics, when it exports them: a plugin takes its own families from
+    /// [`DnsMetrics::families`].
+    pub metrics: Option<&'a DnsMetrics>,
+    /// What the block's data source filled, owned by the runtime because it outlives
+    /// configurations (for `kubernetes`: its cluster zone).
+    pub source: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+/// What a configured directive becomes in a built configuration.
+#[derive(Debug)]
+pub enum Built {
+    /// A plugin in the query path.
+    Plugin(Arc<dyn Plugin>),
+    /// A plugin that observes answered requests.
+    Observer(Arc<dyn Observer>),
+    /// Nothing in the query path (the runtime reads the configuration itself).
+    Nothing,
+}
+
+/// A parsed directive.
+pub trait Configured: Any + Send + Sync + fmt::Debug {
+    /// What it becomes when a configuration is built.
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built;
+}
+
+/// The configured value of type `T` among a block's directives.
+pub fn find_configured<'a, T: Configured>(
+    configured: &'a [(&'static str, Arc<dyn Configured>)],
+) -> Option<&'a T> {
+    configured
+        .iter()
+        .find_map(|(_, c)| (c.as_ref() as &dyn Any).downcast_ref::<T>())
+}
+
+/// The `previous` use of a directive whose setup folds repeated uses, as its own type.
+pub fn previous<'a, T: Configured>(ctx: &SetupCtx<'a>) -> Option<&'a T> {
+    ctx.previous.and_then(|p| (p as &dyn Any).downcast_ref::<T>())
 }
 
 #[cfg(test)]

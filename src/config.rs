@@ -10,12 +10,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::chain::{Configured, SetupCtx};
 use crate::corefile::{Corefile, CorefileError, parse_zone_key};
 use crate::plugin::bind::BindConfig;
 use crate::plugin::health::HealthConfig;
 use crate::plugin::metrics::PrometheusConfig;
 use crate::plugin::ready::ReadyConfig;
-use crate::plugin::registry::{self, Configured, SetupCtx};
+use crate::plugin::registry;
 use crate::plugin::reload::ReloadConfig;
 
 /// The port a server block listens on when its key has none (CoreDNS's default).
@@ -36,7 +37,7 @@ pub struct BlockConfig {
 impl BlockConfig {
     /// The configured directive of type `T` (`block.get::<ForwardConfig>()`).
     pub fn get<T: Configured>(&self) -> Option<&T> {
-        registry::find(&self.plugins)
+        crate::chain::find_configured(&self.plugins)
     }
 
     /// The `bind` addresses; empty means all interfaces.

@@ -7,6 +7,8 @@
 //! Prometheus exposition format 0.0.4, as CoreDNS serves it. The `prometheus` directive that
 //! turns it on is the plugin in `plugin/metrics`. Imports only `proto`.
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -126,6 +128,7 @@ pub struct RequestRecord {
 #[derive(Debug, Clone)]
 pub struct DnsMetrics {
     registry: Registry,
+    families: Arc<FamilySet>,
     requests: CounterVec,
     responses: CounterVec,
     do_requests: CounterVec,
@@ -230,6 +233,7 @@ impl DnsMetrics {
         }
         Ok(Self {
             registry,
+            families: Arc::default(),
             requests,
             responses,
             do_requests,
@@ -244,6 +248,11 @@ impl DnsMetrics {
     /// The registry, for plugins that add their own metrics.
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// The families of type `T` (a plugin's own), registered in this registry on first use.
+    pub fn families<T: Families>(&self) -> Result<T, prometheus::Error> {
+        self.families.get(&self.registry)
     }
 
     /// Marks `name` enabled in a server block.
@@ -327,6 +336,36 @@ pub fn render_registry(registry: &Registry) -> String {
     // Encoding to a Vec cannot fail for well-formed families.
     let _ = TextEncoder::new().encode(&registry.gather(), &mut buf);
     String::from_utf8(buf).unwrap_or_default()
+}
+
+/// A set of metric families one part of the server registers (a plugin's, the API source's).
+pub trait Families: Clone + Send + Sync + 'static {
+    /// Registers the families in `registry`, all or none.
+    fn register(registry: &Registry) -> Result<Self, prometheus::Error>;
+}
+
+/// Each [`Families`] type registered once per process, in the process's registry, and handed
+/// to every configuration that asks (counters keep counting through reloads). Invariant: the
+/// lock is held from the look-up to the insert, so a type is registered at most once.
+#[derive(Debug, Default)]
+pub struct FamilySet {
+    registered: std::sync::Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
+}
+
+impl FamilySet {
+    /// The families of type `T`, registered in `registry` on first use.
+    pub fn get<T: Families>(&self, registry: &Registry) -> Result<T, prometheus::Error> {
+        let mut set = self
+            .registered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(f) = set.get(&TypeId::of::<T>()).and_then(|b| b.downcast_ref::<T>()) {
+            return Ok(f.clone());
+        }
+        let f = T::register(registry)?;
+        set.insert(TypeId::of::<T>(), Box::new(f.clone()));
+        Ok(f)
+    }
 }
 
 /// The core metrics of one `server` and `zone` label pair, with each series' handle resolved

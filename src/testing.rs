@@ -5,11 +5,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::chain::BuildCtx;
 use crate::cluster::{ClusterZone, manifests};
 use crate::config::Config;
 use crate::corefile::Corefile;
 use crate::plugin::kubernetes::setup::KubernetesConfig;
-use crate::plugin::registry::{BuildCtx, build_chain};
+use crate::plugin::registry::build_chain;
 use crate::server::observe::Observers;
 use crate::server::{BlockRoute, DnsHandler, Router, router_cell};
 
@@ -49,8 +50,9 @@ pub fn handler_with_zone(
                 .unwrap_or_else(hickory_proto::rr::Name::root),
             server: "dns://:53",
             metrics: None,
-            cluster_zone: block.get::<KubernetesConfig>().map(|_| zone.clone()),
-            self_ips: Vec::new(),
+            source: block
+                .get::<KubernetesConfig>()
+                .map(|_| zone.clone() as Arc<dyn std::any::Any + Send + Sync>),
         };
         let (chain, plugins) = build_chain(&block.plugins, &ctx);
         let zones = block

@@ -3,6 +3,7 @@
 //! for the Kubernetes API).
 
 pub mod manifests;
+pub mod metrics;
 pub mod model;
 pub mod watch;
 pub mod zone;

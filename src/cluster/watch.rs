@@ -21,7 +21,7 @@
 //! - the DNS programming latency ([`start_with_metrics`]): for every EndpointSlice change that
 //!   arrives as a watch event after the first list, the time from the slice's
 //!   `endpoints.kubernetes.io/last-change-trigger-time` to the moment it is in the zone (see
-//!   [`crate::plugin::kubernetes::metrics`]).
+//!   [`crate::cluster::metrics`]).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -39,7 +39,7 @@ use tokio::task::JoinHandle;
 
 use super::ClusterZone;
 use super::model::{PodInfo, ServiceInfo, SliceInfo, namespace_name};
-use crate::plugin::kubernetes::metrics::{
+use crate::cluster::metrics::{
     KubernetesMetrics, ProgrammedKind, last_change_trigger_time, programming_latency,
 };
 use crate::plugin::kubernetes::setup::{ApiSource, KubernetesConfig, PodMode};
@@ -690,8 +690,7 @@ mod tests {
             let mut meta = json!({"name": name, "namespace": "lat",
                                   "labels": {"kubernetes.io/service-name": svc}});
             if let Some(at) = at {
-                meta["annotations"] =
-                    json!({ crate::plugin::kubernetes::metrics::LAST_CHANGE_TRIGGER_TIME: at });
+                meta["annotations"] = json!({ crate::cluster::metrics::LAST_CHANGE_TRIGGER_TIME: at });
             }
             json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": meta,
                    "addressType": "IPv4", "endpoints": [{"addresses": [ip]}],

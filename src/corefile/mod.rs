@@ -13,6 +13,7 @@
 //! snippets and imports, `zone` reads keys and zone names, `duration` reads durations.
 
 mod duration;
+mod http_addr;
 mod lexer;
 mod parser;
 mod zone;
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use duration::parse_duration;
+pub use http_addr::parse_http_addr;
 pub use parser::MAX_IMPORT_DEPTH;
 pub use zone::{ZoneKey, is_reverse_zone, normalize_zone, normalize_zone_or_cidr, parse_zone_key};
 

@@ -3,109 +3,61 @@
 //! with its setup; and the CoreDNS directives recognised but not implemented yet. Adding a
 //! plugin is its folder plus one line in [`PLUGINS`].
 //!
-//! One setup signature ([`Setup`]): a directive and its block's context in, a [`Configured`]
-//! value out. What a configured plugin becomes when a configuration is built
-//! ([`Configured::build`]): a plugin in the chain, an observer, or nothing in the query path
-//! (`bind`, `health`, `ready`, `prometheus`, `reload`, which the runtime reads by type).
+//! One setup signature ([`Setup`], the contract is in [`crate::chain`]): a directive and its
+//! block's context in, a [`Configured`] value out. What a configured plugin becomes when a
+//! configuration is built ([`Configured::build`]): a plugin in the chain, an observer, or
+//! nothing in the query path (`bind`, `health`, `ready`, `prometheus`, `reload`, which the
+//! runtime reads by type).
 
-use std::any::Any;
-use std::fmt;
-use std::net::IpAddr;
-use std::path::Path;
 use std::sync::Arc;
-
-use hickory_proto::rr::Name;
 
 use super::{
     bind, cache, errors, forward, health, hosts, kubernetes, loadbalance, log, loop_detect, metrics, ready,
     reload, rewrite,
 };
-use crate::chain::{Chain, Observer, Plugin};
-use crate::cluster::ClusterZone;
+use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
+use crate::telemetry::DnsMetrics;
 
-/// What a setup knows of the directive's server block.
-#[derive(Debug, Clone, Copy)]
-pub struct SetupCtx<'a> {
-    /// The block's zones, lower-case and absolute.
-    pub zones: &'a [String],
-    /// The Corefile's folder: relative paths (manifests, hosts files, TLS files, resolv.conf)
-    /// are read from it.
-    pub dir: &'a Path,
-    /// What an earlier use of the same directive in this block configured (the plugins that
-    /// may be used more than once, such as `rewrite`, fold it in; the others refuse).
-    pub previous: Option<&'a dyn Configured>,
-}
+/// Registers a plugin's metric families (through [`DnsMetrics::families`], once per process).
+pub type RegisterFamilies = fn(&DnsMetrics) -> Result<(), prometheus::Error>;
 
-impl SetupCtx<'_> {
-    /// The error for a second use of a directive that may be used once per block.
-    pub fn refuse_twice(&self, d: &Directive) -> Result<(), CorefileError> {
-        match self.previous {
-            Some(_) => Err(d.error("can be used only once per server block")),
-            None => Ok(()),
-        }
-    }
-}
-
-/// A plugin's setup: parses one directive.
-pub type Setup = fn(&Directive, &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError>;
-
-/// What a configuration needs to build its plugins.
-#[derive(Debug, Clone)]
-pub struct BuildCtx<'a> {
-    /// The block's first zone (the `loop` plugin's probe names are made under it).
-    pub first_zone: Name,
-    /// The `server` label of the block's first listen address (`dns://:53`).
-    pub server: &'a str,
-    /// The plugins' metric families, when the process exports them.
-    pub metrics: Option<&'a metrics::PluginMetrics>,
-    /// The zone of the block's `kubernetes` plugin, filled by its source (the runtime owns the
-    /// source, which outlives configurations).
-    pub cluster_zone: Option<Arc<ClusterZone>>,
-    /// This server's own IPs (the NS record's target).
-    pub self_ips: Vec<IpAddr>,
-}
-
-/// What a configured directive becomes in a built configuration.
-#[derive(Debug)]
-pub enum Built {
-    /// A plugin in the query path.
-    Plugin(Arc<dyn Plugin>),
-    /// A plugin that observes answered requests.
-    Observer(Arc<dyn Observer>),
-    /// Nothing in the query path (the runtime reads the configuration itself).
-    Nothing,
-}
-
-/// A parsed directive.
-pub trait Configured: Any + Send + Sync + fmt::Debug {
-    /// What it becomes when a configuration is built.
-    fn build(&self, ctx: &BuildCtx<'_>) -> Built;
-}
-
-/// The configured value of type `T` among a block's directives.
-pub fn find<'a, T: Configured>(configured: &'a [(&'static str, Arc<dyn Configured>)]) -> Option<&'a T> {
-    configured
-        .iter()
-        .find_map(|(_, c)| (c.as_ref() as &dyn Any).downcast_ref::<T>())
-}
-
-/// The `previous` use of a directive whose setup folds repeated uses, as its own type.
-pub fn previous<'a, T: Configured>(ctx: &SetupCtx<'a>) -> Option<&'a T> {
-    ctx.previous.and_then(|p| (p as &dyn Any).downcast_ref::<T>())
-}
-
-/// One plugin: its directive and its setup.
+/// One plugin: its directive, its setup and its metric families.
 #[derive(Debug, Clone, Copy)]
 pub struct Entry {
     /// The directive.
     pub name: &'static str,
     /// Its setup.
     pub setup: Setup,
+    /// Its own metric families, if it has some.
+    pub families: Option<RegisterFamilies>,
 }
 
 const fn entry(name: &'static str, setup: Setup) -> Entry {
-    Entry { name, setup }
+    Entry {
+        name,
+        setup,
+        families: None,
+    }
+}
+
+const fn with_families(name: &'static str, setup: Setup, families: RegisterFamilies) -> Entry {
+    Entry {
+        name,
+        setup,
+        families: Some(families),
+    }
+}
+
+/// Registers every plugin's metric families (CoreDNS registers its plugins' at start-up, so
+/// their unlabelled counters show 0 before first use).
+pub fn register_families(metrics: &DnsMetrics) -> Result<(), prometheus::Error> {
+    for e in PLUGINS {
+        if let Some(register) = e.families {
+            register(metrics)?;
+        }
+    }
+    Ok(())
 }
 
 /// Every implemented directive, in chain order (CoreDNS's `plugin.cfg`). Directives outside the
@@ -119,12 +71,12 @@ pub const PLUGINS: &[Entry] = &[
     entry("errors", errors::setup),
     entry("log", log::setup),
     entry("loadbalance", loadbalance::setup::setup),
-    entry("cache", cache::setup::setup),
+    with_families("cache", cache::setup::setup, cache::families),
     entry("rewrite", rewrite::setup::setup),
     entry("hosts", hosts::setup::setup),
-    entry("kubernetes", kubernetes::setup::setup),
+    with_families("kubernetes", kubernetes::setup::setup, kubernetes::families),
     entry("loop", loop_detect::setup::setup),
-    entry("forward", forward::setup::setup),
+    with_families("forward", forward::setup::setup, forward::families),
 ];
 
 /// CoreDNS directives that cluster-dns recognises but does not implement yet: a Corefile that

@@ -5,8 +5,8 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx, previous};
 use crate::corefile::{CorefileError, Directive};
-use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx, previous};
 
 /// The addresses of a block's `bind` lines, without repeats.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -45,6 +45,12 @@ fn counter(name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, pro
     IntCounterVec::new(Opts::new(name, help), labels)
 }
 
+impl crate::telemetry::Families for CacheMetrics {
+    fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        CacheMetrics::register(registry)
+    }
+}
+
 impl CacheMetrics {
     /// Creates the families and registers them in `registry`. Registering twice in one registry
     /// fails with [`prometheus::Error::AlreadyReg`] and leaves the registry unchanged.

@@ -287,3 +287,8 @@ impl Plugin for Cache {
         Box::pin(self.answer(q, next))
     }
 }
+
+/// Registers this plugin's metric families (see the registry).
+pub fn families(metrics: &crate::telemetry::DnsMetrics) -> Result<(), prometheus::Error> {
+    metrics.families::<CacheMetrics>().map(|_| ())
+}

@@ -14,8 +14,8 @@
 
 use std::time::Duration;
 
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr, parse_duration};
-use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
 use std::sync::Arc;
 
 /// Default capacity of each of the success and denial caches (CoreDNS: 9984).
@@ -268,8 +268,9 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 impl Configured for CacheConfig {
     fn build(&self, ctx: &BuildCtx<'_>) -> Built {
         let cache = super::Cache::new(self);
-        let cache = match ctx.metrics {
-            Some(m) => cache.with_metrics(m.cache.clone(), ctx.server),
+        let families = ctx.metrics.and_then(|m| m.families::<super::CacheMetrics>().ok());
+        let cache = match families {
+            Some(f) => cache.with_metrics(f, ctx.server),
             None => cache,
         };
         Built::Plugin(Arc::new(cache))

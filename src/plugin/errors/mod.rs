@@ -17,9 +17,9 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, RecordType};
 use regex::Regex;
 
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::chain::{Exchange, Observer};
 use crate::corefile::{Args, CorefileError, Directive, parse_duration};
-use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
 
 /// The level a consolidated line is logged at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -76,6 +76,12 @@ pub struct ForwardMetrics {
     max_concurrent_rejects: IntCounter,
 }
 
+impl crate::telemetry::Families for ForwardMetrics {
+    fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        ForwardMetrics::register(registry)
+    }
+}
+
 impl ForwardMetrics {
     /// Creates the families and registers them in `registry`. Registering twice in one registry
     /// fails with [`prometheus::Error::AlreadyReg`] and leaves the registry unchanged.

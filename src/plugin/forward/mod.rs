@@ -485,6 +485,11 @@ fn forwarded(msg: Message) -> Forwarded {
     }
 }
 
+/// Registers this plugin's metric families (see the registry).
+pub fn families(metrics: &crate::telemetry::DnsMetrics) -> Result<(), prometheus::Error> {
+    metrics.families::<ForwardMetrics>().map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,8 +6,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone, parse_duration};
-use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
 use std::sync::Arc;
 
 /// Most upstreams one `forward` takes (CoreDNS's limit, and resolv.conf's practical one).
@@ -284,8 +284,11 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 impl Configured for ForwardConfig {
     fn build(&self, ctx: &BuildCtx<'_>) -> Built {
         let forward = super::Forward::new(self);
-        let forward = match ctx.metrics {
-            Some(m) => forward.with_metrics(m.forward.clone(), ctx.server),
+        let families = ctx
+            .metrics
+            .and_then(|m| m.families::<super::ForwardMetrics>().ok());
+        let forward = match families {
+            Some(f) => forward.with_metrics(f, ctx.server),
             None => forward,
         };
         Built::Plugin(Arc::new(forward))

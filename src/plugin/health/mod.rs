@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use axum::routing::get;
 
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{Args, CorefileError, Directive, parse_duration};
-use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
 use std::sync::Arc;
 
 /// The default listen address.
@@ -31,7 +31,7 @@ pub fn parse(d: &Directive) -> Result<HealthConfig, CorefileError> {
     let mut args = Args::new(d);
     let addr = args.next().map(|t| t.text.as_str()).unwrap_or(DEFAULT_ADDR);
     args.expect_none()?;
-    let addr = crate::http::parse_http_addr(addr).map_err(|e| d.error(e))?;
+    let addr = crate::corefile::parse_http_addr(addr).map_err(|e| d.error(e))?;
     let mut lameduck = Duration::ZERO;
     for opt in &d.block {
         match opt.name.text.as_str() {

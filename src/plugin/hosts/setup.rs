@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use hickory_proto::rr::Name;
 
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr, parse_duration};
-use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
 use std::sync::Arc;
 
 /// The file read when the directive names none.

@@ -2,8 +2,13 @@
 //! from the Kubernetes objects. See `README.md` in this folder for its Corefile syntax.
 
 pub mod handler;
-pub mod metrics;
 pub mod setup;
 
 pub use handler::Kubernetes;
-pub use metrics::KubernetesMetrics;
+
+/// Registers this plugin's metric families (see the registry).
+pub fn families(metrics: &crate::telemetry::DnsMetrics) -> Result<(), prometheus::Error> {
+    metrics
+        .families::<crate::cluster::metrics::KubernetesMetrics>()
+        .map(|_| ())
+}

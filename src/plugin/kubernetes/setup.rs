@@ -8,10 +8,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::cluster::ClusterZone;
 use crate::corefile::{
     Args, CorefileError, Directive, Token, is_reverse_zone, normalize_zone_or_cidr, parse_duration,
 };
-use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
 use std::sync::Arc;
 
 /// How pod records (`1-2-3-4.ns.pod.cluster.local`) are answered.
@@ -584,13 +585,14 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 }
 
 impl Configured for KubernetesConfig {
-    /// The plugin over the zone its source fills (the runtime owns the source).
+    /// The plugin over the cluster zone its source fills (the runtime owns the source).
     fn build(&self, ctx: &BuildCtx<'_>) -> Built {
-        match &ctx.cluster_zone {
+        let zone = ctx.source.clone().and_then(|s| s.downcast::<ClusterZone>().ok());
+        match zone {
             Some(zone) => Built::Plugin(Arc::new(super::Kubernetes::new(
                 self,
-                zone.clone(),
-                ctx.self_ips.clone(),
+                zone,
+                super::handler::self_ips_from_env(),
             ))),
             None => Built::Nothing,
         }

@@ -1,8 +1,8 @@
 //! The `loadbalance` directive's Corefile syntax: `loadbalance [round_robin]` (the only policy
 //! cluster-dns implements; CoreDNS's `weighted` and `prefer` are refused with a message).
 
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
-use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
 use std::sync::Arc;
 
 /// Checks a `loadbalance` directive.

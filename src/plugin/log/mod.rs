@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use hickory_proto::op::{Metadata, OpCode, ResponseCode};
 
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::chain::{Exchange, Observer};
 use crate::corefile::{CorefileError, Directive};
-use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
 use crate::proto::transport_label;
 use crate::telemetry::rcode_label;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The `loop` directive's Corefile syntax: `loop`, with no arguments and no block.
 
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
-use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
 use std::sync::Arc;
 
 /// Checks a `loop` directive.

@@ -1,41 +1,17 @@
 //! The `prometheus` plugin: where `/metrics` listens, and that a server block's requests are
 //! counted. The metrics themselves (the registry, CoreDNS's core families, the per-block
-//! recorders) are in [`crate::telemetry`]; each plugin's own families are in its folder and
-//! gathered in [`PluginMetrics`]. See this folder's README for the names and labels.
+//! recorders) are in [`crate::telemetry`]; each plugin's own families are in its folder,
+//! registered once per process through [`crate::telemetry::DnsMetrics::families`]. See this
+//! folder's README for the names and labels.
 
 use std::net::SocketAddr;
 
-use prometheus::Registry;
-
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{Args, CorefileError, Directive};
-use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
 use std::sync::Arc;
 
 /// The default listen address (CoreDNS: `localhost:9153`).
 pub const DEFAULT_ADDR: &str = "localhost:9153";
-
-/// The plugins' metric families (each defined in its plugin's folder), registered once per
-/// process beside the core ones and handed to every generation of plugin instances.
-#[derive(Debug, Clone)]
-pub struct PluginMetrics {
-    /// `cache`.
-    pub cache: crate::plugin::cache::CacheMetrics,
-    /// `forward`.
-    pub forward: crate::plugin::forward::ForwardMetrics,
-    /// `kubernetes`.
-    pub kubernetes: crate::plugin::kubernetes::KubernetesMetrics,
-}
-
-impl PluginMetrics {
-    /// Registers every plugin's families in `registry`.
-    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
-        Ok(Self {
-            cache: crate::plugin::cache::CacheMetrics::register(registry)?,
-            forward: crate::plugin::forward::ForwardMetrics::register(registry)?,
-            kubernetes: crate::plugin::kubernetes::KubernetesMetrics::register(registry)?,
-        })
-    }
-}
 
 /// Parses `prometheus [ADDR]`.
 pub fn parse(d: &Directive) -> Result<SocketAddr, CorefileError> {
@@ -45,7 +21,7 @@ pub fn parse(d: &Directive) -> Result<SocketAddr, CorefileError> {
     if !d.block.is_empty() {
         return Err(d.error("takes no options"));
     }
-    crate::http::parse_http_addr(addr).map_err(|e| d.error(e))
+    crate::corefile::parse_http_addr(addr).map_err(|e| d.error(e))
 }
 
 /// The `prometheus` directive as configured: where `/metrics` listens (and that the block's

@@ -10,8 +10,8 @@ use std::sync::{Arc, RwLock};
 use axum::http::StatusCode;
 use axum::routing::get;
 
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{Args, CorefileError, Directive};
-use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
 
 /// The default listen address.
 pub const DEFAULT_ADDR: &str = ":8181";
@@ -96,7 +96,7 @@ pub fn parse(d: &Directive) -> Result<SocketAddr, CorefileError> {
     if d.has_block && !d.block.is_empty() {
         return Err(d.error("takes no options"));
     }
-    crate::http::parse_http_addr(addr).map_err(|e| d.error(e))
+    crate::corefile::parse_http_addr(addr).map_err(|e| d.error(e))
 }
 
 /// The `ready` directive as configured: where `/ready` listens.

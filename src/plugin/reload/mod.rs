@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{Args, CorefileError, Directive, parse_duration};
-use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
 use std::sync::Arc;
 
 /// `reload [INTERVAL] [JITTER]`: CoreDNS's defaults are 30 s and 15 s.

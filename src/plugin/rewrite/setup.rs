@@ -15,8 +15,8 @@
 
 use regex::{Regex, RegexBuilder};
 
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx, previous};
 use crate::corefile::{CorefileError, Directive, Token};
-use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx, previous};
 use std::sync::Arc;
 
 /// Whether later rules run after this one matched.

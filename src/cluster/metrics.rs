@@ -104,6 +104,12 @@ pub struct KubernetesMetrics {
     by_kind: Arc<[OnceLock<Histogram>; 3]>,
 }
 
+impl crate::telemetry::Families for KubernetesMetrics {
+    fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        KubernetesMetrics::register(registry)
+    }
+}
+
 impl KubernetesMetrics {
     /// Creates the families and registers them in `registry`. Registering twice in one registry
     /// fails with [`prometheus::Error::AlreadyReg`] and leaves the registry unchanged.
