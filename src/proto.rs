@@ -218,3 +218,12 @@ pub fn shuffle_records(records: &mut Vec<Record>) {
     records.extend(addrs);
     records.extend(mxs);
 }
+
+/// True for a label Kubernetes accepts as a DNS label (RFC 1123), compared case-insensitively.
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}

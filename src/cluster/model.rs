@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use super::ObjectError;
+use crate::proto::is_dns_label;
 
 /// The label that ties an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -157,15 +158,6 @@ fn required_name(
         ));
     }
     Ok((lower(name), lower(namespace)))
-}
-
-/// True for a label Kubernetes accepts as a DNS label (RFC 1123), compared case-insensitively.
-pub fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
 }
 
 fn port_number(kind: &'static str, ns: &str, name: &str, value: i32) -> Result<u16, ObjectError> {

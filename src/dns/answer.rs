@@ -44,6 +44,9 @@ pub enum PodRecords {
 pub struct AnswerSettings {
     /// Every zone the plugin owns, lower-case and absolute (forward and reverse).
     pub zones: Vec<Name>,
+    /// The reverse zones among them (PTR answers), as [`crate::corefile::is_reverse_zone`]
+    /// tells them apart.
+    pub reverse_zones: Vec<Name>,
     /// The first forward zone: PTR targets are built in it.
     pub primary: Name,
     /// TTL of synthesised records and SOA MINIMUM.
@@ -112,15 +115,6 @@ pub struct ClusterAnswerer {
     zone: Arc<ClusterZone>,
     /// (zone, SOA MNAME, SOA RNAME) of every zone, built once.
     soa_names: Arc<Vec<(Name, Name, Name)>>,
-}
-
-fn is_reverse(zone: &Name) -> bool {
-    let mut labels = zone.iter().rev();
-    match (labels.next(), labels.next()) {
-        (Some(b"arpa"), None) => true,
-        (Some(b"arpa"), Some(second)) => second == b"in-addr" || second == b"ip6",
-        _ => false,
-    }
 }
 
 /// True when a label of `name` has an upper-case ASCII letter (so it needs lower-casing).
@@ -302,7 +296,7 @@ impl ClusterAnswerer {
         // The zone as the client spelt it: SRV and NS targets are built in it (made only where
         // they are).
         let zone_spelt = || owner.trim_to(zone_labels);
-        if is_reverse(zone) {
+        if self.settings.reverse_zones.contains(zone) {
             return self.resolve_reverse(owner, labels, keep, zone, qtype);
         }
         let node = ClusterName::parse(&labels[..keep]);
@@ -426,7 +420,7 @@ impl ClusterAnswerer {
             && let Some(p) = ep
                 .pod_name
                 .as_deref()
-                .filter(|p| p.len() < 64 && crate::cluster::model::is_dns_label(p))
+                .filter(|p| p.len() < 64 && crate::proto::is_dns_label(p))
         {
             return p.to_owned();
         }
@@ -824,6 +818,7 @@ mod tests {
     fn settings() -> AnswerSettings {
         AnswerSettings {
             zones: vec![n("cluster.local."), n("in-addr.arpa."), n("ip6.arpa.")],
+            reverse_zones: vec![n("in-addr.arpa."), n("ip6.arpa.")],
             primary: n("cluster.local."),
             ttl: 5,
             pods: PodRecords::Disabled,

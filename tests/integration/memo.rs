@@ -192,22 +192,26 @@ fn a_pass_through_cache_counts_memoized_questions() {
     // kubeadm's newer form: the cache never stores cluster answers, but counts them.
     let block = ".:53 {\n cache 30 {\n  disable success cluster.local\n  disable denial cluster.local\n }\n kubernetes cluster.local\n}\n";
     let (h, _) = handler_with_zone(block, FIXTURE_YAML, true).unwrap();
+    // The cache's exported counters, attached to the cache the chain holds.
+    let registry = prometheus::Registry::new();
+    let families = cluster_dns::plugin::cache::CacheMetrics::register(&registry).unwrap();
+    let router = h.router();
+    let cache = router.blocks[0]
+        .chain
+        .find::<cluster_dns::plugin::cache::Cache>()
+        .unwrap();
+    let _ = cache.clone().with_metrics(families, "dns://:53");
     for id in 0..5 {
         ask(
             &h,
             &wire("svc1.testns.svc.cluster.local.", RecordType::A, id, None),
         );
     }
-    let router = h.router();
     assert_eq!(router.memo.len(), 1);
-    let cache = router.blocks[0]
-        .chain
-        .find::<cluster_dns::plugin::cache::Cache>()
-        .unwrap();
-    assert_eq!(
-        cache.stats().misses.load(std::sync::atomic::Ordering::Relaxed),
-        5,
-        "every question counted, memoized or not"
+    let text = cluster_dns::telemetry::render_registry(&registry);
+    assert!(
+        text.contains("coredns_cache_misses_total{server=\"dns://:53\",view=\"\",zones=\".\"} 5"),
+        "every question counted, memoized or not:\n{text}"
     );
 }
 

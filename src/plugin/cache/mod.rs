@@ -10,7 +10,6 @@ pub mod handler;
 pub mod metrics;
 pub mod setup;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -29,21 +28,6 @@ use crate::proto::{Question, Reply};
 /// 8767's client response timer, 1.8 s as it suggests).
 pub const STALE_CLIENT_TIMEOUT: Duration = Duration::from_millis(1800);
 
-/// Counters of one cache, for tests and diagnostics. The exported metrics are in [`metrics`]
-/// (attached with [`Cache::with_metrics`]) and count as CoreDNS does, which differs slightly:
-/// there a stale hit is a hit too, and a `serve_stale immediate` refresh is a prefetch.
-#[derive(Debug, Default)]
-pub struct CacheStats {
-    /// Fresh hits.
-    pub hits: AtomicU64,
-    /// Misses.
-    pub misses: AtomicU64,
-    /// Prefetches started (popular entries refreshed before expiry).
-    pub prefetches: AtomicU64,
-    /// Stale answers served.
-    pub served_stale: AtomicU64,
-}
-
 #[derive(Debug)]
 struct Inner {
     config: CacheConfig,
@@ -52,7 +36,6 @@ struct Inner {
     no_denial: Vec<Name>,
     success: Store,
     denial: Store,
-    stats: CacheStats,
     metrics: OnceLock<CacheInstruments>,
 }
 
@@ -83,7 +66,6 @@ impl Cache {
                 no_denial: names(&config.disable_denial),
                 success: Store::new(config.success.capacity),
                 denial: Store::new(config.denial.capacity),
-                stats: CacheStats::default(),
                 metrics: OnceLock::new(),
                 config: config.clone(),
             }),
@@ -116,11 +98,6 @@ impl Cache {
         } else {
             &m.denial
         })
-    }
-
-    /// The counters.
-    pub fn stats(&self) -> &CacheStats {
-        &self.inner.stats
     }
 
     /// Entries held in the success and denial stores (`coredns_cache_entries`).
@@ -183,7 +160,6 @@ impl Cache {
     /// Counts one question passed through without a lookup that could hit (see
     /// [`Cache::passes_through`]), as [`Cache::serve`] counts it: a request and a miss.
     pub fn count_pass_through(&self) {
-        self.inner.stats.misses.fetch_add(1, Ordering::Relaxed);
         if let Some(m) = self.metrics() {
             m.requests.inc();
             m.misses.inc();
@@ -209,9 +185,7 @@ impl Cache {
         }
         match found {
             Lookup::Fresh { reply, prefetch } => {
-                self.inner.stats.hits.fetch_add(1, Ordering::Relaxed);
                 if prefetch {
-                    self.inner.stats.prefetches.fetch_add(1, Ordering::Relaxed);
                     if let Some(m) = self.metrics() {
                         m.prefetch.inc();
                     }
@@ -232,14 +206,12 @@ impl Cache {
                 {
                     return fresh;
                 }
-                self.inner.stats.served_stale.fetch_add(1, Ordering::Relaxed);
                 if let Some(m) = self.metrics() {
                     m.served_stale.inc();
                 }
                 stale
             }
             Lookup::Miss => {
-                self.inner.stats.misses.fetch_add(1, Ordering::Relaxed);
                 if let Some(m) = self.metrics() {
                     m.misses.inc();
                 }

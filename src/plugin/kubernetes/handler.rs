@@ -13,6 +13,7 @@ use hickory_proto::rr::{Name, RData, RecordType};
 use super::setup::{KubernetesConfig, PodMode};
 use crate::chain::{Next, Plugin, Replay, ReplyFuture};
 use crate::cluster::ClusterZone;
+use crate::corefile::is_reverse_zone;
 use crate::dns::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
 use crate::proto::{Answer, ChangeCounter, Question, Reply};
 
@@ -30,10 +31,6 @@ fn zone_name(zone: &str) -> Option<Name> {
     Name::from_ascii(zone).ok().map(|n| n.to_lowercase())
 }
 
-fn is_reverse_zone(zone: &str) -> bool {
-    zone.ends_with("in-addr.arpa.") || zone.ends_with("ip6.arpa.") || zone == "arpa."
-}
-
 /// This server's own IPs, from [`POD_IP_ENV`].
 pub fn self_ips_from_env() -> Vec<IpAddr> {
     std::env::var(POD_IP_ENV)
@@ -47,6 +44,12 @@ impl Kubernetes {
     /// The plugin for `config`, answering from `zone`.
     pub fn new(config: &KubernetesConfig, zone: Arc<ClusterZone>, self_ips: Vec<IpAddr>) -> Self {
         let zones: Vec<Name> = config.zones.iter().filter_map(|z| zone_name(z)).collect();
+        let reverse_zones: Vec<Name> = config
+            .zones
+            .iter()
+            .filter(|z| is_reverse_zone(z))
+            .filter_map(|z| zone_name(z))
+            .collect();
         let primary = config
             .zones
             .iter()
@@ -55,6 +58,7 @@ impl Kubernetes {
             .unwrap_or_else(Name::root);
         let settings = AnswerSettings {
             zones,
+            reverse_zones,
             primary,
             ttl: config.ttl,
             pods: match config.pods {

@@ -13,6 +13,7 @@ use crate::cluster::ClusterZone;
 use crate::corefile::{
     Args, CorefileError, Directive, Token, is_reverse_zone, normalize_zone_or_cidr, parse_duration,
 };
+use crate::proto::is_dns_label;
 use std::sync::Arc;
 
 /// How pod records (`1-2-3-4.ns.pod.cluster.local`) are answered.
@@ -457,17 +458,6 @@ fn check_url(url: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// An RFC 1123 label, as namespace names are.
-fn is_dns_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b.first().is_some_and(u8::is_ascii_alphanumeric)
-        && b.last().is_some_and(u8::is_ascii_alphanumeric)
-}
-
 /// Checks a label selector as Kubernetes parses one: comma-separated requirements, each `key`,
 /// `!key`, `key=value`, `key==value`, `key!=value`, `key in (v1, v2)` or `key notin (v1, v2)`.
 fn check_selector(s: &str) -> Result<(), String> {
@@ -543,7 +533,11 @@ fn check_key(key: &str) -> Result<(), String> {
         None => (None, key),
     };
     if let Some(prefix) = prefix {
-        let ok = !prefix.is_empty() && prefix.len() <= 253 && prefix.split('.').all(is_dns_label);
+        // A DNS subdomain, in lower case as Kubernetes requires.
+        let ok = !prefix.is_empty()
+            && prefix.len() <= 253
+            && !prefix.bytes().any(|b| b.is_ascii_uppercase())
+            && prefix.split('.').all(is_dns_label);
         if !ok {
             return Err(format!(
                 "'{key}': '{prefix}' is not a valid key prefix (a DNS subdomain)"
