@@ -11,6 +11,8 @@ use crate::corefile::{Args, CorefileError, Directive};
 use crate::plugin::registry::{BuildCtx, Built, Configured, SetupCtx};
 use std::sync::Arc;
 
+pub mod tcp;
+
 /// The default listen address (CoreDNS: `localhost:9153`).
 pub const DEFAULT_ADDR: &str = "localhost:9153";
 
