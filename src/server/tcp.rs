@@ -665,7 +665,10 @@ async fn connection(stream: TcpStream, src: SocketAddr, shared: Arc<Shared>, slo
                     }
                 }
                 Err(ReadError::Budget) => break Some(CloseReason::Buffer),
-                Err(ReadError::Closed(_)) => break None,
+                Err(ReadError::Closed(error)) => {
+                    tracing::trace!(%src, %error, "TCP connection closed by the client");
+                    break None;
+                }
             },
         }
     };
