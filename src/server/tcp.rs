@@ -8,9 +8,10 @@
 //!   length prefix claims; beyond the first [`FIRST_CHUNK`] bytes of a message, the bytes held
 //!   (being received or being answered) come out of one budget per listener
 //!   ([`TcpLimits::buffer_budget`]); a connection that needs more when it is spent is closed.
-//! * A message must arrive whole within [`TcpLimits::message_deadline`] of its first byte; a
-//!   connection with no query in flight and no message started is closed after
-//!   [`TcpLimits::idle_timeout`].
+//! * A message must arrive whole within [`TcpLimits::message_deadline`] of its first byte, and
+//!   an answer must be taken by the client within the same time (else the connection is closed
+//!   and its other answers dropped); a connection with no query in flight and no message started
+//!   is closed after [`TcpLimits::idle_timeout`].
 //! * At most [`TcpLimits::max_connections`] connections per listener ([`MAX_CONNECTIONS_ENV`],
 //!   kept below the open-file limit so the HTTP probes and upstream sockets always have
 //!   descriptors). At the limit, the connection that has waited longest with no query in flight
@@ -636,7 +637,11 @@ async fn connection(stream: TcpStream, src: SocketAddr, shared: Arc<Shared>, slo
         tokio::select! {
             biased;
             () = slot.evicted() => break Some(CloseReason::Limit),
-            Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {
+            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
+                if matches!(done, Ok(Stalled(true))) {
+                    // The client does not read its answers.
+                    break Some(CloseReason::Deadline);
+                }
                 if in_flight.is_empty() {
                     slot.waiting();
                     idle_since = Instant::now();
@@ -651,13 +656,15 @@ async fn connection(stream: TcpStream, src: SocketAddr, shared: Arc<Shared>, slo
                     let still_open = slot.busy();
                     let handler = shared.handler.clone();
                     let wr = wr.clone();
+                    let write_deadline = limits.message_deadline;
                     in_flight.spawn(async move {
                         let mut out = Vec::with_capacity(512);
                         let answered = handler.answer_into(&msg, src, Transport::Tcp, &mut out).await;
                         drop(msg);
                         drop(held);
-                        if answered.is_some() {
-                            write_framed(&wr, &out).await;
+                        match answered {
+                            Some(_) => write_framed(&wr, &out, write_deadline).await,
+                            None => Stalled(false),
                         }
                     });
                     if !still_open {
@@ -678,20 +685,39 @@ async fn connection(stream: TcpStream, src: SocketAddr, shared: Arc<Shared>, slo
     }
     // Free the message being read before the answers drain.
     drop(reader);
-    // Let the answers already being worked on go out before the connection closes.
-    while in_flight.join_next().await.is_some() {}
+    // Let the answers already being worked on go out before the connection closes, unless the
+    // client stopped reading them.
+    while let Some(done) = in_flight.join_next().await {
+        if matches!(done, Ok(Stalled(true))) {
+            in_flight.abort_all();
+        }
+    }
 }
 
-async fn write_framed(wr: &tokio::sync::Mutex<OwnedWriteHalf>, msg: &[u8]) {
+/// True when an answer could not be written within the deadline: the client does not read.
+#[derive(Debug, Clone, Copy)]
+struct Stalled(bool);
+
+/// Writes `msg` with its length prefix, waiting at most `deadline` for the socket (and for the
+/// answers before it).
+async fn write_framed(wr: &tokio::sync::Mutex<OwnedWriteHalf>, msg: &[u8], deadline: Duration) -> Stalled {
     let Ok(len) = u16::try_from(msg.len()) else {
-        return;
+        return Stalled(false);
     };
     let mut framed = Vec::with_capacity(msg.len() + 2);
     framed.extend_from_slice(&len.to_be_bytes());
     framed.extend_from_slice(msg);
-    let mut w = wr.lock().await;
-    if let Err(error) = w.write_all(&framed).await {
-        tracing::debug!(%error, "failed to write a TCP response");
+    let write = async {
+        let mut w = wr.lock().await;
+        w.write_all(&framed).await
+    };
+    match tokio::time::timeout(deadline, write).await {
+        Ok(Ok(())) => Stalled(false),
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "failed to write a TCP response");
+            Stalled(false)
+        }
+        Err(_) => Stalled(true),
     }
 }
 

@@ -284,3 +284,46 @@ fn under_a_1024_descriptor_limit_1100_idle_connections_leave_dns_and_probes_answ
     );
     assert!(server.stop());
 }
+
+#[tokio::test]
+async fn a_client_that_does_not_read_its_answers_is_closed_at_the_deadline() {
+    let (addr, metrics, _task) = serve_tcp(TcpLimits {
+        message_deadline: Duration::from_millis(300),
+        idle_timeout: Duration::from_secs(600),
+        ..TcpLimits::default()
+    })
+    .await;
+    // A small receive window, and queries sent without ever reading the answers: the server's
+    // writes stop, its answers stay in flight.
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let stream = sock.connect(addr).await.unwrap();
+    let (_rd, mut wr) = stream.into_split();
+    let q = support::query("example.org.", RecordType::A);
+    let bytes = hickory_proto::serialize::binary::BinEncodable::to_bytes(&q).unwrap();
+    let mut framed = u16::try_from(bytes.len()).unwrap().to_be_bytes().to_vec();
+    framed.extend_from_slice(&bytes);
+    let many: Vec<u8> = framed
+        .iter()
+        .copied()
+        .cycle()
+        .take(framed.len() * 200_000)
+        .collect();
+    // The server stops reading once its answers are stuck: this write never ends by itself.
+    let writer = tokio::spawn(async move {
+        let _ = wr.write_all(&many).await;
+    });
+    let mut text = String::new();
+    for _ in 0..1500 {
+        text = metrics.render();
+        if closed(&text, "dns://test", "deadline") >= 1.0
+            && tcp_series(&text, "open", "server=\"dns://test\"") == 0.0
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(closed(&text, "dns://test", "deadline"), 1.0, "{text}");
+    assert_eq!(tcp_series(&text, "open", "server=\"dns://test\""), 0.0, "{text}");
+    writer.abort();
+}
