@@ -84,33 +84,40 @@ impl TcpLimits {
     /// The defaults, with the connection limit from [`MAX_CONNECTIONS_ENV`] when set, then
     /// kept below the open-file limit ([`descriptor_ceiling`]).
     pub fn from_env() -> Self {
-        let configured = match std::env::var(MAX_CONNECTIONS_ENV) {
-            Ok(v) => match v.trim().parse::<usize>() {
-                Ok(n) if n > 0 => n,
-                _ => {
-                    tracing::warn!(
-                        value = %v,
-                        default = DEFAULT_MAX_CONNECTIONS,
-                        "{MAX_CONNECTIONS_ENV} is not a positive number; using the default"
-                    );
-                    DEFAULT_MAX_CONNECTIONS
-                }
-            },
-            Err(_) => DEFAULT_MAX_CONNECTIONS,
-        };
-        let ceiling = descriptor_ceiling(current_nofile());
-        if configured > ceiling {
-            tracing::warn!(
-                configured,
-                limit = ceiling,
-                "{MAX_CONNECTIONS_ENV} is above what the open-file limit leaves for TCP clients; using the lower figure"
-            );
-        }
+        let value = std::env::var(MAX_CONNECTIONS_ENV).ok();
         Self {
-            max_connections: configured.min(ceiling).max(1),
+            max_connections: max_connections(value.as_deref(), current_nofile()),
             ..Self::default()
         }
     }
+}
+
+/// The connection limit from the [`MAX_CONNECTIONS_ENV`] `value` (the default when unset; the
+/// default with a warning when not a positive number), lowered to [`descriptor_ceiling`] of
+/// `nofile` with a warning.
+fn max_connections(value: Option<&str>, nofile: Option<u64>) -> usize {
+    let configured = match value.map(|v| (v, v.trim().parse::<usize>())) {
+        None => DEFAULT_MAX_CONNECTIONS,
+        Some((_, Ok(n))) if n > 0 => n,
+        Some((v, _)) => {
+            tracing::warn!(
+                value = %v,
+                default = DEFAULT_MAX_CONNECTIONS,
+                "{MAX_CONNECTIONS_ENV} is not a positive number; using the default"
+            );
+            DEFAULT_MAX_CONNECTIONS
+        }
+    };
+    let ceiling = descriptor_ceiling(nofile);
+    if configured > ceiling {
+        tracing::warn!(
+            configured,
+            limit = ceiling,
+            nofile = nofile.unwrap_or_default(),
+            "the TCP connection limit is above what the open-file limit leaves for TCP clients; using the lower figure"
+        );
+    }
+    configured.min(ceiling).max(1)
 }
 
 /// The soft open-file limit now (`None` when it cannot be read or is unlimited).
@@ -805,6 +812,20 @@ mod tests {
         assert!(budget.used() <= 4096);
         drop(r);
         assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn the_connection_limit_setting() {
+        assert_eq!(max_connections(None, Some(1 << 20)), DEFAULT_MAX_CONNECTIONS);
+        assert_eq!(max_connections(Some(" 5000 "), Some(1 << 20)), 5000);
+        // Not a positive number: the default.
+        for bad in ["0", "-3", "lots", ""] {
+            assert_eq!(max_connections(Some(bad), Some(1 << 20)), DEFAULT_MAX_CONNECTIONS);
+        }
+        // Kept below the open-file limit.
+        assert_eq!(max_connections(None, Some(1024)), 768);
+        assert_eq!(max_connections(Some("100000"), Some(20_000)), 18_976);
+        assert_eq!(max_connections(Some("100000"), None), 100_000);
     }
 
     #[test]
