@@ -8,6 +8,8 @@ need_apt=()
 command -v dig >/dev/null 2>&1 || need_apt+=(bind9-dnsutils)
 # The forwarding tests use Debian's unbound as a real upstream (started by the tests themselves).
 [ -x /usr/sbin/unbound ] || need_apt+=(unbound)
+# The TCP limit tests run the server under `prlimit --nofile=1024` (util-linux).
+command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "test.sh: installing ${need_apt[*]}" >&2
     SUDO=""

@@ -31,6 +31,7 @@ use crate::plugin::health;
 use crate::plugin::kubernetes::setup::{ApiSource, KubernetesConfig};
 use crate::plugin::loop_detect::{LoopDetect, LoopStatus};
 use crate::plugin::metrics::PrometheusConfig;
+use crate::plugin::metrics::tcp::TcpMetrics;
 use crate::plugin::ready::{Readiness, ReadinessCheck};
 use crate::plugin::registry::build_chain;
 use crate::plugin::reload::{ChangeDetector, ReloadMetrics};
@@ -84,6 +85,7 @@ struct Shared {
     health_metrics: health::HealthMetrics,
     readiness: Readiness,
     reload: ReloadMetrics,
+    tcp: TcpMetrics,
 }
 
 impl Shared {
@@ -93,11 +95,13 @@ impl Shared {
         crate::plugin::registry::register_families(&metrics)?;
         let reload = ReloadMetrics::register(metrics.registry())?;
         let health_metrics = health::HealthMetrics::register(metrics.registry())?;
+        let tcp = TcpMetrics::register(metrics.registry())?;
         Ok(Self {
             metrics,
             health_metrics,
             readiness: Readiness::default(),
             reload,
+            tcp,
         })
     }
 }
@@ -496,7 +500,7 @@ async fn bind_dns(key: ListenKey) -> Result<server::Listeners, ServerError> {
     }
 }
 
-async fn listen(key: ListenKey, router: Router) -> Result<Listener, ServerError> {
+async fn listen(key: ListenKey, router: Router, tcp: &TcpMetrics) -> Result<Listener, ServerError> {
     let sockets = bind_dns(key).await?;
     let addr = sockets.local_addr().map_err(|source| ServerError::Bind {
         addr: format!("{key:?}"),
@@ -510,9 +514,18 @@ async fn listen(key: ListenKey, router: Router) -> Result<Listener, ServerError>
     tracing::info!(%addr, zones = %zone_list.join(" "), "serving DNS over UDP and TCP");
     let cell = server::router_cell(router);
     let (stop, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(server::serve(cell.clone(), vec![sockets], async move {
-        let _ = rx.await;
-    }));
+    let tcp_limits = server::tcp::TcpLimits {
+        metrics: Some(tcp.listener(&server_label(&key))),
+        ..server::tcp::TcpLimits::from_env()
+    };
+    let task = tokio::spawn(server::serve_with(
+        cell.clone(),
+        vec![sockets],
+        tcp_limits,
+        async move {
+            let _ = rx.await;
+        },
+    ));
     Ok(Listener {
         addr,
         cell,
@@ -573,7 +586,7 @@ pub async fn start_with_port(config: &Config, default_port: u16) -> Result<Runni
     let generation = build(config.clone(), &shared, &[]).await?;
     let mut listeners = BTreeMap::new();
     for (key, router) in &generation.routers {
-        listeners.insert(*key, listen(*key, router.clone()).await?);
+        listeners.insert(*key, listen(*key, router.clone(), &shared.tcp).await?);
     }
     let mut http = Vec::new();
     let mut http_addrs = Vec::new();
@@ -688,7 +701,7 @@ async fn apply(inner: &Inner, config: Config) -> Result<(), StartError> {
     let mut fresh = BTreeMap::new();
     for (key, router) in &generation.routers {
         if !running_keys.contains(key) {
-            fresh.insert(*key, listen(*key, router.clone()).await?);
+            fresh.insert(*key, listen(*key, router.clone(), &inner.shared.tcp).await?);
         }
     }
     let mut stopped = Vec::new();

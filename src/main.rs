@@ -152,6 +152,12 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     init_logging();
+    // Systemd and containerd 2.x hand out a soft open-file limit of 1,024: raise it to the hard
+    // one, as Go (so CoreDNS) does. The TCP connection limit stays below what results.
+    match cluster_dns::server::tcp::raise_nofile_limit() {
+        Ok((soft, hard)) => tracing::info!(soft, hard, "open file limit"),
+        Err(error) => tracing::warn!(%error, "cannot raise the open file limit; keeping the inherited one"),
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {

@@ -732,6 +732,16 @@ pub async fn serve(
     listeners: Vec<Listeners>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
+    serve_with(router, listeners, tcp::TcpLimits::default(), shutdown).await
+}
+
+/// [`serve`], with `tcp_limits` bounding each TCP listener's connections.
+pub async fn serve_with(
+    router: RouterCell,
+    listeners: Vec<Listeners>,
+    tcp_limits: tcp::TcpLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
     let handler = DnsHandler::new(router);
     let runtime = tokio::runtime::Handle::current();
     let stop = udp::Stop::default();
@@ -746,7 +756,11 @@ pub async fn serve(
                 .map_err(|e| ServerError::Serve(format!("cannot start a UDP worker: {e}")))?;
             workers.push(w);
         }
-        tcp_tasks.push(tokio::spawn(tcp::serve(l.tcp, handler.clone())));
+        tcp_tasks.push(tokio::spawn(tcp::serve_limited(
+            l.tcp,
+            handler.clone(),
+            tcp_limits.clone(),
+        )));
     }
     shutdown.await;
     for t in &tcp_tasks {

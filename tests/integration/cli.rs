@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::support;
 
-fn bin() -> Command {
+pub(crate) fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_cluster-dns"));
     c.env("RUST_LOG", "info");
     c
@@ -31,9 +31,14 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(corefile: &Path) -> Self {
-        let mut child = bin()
-            .arg("-conf")
-            .arg(corefile)
+        let mut cmd = bin();
+        cmd.arg("-conf").arg(corefile);
+        Self::start_cmd(cmd)
+    }
+
+    /// Starts `cmd` (the binary with its flags, possibly under a wrapper such as `prlimit`).
+    pub(crate) fn start_cmd(mut cmd: Command) -> Self {
+        let mut child = cmd
             .stderr(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -163,7 +168,7 @@ fn dig(addr: SocketAddr, args: &[&str]) -> String {
 }
 
 /// The demo config with its port set to 0 (a free port), next to a copy of the demo cluster.
-fn demo_on_free_port() -> PathBuf {
+pub(crate) fn demo_on_free_port() -> PathBuf {
     let dir = support::temp_dir("demo");
     let corefile = std::fs::read_to_string(repo().join("config/Corefile.demo")).unwrap();
     assert!(corefile.contains(".:1053"), "the demo serves port 1053");

@@ -11,6 +11,7 @@ mod dropin;
 mod forward;
 mod memo;
 mod support;
+mod tcp_limits;
 mod transport;
 mod upstream;
 mod watch;
