@@ -31,7 +31,6 @@ use crate::plugin::health;
 use crate::plugin::kubernetes::setup::{ApiSource, KubernetesConfig};
 use crate::plugin::loop_detect::{LoopDetect, LoopStatus};
 use crate::plugin::metrics::PrometheusConfig;
-use crate::plugin::metrics::tcp::TcpMetrics;
 use crate::plugin::ready::{Readiness, ReadinessCheck};
 use crate::plugin::registry::build_chain;
 use crate::plugin::reload::{ChangeDetector, ReloadMetrics};
@@ -39,6 +38,7 @@ use crate::server::observe::Observers;
 use crate::server::{self, BlockRoute, Router, RouterCell, ServerError};
 use crate::telemetry::BlockMetrics;
 use crate::telemetry::DnsMetrics;
+use crate::telemetry::tcp::TcpMetrics;
 
 /// Why the server could not start (or a new configuration could not be applied).
 #[derive(Debug, thiserror::Error)]

@@ -35,8 +35,8 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::{DnsHandler, TCP_IDLE_TIMEOUT};
-use crate::plugin::metrics::tcp::{CloseReason, ListenerTcpMetrics};
 use crate::proto::Transport;
+use crate::telemetry::tcp::{CloseReason, ListenerTcpMetrics};
 
 /// Most queries of one connection answered at the same time; reading waits beyond that.
 const MAX_IN_FLIGHT: usize = 32;

@@ -8,10 +8,10 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
-use cluster_dns::plugin::metrics::DnsMetrics;
-use cluster_dns::plugin::metrics::tcp::TcpMetrics;
 use cluster_dns::server::tcp::{self, TcpLimits};
 use cluster_dns::server::{DnsHandler, Router, router_cell};
+use cluster_dns::telemetry::DnsMetrics;
+use cluster_dns::telemetry::tcp::TcpMetrics;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{RData, RecordType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -10,8 +10,6 @@ use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{Args, CorefileError, Directive};
 use std::sync::Arc;
 
-pub mod tcp;
-
 /// The default listen address (CoreDNS: `localhost:9153`).
 pub const DEFAULT_ADDR: &str = "localhost:9153";
 

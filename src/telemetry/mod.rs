@@ -7,6 +7,8 @@
 //! Prometheus exposition format 0.0.4, as CoreDNS serves it. The `prometheus` directive that
 //! turns it on is the plugin in `plugin/metrics`. Imports only `proto`.
 
+pub mod tcp;
+
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::net::SocketAddr;
