@@ -35,6 +35,10 @@ use crate::chain::{Answered, Chain, ReplayPlan};
 use crate::proto::{MAX_UDP_PAYLOAD, PLAIN_UDP_LIMIT, Question, Reply, Transport};
 use observe::{Exchange, Observers};
 
+/// The most a stopping server waits for its TCP connections to send the answers in flight
+/// (a forwarded question takes at most 4.5 s, its answer's write at most the message
+/// deadline).
+pub const TCP_DRAIN_LIMIT: Duration = Duration::from_secs(8);
 /// How long an idle TCP connection is kept.
 pub const TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -750,23 +754,35 @@ pub async fn serve_with(
     let _stop_on_drop = udp::StopOnDrop(stop.clone());
     let mut workers = Vec::new();
     let mut tcp_tasks = Vec::new();
+    let (tcp_stop, tcp_stopped) = tokio::sync::watch::channel(false);
     for l in listeners {
         for sock in l.udp {
             let w = udp::spawn_worker(sock, handler.clone(), runtime.clone(), stop.clone())
                 .map_err(|e| ServerError::Serve(format!("cannot start a UDP worker: {e}")))?;
             workers.push(w);
         }
-        tcp_tasks.push(tokio::spawn(tcp::serve_limited(
+        let mut stopped = tcp_stopped.clone();
+        tcp_tasks.push(tokio::spawn(tcp::serve_until(
             l.tcp,
             handler.clone(),
             tcp_limits.clone(),
+            async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            },
         )));
     }
     shutdown.await;
-    for t in &tcp_tasks {
-        t.abort();
-    }
+    // TCP drains: the queries already read are answered. UDP stops at once (a datagram in a
+    // worker's hands is answered before it looks at the stop).
+    let _ = tcp_stop.send(true);
     stop.stop();
+    for t in tcp_tasks {
+        let abort = t.abort_handle();
+        if tokio::time::timeout(TCP_DRAIN_LIMIT, t).await.is_err() {
+            tracing::debug!("TCP connections still open after the drain limit; closed");
+            abort.abort();
+        }
+    }
     // The workers see the stop within their receive timeout.
     tokio::task::spawn_blocking(move || {
         for w in workers {

@@ -21,6 +21,7 @@
 //! It also raises the soft open-file limit to the hard one at start ([`raise_nofile_limit`]).
 
 use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -520,6 +521,9 @@ impl Drop for Slot {
 #[derive(Debug)]
 struct Shared {
     handler: DnsHandler,
+    /// Turns true when the listener stops: each connection stops reading, sends the answers
+    /// in flight and closes.
+    stopping: tokio::sync::watch::Receiver<bool>,
     limits: TcpLimits,
     budget: Arc<Budget>,
     addr: String,
@@ -563,6 +567,18 @@ pub async fn serve(listener: TcpListener, handler: DnsHandler) {
 
 /// [`serve`] within `limits`.
 pub async fn serve_limited(listener: TcpListener, handler: DnsHandler, limits: TcpLimits) {
+    serve_until(listener, handler, limits, std::future::pending()).await;
+}
+
+/// [`serve_limited`] until `shutdown` completes; then it drains: no new connection is
+/// accepted, each connection stops reading, the queries already read are answered (each
+/// answer written within the message deadline), and it returns once every connection closed.
+pub async fn serve_until(
+    listener: TcpListener,
+    handler: DnsHandler,
+    limits: TcpLimits,
+    shutdown: impl Future<Output = ()> + Send,
+) {
     let addr = listener
         .local_addr()
         .map_or_else(|_| "?".to_owned(), |a| a.to_string());
@@ -572,8 +588,10 @@ pub async fn serve_limited(listener: TcpListener, handler: DnsHandler, limits: T
         m.set_limit(limits.max_connections);
     }
     let slots = Slots::new(limits.max_connections);
+    let (stop, stopping) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
         handler,
+        stopping,
         budget: Budget::new(limits.buffer_budget),
         limits,
         addr,
@@ -581,8 +599,10 @@ pub async fn serve_limited(listener: TcpListener, handler: DnsHandler, limits: T
         warned_buffer: AtomicBool::new(false),
     });
     let mut connections = JoinSet::new();
+    let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
+            () = &mut shutdown => break,
             a = listener.accept() => a,
             // Reap finished connections so the set does not grow.
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
@@ -604,6 +624,9 @@ pub async fn serve_limited(listener: TcpListener, handler: DnsHandler, limits: T
             }
         }
     }
+    drop(listener);
+    let _ = stop.send(true);
+    while connections.join_next().await.is_some() {}
 }
 
 /// Counts the connection in the open gauge while it lives.
@@ -635,6 +658,7 @@ async fn connection(stream: TcpStream, src: SocketAddr, shared: Arc<Shared>, slo
     let mut in_flight = JoinSet::new();
     let mut idle_since = Instant::now();
     let limits = &shared.limits;
+    let mut stopping = shared.stopping.clone();
     let reason = loop {
         let (timer, on_timer) = match reader.started() {
             Some(t) => (Some(t + limits.message_deadline), CloseReason::Deadline),
@@ -644,6 +668,8 @@ async fn connection(stream: TcpStream, src: SocketAddr, shared: Arc<Shared>, slo
         tokio::select! {
             biased;
             () = slot.evicted() => break Some(CloseReason::Limit),
+            // The listener stops: answer what was read, then close.
+            _ = stopping.wait_for(|stop| *stop) => break None,
             Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
                 if matches!(done, Ok(Stalled(true))) {
                     // The client does not read its answers.

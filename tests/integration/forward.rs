@@ -550,3 +550,35 @@ async fn against_unbound() {
     running.stop().await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A TCP query in flight when the server stops is answered before its connection closes:
+/// stopping drains TCP (no new connection, no new message read, the answers in flight sent)
+/// rather than aborting the connections. Here the question waits on a slow upstream (1.5 s)
+/// when the stop comes. Before, the client saw its connection closed without an answer.
+#[tokio::test]
+async fn a_tcp_query_in_flight_at_shutdown_is_answered() {
+    let up = Scripted::start().await;
+    up.set_mode(Mode::Slow(Duration::from_millis(1500)));
+    let (running, addr) = start("fwd-drain", 30, &format!("forward . {}", up.addr)).await;
+    let client =
+        tokio::spawn(
+            async move { support::tcp(addr, &support::query("slow.example.com.", RecordType::A)).await },
+        );
+    // The query is read and waiting on the upstream when the stop comes.
+    for _ in 0..100 {
+        if up.udp_queries() + up.tcp_queries() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        up.udp_queries() + up.tcp_queries() > 0,
+        "the query reached the upstream"
+    );
+    running.stop().await.unwrap();
+    let m = client.await.expect("the client got its answer");
+    assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+    assert_eq!(a_records(&m), ["192.0.2.1"]);
+    // And the listener is gone.
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
