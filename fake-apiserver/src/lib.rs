@@ -26,7 +26,7 @@
 pub mod selector;
 pub mod synthetic;
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -184,7 +184,9 @@ struct State {
     stores: [Store; 4],
     /// Status codes for the next requests, in order.
     fail_next: VecDeque<u16>,
-    forbidden: HashSet<Resource>,
+    /// Resources whose every request answers this HTTP status (403: Forbidden, with the
+    /// apiserver's RBAC message).
+    failing: HashMap<Resource, u16>,
     log_capacity: usize,
 }
 
@@ -261,7 +263,7 @@ impl FakeApiServer {
                 rv: 1,
                 stores: Default::default(),
                 fail_next: VecDeque::new(),
-                forbidden: HashSet::new(),
+                failing: HashMap::new(),
                 log_capacity: options.log_capacity.max(1),
             }),
             events: std::array::from_fn(|_| broadcast::channel(65_536).0),
@@ -471,12 +473,18 @@ impl FakeApiServer {
 
     /// Every request for `resource` answers 403 Forbidden until [`FakeApiServer::allow`].
     pub fn forbid(&self, resource: Resource) {
-        lock(&self.shared.state).forbidden.insert(resource);
+        self.fail_resource(resource, 403);
     }
 
-    /// Ends a [`FakeApiServer::forbid`].
+    /// Every request for `resource` answers HTTP `code` with a Status body until
+    /// [`FakeApiServer::allow`] (403 is [`FakeApiServer::forbid`]).
+    pub fn fail_resource(&self, resource: Resource, code: u16) {
+        lock(&self.shared.state).failing.insert(resource, code);
+    }
+
+    /// Ends a [`FakeApiServer::forbid`] or [`FakeApiServer::fail_resource`].
     pub fn allow(&self, resource: Resource) {
-        lock(&self.shared.state).forbidden.remove(&resource);
+        lock(&self.shared.state).failing.remove(&resource);
     }
 
     /// Ends every open watch stream cleanly (clients re-watch from their last resourceVersion).
@@ -783,7 +791,10 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         if let Some(code) = st.fail_next.pop_front() {
             return status_response(code, reason_of(code), &format!("injected failure {code}"));
         }
-        if st.forbidden.contains(&resource) {
+        if let Some(&code) = st.failing.get(&resource) {
+            if code != 403 {
+                return status_response(code, reason_of(code), &format!("injected failure {code}"));
+            }
             let scope = match &namespace {
                 Some(ns) => format!("in the namespace \"{ns}\""),
                 None => "at the cluster scope".to_owned(),

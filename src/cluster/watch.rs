@@ -16,8 +16,14 @@
 //!   the zone holds in that watch's scope but the list did not have is deleted;
 //! - sync state ([`SyncState`]): the zone is marked synced once every watch has completed its
 //!   first list; `/ready` reads the same state;
-//! - faults: every watcher error is retried with kube's default backoff and never ends a watch;
-//!   RBAC Forbidden is logged once per watch at ERROR, naming the verb and the resource;
+//! - faults: a watch never ends; after an error it waits out its own [`RetrySchedule`]
+//!   (jittered, doubling from 1 s to 30 s as client-go's reflector) before it polls kube's
+//!   watcher again, and the schedule starts over only after a completed list or a real event
+//!   (kube-runtime's own backoff starts over on the `Init` it emits before every list, so a list
+//!   that keeps failing was retried about once a second). Each distinct error is logged once per
+//!   watch with its whole cause chain (rustls's reason for a TLS failure, the API's status for an
+//!   HTTP error; RBAC Forbidden at ERROR naming the verb and the resource), and the recovery
+//!   once; `/ready` names each watch still waiting and its last error ([`SyncState::waiting`]);
 //! - the DNS programming latency ([`start_with_metrics`]): for every EndpointSlice change that
 //!   arrives as a watch event after the first list, the time from the slice's
 //!   `endpoints.kubernetes.io/last-change-trigger-time` to the moment it is in the zone (see
@@ -25,15 +31,15 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::task::JoinHandle;
 
@@ -139,51 +145,150 @@ impl Resource {
     }
 }
 
-#[derive(Debug)]
-struct SyncInner {
-    /// One entry per watch: its name (`services`, `pods in testns`) and whether its first list
-    /// has completed.
-    watches: Vec<(String, AtomicBool)>,
+/// How long a failing watch waits before its next attempt: `initial` after the first failure,
+/// doubling after each further one up to `max`, every delay jittered down by up to a fifth so
+/// that replicas started together spread their retries. The default is 1 s to 30 s (each delay
+/// 0.8-1 s at first, 24-30 s at the cap), client-go's reflector range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetrySchedule {
+    /// The delay after the first failure (before jitter).
+    pub initial: Duration,
+    /// The longest delay.
+    pub max: Duration,
 }
 
-/// Whether every watch of one `kubernetes` plugin has completed its first list. Cheap to clone;
-/// `/ready` reads it.
+impl Default for RetrySchedule {
+    fn default() -> Self {
+        Self {
+            initial: Duration::from_secs(1),
+            max: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RetrySchedule {
+    /// The delay before the next attempt after `failures` failures in a row (at least 1),
+    /// before jitter.
+    pub fn base(&self, failures: u32) -> Duration {
+        let doublings = failures.saturating_sub(1).min(30);
+        self.initial.saturating_mul(1 << doublings).min(self.max)
+    }
+
+    /// [`RetrySchedule::base`] jittered down by up to 20 %: between 0.8 and 1 times it.
+    pub fn delay(&self, failures: u32) -> Duration {
+        self.base(failures).mul_f64(rand::random_range(0.8..=1.0))
+    }
+}
+
+/// One watch's state. Invariant: only the watch's own task writes it (`synced` goes from false
+/// to true once; `failures` and `last_error` are set on each error and cleared on recovery);
+/// `/ready` and tests only read it, and may see an error that is being cleared, which is
+/// harmless (the next read is current).
+#[derive(Debug)]
+struct WatchStatus {
+    /// `services`, `pods in testns`.
+    name: String,
+    /// Whether its first list has completed.
+    synced: AtomicBool,
+    /// Failed attempts since the last completed list or real event.
+    failures: AtomicU32,
+    /// The last error (one line, with its cause chain) while it keeps failing.
+    last_error: Mutex<Option<String>>,
+}
+
+/// Whether every watch of one `kubernetes` plugin has completed its first list, and why the
+/// others are still waiting. Cheap to clone; `/ready` reads it.
 #[derive(Debug, Clone)]
 pub struct SyncState {
-    inner: Arc<SyncInner>,
+    inner: Arc<[WatchStatus]>,
 }
 
 impl SyncState {
     fn new(names: Vec<String>) -> Self {
         Self {
-            inner: Arc::new(SyncInner {
-                watches: names.into_iter().map(|n| (n, AtomicBool::new(false))).collect(),
-            }),
+            inner: names
+                .into_iter()
+                .map(|name| WatchStatus {
+                    name,
+                    synced: AtomicBool::new(false),
+                    failures: AtomicU32::new(0),
+                    last_error: Mutex::new(None),
+                })
+                .collect(),
         }
     }
 
     /// True once every watch has completed its first list (it stays true through later errors
     /// and relists: the last-known zone keeps answering).
     pub fn is_synced(&self) -> bool {
-        self.inner.watches.iter().all(|(_, s)| s.load(Ordering::Acquire))
+        self.inner.iter().all(|w| w.synced.load(Ordering::Acquire))
     }
 
     /// The watches that have not completed their first list, such as `services` or
     /// `endpointslices.discovery.k8s.io in testns`.
     pub fn pending(&self) -> Vec<String> {
         self.inner
-            .watches
             .iter()
-            .filter(|(_, s)| !s.load(Ordering::Acquire))
-            .map(|(n, _)| n.clone())
+            .filter(|w| !w.synced.load(Ordering::Acquire))
+            .map(|w| w.name.clone())
             .collect()
     }
 
+    /// One line per watch that has not completed its first list, saying why:
+    /// `endpointslices.discovery.k8s.io: 403 Forbidden: ... (3 failed attempts)`, or
+    /// `services: waiting for the first list` while no attempt has failed yet.
+    pub fn waiting(&self) -> Vec<String> {
+        self.inner
+            .iter()
+            .filter(|w| !w.synced.load(Ordering::Acquire))
+            .map(|w| {
+                let error = w.last_error.lock().map(|e| e.clone()).unwrap_or_default();
+                match error {
+                    Some(e) => {
+                        let n = w.failures.load(Ordering::Acquire);
+                        let s = if n == 1 { "" } else { "s" };
+                        format!("{}: {e} ({n} failed attempt{s})", w.name)
+                    }
+                    None => format!("{}: waiting for the first list", w.name),
+                }
+            })
+            .collect()
+    }
+
+    /// Failed attempts in a row of the watch named `watch` (0 after a success); `None` for an
+    /// unknown name.
+    pub fn failures(&self, watch: &str) -> Option<u32> {
+        self.inner
+            .iter()
+            .find(|w| w.name == watch)
+            .map(|w| w.failures.load(Ordering::Acquire))
+    }
+
     fn mark(&self, index: usize) -> bool {
-        if let Some((_, s)) = self.inner.watches.get(index) {
-            s.store(true, Ordering::Release);
+        if let Some(w) = self.inner.get(index) {
+            w.synced.store(true, Ordering::Release);
         }
         self.is_synced()
+    }
+
+    /// Records a failed attempt of watch `index`; returns the failures in a row.
+    fn fail(&self, index: usize, error: &str) -> u32 {
+        let Some(w) = self.inner.get(index) else { return 0 };
+        if let Ok(mut e) = w.last_error.lock()
+            && e.as_deref() != Some(error)
+        {
+            *e = Some(error.to_owned());
+        }
+        w.failures.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Watch `index` succeeded: clears its failures; returns how many there were.
+    fn recover(&self, index: usize) -> u32 {
+        let Some(w) = self.inner.get(index) else { return 0 };
+        if let Ok(mut e) = w.last_error.lock() {
+            *e = None;
+        }
+        w.failures.swap(0, Ordering::AcqRel)
     }
 }
 
@@ -379,6 +484,8 @@ pub async fn start_with_metrics(
             keep_pod_names: config.endpoint_pod_names,
             metrics: slice_metrics,
             live: false,
+            retry: RetrySchedule::default(),
+            last_error: None,
         };
         tasks.push(tokio::spawn(task.run(api, wc)));
     }
@@ -403,6 +510,11 @@ struct WatchTask {
     /// True while the event being applied is a watch event after the first list (the only
     /// ones whose programming latency is observed).
     live: bool,
+    /// How long to wait after failures.
+    retry: RetrySchedule,
+    /// The error last logged, while the watch keeps failing (each distinct error is logged
+    /// once).
+    last_error: Option<String>,
 }
 
 fn lower(s: &str) -> String {
@@ -411,9 +523,12 @@ fn lower(s: &str) -> String {
 
 impl WatchTask {
     async fn run(mut self, api: Api<DynamicObject>, wc: watcher::Config) {
-        let mut stream = watcher::watcher(api, wc).default_backoff().boxed();
+        // No `.default_backoff()`: it starts over on every `Init`, which kube emits before each
+        // list attempt, so a failing list was retried about once a second forever. The task
+        // waits out its own schedule instead, and does not poll the watcher meanwhile (the
+        // watcher only makes requests when polled).
+        let mut stream = watcher::watcher(api, wc).boxed();
         let mut seen: Option<HashSet<Key>> = None;
-        let mut forbidden_logged = false;
         let mut synced_once = false;
         while let Some(item) = stream.next().await {
             match item {
@@ -427,7 +542,7 @@ impl WatchTask {
                 Ok(Event::InitDone) => {
                     let seen = seen.take().unwrap_or_default();
                     let removed = self.remove_unseen(&seen);
-                    forbidden_logged = false;
+                    self.recovered();
                     if !synced_once {
                         synced_once = true;
                         tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), objects = seen.len(), "initial list applied");
@@ -440,14 +555,79 @@ impl WatchTask {
                     }
                 }
                 Ok(Event::Apply(obj)) => {
+                    self.recovered();
                     self.live = synced_once;
                     self.apply(obj);
                     self.live = false;
                 }
-                Ok(Event::Delete(obj)) => self.delete(&obj),
-                Err(e) => self.log_error(&e, &mut forbidden_logged),
+                Ok(Event::Delete(obj)) => {
+                    self.recovered();
+                    self.delete(&obj);
+                }
+                Err(e) => {
+                    let delay = self.failed(&e);
+                    tokio::time::sleep(delay).await;
+                }
             }
         }
+    }
+
+    /// A completed list or a real event: the API answers again. Logs the recovery once.
+    fn recovered(&mut self) {
+        let failures = self.sync.recover(self.index);
+        if self.last_error.take().is_some() {
+            tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), failed_attempts = failures, "the API answers again: watch recovered");
+        }
+    }
+
+    /// Records and (once per distinct error) logs a failed attempt; returns how long to wait
+    /// before the next one.
+    fn failed(&mut self, e: &watcher::Error) -> Duration {
+        let (verb, source) = match e {
+            watcher::Error::InitialListFailed(s) => ("list", Some(s)),
+            watcher::Error::WatchStartFailed(s) | watcher::Error::WatchFailed(s) => ("watch", Some(s)),
+            watcher::Error::WatchError(status) => {
+                if status.code == 410 {
+                    // The server answers: relist soon, whatever came before.
+                    tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), "watch expired (410 Gone): relisting; the last-known zone answers meanwhile");
+                    self.recovered();
+                    return self.retry.delay(1);
+                }
+                ("watch", None)
+            }
+            watcher::Error::NoResourceVersion => ("watch", None),
+        };
+        let what = match (e, source) {
+            (_, Some(source)) => describe_error(source),
+            (watcher::Error::WatchError(status), None) => describe_status(status),
+            _ => "the API server sent an object without metadata.resourceVersion".to_owned(),
+        };
+        let failures = self.sync.fail(self.index, &what);
+        let delay = self.retry.delay(failures);
+        if self.last_error.as_deref() == Some(what.as_str()) {
+            return delay;
+        }
+        let r = self.spec.resource.rbac_name();
+        let scope = self.spec.scope();
+        if let Some(kube::Error::Api(status)) = source
+            && status.code == 403
+        {
+            tracing::error!(
+                target: "cluster_dns::watch",
+                retry_in = ?delay,
+                "RBAC: cannot {verb} {r} {scope}: grant list/watch on {r} ({})",
+                status.message
+            );
+        } else {
+            tracing::warn!(
+                target: "cluster_dns::watch",
+                watch = %self.spec.name(),
+                retry_in = ?delay,
+                "cannot {verb} {r} {scope}: {what}; retrying with backoff (logged again only if the error changes)"
+            );
+        }
+        self.last_error = Some(what);
+        delay
     }
 
     fn intern(&mut self, ns: &Arc<str>) -> Arc<str> {
@@ -595,39 +775,48 @@ impl WatchTask {
         }
         removed
     }
+}
 
-    fn log_error(&self, e: &watcher::Error, forbidden_logged: &mut bool) {
-        let (verb, source) = match e {
-            watcher::Error::InitialListFailed(s) => ("list", Some(s)),
-            watcher::Error::WatchStartFailed(s) => ("watch", Some(s)),
-            watcher::Error::WatchFailed(s) => ("watch", Some(s)),
-            watcher::Error::WatchError(status) => {
-                if status.code == 410 {
-                    tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), "watch expired (410 Gone): relisting; the last-known zone answers meanwhile");
-                } else {
-                    tracing::warn!(target: "cluster_dns::watch", watch = %self.spec.name(), "watch error from the API server: {e}");
-                }
-                return;
-            }
-            watcher::Error::NoResourceVersion => ("watch", None),
-        };
-        if let Some(kube::Error::Api(status)) = source
-            && status.code == 403
-        {
-            if !*forbidden_logged {
-                *forbidden_logged = true;
-                let r = self.spec.resource.rbac_name();
-                tracing::error!(
-                    target: "cluster_dns::watch",
-                    "RBAC: cannot {verb} {r} {}: grant list/watch on {r} ({})",
-                    self.spec.scope(),
-                    status.message
-                );
-            }
-            return;
-        }
-        tracing::warn!(target: "cluster_dns::watch", watch = %self.spec.name(), "{e}; retrying with backoff");
+/// One line for a failed API request: the API's status for an HTTP error
+/// (`403 Forbidden: services is forbidden: ...`), else the error with its whole cause chain
+/// (`ServiceError: client error (Connect): ...: invalid peer certificate: UnknownIssuer`).
+pub fn describe_error(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => describe_status(status),
+        other => error_chain(other),
     }
+}
+
+fn describe_status(status: &kube::core::Status) -> String {
+    let reason = if status.reason.is_empty() {
+        axum::http::StatusCode::from_u16(status.code)
+            .ok()
+            .and_then(|c| c.canonical_reason())
+            .unwrap_or("error")
+    } else {
+        status.reason.as_str()
+    };
+    if status.message.is_empty() {
+        format!("{} {reason}", status.code)
+    } else {
+        format!("{} {reason}: {}", status.code, status.message)
+    }
+}
+
+/// `e` and every error in its `source()` chain, joined with `: `; a cause whose text its parent
+/// already includes is not repeated.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !text.is_empty() && !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
 }
 
 #[cfg(test)]
@@ -781,5 +970,123 @@ mod tests {
         assert_eq!(s.pending(), ["a"]);
         assert!(s.mark(0));
         assert!(s.clone().is_synced());
+    }
+
+    #[test]
+    fn retry_schedule_doubles_to_its_cap_with_jitter_down_only() {
+        let r = RetrySchedule::default();
+        let secs: Vec<u64> = (1..=8).map(|n| r.base(n).as_secs()).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 30, 30, 30]);
+        assert_eq!(r.base(u32::MAX), Duration::from_secs(30));
+        for n in 1..=40 {
+            for _ in 0..20 {
+                let d = r.delay(n);
+                assert!(d <= r.base(n) && d >= r.base(n).mul_f64(0.8), "{n}: {d:?}");
+            }
+        }
+        // Client-go's cap is 30 s: never more.
+        assert!((1..100).all(|n| r.delay(n) <= Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn error_chain_names_every_cause_once() {
+        #[derive(Debug)]
+        struct E(&'static str, Option<Box<E>>);
+        impl std::fmt::Display for E {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+        impl std::error::Error for E {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                self.1.as_deref().map(|e| e as _)
+            }
+        }
+        let e = E(
+            "client error (Connect)",
+            Some(Box::new(E(
+                "invalid peer certificate: UnknownIssuer",
+                Some(Box::new(E("UnknownIssuer", None))),
+            ))),
+        );
+        assert_eq!(
+            error_chain(&e),
+            "client error (Connect): invalid peer certificate: UnknownIssuer"
+        );
+        let status = kube::core::Status::failure("services is forbidden", "Forbidden").with_code(403);
+        assert_eq!(
+            describe_error(&kube::Error::Api(Box::new(status))),
+            "403 Forbidden: services is forbidden"
+        );
+    }
+
+    /// Every watch task writes its own entry while `/ready` reads them all: on a multi-threaded
+    /// runtime, readers always see whole lines, and the final state is each writer's last.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sync_state_under_concurrent_watch_tasks() {
+        let s = SyncState::new((0..4).map(|i| format!("w{i}")).collect());
+        let mut tasks = Vec::new();
+        for i in 0..4 {
+            let s = s.clone();
+            tasks.push(tokio::spawn(async move {
+                for n in 0..2000u32 {
+                    assert_eq!(s.fail(i, &format!("error {}", n % 3)), n % 50 + 1);
+                    if n % 50 == 49 {
+                        s.recover(i);
+                    }
+                    tokio::task::yield_now().await;
+                }
+                s.fail(i, "last");
+                s.mark(i);
+            }));
+        }
+        let reader = {
+            let s = s.clone();
+            tokio::spawn(async move {
+                while !s.is_synced() {
+                    for line in s.waiting() {
+                        assert!(
+                            line.ends_with("waiting for the first list")
+                                || line.contains(": error ")
+                                || line.contains(": last ("),
+                            "{line}"
+                        );
+                    }
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        for t in tasks {
+            t.await.unwrap();
+        }
+        reader.await.unwrap();
+        assert!(s.waiting().is_empty());
+        assert_eq!(s.failures("w2"), Some(1));
+        assert_eq!(s.failures("nope"), None);
+    }
+
+    #[test]
+    fn waiting_says_why_each_watch_waits() {
+        let s = SyncState::new(vec!["services".into(), "pods".into()]);
+        assert_eq!(
+            s.waiting(),
+            [
+                "services: waiting for the first list",
+                "pods: waiting for the first list"
+            ]
+        );
+        s.fail(0, "401 Unauthorized");
+        s.fail(0, "401 Unauthorized");
+        s.fail(1, "refused");
+        assert_eq!(
+            s.waiting(),
+            [
+                "services: 401 Unauthorized (2 failed attempts)",
+                "pods: refused (1 failed attempt)"
+            ]
+        );
+        assert_eq!(s.recover(0), 2);
+        s.mark(0);
+        assert_eq!(s.waiting(), ["pods: refused (1 failed attempt)"]);
     }
 }

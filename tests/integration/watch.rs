@@ -674,3 +674,196 @@ async fn kubeconfig_context_and_label_selector() {
     );
     running.stop().await.unwrap();
 }
+
+/// How many list requests the fake has seen for each resource path.
+fn list_counts(fake: &FakeApiServer) -> [(&'static str, usize); 4] {
+    [
+        ("namespaces", requests_starting(fake, "GET /api/v1/namespaces?")),
+        ("services", requests_starting(fake, "GET /api/v1/services?")),
+        (
+            "endpointslices",
+            requests_starting(fake, "GET /apis/discovery.k8s.io/v1/endpointslices?"),
+        ),
+        ("pods", requests_starting(fake, "GET /api/v1/pods?")),
+    ]
+}
+
+/// The log lines that contain every one of `parts`.
+fn lines_with(log: &[String], parts: &[&str]) -> Vec<String> {
+    log.iter()
+        .filter(|l| parts.iter().all(|p| l.contains(p)))
+        .cloned()
+        .collect()
+}
+
+/// A first deployment whose lists fail, through the real binary: Namespaces answer 401,
+/// Services 403, EndpointSlices 500 and Pods 503 for 10 s. Each watch backs off (attempts at
+/// about 0, 1, 3, 7 and 15 s: at most 5 lists in 10 s; kube's own backoff, which starts over
+/// before every list, made about 10), each error is logged once with its cause, kube's client
+/// logs no ERROR per attempt (the 503 is retried inside it), and `/ready` names every waiting
+/// watch and why. Once the faults clear the zone syncs at the next retry, and each recovery is
+/// logged once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_first_lists_back_off_say_why_and_recover() {
+    let fake = fake_with(&fixture()).await;
+    fake.fail_resource(Resource::Namespaces, 401);
+    fake.forbid(Resource::Services);
+    fake.fail_resource(Resource::EndpointSlices, 500);
+    fake.fail_resource(Resource::Pods, 503);
+    let dir = support::temp_dir("watch-faults");
+    let path = dir.join("Corefile");
+    std::fs::write(
+        &path,
+        format!(
+            ".:0 {{\n bind 127.0.0.1\n ready 127.0.0.1:0\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n endpoint {}\n pods verified\n }}\n}}\n",
+            fake.url()
+        ),
+    )
+    .unwrap();
+    let mut server = tokio::task::spawn_blocking(move || crate::cli::Server::start(&path))
+        .await
+        .unwrap();
+    let addr = server.addr;
+    let ready = server.wait_http("/ready");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+
+    let counts = list_counts(&fake);
+    for (resource, n) in &counts[..3] {
+        assert!(
+            (2..=5).contains(n),
+            "{resource}: {n} lists in 10 s of failures, want 2 to 5 (backoff 1, 2, 4, 8 s): {counts:?}"
+        );
+    }
+    let (status, body) = crate::dropin::http_get(ready, "/ready").await;
+    assert_eq!(status, 503, "{body}");
+    let lines: Vec<&str> = body.lines().collect();
+    assert_eq!(lines.len(), 4, "one line per waiting watch: {body}");
+    for want in [
+        "kubernetes: namespaces: 401 Unauthorized: injected failure 401 (",
+        "kubernetes: services: 403 Forbidden: services is forbidden: User \"system:serviceaccount:kube-system:coredns\" cannot list resource \"services\"",
+        "kubernetes: endpointslices.discovery.k8s.io: 500 InternalError: injected failure 500 (",
+        // Retried inside kube's client, so no attempt has failed in the watch yet.
+        "kubernetes: pods: waiting for the first list",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(want)),
+            "no line {want:?} in\n{body}"
+        );
+    }
+
+    let log = server.log_lines();
+    let all = || format!("{log:#?}");
+    for parts in [
+        &[
+            "WARN",
+            "cannot list namespaces at the cluster scope: 401 Unauthorized: injected failure 401",
+        ][..],
+        &[
+            "ERROR",
+            "RBAC: cannot list services at the cluster scope: grant list/watch on services",
+        ][..],
+        &[
+            "WARN",
+            "cannot list endpointslices.discovery.k8s.io at the cluster scope: 500 InternalError",
+        ][..],
+    ] {
+        let found = lines_with(&log, parts);
+        assert_eq!(
+            found.len(),
+            1,
+            "{parts:?} logged once, got {found:#?}\nall: {}",
+            all()
+        );
+    }
+    // Nothing per attempt from kube itself: no trace-layer ERROR (connect errors, the 503s
+    // retried inside the client), no kube-runtime 403 WARN.
+    for noise in [
+        "failed with status",
+        "failed with error",
+        "watch list error",
+        "kube_runtime",
+    ] {
+        assert!(lines_with(&log, &[noise]).is_empty(), "{noise}: {}", all());
+    }
+    let errors_and_warnings = lines_with(&log, &["ERROR"]).len() + lines_with(&log, &["WARN"]).len();
+    assert_eq!(errors_and_warnings, 3, "{}", all());
+
+    for r in [
+        Resource::Namespaces,
+        Resource::Services,
+        Resource::EndpointSlices,
+        Resource::Pods,
+    ] {
+        fake.allow(r);
+    }
+    // At the next retry (at most 16 s away): synced, a would-be NXDOMAIN is NXDOMAIN again.
+    eventually(
+        addr,
+        "nosuch.testns.svc.cluster.local.",
+        RecordType::A,
+        40,
+        rcode_is(ResponseCode::NXDomain),
+    )
+    .await;
+    assert_eq!(
+        crate::dropin::http_get(ready, "/ready").await,
+        (200, "OK".to_owned())
+    );
+    let log = server.log_lines();
+    for watch in ["namespaces", "services", "endpointslices.discovery.k8s.io"] {
+        let found = lines_with(&log, &["watch recovered", &format!("watch={watch} ")]);
+        assert_eq!(found.len(), 1, "{watch}: {found:#?}\nall: {log:#?}");
+    }
+    assert!(
+        tokio::task::spawn_blocking(move || server.stop()).await.unwrap(),
+        "clean exit"
+    );
+}
+
+/// The API refuses connections at start: each watch backs off (at most 5 attempts in 10 s),
+/// `/ready` says why, and once the API is back the zone syncs at the next retry.
+#[tokio::test]
+async fn refused_first_lists_back_off_then_sync() {
+    let fake = FakeApiServer::start().await.unwrap();
+    fake.stop_listener().await;
+    let (running, addr) = start_dns(&fake.url(), K).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let state = running.sync_states()[0].clone();
+    for watch in ["namespaces", "services", "endpointslices.discovery.k8s.io"] {
+        let n = state.failures(watch).unwrap();
+        assert!(
+            (2..=5).contains(&n),
+            "{watch}: {n} failed attempts in 10 s, want 2 to 5 (backoff 1, 2, 4, 8 s)"
+        );
+    }
+    let why = running.readiness().not_ready();
+    assert_eq!(why.len(), 3, "{why:#?}");
+    for line in &why {
+        assert!(
+            line.starts_with("kubernetes: ") && line.contains("Connection refused"),
+            "{why:#?}"
+        );
+    }
+    for o in fixture() {
+        fake.create(o).unwrap();
+    }
+    fake.restart_listener().await.unwrap();
+    // The next retry is at most 16 s away.
+    for _ in 0..3000 {
+        if running.zones()[0].is_synced() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(running.zones()[0].is_synced(), "{:?}", state.waiting());
+    assert!(running.readiness().not_ready().is_empty());
+    eventually(
+        addr,
+        "kubernetes.default.svc.cluster.local.",
+        RecordType::A,
+        5,
+        answers_are(&["kubernetes.default.svc.cluster.local. A 10.96.0.1"]),
+    )
+    .await;
+    running.stop().await.unwrap();
+}
