@@ -21,10 +21,14 @@
 //!   resourceVersions, and every open watch gets the 410), streams stall, and the listener stops
 //!   and restarts on the same port (an outage).
 //!
+//! - HTTPS ([`Options::tls`]): the server's certificate from a test CA made with [`tls::TestPki`],
+//!   optionally requiring client certificates; failed handshakes are counted.
+//!
 //! [`synthetic`] generates large clusters for the benchmarks.
 
 pub mod selector;
 pub mod synthetic;
+pub mod tls;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::convert::Infallible;
@@ -209,6 +213,8 @@ struct Shared {
     bookmark_interval: Duration,
     requests: Mutex<Vec<String>>,
     open_watches: AtomicUsize,
+    /// TLS handshakes that failed (the client refused the certificate, or sent none).
+    tls_failures: AtomicUsize,
 }
 
 #[derive(Debug)]
@@ -222,6 +228,7 @@ struct Listener {
 pub struct FakeApiServer {
     shared: Arc<Shared>,
     port: u16,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     listener: Mutex<Option<Listener>>,
 }
 
@@ -238,6 +245,8 @@ pub struct Options {
     pub bookmark_interval: Duration,
     /// The port to listen on (0: any free port).
     pub port: u16,
+    /// Serve HTTPS with this (default: plain HTTP).
+    pub tls: Option<tls::ServerTls>,
 }
 
 impl Default for Options {
@@ -246,6 +255,7 @@ impl Default for Options {
             log_capacity: 100_000,
             bookmark_interval: Duration::from_secs(5),
             port: 0,
+            tls: None,
         }
     }
 }
@@ -272,12 +282,18 @@ impl FakeApiServer {
             bookmark_interval: options.bookmark_interval,
             requests: Mutex::new(Vec::new()),
             open_watches: AtomicUsize::new(0),
+            tls_failures: AtomicUsize::new(0),
         });
+        let tls = match &options.tls {
+            Some(t) => Some(t.server_config().map_err(std::io::Error::other)?),
+            None => None,
+        };
         let listener = TcpListener::bind(("127.0.0.1", options.port)).await?;
         let port = listener.local_addr()?.port();
         let server = Self {
             shared,
             port,
+            tls,
             listener: Mutex::new(None),
         };
         server.serve(listener);
@@ -286,7 +302,7 @@ impl FakeApiServer {
 
     fn serve(&self, listener: TcpListener) {
         let (shutdown, rx) = watch::channel(false);
-        let task = tokio::spawn(accept_loop(listener, self.shared.clone(), rx));
+        let task = tokio::spawn(accept_loop(listener, self.shared.clone(), self.tls.clone(), rx));
         *lock(&self.listener) = Some(Listener { shutdown, task });
     }
 
@@ -295,9 +311,15 @@ impl FakeApiServer {
         self.port
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, or `https://` with [`Options::tls`].
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// TLS handshakes that failed so far (each is a client's connection attempt).
+    pub fn tls_failures(&self) -> usize {
+        self.shared.tls_failures.load(Ordering::Acquire)
     }
 
     /// The socket address.
@@ -623,29 +645,50 @@ fn prepare(st: &mut State, mut obj: Value) -> Result<Prepared, FakeError> {
 
 type Body = BoxBody<Bytes, std::io::Error>;
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
     let mut stop = shutdown.clone();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 let shared = shared.clone();
-                let mut shutdown = shutdown.clone();
+                let shutdown = shutdown.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |req| {
-                        let shared = shared.clone();
-                        async move { Ok::<_, Infallible>(handle(shared, req).await) }
-                    });
-                    let conn = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc);
-                    tokio::select! {
-                        _ = conn => {}
-                        _ = shutdown.wait_for(|s| *s) => {}
+                    match tls {
+                        None => serve_connection(TokioIo::new(stream), shared, shutdown).await,
+                        Some(acceptor) => match acceptor.accept(stream).await {
+                            Ok(stream) => serve_connection(TokioIo::new(stream), shared, shutdown).await,
+                            Err(_) => {
+                                shared.tls_failures.fetch_add(1, Ordering::AcqRel);
+                            }
+                        },
                     }
                 });
             }
             _ = stop.wait_for(|s| *s) => return,
         }
+    }
+}
+
+async fn serve_connection<I>(io: I, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let svc = hyper::service::service_fn(move |req| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(handle(shared, req).await) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, svc);
+    tokio::select! {
+        _ = conn => {}
+        _ = shutdown.wait_for(|s| *s) => {}
     }
 }
 

@@ -512,8 +512,8 @@ struct WatchTask {
     live: bool,
     /// How long to wait after failures.
     retry: RetrySchedule,
-    /// The error last logged, while the watch keeps failing (each distinct error is logged
-    /// once).
+    /// The [`error_shape`] of the error last logged, while the watch keeps failing (each
+    /// distinct error is logged once).
     last_error: Option<String>,
 }
 
@@ -604,7 +604,8 @@ impl WatchTask {
         };
         let failures = self.sync.fail(self.index, &what);
         let delay = self.retry.delay(failures);
-        if self.last_error.as_deref() == Some(what.as_str()) {
+        let shape = error_shape(&what);
+        if self.last_error.as_deref() == Some(shape.as_str()) {
             return delay;
         }
         let r = self.spec.resource.rbac_name();
@@ -626,7 +627,7 @@ impl WatchTask {
                 "cannot {verb} {r} {scope}: {what}; retrying with backoff (logged again only if the error changes)"
             );
         }
-        self.last_error = Some(what);
+        self.last_error = Some(shape);
         delay
     }
 
@@ -801,6 +802,26 @@ fn describe_status(status: &kube::core::Status) -> String {
     } else {
         format!("{} {reason}: {}", status.code, status.message)
     }
+}
+
+/// What makes two errors "the same" for logging: their text with every run of digits as one
+/// `0`, so that an expired certificate's changing verification time (`verification time
+/// 1796288422 (UNIX) ... (86401 seconds ago)`) does not log again at every retry.
+fn error_shape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_digits = false;
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            if !in_digits {
+                out.push('0');
+            }
+            in_digits = true;
+        } else {
+            out.push(c);
+            in_digits = false;
+        }
+    }
+    out
 }
 
 /// `e` and every error in its `source()` chain, joined with `: `; a cause whose text its parent
@@ -1013,6 +1034,11 @@ mod tests {
             error_chain(&e),
             "client error (Connect): invalid peer certificate: UnknownIssuer"
         );
+        assert_eq!(
+            error_shape("expired: verification time 1796288422 (UNIX), not after 1796202021 (86401 s ago)"),
+            error_shape("expired: verification time 1796288424 (UNIX), not after 1796202021 (86403 s ago)"),
+        );
+        assert_ne!(error_shape("401 Unauthorized"), error_shape("403 Forbidden"));
         let status = kube::core::Status::failure("services is forbidden", "Forbidden").with_code(403);
         assert_eq!(
             describe_error(&kube::Error::Api(Box::new(status))),

@@ -867,3 +867,147 @@ async fn refused_first_lists_back_off_then_sync() {
     .await;
     running.stop().await.unwrap();
 }
+
+/// Writes `files` (name, contents) under `dir`.
+fn write_files(dir: &std::path::Path, files: &[(&str, &str)]) {
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+/// A fake API server over HTTPS with `identity`, optionally requiring client certificates of
+/// `clients`, holding the fixture.
+async fn https_fake(
+    identity: fake_apiserver::tls::Identity,
+    clients: Option<&fake_apiserver::tls::TestPki>,
+) -> FakeApiServer {
+    let mut tls = fake_apiserver::tls::ServerTls::new(identity);
+    if let Some(pki) = clients {
+        tls = tls.require_client_certs(pki);
+    }
+    let fake = FakeApiServer::start_with(fake_apiserver::Options {
+        tls: Some(tls),
+        ..fake_apiserver::Options::default()
+    })
+    .await
+    .unwrap();
+    for o in fixture() {
+        fake.create(o).unwrap();
+    }
+    fake
+}
+
+/// The API over HTTPS with client certificates (`endpoint https://...` + `tls CERT KEY
+/// CACERT`, the fake requiring a client certificate signed by the test CA): the zone syncs.
+/// The three files are given relative to the Corefile's folder, which is not the working
+/// directory.
+#[tokio::test]
+async fn https_with_client_certificates_relative_to_the_corefile() {
+    let pki = fake_apiserver::tls::TestPki::new("test cluster CA").unwrap();
+    let fake = https_fake(pki.server(&["127.0.0.1"]).unwrap(), Some(&pki)).await;
+    let client = pki.client("system:serviceaccount:kube-system:coredns").unwrap();
+    let dir = support::temp_dir("https");
+    write_files(
+        &dir,
+        &[
+            ("pki/ca.crt", &pki.ca_pem),
+            ("pki/client.crt", &client.cert_pem),
+            ("pki/client.key", &client.key_pem),
+        ],
+    );
+    assert_ne!(std::env::current_dir().unwrap(), dir);
+    let cf = corefile(
+        &fake.url(),
+        &format!("{K}\n tls pki/client.crt pki/client.key pki/ca.crt"),
+    );
+    let running = support::start(&cf, &dir).await;
+    let addr = running.dns_addrs()[0];
+    wait_synced(&running).await;
+    let m = ask(addr, "kubernetes.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(answers(&m), ["kubernetes.default.svc.cluster.local. A 10.96.0.1"]);
+    assert_eq!(fake.tls_failures(), 0);
+    assert!(fake.url().starts_with("https://"));
+    running.stop().await.unwrap();
+}
+
+/// Misconfigured TLS, through the real binary: a server certificate from another CA, one for
+/// another name, an expired one. Each watch logs rustls's cause once (not `client error
+/// (Connect)` alone, not once per retry), `/ready` says it, and the retries back off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_failures_name_their_cause_once_and_ready_says_why() {
+    let trusted = fake_apiserver::tls::TestPki::new("trusted CA").unwrap();
+    let other = fake_apiserver::tls::TestPki::new("other CA").unwrap();
+    let client = trusted.client("coredns").unwrap();
+    let cases = [
+        (
+            "wrong-ca",
+            other.server(&["127.0.0.1"]).unwrap(),
+            "invalid peer certificate: UnknownIssuer",
+        ),
+        (
+            "wrong-name",
+            trusted.server(&["10.0.0.1", "kubernetes.default.svc"]).unwrap(),
+            "invalid peer certificate: certificate not valid for name \"127.0.0.1\"; certificate is only valid for IpAddress(10.0.0.1) or DnsName(\"kubernetes.default.svc\")",
+        ),
+        (
+            "expired",
+            trusted.expired_server(&["127.0.0.1"]).unwrap(),
+            "invalid peer certificate: certificate expired",
+        ),
+    ];
+    let mut runs = Vec::new();
+    for (tag, identity, cause) in cases {
+        let fake = https_fake(identity, None).await;
+        let dir = support::temp_dir(tag);
+        write_files(
+            &dir,
+            &[
+                ("ca.crt", &trusted.ca_pem),
+                ("client.crt", &client.cert_pem),
+                ("client.key", &client.key_pem),
+            ],
+        );
+        let path = dir.join("Corefile");
+        std::fs::write(
+            &path,
+            format!(
+                ".:0 {{\n bind 127.0.0.1\n ready 127.0.0.1:0\n kubernetes cluster.local {{\n endpoint {}\n tls client.crt client.key ca.crt\n }}\n}}\n",
+                fake.url()
+            ),
+        )
+        .unwrap();
+        let server = tokio::task::spawn_blocking(move || crate::cli::Server::start(&path))
+            .await
+            .unwrap();
+        runs.push((tag, cause, fake, server));
+    }
+    // Attempts at about 0, 1 and 3 s.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for (tag, cause, fake, server) in &mut runs {
+        let ready = server.wait_http("/ready");
+        let (status, body) = crate::dropin::http_get(ready, "/ready").await;
+        assert_eq!(status, 503, "{tag}: {body}");
+        let lines: Vec<&str> = body.lines().collect();
+        assert_eq!(lines.len(), 3, "{tag}: {body}");
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.starts_with("kubernetes: ") && l.contains(*cause)),
+            "{tag}: want {cause} on every line of\n{body}"
+        );
+        let log = server.log_lines();
+        for watch in ["namespaces", "services", "endpointslices.discovery.k8s.io"] {
+            let found = lines_with(&log, &["WARN", *cause, &format!("watch={watch} ")]);
+            assert_eq!(found.len(), 1, "{tag} {watch}: {found:#?}\nall: {log:#?}");
+        }
+        assert!(lines_with(&log, &["failed with error"]).is_empty(), "{log:#?}");
+        // Three watches, each at most 3 attempts in 5 s (0, 1, 3 s; kube's backoff made 5).
+        let attempts = fake.tls_failures();
+        assert!((3..=10).contains(&attempts), "{tag}: {attempts} handshakes");
+    }
+    for (_, _, _, server) in runs {
+        assert!(tokio::task::spawn_blocking(move || server.stop()).await.unwrap());
+    }
+}
