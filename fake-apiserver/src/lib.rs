@@ -26,6 +26,7 @@
 //!
 //! [`synthetic`] generates large clusters for the benchmarks.
 
+pub mod bench;
 pub mod selector;
 pub mod synthetic;
 pub mod tls;
@@ -35,7 +36,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -211,7 +212,8 @@ struct Shared {
     control: broadcast::Sender<Control>,
     stalled: watch::Sender<bool>,
     bookmark_interval: Duration,
-    requests: Mutex<Vec<String>>,
+    /// Every request: when it arrived, and `GET /path?query`.
+    requests: Mutex<Vec<(Instant, String)>>,
     open_watches: AtomicUsize,
     /// TLS handshakes that failed (the client refused the certificate, or sent none).
     tls_failures: AtomicUsize,
@@ -566,6 +568,14 @@ impl FakeApiServer {
 
     /// Every request so far, as `GET /path?query`.
     pub fn requests(&self) -> Vec<String> {
+        lock(&self.shared.requests)
+            .iter()
+            .map(|(_, r)| r.clone())
+            .collect()
+    }
+
+    /// Every request so far with the moment it arrived (for retry intervals).
+    pub fn requests_at(&self) -> Vec<(Instant, String)> {
         lock(&self.shared.requests).clone()
     }
 
@@ -811,7 +821,7 @@ impl Filter {
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let query = req.uri().query().unwrap_or_default().to_owned();
-    lock(&shared.requests).push(format!("{} {path}?{query}", req.method()));
+    lock(&shared.requests).push((Instant::now(), format!("{} {path}?{query}", req.method())));
     if req.method() != hyper::Method::GET {
         return status_response(405, "MethodNotAllowed", "the fake API server only serves GET");
     }
