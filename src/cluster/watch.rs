@@ -20,7 +20,9 @@
 //!   (jittered, doubling from 1 s to 30 s as client-go's reflector) before it polls kube's
 //!   watcher again, and the schedule starts over only after a completed list or a real event
 //!   (kube-runtime's own backoff starts over on the `Init` it emits before every list, so a list
-//!   that keeps failing was retried about once a second). Each distinct error is logged once per
+//!   that keeps failing was retried about once a second). After a refused connection the wait
+//!   also ends as soon as the API server's port accepts a TCP connection again, so an outage's
+//!   end is caught up within about a second. Each distinct error is logged once per
 //!   watch with its whole cause chain (rustls's reason for a TLS failure, the API's status for an
 //!   HTTP error; RBAC Forbidden at ERROR naming the verb and the resource), and the recovery
 //!   once; `/ready` names each watch still waiting and its last error ([`SyncState::waiting`]);
@@ -33,7 +35,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
@@ -192,8 +194,9 @@ struct WatchStatus {
     synced: AtomicBool,
     /// Failed attempts since the last completed list or real event.
     failures: AtomicU32,
-    /// The last error (one line, with its cause chain) while it keeps failing.
-    last_error: Mutex<Option<String>>,
+    /// The last error (one line, with its cause chain) and when the next attempt is due,
+    /// while it keeps failing.
+    last_error: Mutex<Option<(String, Instant)>>,
 }
 
 /// Whether every watch of one `kubernetes` plugin has completed its first list, and why the
@@ -244,10 +247,11 @@ impl SyncState {
             .map(|w| {
                 let error = w.last_error.lock().map(|e| e.clone()).unwrap_or_default();
                 match error {
-                    Some(e) => {
+                    Some((e, next)) => {
                         let n = w.failures.load(Ordering::Acquire);
                         let s = if n == 1 { "" } else { "s" };
-                        format!("{}: {e} ({n} failed attempt{s})", w.name)
+                        let wait = next.saturating_duration_since(Instant::now()).as_secs_f32();
+                        format!("{}: {e} ({n} failed attempt{s}, next in {wait:.0} s)", w.name)
                     }
                     None => format!("{}: waiting for the first list", w.name),
                 }
@@ -264,6 +268,13 @@ impl SyncState {
             .map(|w| w.failures.load(Ordering::Acquire))
     }
 
+    /// When the watch named `watch` is next due to retry by its schedule (it may retry
+    /// earlier: see [`WatchTask::wait`]); `None` while it is not failing.
+    pub fn next_retry(&self, watch: &str) -> Option<Instant> {
+        let w = self.inner.iter().find(|w| w.name == watch)?;
+        w.last_error.lock().ok()?.as_ref().map(|(_, next)| *next)
+    }
+
     fn mark(&self, index: usize) -> bool {
         if let Some(w) = self.inner.get(index) {
             w.synced.store(true, Ordering::Release);
@@ -274,12 +285,20 @@ impl SyncState {
     /// Records a failed attempt of watch `index`; returns the failures in a row.
     fn fail(&self, index: usize, error: &str) -> u32 {
         let Some(w) = self.inner.get(index) else { return 0 };
-        if let Ok(mut e) = w.last_error.lock()
-            && e.as_deref() != Some(error)
-        {
-            *e = Some(error.to_owned());
+        if let Ok(mut e) = w.last_error.lock() {
+            *e = Some((error.to_owned(), Instant::now()));
         }
         w.failures.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Watch `index`'s next attempt is due at `at`.
+    fn retry_at(&self, index: usize, at: Instant) {
+        if let Some(w) = self.inner.get(index)
+            && let Ok(mut e) = w.last_error.lock()
+            && let Some((_, next)) = e.as_mut()
+        {
+            *next = at;
+        }
     }
 
     /// Watch `index` succeeded: clears its failures; returns how many there were.
@@ -440,6 +459,7 @@ pub async fn start_with_metrics(
 ) -> Result<WatchSource, WatchError> {
     let kube_config = client_config(config).await?;
     let url = kube_config.cluster_url.to_string();
+    let probe = probe_address(&kube_config).map(Arc::new);
     let client = kube::Client::try_from(kube_config).map_err(|source| WatchError::Client {
         url: url.clone(),
         source,
@@ -485,11 +505,55 @@ pub async fn start_with_metrics(
             metrics: slice_metrics,
             live: false,
             retry: RetrySchedule::default(),
+            probe: probe.clone(),
             last_error: None,
         };
         tasks.push(tokio::spawn(task.run(api, wc)));
     }
     Ok(WatchSource { sync, tasks })
+}
+
+/// How often a watch whose last attempt was refused checks whether the API server's port
+/// accepts connections again.
+const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The API server's host and port, for the outage probe; `None` through a proxy (the route to
+/// the server is the proxy's).
+fn probe_address(config: &kube::Config) -> Option<(String, u16)> {
+    if config.proxy_url.is_some() {
+        return None;
+    }
+    let url = &config.cluster_url;
+    let host = url
+        .host()?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let port = url
+        .port_u16()
+        .unwrap_or(if url.scheme_str() == Some("http") { 80 } else { 443 });
+    Some((host, port))
+}
+
+/// Whether `e` is a refused TCP connection to the API server (an `io::Error` of that kind in
+/// its cause chain): the server is down, not failing requests.
+fn is_refused(e: &watcher::Error) -> bool {
+    let source = match e {
+        watcher::Error::InitialListFailed(s)
+        | watcher::Error::WatchStartFailed(s)
+        | watcher::Error::WatchFailed(s) => s,
+        watcher::Error::WatchError(_) | watcher::Error::NoResourceVersion => return false,
+    };
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(source);
+    while let Some(c) = cause {
+        if c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 type Key = (Arc<str>, Arc<str>);
@@ -512,6 +576,9 @@ struct WatchTask {
     live: bool,
     /// How long to wait after failures.
     retry: RetrySchedule,
+    /// Where to probe for the end of an outage (the API server's host and port; `None` through
+    /// a proxy).
+    probe: Option<Arc<(String, u16)>>,
     /// The [`error_shape`] of the error last logged, while the watch keeps failing (each
     /// distinct error is logged once).
     last_error: Option<String>,
@@ -566,8 +633,35 @@ impl WatchTask {
                 }
                 Err(e) => {
                     let delay = self.failed(&e);
-                    tokio::time::sleep(delay).await;
+                    let refused = is_refused(&e);
+                    self.wait(delay, refused).await;
                 }
+            }
+        }
+    }
+
+    /// Waits out `delay` before the next attempt. After a refused connection it also tries a
+    /// bare TCP connection to the API server every [`PROBE_INTERVAL`] (a refused connect costs a
+    /// down API server nothing) and ends the wait as soon as one is accepted, so that the zone
+    /// catches up within about a second of an outage's end, however long the delay has grown.
+    /// The schedule goes on: if the attempt fails again, the next delay is the next step.
+    async fn wait(&self, delay: Duration, refused: bool) {
+        let deadline = tokio::time::Instant::now() + delay;
+        self.sync.retry_at(self.index, deadline.into_std());
+        let Some((host, port)) = self.probe.as_deref().filter(|_| refused) else {
+            tokio::time::sleep_until(deadline).await;
+            return;
+        };
+        loop {
+            let next = (tokio::time::Instant::now() + PROBE_INTERVAL).min(deadline);
+            tokio::time::sleep_until(next).await;
+            if next >= deadline {
+                return;
+            }
+            let connect = tokio::net::TcpStream::connect((host.as_str(), *port));
+            if let Ok(Ok(_)) = tokio::time::timeout(PROBE_INTERVAL, connect).await {
+                tracing::debug!(target: "cluster_dns::watch", watch = %self.spec.name(), "the API server accepts connections again: retrying now");
+                return;
             }
         }
     }
@@ -1104,15 +1198,18 @@ mod tests {
         s.fail(0, "401 Unauthorized");
         s.fail(0, "401 Unauthorized");
         s.fail(1, "refused");
+        s.retry_at(0, Instant::now() + Duration::from_millis(2400));
         assert_eq!(
             s.waiting(),
             [
-                "services: 401 Unauthorized (2 failed attempts)",
-                "pods: refused (1 failed attempt)"
+                "services: 401 Unauthorized (2 failed attempts, next in 2 s)",
+                "pods: refused (1 failed attempt, next in 0 s)"
             ]
         );
+        assert!(s.next_retry("services").is_some());
         assert_eq!(s.recover(0), 2);
+        assert_eq!(s.next_retry("services"), None);
         s.mark(0);
-        assert_eq!(s.waiting(), ["pods: refused (1 failed attempt)"]);
+        assert_eq!(s.waiting(), ["pods: refused (1 failed attempt, next in 0 s)"]);
     }
 }

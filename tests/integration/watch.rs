@@ -341,6 +341,23 @@ async fn api_down_at_start_answers_servfail_then_the_cluster() {
     running.stop().await.unwrap();
 }
 
+/// Creates the Service `late.testns` (made during an outage), restarts the listener and waits
+/// (up to 40 s) until it is answered.
+async fn end_outage_with_a_new_service(fake: &FakeApiServer, addr: SocketAddr) {
+    fake.create(service("testns", "late", json!({"clusterIP": "10.96.88.8"})))
+        .unwrap();
+    fake.restart_listener().await.unwrap();
+    let late = "late.testns.svc.cluster.local.";
+    eventually(
+        addr,
+        late,
+        RecordType::A,
+        40,
+        answers_are(&[&format!("{late} A 10.96.88.8")]),
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn api_lost_while_serving_keeps_the_last_known_zone() {
     let fake = fake_with(&fixture()).await;
@@ -358,18 +375,7 @@ async fn api_lost_while_serving_keeps_the_last_known_zone() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Changes made during the outage arrive once it is back.
-    fake.create(service("testns", "late", json!({"clusterIP": "10.96.88.8"})))
-        .unwrap();
-    fake.restart_listener().await.unwrap();
-    let late = "late.testns.svc.cluster.local.";
-    eventually(
-        addr,
-        late,
-        RecordType::A,
-        40,
-        answers_are(&[&format!("{late} A 10.96.88.8")]),
-    )
-    .await;
+    end_outage_with_a_new_service(&fake, addr).await;
     running.stop().await.unwrap();
 }
 
@@ -1010,4 +1016,34 @@ async fn tls_failures_name_their_cause_once_and_ready_says_why() {
     for (_, _, _, server) in runs {
         assert!(tokio::task::spawn_blocking(move || server.stop()).await.unwrap());
     }
+}
+
+/// After an outage long enough for the backoff to grow (the Services watch has failed five
+/// times, so its next retry is at least 12.8 s away), the zone catches up as soon as the API
+/// server accepts connections again: before that scheduled retry.
+#[tokio::test]
+async fn after_a_long_outage_the_zone_catches_up_before_the_scheduled_retry() {
+    let fake = fake_with(&fixture()).await;
+    let (running, addr) = start_dns(&fake.url(), K).await;
+    wait_synced(&running).await;
+    let state = running.sync_states()[0].clone();
+    fake.stop_listener().await;
+    for _ in 0..3000 {
+        if state.failures("services") >= Some(5) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(state.failures("services"), Some(5));
+    let due = state.next_retry("services").unwrap();
+    assert!(
+        due > std::time::Instant::now() + Duration::from_secs(10),
+        "the backoff has grown"
+    );
+    end_outage_with_a_new_service(&fake, addr).await;
+    assert!(
+        std::time::Instant::now() < due,
+        "caught up only at the scheduled retry"
+    );
+    running.stop().await.unwrap();
 }
