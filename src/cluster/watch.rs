@@ -1212,4 +1212,82 @@ mod tests {
         s.mark(0);
         assert_eq!(s.waiting(), ["pods: refused (1 failed attempt, next in 0 s)"]);
     }
+
+    /// The log-once rule, on the watch task itself with a capturing subscriber: the same error
+    /// (even with other numbers in it) is logged once, a different one again, the recovery once.
+    #[test]
+    fn each_distinct_error_is_logged_once_and_the_recovery_once() {
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let writer = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let mut task = WatchTask {
+            spec: WatchSpec {
+                resource: Resource::Services,
+                namespace: None,
+                labels: None,
+            },
+            index: 0,
+            zone: Arc::new(ClusterZone::new()),
+            sync: SyncState::new(vec!["services".into()]),
+            allowed: None,
+            interner: HashSet::new(),
+            keep_pod_names: false,
+            metrics: None,
+            live: false,
+            retry: RetrySchedule::default(),
+            probe: None,
+            last_error: None,
+        };
+        let api = |code: u16, message: &str| {
+            let status = kube::core::Status::failure(message, "").with_code(code);
+            watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status)))
+        };
+        tracing::subscriber::with_default(subscriber, || {
+            let d1 = task.failed(&api(401, "Unauthorized"));
+            let d2 = task.failed(&api(401, "Unauthorized"));
+            task.failed(&api(500, "etcd timeout after 3001 ms"));
+            task.failed(&api(500, "etcd timeout after 3017 ms"));
+            task.failed(&api(500, "etcd timeout after 2990 ms"));
+            assert_eq!(task.sync.failures("services"), Some(5));
+            assert!(d1 <= Duration::from_secs(1) && d2 > Duration::from_millis(1500));
+            task.recovered();
+            task.recovered();
+            assert_eq!(task.sync.failures("services"), Some(0));
+            task.failed(&api(500, "etcd timeout after 3001 ms"));
+        });
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(
+            lines[0].contains("WARN")
+                && lines[0]
+                    .contains("cannot list services at the cluster scope: 401 Unauthorized: Unauthorized"),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains("500 Internal Server Error: etcd timeout after 3001 ms"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("INFO")
+                && lines[2].contains("watch recovered")
+                && lines[2].contains("failed_attempts=5"),
+            "{text}"
+        );
+        assert!(lines[3].contains("etcd timeout"), "{text}");
+    }
 }
