@@ -457,7 +457,11 @@ pub async fn start_with_metrics(
     zone: Arc<ClusterZone>,
     metrics: Option<KubernetesMetrics>,
 ) -> Result<WatchSource, WatchError> {
-    let kube_config = client_config(config).await?;
+    let mut kube_config = client_config(config).await?;
+    // kube's client retries 429/503/504 inside itself (15 times, from 5 ms), out of sight of
+    // the watch task: the watch's own schedule covers those too, so that every failure is
+    // counted, shown by `/ready` and logged once.
+    kube_config.default_retry = false;
     let url = kube_config.cluster_url.to_string();
     let probe = probe_address(&kube_config).map(Arc::new);
     let client = kube::Client::try_from(kube_config).map_err(|source| WatchError::Client {
