@@ -148,10 +148,17 @@ fn main() {
         let back = Instant::now();
         rt.block_on(fake.restart_listener()).unwrap();
         let seen = wait_rcode(&mut dns, &qname, NOERROR, Duration::from_secs(120)).expect("caught up");
-        let first = fake.requests_at().get(before).map(|(t, _)| *t);
-        let first = first.map_or("?".to_owned(), |t| secs(t.saturating_duration_since(back)));
+        // The requests that came between the restart and the answer.
+        let after: Vec<String> = fake.requests_at()[before..]
+            .iter()
+            .map(|(t, r)| {
+                let path = r.split('?').next().unwrap_or(r);
+                format!("{} {path}", secs(t.saturating_duration_since(back)))
+            })
+            .collect();
+        let first = after.join(", ");
         println!(
-            "outage {outage} s: caught up {} after the API returned (first request after {first})",
+            "outage {outage} s: caught up {} after the API returned; requests until then: {first}",
             secs(seen - back)
         );
     }
