@@ -538,7 +538,8 @@ impl FakeApiServer {
         self.shared.stalled.send_replace(stalled);
     }
 
-    /// Stops listening and closes every connection (an API outage). The port stays reserved
+    /// Stops listening and closes every connection (an API outage); returns once they are
+    /// closed, so no change made after it reaches a client before the restart. The port stays reserved
     /// for [`FakeApiServer::restart_listener`] only by convention.
     pub async fn stop_listener(&self) {
         let l = lock(&self.listener).take();
@@ -663,14 +664,20 @@ async fn accept_loop(
 ) {
     let tls = tls.map(tokio_rustls::TlsAcceptor::from);
     let mut stop = shutdown.clone();
+    // The connections, so that a stop returns only once every one is closed: otherwise a
+    // change made right after `stop_listener` could still reach an open watch.
+    let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => break,
             accepted = listener.accept() => {
+                while connections.try_join_next().is_some() {}
                 let Ok((stream, _)) = accepted else { continue };
                 let shared = shared.clone();
                 let shutdown = shutdown.clone();
                 let tls = tls.clone();
-                tokio::spawn(async move {
+                connections.spawn(async move {
                     match tls {
                         None => serve_connection(TokioIo::new(stream), shared, shutdown).await,
                         Some(acceptor) => match acceptor.accept(stream).await {
@@ -682,9 +689,9 @@ async fn accept_loop(
                     }
                 });
             }
-            _ = stop.wait_for(|s| *s) => return,
         }
     }
+    connections.shutdown().await;
 }
 
 async fn serve_connection<I>(io: I, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
