@@ -459,6 +459,14 @@ impl ReadinessCheck for Synced {
     fn is_ready(&self) -> bool {
         self.0.is_synced()
     }
+    fn why_not(&self) -> Vec<String> {
+        let waiting = self.0.waiting();
+        if waiting.is_empty() {
+            // Synced since `is_ready` was asked.
+            return vec!["kubernetes".to_owned()];
+        }
+        waiting.into_iter().map(|w| format!("kubernetes: {w}")).collect()
+    }
 }
 
 /// A plugin's own readiness ([`Plugin::not_ready`]), as `/ready` reads it.

@@ -82,12 +82,29 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Action, String> 
     Ok(Action::Run(cli))
 }
 
+/// Targets quietened by default (a `RUST_LOG` that names their crate wins):
+/// - hickory-server logs every response at INFO; that is the `log` plugin's job here;
+/// - kube-client's HTTP trace layer logs an ERROR for every failed attempt (`failed with error
+///   client error (Connect)`, `failed with status 503 Service Unavailable`), inside its own
+///   retries too, and kube-runtime's watcher a WARN for every 403: the watch task logs each
+///   distinct error once, with its whole cause chain (see `cluster::watch`).
+const QUIET: [&str; 4] = [
+    "hickory_server=warn",
+    "hickory_proto=warn",
+    "kube_client::client::builder=off",
+    "kube_runtime::watcher=error",
+];
+
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
-        // hickory-server logs every response at INFO; that is the `log` plugin's job here.
-        .add_directive("hickory_server=warn".parse().expect("static directive"))
-        .add_directive("hickory_proto=warn".parse().expect("static directive"));
+    let env = std::env::var("RUST_LOG").unwrap_or_default();
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    for directive in QUIET {
+        let krate = directive.split(['=', ':']).next().unwrap_or(directive);
+        if !env.contains(krate) {
+            filter = filter.add_directive(directive.parse().expect("static directive"));
+        }
+    }
     use std::io::IsTerminal;
     let ansi = std::io::stderr().is_terminal();
     tracing_subscriber::fmt()

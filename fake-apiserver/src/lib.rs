@@ -21,17 +21,22 @@
 //!   resourceVersions, and every open watch gets the 410), streams stall, and the listener stops
 //!   and restarts on the same port (an outage).
 //!
+//! - HTTPS ([`Options::tls`]): the server's certificate from a test CA made with [`tls::TestPki`],
+//!   optionally requiring client certificates; failed handshakes are counted.
+//!
 //! [`synthetic`] generates large clusters for the benchmarks.
 
+pub mod bench;
 pub mod selector;
 pub mod synthetic;
+pub mod tls;
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -184,7 +189,9 @@ struct State {
     stores: [Store; 4],
     /// Status codes for the next requests, in order.
     fail_next: VecDeque<u16>,
-    forbidden: HashSet<Resource>,
+    /// Resources whose every request answers this HTTP status (403: Forbidden, with the
+    /// apiserver's RBAC message).
+    failing: HashMap<Resource, u16>,
     log_capacity: usize,
 }
 
@@ -205,8 +212,11 @@ struct Shared {
     control: broadcast::Sender<Control>,
     stalled: watch::Sender<bool>,
     bookmark_interval: Duration,
-    requests: Mutex<Vec<String>>,
+    /// Every request: when it arrived, and `GET /path?query`.
+    requests: Mutex<Vec<(Instant, String)>>,
     open_watches: AtomicUsize,
+    /// TLS handshakes that failed (the client refused the certificate, or sent none).
+    tls_failures: AtomicUsize,
 }
 
 #[derive(Debug)]
@@ -220,6 +230,7 @@ struct Listener {
 pub struct FakeApiServer {
     shared: Arc<Shared>,
     port: u16,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     listener: Mutex<Option<Listener>>,
 }
 
@@ -236,6 +247,8 @@ pub struct Options {
     pub bookmark_interval: Duration,
     /// The port to listen on (0: any free port).
     pub port: u16,
+    /// Serve HTTPS with this (default: plain HTTP).
+    pub tls: Option<tls::ServerTls>,
 }
 
 impl Default for Options {
@@ -244,6 +257,7 @@ impl Default for Options {
             log_capacity: 100_000,
             bookmark_interval: Duration::from_secs(5),
             port: 0,
+            tls: None,
         }
     }
 }
@@ -261,7 +275,7 @@ impl FakeApiServer {
                 rv: 1,
                 stores: Default::default(),
                 fail_next: VecDeque::new(),
-                forbidden: HashSet::new(),
+                failing: HashMap::new(),
                 log_capacity: options.log_capacity.max(1),
             }),
             events: std::array::from_fn(|_| broadcast::channel(65_536).0),
@@ -270,12 +284,18 @@ impl FakeApiServer {
             bookmark_interval: options.bookmark_interval,
             requests: Mutex::new(Vec::new()),
             open_watches: AtomicUsize::new(0),
+            tls_failures: AtomicUsize::new(0),
         });
+        let tls = match &options.tls {
+            Some(t) => Some(t.server_config().map_err(std::io::Error::other)?),
+            None => None,
+        };
         let listener = TcpListener::bind(("127.0.0.1", options.port)).await?;
         let port = listener.local_addr()?.port();
         let server = Self {
             shared,
             port,
+            tls,
             listener: Mutex::new(None),
         };
         server.serve(listener);
@@ -284,7 +304,7 @@ impl FakeApiServer {
 
     fn serve(&self, listener: TcpListener) {
         let (shutdown, rx) = watch::channel(false);
-        let task = tokio::spawn(accept_loop(listener, self.shared.clone(), rx));
+        let task = tokio::spawn(accept_loop(listener, self.shared.clone(), self.tls.clone(), rx));
         *lock(&self.listener) = Some(Listener { shutdown, task });
     }
 
@@ -293,9 +313,15 @@ impl FakeApiServer {
         self.port
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, or `https://` with [`Options::tls`].
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// TLS handshakes that failed so far (each is a client's connection attempt).
+    pub fn tls_failures(&self) -> usize {
+        self.shared.tls_failures.load(Ordering::Acquire)
     }
 
     /// The socket address.
@@ -471,12 +497,18 @@ impl FakeApiServer {
 
     /// Every request for `resource` answers 403 Forbidden until [`FakeApiServer::allow`].
     pub fn forbid(&self, resource: Resource) {
-        lock(&self.shared.state).forbidden.insert(resource);
+        self.fail_resource(resource, 403);
     }
 
-    /// Ends a [`FakeApiServer::forbid`].
+    /// Every request for `resource` answers HTTP `code` with a Status body until
+    /// [`FakeApiServer::allow`] (403 is [`FakeApiServer::forbid`]).
+    pub fn fail_resource(&self, resource: Resource, code: u16) {
+        lock(&self.shared.state).failing.insert(resource, code);
+    }
+
+    /// Ends a [`FakeApiServer::forbid`] or [`FakeApiServer::fail_resource`].
     pub fn allow(&self, resource: Resource) {
-        lock(&self.shared.state).forbidden.remove(&resource);
+        lock(&self.shared.state).failing.remove(&resource);
     }
 
     /// Ends every open watch stream cleanly (clients re-watch from their last resourceVersion).
@@ -506,7 +538,8 @@ impl FakeApiServer {
         self.shared.stalled.send_replace(stalled);
     }
 
-    /// Stops listening and closes every connection (an API outage). The port stays reserved
+    /// Stops listening and closes every connection (an API outage); returns once they are
+    /// closed, so no change made after it reaches a client before the restart. The port stays reserved
     /// for [`FakeApiServer::restart_listener`] only by convention.
     pub async fn stop_listener(&self) {
         let l = lock(&self.listener).take();
@@ -536,6 +569,14 @@ impl FakeApiServer {
 
     /// Every request so far, as `GET /path?query`.
     pub fn requests(&self) -> Vec<String> {
+        lock(&self.shared.requests)
+            .iter()
+            .map(|(_, r)| r.clone())
+            .collect()
+    }
+
+    /// Every request so far with the moment it arrived (for retry intervals).
+    pub fn requests_at(&self) -> Vec<(Instant, String)> {
         lock(&self.shared.requests).clone()
     }
 
@@ -615,29 +656,56 @@ fn prepare(st: &mut State, mut obj: Value) -> Result<Prepared, FakeError> {
 
 type Body = BoxBody<Bytes, std::io::Error>;
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
     let mut stop = shutdown.clone();
+    // The connections, so that a stop returns only once every one is closed: otherwise a
+    // change made right after `stop_listener` could still reach an open watch.
+    let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => break,
             accepted = listener.accept() => {
+                while connections.try_join_next().is_some() {}
                 let Ok((stream, _)) = accepted else { continue };
                 let shared = shared.clone();
-                let mut shutdown = shutdown.clone();
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |req| {
-                        let shared = shared.clone();
-                        async move { Ok::<_, Infallible>(handle(shared, req).await) }
-                    });
-                    let conn = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc);
-                    tokio::select! {
-                        _ = conn => {}
-                        _ = shutdown.wait_for(|s| *s) => {}
+                let shutdown = shutdown.clone();
+                let tls = tls.clone();
+                connections.spawn(async move {
+                    match tls {
+                        None => serve_connection(TokioIo::new(stream), shared, shutdown).await,
+                        Some(acceptor) => match acceptor.accept(stream).await {
+                            Ok(stream) => serve_connection(TokioIo::new(stream), shared, shutdown).await,
+                            Err(_) => {
+                                shared.tls_failures.fetch_add(1, Ordering::AcqRel);
+                            }
+                        },
                     }
                 });
             }
-            _ = stop.wait_for(|s| *s) => return,
         }
+    }
+    connections.shutdown().await;
+}
+
+async fn serve_connection<I>(io: I, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let svc = hyper::service::service_fn(move |req| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(handle(shared, req).await) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, svc);
+    tokio::select! {
+        _ = conn => {}
+        _ = shutdown.wait_for(|s| *s) => {}
     }
 }
 
@@ -760,7 +828,7 @@ impl Filter {
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let query = req.uri().query().unwrap_or_default().to_owned();
-    lock(&shared.requests).push(format!("{} {path}?{query}", req.method()));
+    lock(&shared.requests).push((Instant::now(), format!("{} {path}?{query}", req.method())));
     if req.method() != hyper::Method::GET {
         return status_response(405, "MethodNotAllowed", "the fake API server only serves GET");
     }
@@ -783,7 +851,10 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         if let Some(code) = st.fail_next.pop_front() {
             return status_response(code, reason_of(code), &format!("injected failure {code}"));
         }
-        if st.forbidden.contains(&resource) {
+        if let Some(&code) = st.failing.get(&resource) {
+            if code != 403 {
+                return status_response(code, reason_of(code), &format!("injected failure {code}"));
+            }
             let scope = match &namespace {
                 Some(ns) => format!("in the namespace \"{ns}\""),
                 None => "at the cluster scope".to_owned(),

@@ -16,8 +16,16 @@
 //!   the zone holds in that watch's scope but the list did not have is deleted;
 //! - sync state ([`SyncState`]): the zone is marked synced once every watch has completed its
 //!   first list; `/ready` reads the same state;
-//! - faults: every watcher error is retried with kube's default backoff and never ends a watch;
-//!   RBAC Forbidden is logged once per watch at ERROR, naming the verb and the resource;
+//! - faults: a watch never ends; after an error it waits out its own [`RetrySchedule`]
+//!   (jittered, doubling from 1 s to 30 s as client-go's reflector) before it polls kube's
+//!   watcher again, and the schedule starts over only after a completed list or a real event
+//!   (kube-runtime's own backoff starts over on the `Init` it emits before every list, so a list
+//!   that keeps failing was retried about once a second). After a refused connection the wait
+//!   also ends as soon as the API server's port accepts a TCP connection again, so an outage's
+//!   end is caught up within about a second. Each distinct error is logged once per
+//!   watch with its whole cause chain (rustls's reason for a TLS failure, the API's status for an
+//!   HTTP error; RBAC Forbidden at ERROR naming the verb and the resource), and the recovery
+//!   once; `/ready` names each watch still waiting and its last error ([`SyncState::waiting`]);
 //! - the DNS programming latency ([`start_with_metrics`]): for every EndpointSlice change that
 //!   arrives as a watch event after the first list, the time from the slice's
 //!   `endpoints.kubernetes.io/last-change-trigger-time` to the moment it is in the zone (see
@@ -25,15 +33,15 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::task::JoinHandle;
 
@@ -139,51 +147,167 @@ impl Resource {
     }
 }
 
-#[derive(Debug)]
-struct SyncInner {
-    /// One entry per watch: its name (`services`, `pods in testns`) and whether its first list
-    /// has completed.
-    watches: Vec<(String, AtomicBool)>,
+/// How long a failing watch waits before its next attempt: `initial` after the first failure,
+/// doubling after each further one up to `max`, every delay jittered down by up to a fifth so
+/// that replicas started together spread their retries. The default is 1 s to 30 s (each delay
+/// 0.8-1 s at first, 24-30 s at the cap), client-go's reflector range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetrySchedule {
+    /// The delay after the first failure (before jitter).
+    pub initial: Duration,
+    /// The longest delay.
+    pub max: Duration,
 }
 
-/// Whether every watch of one `kubernetes` plugin has completed its first list. Cheap to clone;
-/// `/ready` reads it.
+impl Default for RetrySchedule {
+    fn default() -> Self {
+        Self {
+            initial: Duration::from_secs(1),
+            max: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RetrySchedule {
+    /// The delay before the next attempt after `failures` failures in a row (at least 1),
+    /// before jitter.
+    pub fn base(&self, failures: u32) -> Duration {
+        let doublings = failures.saturating_sub(1).min(30);
+        self.initial.saturating_mul(1 << doublings).min(self.max)
+    }
+
+    /// [`RetrySchedule::base`] jittered down by up to 20 %: between 0.8 and 1 times it.
+    pub fn delay(&self, failures: u32) -> Duration {
+        self.base(failures).mul_f64(rand::random_range(0.8..=1.0))
+    }
+}
+
+/// One watch's state. Invariant: only the watch's own task writes it (`synced` goes from false
+/// to true once; `failures` and `last_error` are set on each error and cleared on recovery);
+/// `/ready` and tests only read it, and may see an error that is being cleared, which is
+/// harmless (the next read is current).
+#[derive(Debug)]
+struct WatchStatus {
+    /// `services`, `pods in testns`.
+    name: String,
+    /// Whether its first list has completed.
+    synced: AtomicBool,
+    /// Failed attempts since the last completed list or real event.
+    failures: AtomicU32,
+    /// The last error (one line, with its cause chain) and when the next attempt is due,
+    /// while it keeps failing.
+    last_error: Mutex<Option<(String, Instant)>>,
+}
+
+/// Whether every watch of one `kubernetes` plugin has completed its first list, and why the
+/// others are still waiting. Cheap to clone; `/ready` reads it.
 #[derive(Debug, Clone)]
 pub struct SyncState {
-    inner: Arc<SyncInner>,
+    inner: Arc<[WatchStatus]>,
 }
 
 impl SyncState {
     fn new(names: Vec<String>) -> Self {
         Self {
-            inner: Arc::new(SyncInner {
-                watches: names.into_iter().map(|n| (n, AtomicBool::new(false))).collect(),
-            }),
+            inner: names
+                .into_iter()
+                .map(|name| WatchStatus {
+                    name,
+                    synced: AtomicBool::new(false),
+                    failures: AtomicU32::new(0),
+                    last_error: Mutex::new(None),
+                })
+                .collect(),
         }
     }
 
     /// True once every watch has completed its first list (it stays true through later errors
     /// and relists: the last-known zone keeps answering).
     pub fn is_synced(&self) -> bool {
-        self.inner.watches.iter().all(|(_, s)| s.load(Ordering::Acquire))
+        self.inner.iter().all(|w| w.synced.load(Ordering::Acquire))
     }
 
     /// The watches that have not completed their first list, such as `services` or
     /// `endpointslices.discovery.k8s.io in testns`.
     pub fn pending(&self) -> Vec<String> {
         self.inner
-            .watches
             .iter()
-            .filter(|(_, s)| !s.load(Ordering::Acquire))
-            .map(|(n, _)| n.clone())
+            .filter(|w| !w.synced.load(Ordering::Acquire))
+            .map(|w| w.name.clone())
             .collect()
     }
 
+    /// One line per watch that has not completed its first list, saying why:
+    /// `endpointslices.discovery.k8s.io: 403 Forbidden: ... (3 failed attempts)`, or
+    /// `services: waiting for the first list` while no attempt has failed yet.
+    pub fn waiting(&self) -> Vec<String> {
+        self.inner
+            .iter()
+            .filter(|w| !w.synced.load(Ordering::Acquire))
+            .map(|w| {
+                let error = w.last_error.lock().map(|e| e.clone()).unwrap_or_default();
+                match error {
+                    Some((e, next)) => {
+                        let n = w.failures.load(Ordering::Acquire);
+                        let s = if n == 1 { "" } else { "s" };
+                        let wait = next.saturating_duration_since(Instant::now()).as_secs_f32();
+                        format!("{}: {e} ({n} failed attempt{s}, next in {wait:.0} s)", w.name)
+                    }
+                    None => format!("{}: waiting for the first list", w.name),
+                }
+            })
+            .collect()
+    }
+
+    /// Failed attempts in a row of the watch named `watch` (0 after a success); `None` for an
+    /// unknown name.
+    pub fn failures(&self, watch: &str) -> Option<u32> {
+        self.inner
+            .iter()
+            .find(|w| w.name == watch)
+            .map(|w| w.failures.load(Ordering::Acquire))
+    }
+
+    /// When the watch named `watch` is next due to retry by its schedule (it may retry
+    /// earlier: see [`WatchTask::wait`]); `None` while it is not failing.
+    pub fn next_retry(&self, watch: &str) -> Option<Instant> {
+        let w = self.inner.iter().find(|w| w.name == watch)?;
+        w.last_error.lock().ok()?.as_ref().map(|(_, next)| *next)
+    }
+
     fn mark(&self, index: usize) -> bool {
-        if let Some((_, s)) = self.inner.watches.get(index) {
-            s.store(true, Ordering::Release);
+        if let Some(w) = self.inner.get(index) {
+            w.synced.store(true, Ordering::Release);
         }
         self.is_synced()
+    }
+
+    /// Records a failed attempt of watch `index`; returns the failures in a row.
+    fn fail(&self, index: usize, error: &str) -> u32 {
+        let Some(w) = self.inner.get(index) else { return 0 };
+        if let Ok(mut e) = w.last_error.lock() {
+            *e = Some((error.to_owned(), Instant::now()));
+        }
+        w.failures.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Watch `index`'s next attempt is due at `at`.
+    fn retry_at(&self, index: usize, at: Instant) {
+        if let Some(w) = self.inner.get(index)
+            && let Ok(mut e) = w.last_error.lock()
+            && let Some((_, next)) = e.as_mut()
+        {
+            *next = at;
+        }
+    }
+
+    /// Watch `index` succeeded: clears its failures; returns how many there were.
+    fn recover(&self, index: usize) -> u32 {
+        let Some(w) = self.inner.get(index) else { return 0 };
+        if let Ok(mut e) = w.last_error.lock() {
+            *e = None;
+        }
+        w.failures.swap(0, Ordering::AcqRel)
     }
 }
 
@@ -333,8 +457,13 @@ pub async fn start_with_metrics(
     zone: Arc<ClusterZone>,
     metrics: Option<KubernetesMetrics>,
 ) -> Result<WatchSource, WatchError> {
-    let kube_config = client_config(config).await?;
+    let mut kube_config = client_config(config).await?;
+    // kube's client retries 429/503/504 inside itself (15 times, from 5 ms), out of sight of
+    // the watch task: the watch's own schedule covers those too, so that every failure is
+    // counted, shown by `/ready` and logged once.
+    kube_config.default_retry = false;
     let url = kube_config.cluster_url.to_string();
+    let probe = probe_address(&kube_config).map(Arc::new);
     let client = kube::Client::try_from(kube_config).map_err(|source| WatchError::Client {
         url: url.clone(),
         source,
@@ -379,10 +508,56 @@ pub async fn start_with_metrics(
             keep_pod_names: config.endpoint_pod_names,
             metrics: slice_metrics,
             live: false,
+            retry: RetrySchedule::default(),
+            probe: probe.clone(),
+            last_error: None,
         };
         tasks.push(tokio::spawn(task.run(api, wc)));
     }
     Ok(WatchSource { sync, tasks })
+}
+
+/// How often a watch whose last attempt was refused checks whether the API server's port
+/// accepts connections again.
+const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The API server's host and port, for the outage probe; `None` through a proxy (the route to
+/// the server is the proxy's).
+fn probe_address(config: &kube::Config) -> Option<(String, u16)> {
+    if config.proxy_url.is_some() {
+        return None;
+    }
+    let url = &config.cluster_url;
+    let host = url
+        .host()?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let port = url
+        .port_u16()
+        .unwrap_or(if url.scheme_str() == Some("http") { 80 } else { 443 });
+    Some((host, port))
+}
+
+/// Whether `e` is a refused TCP connection to the API server (an `io::Error` of that kind in
+/// its cause chain): the server is down, not failing requests.
+fn is_refused(e: &watcher::Error) -> bool {
+    let source = match e {
+        watcher::Error::InitialListFailed(s)
+        | watcher::Error::WatchStartFailed(s)
+        | watcher::Error::WatchFailed(s) => s,
+        watcher::Error::WatchError(_) | watcher::Error::NoResourceVersion => return false,
+    };
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(source);
+    while let Some(c) = cause {
+        if c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 type Key = (Arc<str>, Arc<str>);
@@ -403,6 +578,14 @@ struct WatchTask {
     /// True while the event being applied is a watch event after the first list (the only
     /// ones whose programming latency is observed).
     live: bool,
+    /// How long to wait after failures.
+    retry: RetrySchedule,
+    /// Where to probe for the end of an outage (the API server's host and port; `None` through
+    /// a proxy).
+    probe: Option<Arc<(String, u16)>>,
+    /// The [`error_shape`] of the error last logged, while the watch keeps failing (each
+    /// distinct error is logged once).
+    last_error: Option<String>,
 }
 
 fn lower(s: &str) -> String {
@@ -411,9 +594,12 @@ fn lower(s: &str) -> String {
 
 impl WatchTask {
     async fn run(mut self, api: Api<DynamicObject>, wc: watcher::Config) {
-        let mut stream = watcher::watcher(api, wc).default_backoff().boxed();
+        // No `.default_backoff()`: it starts over on every `Init`, which kube emits before each
+        // list attempt, so a failing list was retried about once a second forever. The task
+        // waits out its own schedule instead, and does not poll the watcher meanwhile (the
+        // watcher only makes requests when polled).
+        let mut stream = watcher::watcher(api, wc).boxed();
         let mut seen: Option<HashSet<Key>> = None;
-        let mut forbidden_logged = false;
         let mut synced_once = false;
         while let Some(item) = stream.next().await {
             match item {
@@ -427,7 +613,7 @@ impl WatchTask {
                 Ok(Event::InitDone) => {
                     let seen = seen.take().unwrap_or_default();
                     let removed = self.remove_unseen(&seen);
-                    forbidden_logged = false;
+                    self.recovered();
                     if !synced_once {
                         synced_once = true;
                         tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), objects = seen.len(), "initial list applied");
@@ -440,14 +626,107 @@ impl WatchTask {
                     }
                 }
                 Ok(Event::Apply(obj)) => {
+                    self.recovered();
                     self.live = synced_once;
                     self.apply(obj);
                     self.live = false;
                 }
-                Ok(Event::Delete(obj)) => self.delete(&obj),
-                Err(e) => self.log_error(&e, &mut forbidden_logged),
+                Ok(Event::Delete(obj)) => {
+                    self.recovered();
+                    self.delete(&obj);
+                }
+                Err(e) => {
+                    let delay = self.failed(&e);
+                    let refused = is_refused(&e);
+                    self.wait(delay, refused).await;
+                }
             }
         }
+    }
+
+    /// Waits out `delay` before the next attempt. After a refused connection it also tries a
+    /// bare TCP connection to the API server every [`PROBE_INTERVAL`] (a refused connect costs a
+    /// down API server nothing) and ends the wait as soon as one is accepted, so that the zone
+    /// catches up within about a second of an outage's end, however long the delay has grown.
+    /// The schedule goes on: if the attempt fails again, the next delay is the next step.
+    async fn wait(&self, delay: Duration, refused: bool) {
+        let deadline = tokio::time::Instant::now() + delay;
+        self.sync.retry_at(self.index, deadline.into_std());
+        let Some((host, port)) = self.probe.as_deref().filter(|_| refused) else {
+            tokio::time::sleep_until(deadline).await;
+            return;
+        };
+        loop {
+            let next = (tokio::time::Instant::now() + PROBE_INTERVAL).min(deadline);
+            tokio::time::sleep_until(next).await;
+            if next >= deadline {
+                return;
+            }
+            let connect = tokio::net::TcpStream::connect((host.as_str(), *port));
+            if let Ok(Ok(_)) = tokio::time::timeout(PROBE_INTERVAL, connect).await {
+                tracing::debug!(target: "cluster_dns::watch", watch = %self.spec.name(), "the API server accepts connections again: retrying now");
+                return;
+            }
+        }
+    }
+
+    /// A completed list or a real event: the API answers again. Logs the recovery once.
+    fn recovered(&mut self) {
+        let failures = self.sync.recover(self.index);
+        if self.last_error.take().is_some() {
+            tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), failed_attempts = failures, "the API answers again: watch recovered");
+        }
+    }
+
+    /// Records and (once per distinct error) logs a failed attempt; returns how long to wait
+    /// before the next one.
+    fn failed(&mut self, e: &watcher::Error) -> Duration {
+        let (verb, source) = match e {
+            watcher::Error::InitialListFailed(s) => ("list", Some(s)),
+            watcher::Error::WatchStartFailed(s) | watcher::Error::WatchFailed(s) => ("watch", Some(s)),
+            watcher::Error::WatchError(status) => {
+                if status.code == 410 {
+                    // The server answers: relist soon, whatever came before.
+                    tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), "watch expired (410 Gone): relisting; the last-known zone answers meanwhile");
+                    self.recovered();
+                    return self.retry.delay(1);
+                }
+                ("watch", None)
+            }
+            watcher::Error::NoResourceVersion => ("watch", None),
+        };
+        let what = match (e, source) {
+            (_, Some(source)) => describe_error(source),
+            (watcher::Error::WatchError(status), None) => describe_status(status),
+            _ => "the API server sent an object without metadata.resourceVersion".to_owned(),
+        };
+        let failures = self.sync.fail(self.index, &what);
+        let delay = self.retry.delay(failures);
+        let shape = error_shape(&what);
+        if self.last_error.as_deref() == Some(shape.as_str()) {
+            return delay;
+        }
+        let r = self.spec.resource.rbac_name();
+        let scope = self.spec.scope();
+        if let Some(kube::Error::Api(status)) = source
+            && status.code == 403
+        {
+            tracing::error!(
+                target: "cluster_dns::watch",
+                retry_in = ?delay,
+                "RBAC: cannot {verb} {r} {scope}: grant list/watch on {r} ({})",
+                status.message
+            );
+        } else {
+            tracing::warn!(
+                target: "cluster_dns::watch",
+                watch = %self.spec.name(),
+                retry_in = ?delay,
+                "cannot {verb} {r} {scope}: {what}; retrying with backoff (logged again only if the error changes)"
+            );
+        }
+        self.last_error = Some(shape);
+        delay
     }
 
     fn intern(&mut self, ns: &Arc<str>) -> Arc<str> {
@@ -595,39 +874,68 @@ impl WatchTask {
         }
         removed
     }
+}
 
-    fn log_error(&self, e: &watcher::Error, forbidden_logged: &mut bool) {
-        let (verb, source) = match e {
-            watcher::Error::InitialListFailed(s) => ("list", Some(s)),
-            watcher::Error::WatchStartFailed(s) => ("watch", Some(s)),
-            watcher::Error::WatchFailed(s) => ("watch", Some(s)),
-            watcher::Error::WatchError(status) => {
-                if status.code == 410 {
-                    tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), "watch expired (410 Gone): relisting; the last-known zone answers meanwhile");
-                } else {
-                    tracing::warn!(target: "cluster_dns::watch", watch = %self.spec.name(), "watch error from the API server: {e}");
-                }
-                return;
-            }
-            watcher::Error::NoResourceVersion => ("watch", None),
-        };
-        if let Some(kube::Error::Api(status)) = source
-            && status.code == 403
-        {
-            if !*forbidden_logged {
-                *forbidden_logged = true;
-                let r = self.spec.resource.rbac_name();
-                tracing::error!(
-                    target: "cluster_dns::watch",
-                    "RBAC: cannot {verb} {r} {}: grant list/watch on {r} ({})",
-                    self.spec.scope(),
-                    status.message
-                );
-            }
-            return;
-        }
-        tracing::warn!(target: "cluster_dns::watch", watch = %self.spec.name(), "{e}; retrying with backoff");
+/// One line for a failed API request: the API's status for an HTTP error
+/// (`403 Forbidden: services is forbidden: ...`), else the error with its whole cause chain
+/// (`ServiceError: client error (Connect): ...: invalid peer certificate: UnknownIssuer`).
+pub fn describe_error(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => describe_status(status),
+        other => error_chain(other),
     }
+}
+
+fn describe_status(status: &kube::core::Status) -> String {
+    let reason = if status.reason.is_empty() {
+        axum::http::StatusCode::from_u16(status.code)
+            .ok()
+            .and_then(|c| c.canonical_reason())
+            .unwrap_or("error")
+    } else {
+        status.reason.as_str()
+    };
+    if status.message.is_empty() {
+        format!("{} {reason}", status.code)
+    } else {
+        format!("{} {reason}: {}", status.code, status.message)
+    }
+}
+
+/// What makes two errors "the same" for logging: their text with every run of digits as one
+/// `0`, so that an expired certificate's changing verification time (`verification time
+/// 1796288422 (UNIX) ... (86401 seconds ago)`) does not log again at every retry.
+fn error_shape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_digits = false;
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            if !in_digits {
+                out.push('0');
+            }
+            in_digits = true;
+        } else {
+            out.push(c);
+            in_digits = false;
+        }
+    }
+    out
+}
+
+/// `e` and every error in its `source()` chain, joined with `: `; a cause whose text its parent
+/// already includes is not repeated.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !text.is_empty() && !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
 }
 
 #[cfg(test)]
@@ -780,5 +1088,209 @@ mod tests {
         assert_eq!(s.pending(), ["a"]);
         assert!(s.mark(0));
         assert!(s.clone().is_synced());
+    }
+
+    #[test]
+    fn retry_schedule_doubles_to_its_cap_with_jitter_down_only() {
+        let r = RetrySchedule::default();
+        let secs: Vec<u64> = (1..=8).map(|n| r.base(n).as_secs()).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 30, 30, 30]);
+        assert_eq!(r.base(u32::MAX), Duration::from_secs(30));
+        for n in 1..=40 {
+            for _ in 0..20 {
+                let d = r.delay(n);
+                assert!(d <= r.base(n) && d >= r.base(n).mul_f64(0.8), "{n}: {d:?}");
+            }
+        }
+        // Client-go's cap is 30 s: never more.
+        assert!((1..100).all(|n| r.delay(n) <= Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn error_chain_names_every_cause_once() {
+        #[derive(Debug)]
+        struct E(&'static str, Option<Box<E>>);
+        impl std::fmt::Display for E {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+        impl std::error::Error for E {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                self.1.as_deref().map(|e| e as _)
+            }
+        }
+        let e = E(
+            "client error (Connect)",
+            Some(Box::new(E(
+                "invalid peer certificate: UnknownIssuer",
+                Some(Box::new(E("UnknownIssuer", None))),
+            ))),
+        );
+        assert_eq!(
+            error_chain(&e),
+            "client error (Connect): invalid peer certificate: UnknownIssuer"
+        );
+        assert_eq!(
+            error_shape("expired: verification time 1796288422 (UNIX), not after 1796202021 (86401 s ago)"),
+            error_shape("expired: verification time 1796288424 (UNIX), not after 1796202021 (86403 s ago)"),
+        );
+        assert_ne!(error_shape("401 Unauthorized"), error_shape("403 Forbidden"));
+        let status = kube::core::Status::failure("services is forbidden", "Forbidden").with_code(403);
+        assert_eq!(
+            describe_error(&kube::Error::Api(Box::new(status))),
+            "403 Forbidden: services is forbidden"
+        );
+    }
+
+    /// Every watch task writes its own entry while `/ready` reads them all: on a multi-threaded
+    /// runtime, readers always see whole lines, and the final state is each writer's last.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sync_state_under_concurrent_watch_tasks() {
+        let s = SyncState::new((0..4).map(|i| format!("w{i}")).collect());
+        let mut tasks = Vec::new();
+        for i in 0..4 {
+            let s = s.clone();
+            tasks.push(tokio::spawn(async move {
+                for n in 0..2000u32 {
+                    assert_eq!(s.fail(i, &format!("error {}", n % 3)), n % 50 + 1);
+                    if n % 50 == 49 {
+                        s.recover(i);
+                    }
+                    tokio::task::yield_now().await;
+                }
+                s.fail(i, "last");
+                s.mark(i);
+            }));
+        }
+        let reader = {
+            let s = s.clone();
+            tokio::spawn(async move {
+                while !s.is_synced() {
+                    for line in s.waiting() {
+                        assert!(
+                            line.ends_with("waiting for the first list")
+                                || line.contains(": error ")
+                                || line.contains(": last ("),
+                            "{line}"
+                        );
+                    }
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        for t in tasks {
+            t.await.unwrap();
+        }
+        reader.await.unwrap();
+        assert!(s.waiting().is_empty());
+        assert_eq!(s.failures("w2"), Some(1));
+        assert_eq!(s.failures("nope"), None);
+    }
+
+    #[test]
+    fn waiting_says_why_each_watch_waits() {
+        let s = SyncState::new(vec!["services".into(), "pods".into()]);
+        assert_eq!(
+            s.waiting(),
+            [
+                "services: waiting for the first list",
+                "pods: waiting for the first list"
+            ]
+        );
+        s.fail(0, "401 Unauthorized");
+        s.fail(0, "401 Unauthorized");
+        s.fail(1, "refused");
+        s.retry_at(0, Instant::now() + Duration::from_millis(2400));
+        assert_eq!(
+            s.waiting(),
+            [
+                "services: 401 Unauthorized (2 failed attempts, next in 2 s)",
+                "pods: refused (1 failed attempt, next in 0 s)"
+            ]
+        );
+        assert!(s.next_retry("services").is_some());
+        assert_eq!(s.recover(0), 2);
+        assert_eq!(s.next_retry("services"), None);
+        s.mark(0);
+        assert_eq!(s.waiting(), ["pods: refused (1 failed attempt, next in 0 s)"]);
+    }
+
+    /// The log-once rule, on the watch task itself with a capturing subscriber: the same error
+    /// (even with other numbers in it) is logged once, a different one again, the recovery once.
+    #[test]
+    fn each_distinct_error_is_logged_once_and_the_recovery_once() {
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let writer = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let mut task = WatchTask {
+            spec: WatchSpec {
+                resource: Resource::Services,
+                namespace: None,
+                labels: None,
+            },
+            index: 0,
+            zone: Arc::new(ClusterZone::new()),
+            sync: SyncState::new(vec!["services".into()]),
+            allowed: None,
+            interner: HashSet::new(),
+            keep_pod_names: false,
+            metrics: None,
+            live: false,
+            retry: RetrySchedule::default(),
+            probe: None,
+            last_error: None,
+        };
+        let api = |code: u16, message: &str| {
+            let status = kube::core::Status::failure(message, "").with_code(code);
+            watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status)))
+        };
+        tracing::subscriber::with_default(subscriber, || {
+            let d1 = task.failed(&api(401, "Unauthorized"));
+            let d2 = task.failed(&api(401, "Unauthorized"));
+            task.failed(&api(500, "etcd timeout after 3001 ms"));
+            task.failed(&api(500, "etcd timeout after 3017 ms"));
+            task.failed(&api(500, "etcd timeout after 2990 ms"));
+            assert_eq!(task.sync.failures("services"), Some(5));
+            assert!(d1 <= Duration::from_secs(1) && d2 > Duration::from_millis(1500));
+            task.recovered();
+            task.recovered();
+            assert_eq!(task.sync.failures("services"), Some(0));
+            task.failed(&api(500, "etcd timeout after 3001 ms"));
+        });
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(
+            lines[0].contains("WARN")
+                && lines[0]
+                    .contains("cannot list services at the cluster scope: 401 Unauthorized: Unauthorized"),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains("500 Internal Server Error: etcd timeout after 3001 ms"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("INFO")
+                && lines[2].contains("watch recovered")
+                && lines[2].contains("failed_attempts=5"),
+            "{text}"
+        );
+        assert!(lines[3].contains("etcd timeout"), "{text}");
     }
 }

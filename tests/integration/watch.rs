@@ -341,6 +341,23 @@ async fn api_down_at_start_answers_servfail_then_the_cluster() {
     running.stop().await.unwrap();
 }
 
+/// Creates the Service `late.testns` (made during an outage), restarts the listener and waits
+/// (up to 40 s) until it is answered.
+async fn end_outage_with_a_new_service(fake: &FakeApiServer, addr: SocketAddr) {
+    fake.create(service("testns", "late", json!({"clusterIP": "10.96.88.8"})))
+        .unwrap();
+    fake.restart_listener().await.unwrap();
+    let late = "late.testns.svc.cluster.local.";
+    eventually(
+        addr,
+        late,
+        RecordType::A,
+        40,
+        answers_are(&[&format!("{late} A 10.96.88.8")]),
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn api_lost_while_serving_keeps_the_last_known_zone() {
     let fake = fake_with(&fixture()).await;
@@ -358,18 +375,7 @@ async fn api_lost_while_serving_keeps_the_last_known_zone() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Changes made during the outage arrive once it is back.
-    fake.create(service("testns", "late", json!({"clusterIP": "10.96.88.8"})))
-        .unwrap();
-    fake.restart_listener().await.unwrap();
-    let late = "late.testns.svc.cluster.local.";
-    eventually(
-        addr,
-        late,
-        RecordType::A,
-        40,
-        answers_are(&[&format!("{late} A 10.96.88.8")]),
-    )
-    .await;
+    end_outage_with_a_new_service(&fake, addr).await;
     running.stop().await.unwrap();
 }
 
@@ -671,6 +677,381 @@ async fn kubeconfig_context_and_label_selector() {
         reqs.iter()
             .any(|r| r.starts_with("GET /api/v1/namespaces?") && !r.contains("labelSelector")),
         "{reqs:#?}"
+    );
+    running.stop().await.unwrap();
+}
+
+/// How many list requests the fake has seen for each resource path.
+fn list_counts(fake: &FakeApiServer) -> [(&'static str, usize); 4] {
+    [
+        ("namespaces", requests_starting(fake, "GET /api/v1/namespaces?")),
+        ("services", requests_starting(fake, "GET /api/v1/services?")),
+        (
+            "endpointslices",
+            requests_starting(fake, "GET /apis/discovery.k8s.io/v1/endpointslices?"),
+        ),
+        ("pods", requests_starting(fake, "GET /api/v1/pods?")),
+    ]
+}
+
+/// The log lines that contain every one of `parts`.
+fn lines_with(log: &[String], parts: &[&str]) -> Vec<String> {
+    log.iter()
+        .filter(|l| parts.iter().all(|p| l.contains(p)))
+        .cloned()
+        .collect()
+}
+
+/// A first deployment whose lists fail, through the real binary: Namespaces answer 401,
+/// Services 403, EndpointSlices 500 and Pods 503 for 10 s. Each watch backs off (attempts at
+/// about 0, 1, 3, 7 and 15 s: at most 5 lists in 10 s; kube's own backoff, which starts over
+/// before every list, made about 10), each error is logged once with its cause, kube's client
+/// logs no ERROR per attempt (it retried the 503 inside itself, an ERROR each time: now the
+/// watch's schedule covers the 503 too), and `/ready` names every waiting watch and why. Once
+/// the faults clear the zone syncs at the next retry, and each recovery is logged once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_first_lists_back_off_say_why_and_recover() {
+    let fake = fake_with(&fixture()).await;
+    fake.fail_resource(Resource::Namespaces, 401);
+    fake.forbid(Resource::Services);
+    fake.fail_resource(Resource::EndpointSlices, 500);
+    fake.fail_resource(Resource::Pods, 503);
+    let dir = support::temp_dir("watch-faults");
+    let path = dir.join("Corefile");
+    std::fs::write(
+        &path,
+        format!(
+            ".:0 {{\n bind 127.0.0.1\n ready 127.0.0.1:0\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n endpoint {}\n pods verified\n }}\n}}\n",
+            fake.url()
+        ),
+    )
+    .unwrap();
+    let mut server = tokio::task::spawn_blocking(move || crate::cli::Server::start(&path))
+        .await
+        .unwrap();
+    let addr = server.addr;
+    let ready = server.wait_http("/ready");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+
+    let counts = list_counts(&fake);
+    for (resource, n) in &counts {
+        assert!(
+            (2..=5).contains(n),
+            "{resource}: {n} lists in 10 s of failures, want 2 to 5 (backoff 1, 2, 4, 8 s): {counts:?}"
+        );
+    }
+    let (status, body) = crate::dropin::http_get(ready, "/ready").await;
+    assert_eq!(status, 503, "{body}");
+    let lines: Vec<&str> = body.lines().collect();
+    assert_eq!(lines.len(), 4, "one line per waiting watch: {body}");
+    for want in [
+        "kubernetes: namespaces: 401 Unauthorized: injected failure 401 (",
+        "kubernetes: services: 403 Forbidden: services is forbidden: User \"system:serviceaccount:kube-system:coredns\" cannot list resource \"services\"",
+        "kubernetes: endpointslices.discovery.k8s.io: 500 InternalError: injected failure 500 (",
+        "kubernetes: pods: 503 ServiceUnavailable: injected failure 503 (",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(want)),
+            "no line {want:?} in\n{body}"
+        );
+    }
+
+    let log = server.log_lines();
+    let all = || format!("{log:#?}");
+    for parts in [
+        &[
+            "WARN",
+            "cannot list namespaces at the cluster scope: 401 Unauthorized: injected failure 401",
+        ][..],
+        &[
+            "ERROR",
+            "RBAC: cannot list services at the cluster scope: grant list/watch on services",
+        ][..],
+        &[
+            "WARN",
+            "cannot list endpointslices.discovery.k8s.io at the cluster scope: 500 InternalError",
+        ][..],
+        &[
+            "WARN",
+            "cannot list pods at the cluster scope: 503 ServiceUnavailable",
+        ][..],
+    ] {
+        let found = lines_with(&log, parts);
+        assert_eq!(
+            found.len(),
+            1,
+            "{parts:?} logged once, got {found:#?}\nall: {}",
+            all()
+        );
+    }
+    // Nothing per attempt from kube itself: no trace-layer ERROR (connect errors, the 503s
+    // retried inside the client), no kube-runtime 403 WARN.
+    for noise in [
+        "failed with status",
+        "failed with error",
+        "watch list error",
+        "kube_runtime",
+    ] {
+        assert!(lines_with(&log, &[noise]).is_empty(), "{noise}: {}", all());
+    }
+    let errors_and_warnings = lines_with(&log, &["ERROR"]).len() + lines_with(&log, &["WARN"]).len();
+    assert_eq!(errors_and_warnings, 4, "{}", all());
+
+    for r in [
+        Resource::Namespaces,
+        Resource::Services,
+        Resource::EndpointSlices,
+        Resource::Pods,
+    ] {
+        fake.allow(r);
+    }
+    // At the next retry (at most 16 s away): synced, a would-be NXDOMAIN is NXDOMAIN again.
+    eventually(
+        addr,
+        "nosuch.testns.svc.cluster.local.",
+        RecordType::A,
+        40,
+        rcode_is(ResponseCode::NXDomain),
+    )
+    .await;
+    assert_eq!(
+        crate::dropin::http_get(ready, "/ready").await,
+        (200, "OK".to_owned())
+    );
+    let log = server.log_lines();
+    for watch in [
+        "namespaces",
+        "services",
+        "endpointslices.discovery.k8s.io",
+        "pods",
+    ] {
+        let found = lines_with(&log, &["watch recovered", &format!("watch={watch} ")]);
+        assert_eq!(found.len(), 1, "{watch}: {found:#?}\nall: {log:#?}");
+    }
+    assert!(
+        tokio::task::spawn_blocking(move || server.stop()).await.unwrap(),
+        "clean exit"
+    );
+}
+
+/// The API refuses connections at start: each watch backs off (at most 5 attempts in 10 s),
+/// `/ready` says why, and once the API is back the zone syncs at the next retry.
+#[tokio::test]
+async fn refused_first_lists_back_off_then_sync() {
+    let fake = FakeApiServer::start().await.unwrap();
+    fake.stop_listener().await;
+    let (running, addr) = start_dns(&fake.url(), K).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let state = running.sync_states()[0].clone();
+    for watch in ["namespaces", "services", "endpointslices.discovery.k8s.io"] {
+        let n = state.failures(watch).unwrap();
+        assert!(
+            (2..=5).contains(&n),
+            "{watch}: {n} failed attempts in 10 s, want 2 to 5 (backoff 1, 2, 4, 8 s)"
+        );
+    }
+    let why = running.readiness().not_ready();
+    assert_eq!(why.len(), 3, "{why:#?}");
+    for line in &why {
+        assert!(
+            line.starts_with("kubernetes: ") && line.contains("Connection refused"),
+            "{why:#?}"
+        );
+    }
+    for o in fixture() {
+        fake.create(o).unwrap();
+    }
+    fake.restart_listener().await.unwrap();
+    // The next retry is at most 16 s away.
+    for _ in 0..3000 {
+        if running.zones()[0].is_synced() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(running.zones()[0].is_synced(), "{:?}", state.waiting());
+    assert!(running.readiness().not_ready().is_empty());
+    eventually(
+        addr,
+        "kubernetes.default.svc.cluster.local.",
+        RecordType::A,
+        5,
+        answers_are(&["kubernetes.default.svc.cluster.local. A 10.96.0.1"]),
+    )
+    .await;
+    running.stop().await.unwrap();
+}
+
+/// Writes `files` (name, contents) under `dir`.
+fn write_files(dir: &std::path::Path, files: &[(&str, &str)]) {
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+/// A fake API server over HTTPS with `identity`, optionally requiring client certificates of
+/// `clients`, holding the fixture.
+async fn https_fake(
+    identity: fake_apiserver::tls::Identity,
+    clients: Option<&fake_apiserver::tls::TestPki>,
+) -> FakeApiServer {
+    let mut tls = fake_apiserver::tls::ServerTls::new(identity);
+    if let Some(pki) = clients {
+        tls = tls.require_client_certs(pki);
+    }
+    let fake = FakeApiServer::start_with(fake_apiserver::Options {
+        tls: Some(tls),
+        ..fake_apiserver::Options::default()
+    })
+    .await
+    .unwrap();
+    for o in fixture() {
+        fake.create(o).unwrap();
+    }
+    fake
+}
+
+/// The API over HTTPS with client certificates (`endpoint https://...` + `tls CERT KEY
+/// CACERT`, the fake requiring a client certificate signed by the test CA): the zone syncs.
+/// The three files are given relative to the Corefile's folder, which is not the working
+/// directory.
+#[tokio::test]
+async fn https_with_client_certificates_relative_to_the_corefile() {
+    let pki = fake_apiserver::tls::TestPki::new("test cluster CA").unwrap();
+    let fake = https_fake(pki.server(&["127.0.0.1"]).unwrap(), Some(&pki)).await;
+    let client = pki.client("system:serviceaccount:kube-system:coredns").unwrap();
+    let dir = support::temp_dir("https");
+    write_files(
+        &dir,
+        &[
+            ("pki/ca.crt", &pki.ca_pem),
+            ("pki/client.crt", &client.cert_pem),
+            ("pki/client.key", &client.key_pem),
+        ],
+    );
+    assert_ne!(std::env::current_dir().unwrap(), dir);
+    let cf = corefile(
+        &fake.url(),
+        &format!("{K}\n tls pki/client.crt pki/client.key pki/ca.crt"),
+    );
+    let running = support::start(&cf, &dir).await;
+    let addr = running.dns_addrs()[0];
+    wait_synced(&running).await;
+    let m = ask(addr, "kubernetes.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(answers(&m), ["kubernetes.default.svc.cluster.local. A 10.96.0.1"]);
+    assert_eq!(fake.tls_failures(), 0);
+    assert!(fake.url().starts_with("https://"));
+    running.stop().await.unwrap();
+}
+
+/// Misconfigured TLS, through the real binary: a server certificate from another CA, one for
+/// another name, an expired one. Each watch logs rustls's cause once (not `client error
+/// (Connect)` alone, not once per retry), `/ready` says it, and the retries back off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_failures_name_their_cause_once_and_ready_says_why() {
+    let trusted = fake_apiserver::tls::TestPki::new("trusted CA").unwrap();
+    let other = fake_apiserver::tls::TestPki::new("other CA").unwrap();
+    let client = trusted.client("coredns").unwrap();
+    let cases = [
+        (
+            "wrong-ca",
+            other.server(&["127.0.0.1"]).unwrap(),
+            "invalid peer certificate: UnknownIssuer",
+        ),
+        (
+            "wrong-name",
+            trusted.server(&["10.0.0.1", "kubernetes.default.svc"]).unwrap(),
+            "invalid peer certificate: certificate not valid for name \"127.0.0.1\"; certificate is only valid for IpAddress(10.0.0.1) or DnsName(\"kubernetes.default.svc\")",
+        ),
+        (
+            "expired",
+            trusted.expired_server(&["127.0.0.1"]).unwrap(),
+            "invalid peer certificate: certificate expired",
+        ),
+    ];
+    let mut runs = Vec::new();
+    for (tag, identity, cause) in cases {
+        let fake = https_fake(identity, None).await;
+        let dir = support::temp_dir(tag);
+        write_files(
+            &dir,
+            &[
+                ("ca.crt", &trusted.ca_pem),
+                ("client.crt", &client.cert_pem),
+                ("client.key", &client.key_pem),
+            ],
+        );
+        let path = dir.join("Corefile");
+        std::fs::write(
+            &path,
+            format!(
+                ".:0 {{\n bind 127.0.0.1\n ready 127.0.0.1:0\n kubernetes cluster.local {{\n endpoint {}\n tls client.crt client.key ca.crt\n }}\n}}\n",
+                fake.url()
+            ),
+        )
+        .unwrap();
+        let server = tokio::task::spawn_blocking(move || crate::cli::Server::start(&path))
+            .await
+            .unwrap();
+        runs.push((tag, cause, fake, server));
+    }
+    // Attempts at about 0, 1 and 3 s.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for (tag, cause, fake, server) in &mut runs {
+        let ready = server.wait_http("/ready");
+        let (status, body) = crate::dropin::http_get(ready, "/ready").await;
+        assert_eq!(status, 503, "{tag}: {body}");
+        let lines: Vec<&str> = body.lines().collect();
+        assert_eq!(lines.len(), 3, "{tag}: {body}");
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.starts_with("kubernetes: ") && l.contains(*cause)),
+            "{tag}: want {cause} on every line of\n{body}"
+        );
+        let log = server.log_lines();
+        for watch in ["namespaces", "services", "endpointslices.discovery.k8s.io"] {
+            let found = lines_with(&log, &["WARN", *cause, &format!("watch={watch} ")]);
+            assert_eq!(found.len(), 1, "{tag} {watch}: {found:#?}\nall: {log:#?}");
+        }
+        assert!(lines_with(&log, &["failed with error"]).is_empty(), "{log:#?}");
+        // Three watches, each at most 3 attempts in 5 s (0, 1, 3 s; kube's backoff made 5).
+        let attempts = fake.tls_failures();
+        assert!((3..=10).contains(&attempts), "{tag}: {attempts} handshakes");
+    }
+    for (_, _, _, server) in runs {
+        assert!(tokio::task::spawn_blocking(move || server.stop()).await.unwrap());
+    }
+}
+
+/// After an outage long enough for the backoff to grow (the Services watch has failed five
+/// times, so its next retry is at least 12.8 s away), the zone catches up as soon as the API
+/// server accepts connections again: before that scheduled retry.
+#[tokio::test]
+async fn after_a_long_outage_the_zone_catches_up_before_the_scheduled_retry() {
+    let fake = fake_with(&fixture()).await;
+    let (running, addr) = start_dns(&fake.url(), K).await;
+    wait_synced(&running).await;
+    let state = running.sync_states()[0].clone();
+    fake.stop_listener().await;
+    for _ in 0..3000 {
+        if state.failures("services") >= Some(5) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(state.failures("services"), Some(5));
+    let due = state.next_retry("services").unwrap();
+    assert!(
+        due > std::time::Instant::now() + Duration::from_secs(10),
+        "the backoff has grown"
+    );
+    end_outage_with_a_new_service(&fake, addr).await;
+    assert!(
+        std::time::Instant::now() < due,
+        "caught up only at the scheduled retry"
     );
     running.stop().await.unwrap();
 }

@@ -16,12 +16,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, UdpSocket};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use fake_apiserver::bench::{Dns, Spawned, spawn_cluster_dns};
 use fake_apiserver::synthetic::{self, SyntheticCluster};
 use fake_apiserver::{FakeApiServer, Options};
 use serde_json::Value;
@@ -36,41 +35,6 @@ fn arg(args: &[String], name: &str, default: usize) -> usize {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// A tiny DNS client: one A query, returns (rcode, answer count), or `None` without a reply.
-struct Dns {
-    sock: UdpSocket,
-    id: u16,
-}
-
-impl Dns {
-    fn new(server: SocketAddr) -> Self {
-        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-        sock.connect(server).unwrap();
-        sock.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
-        Self { sock, id: 1 }
-    }
-
-    fn query(&mut self, name: &str) -> Option<(u8, u16)> {
-        self.id = self.id.wrapping_add(1);
-        let mut q = Vec::with_capacity(64);
-        q.extend_from_slice(&self.id.to_be_bytes());
-        q.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
-        for label in name.trim_end_matches('.').split('.') {
-            q.push(u8::try_from(label.len()).unwrap());
-            q.extend_from_slice(label.as_bytes());
-        }
-        q.extend_from_slice(&[0, 0, 1, 0, 1]);
-        self.sock.send(&q).ok()?;
-        let mut buf = [0u8; 4096];
-        loop {
-            let n = self.sock.recv(&mut buf).ok()?;
-            if n >= 12 && buf[0..2] == self.id.to_be_bytes() {
-                return Some((buf[3] & 0x0f, u16::from_be_bytes([buf[6], buf[7]])));
-            }
-        }
-    }
 }
 
 fn status_kb(pid: u32, field: &str) -> u64 {
@@ -100,16 +64,7 @@ fn ms(d: Duration) -> String {
 
 /// Waits until `name`'s rcode is `want`, polling every 0.2 ms; returns when it was seen.
 fn wait_rcode(dns: &mut Dns, name: &str, want: u8, limit: Duration) -> Option<Instant> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if let Some((rcode, _)) = dns.query(name)
-            && rcode == want
-        {
-            return Some(Instant::now());
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    None
+    dns.wait_rcode(name, want, Duration::from_micros(200), limit)
 }
 
 /// The 1,000-endpoint headless Service's slice `j` (10 slices of 100), with endpoint `k`
@@ -187,36 +142,14 @@ fn main() {
 
     // 1. Start to ready.
     let t0 = Instant::now();
-    let mut child = Command::new(&bin)
-        .arg("-conf")
-        .arg(&corefile)
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let Spawned {
+        mut child,
+        log: rx,
+        addr,
+    } = spawn_cluster_dns(&bin, &corefile).unwrap();
     let pid = child.id();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let addr: SocketAddr = loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("cluster-dns reports its address");
-        if line.contains("serving DNS")
-            && let Some(rest) = line.split("addr=").nth(1)
-        {
-            break rest.split_whitespace().next().unwrap().parse().unwrap();
-        }
-    };
     let bound = t0.elapsed();
-    let mut dns = Dns::new(addr);
+    let mut dns = Dns::new(addr).unwrap();
     let probe = "nosuch.ns-0.svc.cluster.local";
     let mut saw_servfail = false;
     let ready = loop {

@@ -54,7 +54,8 @@ pub struct KubernetesConfig {
     pub zones: Vec<String>,
     /// Where the objects come from.
     pub source: ApiSource,
-    /// `tls CERT KEY CACERT`: client certificate, key and CA for the API connection.
+    /// `tls CERT KEY CACERT`: client certificate, key and CA for the API connection, relative to
+    /// the Corefile's directory.
     pub tls: Option<(PathBuf, PathBuf, PathBuf)>,
     /// `namespaces`: the namespaces exposed, lower-case; empty means all.
     pub namespaces: Vec<String>,
@@ -119,7 +120,7 @@ impl Default for KubernetesConfig {
 }
 
 /// Parses the `kubernetes` directive `d` of a server block whose zones are `server_zones`
-/// (normalized). `manifests` paths are taken relative to `corefile_dir`.
+/// (normalized). `manifests` and `tls` paths are taken relative to `corefile_dir`.
 pub fn parse(
     d: &Directive,
     server_zones: &[String],
@@ -196,11 +197,9 @@ pub fn parse(
                 let [cert, key, ca] = args.remaining() else {
                     return Err(fail("expected three files: tls CERT KEY CACERT".into()));
                 };
-                c.tls = Some((
-                    PathBuf::from(&cert.text),
-                    PathBuf::from(&key.text),
-                    PathBuf::from(&ca.text),
-                ));
+                // Relative to the Corefile's folder, as `manifests` (not the working directory).
+                let [cert, key, ca] = [cert, key, ca].map(|t| corefile_dir.join(&t.text));
+                c.tls = Some((cert, key, ca));
                 tls_at = Some(&opt.name);
             }
             "namespaces" => {
@@ -694,7 +693,15 @@ mod tests {
             (c.apiserver_qps, c.apiserver_burst, c.apiserver_max_inflight),
             (Some(50.5), Some(100), Some(0))
         );
-        assert_eq!(c.tls, Some(("/c.crt".into(), "k.key".into(), "ca.crt".into())));
+        // tls: relative to the Corefile's directory, as manifests; absolute paths kept.
+        assert_eq!(
+            c.tls,
+            Some((
+                "/c.crt".into(),
+                "/etc/coredns/k.key".into(),
+                "/etc/coredns/ca.crt".into()
+            ))
+        );
         assert_eq!(c.source, ApiSource::Endpoint("https://10.0.0.1:6443".into()));
         let c = parse_opts("  namespace_labels kubernetes.io/metadata.name notin (kube-system)\n  fallthrough Example.ORG 10.0.0.0/8").unwrap();
         assert_eq!(

@@ -1,5 +1,5 @@
 //! The `ready` plugin: `GET /ready` answers 200 `OK` when every plugin that reports readiness
-//! is ready, else 503 with the names of those that are not, one per line. [`Readiness`] is the
+//! is ready, else 503 with what is not ready (and why, when the plugin knows), one per line. [`Readiness`] is the
 //! registry plugins report into (the kubernetes source's sync state, loop detection) and that
 //! lameduck turns off.
 
@@ -22,6 +22,11 @@ pub trait ReadinessCheck: Send + Sync + std::fmt::Debug {
     fn name(&self) -> &str;
     /// True when ready.
     fn is_ready(&self) -> bool;
+    /// What `/ready` lists while not ready, one line each: by default the name; a plugin that
+    /// knows why it waits says so (`kubernetes: services: 401 Unauthorized: ...`).
+    fn why_not(&self) -> Vec<String> {
+        vec![self.name().to_owned()]
+    }
 }
 
 /// The readiness registry shared by the plugins and the `/ready` endpoint.
@@ -51,19 +56,14 @@ impl Readiness {
         self.shutting_down.store(true, Ordering::Release);
     }
 
-    /// The names of what is not ready; empty when ready.
+    /// What is not ready, one line each (see [`ReadinessCheck::why_not`]); empty when ready.
     pub fn not_ready(&self) -> Vec<String> {
         let mut out = Vec::new();
         if self.shutting_down.load(Ordering::Acquire) {
             out.push("shutting down (lameduck)".to_owned());
         }
         if let Ok(checks) = self.checks.read() {
-            out.extend(
-                checks
-                    .iter()
-                    .filter(|c| !c.is_ready())
-                    .map(|c| c.name().to_owned()),
-            );
+            out.extend(checks.iter().filter(|c| !c.is_ready()).flat_map(|c| c.why_not()));
         }
         out
     }
@@ -144,5 +144,39 @@ mod tests {
         assert!(r.not_ready().is_empty());
         r.set_shutting_down();
         assert_eq!(r.not_ready().len(), 1);
+    }
+
+    #[derive(Debug)]
+    struct Why;
+    impl ReadinessCheck for Why {
+        fn name(&self) -> &str {
+            "kubernetes"
+        }
+        fn is_ready(&self) -> bool {
+            false
+        }
+        fn why_not(&self) -> Vec<String> {
+            vec!["kubernetes: services: 401".into(), "kubernetes: pods: 403".into()]
+        }
+    }
+
+    #[tokio::test]
+    async fn the_body_says_why_one_line_each() {
+        let r = Readiness::default();
+        r.register(Arc::new(Why));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move { axum::serve(listener, r.router()).await });
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        s.write_all(b"GET /ready HTTP/1.0\r\n\r\n").await.unwrap();
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).await.unwrap();
+        assert!(reply.starts_with("HTTP/1.0 503"), "{reply}");
+        assert!(
+            reply.ends_with("\r\n\r\nkubernetes: services: 401\nkubernetes: pods: 403\n"),
+            "{reply}"
+        );
+        server.abort();
     }
 }

@@ -1,0 +1,109 @@
+//! Helpers shared by the benchmark binaries (`watch-bench`, `outage-bench`): a tiny blocking
+//! DNS client and starting the `cluster-dns` binary under test.
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A tiny DNS client: one A query at a time over UDP.
+#[derive(Debug)]
+pub struct Dns {
+    sock: UdpSocket,
+    id: u16,
+}
+
+impl Dns {
+    /// A client of `server`.
+    pub fn new(server: SocketAddr) -> std::io::Result<Self> {
+        let sock = UdpSocket::bind("127.0.0.1:0")?;
+        sock.connect(server)?;
+        sock.set_read_timeout(Some(Duration::from_millis(500)))?;
+        Ok(Self { sock, id: 1 })
+    }
+
+    /// Asks for `name` A; returns (rcode, answer count), or `None` without a reply.
+    pub fn query(&mut self, name: &str) -> Option<(u8, u16)> {
+        self.id = self.id.wrapping_add(1);
+        let mut q = Vec::with_capacity(64);
+        q.extend_from_slice(&self.id.to_be_bytes());
+        q.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
+        for label in name.trim_end_matches('.').split('.') {
+            q.push(u8::try_from(label.len()).ok()?);
+            q.extend_from_slice(label.as_bytes());
+        }
+        q.extend_from_slice(&[0, 0, 1, 0, 1]);
+        self.sock.send(&q).ok()?;
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = self.sock.recv(&mut buf).ok()?;
+            if n >= 12 && buf[0..2] == self.id.to_be_bytes() {
+                return Some((buf[3] & 0x0f, u16::from_be_bytes([buf[6], buf[7]])));
+            }
+        }
+    }
+
+    /// Asks for `name` every `poll` until its rcode is `want`; when it was seen, or `None`
+    /// after `limit`.
+    pub fn wait_rcode(&mut self, name: &str, want: u8, poll: Duration, limit: Duration) -> Option<Instant> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if self.query(name).is_some_and(|(rcode, _)| rcode == want) {
+                return Some(Instant::now());
+            }
+            std::thread::sleep(poll);
+        }
+        None
+    }
+}
+
+/// A running `cluster-dns`: the process, its stderr lines, and its DNS address.
+#[derive(Debug)]
+pub struct Spawned {
+    /// The process.
+    pub child: Child,
+    /// Its log lines (stderr), as they come.
+    pub log: mpsc::Receiver<String>,
+    /// The address it serves DNS on (from its `serving DNS` line).
+    pub addr: SocketAddr,
+}
+
+/// Starts `bin -conf corefile` with `RUST_LOG=info` and waits (up to 30 s) for its address.
+pub fn spawn_cluster_dns(bin: &str, corefile: &Path) -> std::io::Result<Spawned> {
+    let mut child = Command::new(bin)
+        .arg("-conf")
+        .arg(corefile)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()?;
+    let stderr = child
+        .stderr
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stderr"))?;
+    let (tx, log) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    loop {
+        let Ok(line) = log.recv_timeout(Duration::from_secs(30)) else {
+            let _ = child.kill();
+            return Err(std::io::Error::other("cluster-dns did not report its address"));
+        };
+        if line.contains("serving DNS")
+            && let Some(addr) = line
+                .split("addr=")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|a| a.parse().ok())
+        {
+            return Ok(Spawned { child, log, addr });
+        }
+    }
+}
