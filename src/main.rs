@@ -85,8 +85,8 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Action, String> 
 /// Targets quietened by default (a `RUST_LOG` that names their crate wins):
 /// - hickory-server logs every response at INFO; that is the `log` plugin's job here;
 /// - kube-client's HTTP trace layer logs an ERROR for every failed attempt (`failed with error
-///   client error (Connect)`, `failed with status 503 Service Unavailable`), inside its own
-///   retries too, and kube-runtime's watcher a WARN for every 403: the watch task logs each
+///   client error (Connect)`, `failed with status 500 Internal Server Error`), and
+///   kube-runtime's watcher a WARN for every 403: the watch task logs each
 ///   distinct error once, with its whole cause chain (see `cluster::watch`).
 const QUIET: [&str; 4] = [
     "hickory_server=warn",
