@@ -416,7 +416,7 @@ async fn new_source(k: &KubernetesConfig, metrics: &DnsMetrics) -> Result<Source
         // NXDOMAIN is answered SERVFAIL.
         _ => {
             let families = metrics.families::<KubernetesMetrics>()?;
-            Some(watch::start_with_metrics(k, zone.clone(), Some(families)).await?)
+            Some(watch::start_with_metrics(&k.watch_options(), zone.clone(), Some(families)).await?)
         }
     };
     Ok(Source {

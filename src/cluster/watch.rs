@@ -50,7 +50,6 @@ use super::model::{PodInfo, ServiceInfo, SliceInfo, namespace_name};
 use crate::cluster::metrics::{
     KubernetesMetrics, ProgrammedKind, last_change_trigger_time, programming_latency,
 };
-use crate::plugin::kubernetes::setup::{ApiSource, KubernetesConfig, PodMode};
 
 /// Page size of the initial lists of Services, Namespaces and Pods (client-go's default).
 const PAGE_SIZE: u32 = 500;
@@ -339,8 +338,62 @@ impl Drop for WatchSource {
     }
 }
 
+/// Where the cluster's objects come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiSource {
+    /// The in-cluster service account (the default).
+    InCluster,
+    /// `endpoint URL`: the API server at that URL.
+    Endpoint(String),
+    /// `kubeconfig PATH [CONTEXT]` (wins over `endpoint`, as in CoreDNS).
+    Kubeconfig {
+        /// The kubeconfig file, as written (relative to the working directory, as in CoreDNS).
+        path: PathBuf,
+        /// The context; `None` for the file's current-context.
+        context: Option<String>,
+    },
+    /// `manifests PATH...` (cluster-dns only): Kubernetes YAML files, relative to the
+    /// Corefile's directory.
+    Manifests(Vec<PathBuf>),
+}
+
+/// What the API source watches and how it connects: the `kubernetes` plugin's options that
+/// concern the data, handed over as plain values (the cluster layer knows no Corefile).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchOptions {
+    /// Where the objects come from.
+    pub source: ApiSource,
+    /// A client certificate, key and CA for the API connection (already resolved paths).
+    pub tls: Option<(PathBuf, PathBuf, PathBuf)>,
+    /// The namespaces watched, lower-case; empty means all.
+    pub namespaces: Vec<String>,
+    /// A label selector on Namespaces.
+    pub namespace_labels: Option<String>,
+    /// A label selector on Services, EndpointSlices and Pods.
+    pub labels: Option<String>,
+    /// Pods are watched (`pods verified`).
+    pub pods: bool,
+    /// Endpoints keep their pod's name (`endpoint_pod_names`).
+    pub endpoint_pod_names: bool,
+}
+
+impl Default for WatchOptions {
+    /// The in-cluster source, every namespace, no selectors, no pods.
+    fn default() -> Self {
+        Self {
+            source: ApiSource::InCluster,
+            tls: None,
+            namespaces: Vec::new(),
+            namespace_labels: None,
+            labels: None,
+            pods: false,
+            endpoint_pod_names: false,
+        }
+    }
+}
+
 /// Builds the kube client configuration for `config`'s source.
-pub async fn client_config(config: &KubernetesConfig) -> Result<kube::Config, WatchError> {
+pub async fn client_config(config: &WatchOptions) -> Result<kube::Config, WatchError> {
     match &config.source {
         ApiSource::InCluster => kube::Config::incluster().map_err(|source| WatchError::InCluster { source }),
         ApiSource::Endpoint(url) => match &config.tls {
@@ -413,9 +466,9 @@ impl WatchSpec {
     }
 }
 
-fn watch_specs(config: &KubernetesConfig) -> Vec<WatchSpec> {
+fn watch_specs(config: &WatchOptions) -> Vec<WatchSpec> {
     let mut resources = vec![Resource::Services, Resource::EndpointSlices];
-    if config.pods == PodMode::Verified {
+    if config.pods {
         resources.push(Resource::Pods);
     }
     let mut specs = vec![WatchSpec {
@@ -446,14 +499,14 @@ fn watch_specs(config: &KubernetesConfig) -> Vec<WatchSpec> {
 /// Connects to the API server named by `config` and starts the watches that fill `zone`. It
 /// returns at once: the watches list, retry and follow in background tasks, and the zone is
 /// marked synced when all of them have completed their first list.
-pub async fn start(config: &KubernetesConfig, zone: Arc<ClusterZone>) -> Result<WatchSource, WatchError> {
+pub async fn start(config: &WatchOptions, zone: Arc<ClusterZone>) -> Result<WatchSource, WatchError> {
     start_with_metrics(config, zone, None).await
 }
 
 /// [`start`], recording the DNS programming latency of EndpointSlice changes into `metrics`
 /// (`coredns_kubernetes_dns_programming_duration_seconds`) when given.
 pub async fn start_with_metrics(
-    config: &KubernetesConfig,
+    config: &WatchOptions,
     zone: Arc<ClusterZone>,
     metrics: Option<KubernetesMetrics>,
 ) -> Result<WatchSource, WatchError> {
@@ -942,22 +995,31 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 mod tests {
     use super::*;
 
-    fn config(extra: &str) -> KubernetesConfig {
-        let text =
-            format!("cluster.local {{\n kubernetes {{\n endpoint http://127.0.0.1:1\n {extra}\n }}\n}}\n");
-        let cf = crate::corefile::Corefile::parse_str(&text, std::path::Path::new("Corefile")).unwrap();
-        let c = crate::config::Config::from_corefile(&cf, std::path::Path::new("Corefile"), 53).unwrap();
-        c.blocks[0].get::<KubernetesConfig>().cloned().unwrap()
+    /// Options as `namespaces`, `labels`, `namespace_labels` and `pods verified` set them.
+    fn config(
+        namespaces: &[&str],
+        labels: Option<&str>,
+        namespace_labels: Option<&str>,
+        pods: bool,
+    ) -> WatchOptions {
+        WatchOptions {
+            source: ApiSource::Endpoint("http://127.0.0.1:1".into()),
+            namespaces: namespaces.iter().map(|n| (*n).to_owned()).collect(),
+            labels: labels.map(str::to_owned),
+            namespace_labels: namespace_labels.map(str::to_owned),
+            pods,
+            ..WatchOptions::default()
+        }
     }
 
     #[test]
     fn watches_follow_the_filters() {
-        let names = |c: &KubernetesConfig| watch_specs(c).iter().map(WatchSpec::name).collect::<Vec<_>>();
+        let names = |c: &WatchOptions| watch_specs(c).iter().map(WatchSpec::name).collect::<Vec<_>>();
         assert_eq!(
-            names(&config("")),
+            names(&config(&[], None, None, false)),
             ["namespaces", "services", "endpointslices.discovery.k8s.io"]
         );
-        let c = config("pods verified\n namespaces a b\n labels app=x");
+        let c = config(&["a", "b"], Some("app=x"), None, true);
         assert_eq!(
             names(&c),
             [
@@ -975,7 +1037,7 @@ mod tests {
                 .iter()
                 .all(|s| s.labels.as_deref() == Some("app=x"))
         );
-        let c = config("namespace_labels team=dns");
+        let c = config(&[], None, Some("team=dns"), false);
         assert_eq!(watch_specs(&c)[0].labels.as_deref(), Some("team=dns"));
         assert_eq!(watch_specs(&c)[1].labels, None);
     }
@@ -1021,13 +1083,10 @@ mod tests {
 
         let registry = prometheus::Registry::new();
         let metrics = KubernetesMetrics::register(&registry).unwrap();
-        let text = format!(
-            "cluster.local {{\n kubernetes {{\n endpoint {}\n }}\n}}\n",
-            fake.url()
-        );
-        let cf = crate::corefile::Corefile::parse_str(&text, std::path::Path::new("Corefile")).unwrap();
-        let c = crate::config::Config::from_corefile(&cf, std::path::Path::new("Corefile"), 53).unwrap();
-        let config = c.blocks[0].get::<KubernetesConfig>().cloned().unwrap();
+        let config = WatchOptions {
+            source: ApiSource::Endpoint(fake.url()),
+            ..WatchOptions::default()
+        };
         let zone = Arc::new(ClusterZone::new());
         let _source = start_with_metrics(&config, zone.clone(), Some(metrics))
             .await

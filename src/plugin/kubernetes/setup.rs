@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::cluster::ClusterZone;
+pub use crate::cluster::watch::ApiSource;
+use crate::cluster::watch::WatchOptions;
 use crate::corefile::{
     Args, CorefileError, Directive, Token, is_reverse_zone, normalize_zone_or_cidr, parse_duration,
 };
@@ -25,25 +27,6 @@ pub enum PodMode {
     Insecure,
     /// Only the addresses of live pods in that namespace (`pods verified`).
     Verified,
-}
-
-/// Where the cluster's objects come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ApiSource {
-    /// The in-cluster service account (the default).
-    InCluster,
-    /// `endpoint URL`: the API server at that URL.
-    Endpoint(String),
-    /// `kubeconfig PATH [CONTEXT]` (wins over `endpoint`, as in CoreDNS).
-    Kubeconfig {
-        /// The kubeconfig file, as written (relative to the working directory, as in CoreDNS).
-        path: PathBuf,
-        /// The context; `None` for the file's current-context.
-        context: Option<String>,
-    },
-    /// `manifests PATH...` (cluster-dns only): Kubernetes YAML files, relative to the
-    /// Corefile's directory.
-    Manifests(Vec<PathBuf>),
 }
 
 /// The `kubernetes` plugin's configuration.
@@ -115,6 +98,21 @@ impl Default for KubernetesConfig {
             apiserver_qps: None,
             apiserver_burst: None,
             apiserver_max_inflight: None,
+        }
+    }
+}
+
+impl KubernetesConfig {
+    /// What the API source watches, as the cluster layer takes it (no Corefile types).
+    pub fn watch_options(&self) -> WatchOptions {
+        WatchOptions {
+            source: self.source.clone(),
+            tls: self.tls.clone(),
+            namespaces: self.namespaces.clone(),
+            namespace_labels: self.namespace_labels.clone(),
+            labels: self.labels.clone(),
+            pods: self.pods == PodMode::Verified,
+            endpoint_pod_names: self.endpoint_pod_names,
         }
     }
 }
