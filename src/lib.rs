@@ -17,6 +17,8 @@ pub mod cluster;
 pub mod config;
 pub mod corefile;
 pub mod dns;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod plugin;
 pub mod proto;

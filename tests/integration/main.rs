@@ -9,6 +9,7 @@ mod conformance;
 mod deploy;
 mod dropin;
 mod forward;
+mod fuzz_corpus;
 mod layers;
 mod memo;
 mod support;

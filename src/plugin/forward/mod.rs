@@ -462,8 +462,9 @@ async fn probe_until_healthy(up: Weak<Upstream>, stats: Weak<ForwardStats>, inte
     }
 }
 
-/// The upstream reply as the chain carries it.
-fn forwarded(msg: Message) -> Forwarded {
+/// The upstream reply as the chain carries it (its OPT, TSIG and SIG records left out: the
+/// server writes its own OPT).
+pub fn forwarded(msg: Message) -> Forwarded {
     let meta = msg.metadata;
     Forwarded {
         rcode: meta.response_code,

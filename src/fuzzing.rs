@@ -1,0 +1,243 @@
+//! The bodies of the fuzz targets in `fuzz/`, kept in the library so that `cargo test` replays
+//! their committed corpora through the same code (`tests/integration/fuzz_corpus.rs`). Each
+//! takes arbitrary bytes and panics only when an invariant of the server is broken; bad input
+//! itself must give an error or the right rcode. Not part of the server.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use hickory_proto::op::{Message, MessageType};
+use hickory_proto::rr::{Name, RecordType};
+use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use serde_json::Value;
+
+use crate::cluster::model::{PodInfo, ServiceInfo, SliceInfo, namespace_name};
+use crate::plugin::forward;
+use crate::proto::{Question, Reply, Transport};
+use crate::server::DnsHandler;
+
+/// The client every fuzzed query comes from.
+fn client() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 5353))
+}
+
+/// Checks a reply the server sent to `req` over `transport`: it parses, echoes the ID, is a
+/// response, and fits the UDP size it promised.
+fn check_reply(req: &[u8], reply: &[u8], transport: Transport) {
+    let m = Message::from_bytes(reply).expect("our reply parses");
+    assert_eq!(reply.get(..2), req.get(..2), "id echoed");
+    assert_eq!(m.metadata.message_type, MessageType::Response);
+    if matches!(transport, Transport::Udp) {
+        assert!(reply.len() <= 1232, "reply of {} bytes over UDP", reply.len());
+    }
+}
+
+/// The whole query path on arbitrary bytes, against the conformance fixture's cluster, over
+/// UDP and TCP.
+pub fn query_handler(data: &[u8]) {
+    static H: OnceLock<DnsHandler> = OnceLock::new();
+    let h = H.get_or_init(|| crate::testing::fixture_handler().expect("fixture handler"));
+    for transport in [Transport::Udp, Transport::Tcp] {
+        if let Some(reply) = h.answer_wire(data, client(), transport) {
+            check_reply(data, &reply, transport);
+        }
+    }
+}
+
+/// The Corefile parser and the configuration checks on arbitrary text: errors, never panics.
+pub fn corefile(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        let path = Path::new("/nonexistent-fuzz-dir/Corefile");
+        if let Ok(cf) = crate::corefile::Corefile::parse_str(text, path) {
+            let _ = crate::config::Config::from_corefile(&cf, path, 53);
+        }
+    }
+}
+
+/// Most objects one input applies (bounds the work per input).
+const MAX_OBJECTS: usize = 64;
+
+/// Kubernetes objects as the API server sends them (JSON: one object, a list, or watch events
+/// `{"type": ADDED|MODIFIED|DELETED, "object": ...}`) converted by the same code the watch
+/// uses (`serde_json` into k8s-openapi types, then the cluster model) and applied to a zone;
+/// then every name they could make is asked over UDP and TCP. Invariants: no panic and every reply
+/// well formed.
+pub fn k8s_objects(data: &[u8]) {
+    let Ok(v) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    let events = match v {
+        Value::Array(items) => items,
+        Value::Object(mut o) => match o.remove("items") {
+            Some(Value::Array(items)) => items,
+            Some(other) => {
+                o.insert("items".into(), other);
+                vec![Value::Object(o)]
+            }
+            None => vec![Value::Object(o)],
+        },
+        _ => return,
+    };
+    let Ok((handler, zone)) = crate::testing::handler_with_zone(crate::testing::KUBEADM_BLOCK, "", false)
+    else {
+        return;
+    };
+    let mut names: Vec<(String, RecordType)> = Vec::new();
+    for event in events.into_iter().take(MAX_OBJECTS) {
+        let (deleted, obj) = match event {
+            Value::Object(mut o) if o.contains_key("object") && o.contains_key("type") => {
+                let deleted = o.get("type").and_then(Value::as_str) == Some("DELETED");
+                (deleted, o.remove("object").unwrap_or(Value::Null))
+            }
+            other => (false, other),
+        };
+        match obj.get("kind").and_then(Value::as_str) {
+            Some("Namespace") => {
+                let Ok(ns) = serde_json::from_value::<Namespace>(obj) else {
+                    continue;
+                };
+                let Ok(name) = namespace_name(&ns) else { continue };
+                if deleted {
+                    zone.delete_namespace(&name);
+                } else {
+                    zone.apply_namespace(name);
+                }
+            }
+            Some("Service") => {
+                let Ok(svc) = serde_json::from_value::<Service>(obj) else {
+                    continue;
+                };
+                let Ok(info) = ServiceInfo::from_k8s(&svc) else {
+                    continue;
+                };
+                names.push((
+                    format!("{}.{}.svc.cluster.local.", info.name, info.namespace),
+                    RecordType::A,
+                ));
+                names.push((
+                    format!("_http._tcp.{}.{}.svc.cluster.local.", info.name, info.namespace),
+                    RecordType::SRV,
+                ));
+                if deleted {
+                    zone.delete_service(&info.namespace, &info.name);
+                } else {
+                    zone.apply_service(info);
+                }
+            }
+            Some("EndpointSlice") => {
+                let Ok(slice) = serde_json::from_value::<EndpointSlice>(obj) else {
+                    continue;
+                };
+                let Ok(info) = SliceInfo::from_k8s(&slice) else {
+                    continue;
+                };
+                for ep in &info.endpoints {
+                    for ip in &ep.addresses {
+                        let ptr = match ip {
+                            std::net::IpAddr::V4(v4) => {
+                                let o = v4.octets();
+                                format!("{}.{}.{}.{}.in-addr.arpa.", o[3], o[2], o[1], o[0])
+                            }
+                            std::net::IpAddr::V6(_) => continue,
+                        };
+                        names.push((ptr, RecordType::PTR));
+                    }
+                }
+                if deleted {
+                    zone.delete_slice(&info.namespace, &info.name);
+                } else {
+                    zone.apply_slice(info);
+                }
+            }
+            Some("Pod") => {
+                let Ok(pod) = serde_json::from_value::<Pod>(obj) else {
+                    continue;
+                };
+                let Ok(info) = PodInfo::from_k8s(&pod) else {
+                    continue;
+                };
+                if deleted {
+                    zone.delete_pod(&info.namespace, &info.name);
+                } else {
+                    zone.apply_pod(info);
+                }
+            }
+            _ => {}
+        }
+    }
+    names.truncate(4 * MAX_OBJECTS);
+    for (i, (name, qtype)) in names.iter().enumerate() {
+        let Ok(qname) = Name::from_ascii(name) else {
+            continue;
+        };
+        let mut msg = Message::query();
+        msg.metadata.id = u16::try_from(i).unwrap_or(u16::MAX);
+        msg.add_query(hickory_proto::op::Query::query(qname, *qtype));
+        let Ok(req) = msg.to_bytes() else { continue };
+        for transport in [Transport::Udp, Transport::Tcp] {
+            if let Some(reply) = handler.answer_wire(&req, client(), transport) {
+                check_reply(&req, &reply, transport);
+            }
+        }
+    }
+}
+
+/// The question the fuzzed upstream replies are matched against, and its message ID.
+const REPLY_ID: u16 = 0x2b1d;
+
+fn reply_question() -> Question {
+    Question::new(
+        Name::from_ascii("www.Example.com.").expect("a name"),
+        RecordType::A,
+    )
+}
+
+/// Arbitrary bytes as an upstream's reply to `A www.Example.com.` sent with ID 0x2b1d: the
+/// forward plugin's matcher must accept only a response with that ID and that question (name
+/// case-insensitively, type, class), and an accepted reply converts to the answer the chain
+/// carries and encodes as the server would send it.
+pub fn forward_reply(data: &[u8]) {
+    let q = reply_question();
+    let Some(msg) = forward::handler::accept_reply(data, REPLY_ID, &q) else {
+        return;
+    };
+    assert_eq!(msg.metadata.id, REPLY_ID, "accepted a reply with another ID");
+    assert_eq!(
+        msg.metadata.message_type,
+        MessageType::Response,
+        "accepted a query"
+    );
+    let [rq] = msg.queries.as_slice() else {
+        panic!("accepted a reply with {} questions", msg.queries.len());
+    };
+    assert_eq!(
+        rq.name().to_lowercase(),
+        q.name.to_lowercase(),
+        "accepted another name"
+    );
+    assert_eq!((rq.query_type(), rq.query_class()), (q.qtype, q.qclass));
+    let f = forward::forwarded(msg);
+    assert!(
+        !f.additional.iter().any(|r| r.record_type() == RecordType::OPT),
+        "the upstream's OPT is carried on"
+    );
+    let reply = Reply::Forwarded(f);
+    let _ = reply.rcode();
+}
+
+/// A well-formed upstream reply to [`forward_reply`]'s question (a corpus seed).
+pub fn forward_reply_seed() -> Vec<u8> {
+    let q = reply_question();
+    let bytes = forward::handler::build_query(&q, REPLY_ID).expect("a query");
+    let mut msg = Message::from_bytes(&bytes).expect("our query parses");
+    msg.metadata.message_type = MessageType::Response;
+    msg.add_answer(hickory_proto::rr::Record::from_rdata(
+        q.name.clone(),
+        300,
+        hickory_proto::rr::RData::A(hickory_proto::rr::rdata::A::new(192, 0, 2, 1)),
+    ));
+    msg.to_bytes().expect("a reply")
+}

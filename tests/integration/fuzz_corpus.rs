@@ -1,0 +1,67 @@
+//! The committed fuzz corpora (`fuzz/corpus/<target>/`, minimized with `cargo fuzz cmin`)
+//! replayed through the same bodies the fuzz targets run (`cluster_dns::fuzzing`), so every
+//! input a fuzzing run found interesting, and every crash input added as a regression, is
+//! checked by `cargo test` on every CI run. See `fuzz/README.md`.
+
+use std::path::PathBuf;
+
+/// Every file of the corpus of `target`, with its name.
+fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target);
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| {
+            let path = e.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&path).unwrap())
+        })
+        .collect();
+    out.sort();
+    assert!(!out.is_empty(), "no corpus in {}", dir.display());
+    out
+}
+
+/// Runs `body` on every input of `target`'s corpus; a panic names the input.
+fn replay(target: &str, body: fn(&[u8])) {
+    for (name, data) in corpus(target) {
+        if std::panic::catch_unwind(|| body(&data)).is_err() {
+            panic!("fuzz/corpus/{target}/{name} fails");
+        }
+    }
+}
+
+#[test]
+fn query_handler_corpus() {
+    replay("query_handler", cluster_dns::fuzzing::query_handler);
+}
+
+#[test]
+fn corefile_corpus() {
+    replay("corefile", cluster_dns::fuzzing::corefile);
+}
+
+#[test]
+fn k8s_objects_corpus() {
+    replay("k8s_objects", cluster_dns::fuzzing::k8s_objects);
+}
+
+#[test]
+fn forward_reply_corpus() {
+    replay("forward_reply", cluster_dns::fuzzing::forward_reply);
+}
+
+/// The forward_reply seed is a reply the matcher accepts (so the target reaches the
+/// conversion), and the same reply with another ID is refused.
+#[test]
+fn forward_reply_seed_is_accepted_and_another_id_is_not() {
+    let seed = cluster_dns::fuzzing::forward_reply_seed();
+    let q = cluster_dns::proto::Question::new(
+        hickory_proto::rr::Name::from_ascii("www.example.com.").unwrap(),
+        hickory_proto::rr::RecordType::A,
+    );
+    assert!(cluster_dns::plugin::forward::handler::accept_reply(&seed, 0x2b1d, &q).is_some());
+    assert!(cluster_dns::plugin::forward::handler::accept_reply(&seed, 0x2b1e, &q).is_none());
+    cluster_dns::fuzzing::forward_reply(&seed);
+}
