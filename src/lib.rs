@@ -1,15 +1,17 @@
 //! cluster-dns: a Kubernetes cluster DNS server, a drop-in replacement for CoreDNS.
 //!
-//! Layout (one concept per module):
-//! - [`corefile`]: the Corefile language (tokens, server blocks, directives) with file:line errors.
-//! - [`config`]: the typed server configuration built from a parsed Corefile.
-//! - [`plugin`]: one folder per plugin (its Corefile setup and handler); the chain order lives in
-//!   [`plugin::CHAIN_ORDER`].
-//! - [`cluster`]: the in-memory cluster zone (Namespaces, Services, EndpointSlices, Pods reduced to
-//!   what DNS needs) and the sources that fill it (Kubernetes manifests, later the API watches).
-//! - [`dns`]: the query engine that answers names in the cluster zone by the Kubernetes DNS spec.
-//! - [`server`]: the UDP workers and TCP listener, request validation, EDNS, truncation and
-//!   response encoding (one path from request bytes to response bytes for every transport).
+//! Layers, imported one way from the bottom up (`tests/integration/layers.rs` holds the rule):
+//! - [`proto`] and [`corefile`] (leaves): the question, the reply, the transport and wire
+//!   limits; the Corefile language with file:line errors.
+//! - [`telemetry`]: the metric registry and CoreDNS's core families.
+//! - [`chain`]: the plugin contract (what a plugin declares), the chain, the setup contract.
+//! - [`cluster`]: the in-memory cluster zone and the sources that fill it (manifests, the API
+//!   watches); [`dns`]: the cluster zone's answerer.
+//! - [`plugin`]: one folder per plugin; [`plugin::registry`] is the one list of them.
+//! - [`server`]: validation, routing, encoding, the answer memo, the UDP and TCP transports;
+//!   it reads only what plugins declare.
+//! - The runtime: [`app`] (start-up, reload, shutdown), [`config`], [`http`], and the
+//!   harnesses [`testing`] and [`fuzzing`].
 
 pub mod app;
 pub mod chain;
