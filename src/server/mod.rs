@@ -9,36 +9,33 @@
 //! the server cleanly.
 
 pub mod fit;
+mod listen;
 pub mod memo;
 pub mod observe;
+mod request;
+mod route;
 pub mod tcp;
 pub mod udp;
 
-use std::future::Future;
+pub use listen::{Listeners, TCP_DRAIN_LIMIT, bind, bind_with, serve, serve_with};
+use request::{Parsed, cookies_well_formed, parse_body};
+pub use route::{BlockRoute, Router, RouterCell, router_cell};
+
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
 use futures::FutureExt as _;
 
-use hickory_proto::op::{
-    Edns, Header, HeaderCounts, Message, MessageType, Metadata, OpCode, Query, ResponseCode,
-};
-use hickory_proto::rr::rdata::opt::EdnsCode;
+use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
-use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder, DecodeError};
-use tokio::net::TcpListener;
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
 
-use crate::chain::{Answered, Chain, ReplayPlan};
+use crate::chain::{Answered, ReplayPlan};
 use crate::proto::{MAX_UDP_PAYLOAD, PLAIN_UDP_LIMIT, Question, Reply, Transport};
 use observe::{Exchange, Observers};
 
-/// The most a stopping server waits for its TCP connections to send the answers in flight
-/// (a forwarded question takes at most 4.5 s, its answer's write at most the message
-/// deadline).
-pub const TCP_DRAIN_LIMIT: Duration = Duration::from_secs(8);
 /// How long an idle TCP connection is kept.
 pub const TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -57,92 +54,6 @@ pub enum ServerError {
     /// The server stopped with an error.
     #[error("dns server failed: {0}")]
     Serve(String),
-}
-
-/// One server block as the router sees it: its zones (lower-case, absolute), its chain and
-/// what it observes of each request.
-#[derive(Debug, Clone)]
-pub struct BlockRoute {
-    /// The block's zones.
-    pub zones: Vec<Name>,
-    /// Its plugins.
-    pub chain: Chain,
-    /// Its `prometheus`, `log` and `errors`.
-    pub observers: Observers,
-}
-
-/// The server blocks that share one listen address, routed by the longest matching zone.
-#[derive(Debug, Clone, Default)]
-pub struct Router {
-    /// The blocks.
-    pub blocks: Vec<BlockRoute>,
-    /// Responses to UDP queries the cluster zones answered, kept while the zones are unchanged
-    /// (off by default; see [`Router::with_memo`]).
-    pub memo: memo::AnswerMemo,
-}
-
-impl Router {
-    /// `blocks`, with the answer memo on over the zones their plugins answer from.
-    pub fn new(blocks: Vec<BlockRoute>) -> Self {
-        Self {
-            blocks,
-            memo: memo::AnswerMemo::default(),
-        }
-        .with_memo()
-    }
-
-    /// This router with a new answer memo over the zones its blocks' plugins answer from
-    /// (their change counters, [`crate::chain::Plugin::zones`]).
-    pub fn with_memo(mut self) -> Self {
-        let mut zones: Vec<Arc<dyn crate::proto::ChangeCounter>> = Vec::new();
-        for z in self.blocks.iter().flat_map(|b| b.chain.zones()) {
-            if !zones
-                .iter()
-                .any(|have| std::ptr::addr_eq(Arc::as_ptr(have), Arc::as_ptr(&z)))
-            {
-                zones.push(z);
-            }
-        }
-        self.memo = memo::AnswerMemo::new(zones);
-        self
-    }
-
-    /// The chain of the block whose zone is the longest suffix of `name` (compared
-    /// case-insensitively, so the client's spelling will do).
-    pub fn route(&self, name: &Name) -> Option<&Chain> {
-        self.route_zone(name).map(|(_, c)| c)
-    }
-
-    /// The longest matching zone and its block's chain.
-    pub fn route_zone(&self, name: &Name) -> Option<(&Name, &Chain)> {
-        self.route_block(name).map(|(_, z, b)| (z, &b.chain))
-    }
-
-    /// The index of the block whose zone is the longest suffix of `name`, that zone and the
-    /// block.
-    pub fn route_block(&self, name: &Name) -> Option<(usize, &Name, &BlockRoute)> {
-        self.blocks
-            .iter()
-            .enumerate()
-            .flat_map(|(i, b)| b.zones.iter().map(move |z| (i, z, b)))
-            .filter(|(_, z, _)| z.zone_of(name))
-            .max_by_key(|(_, z, _)| z.num_labels())
-    }
-
-    /// True when some block's chain may await I/O while answering (a plugin declares it); the
-    /// UDP workers answer the others without a task.
-    pub fn may_await_io(&self) -> bool {
-        self.blocks.iter().any(|b| b.chain.awaits_io())
-    }
-}
-
-/// The routing table of one listen address, swapped whole when the Corefile is reloaded; a
-/// request in flight keeps the table it started with.
-pub type RouterCell = Arc<ArcSwap<Router>>;
-
-/// A new cell holding `router`.
-pub fn router_cell(router: Router) -> RouterCell {
-    Arc::new(ArcSwap::from_pointee(router))
 }
 
 /// Decides and encodes the response to every request, whatever the transport.
@@ -219,53 +130,6 @@ impl Response {
             failure: None,
         }
     }
-}
-
-/// A request as the server reads it: the header, the first question, the raw question section
-/// (echoed back as sent) and the client's EDNS. Every section is read and checked as
-/// hickory-server's `MessageRequest` reads it, so what parses is the same.
-struct Parsed<'a> {
-    meta: Metadata,
-    query_count: usize,
-    query: Option<Query>,
-    question: &'a [u8],
-    edns: Option<Edns>,
-}
-
-fn parse_body<'a>(decoder: &mut BinDecoder<'a>, header: Header) -> Result<Parsed<'a>, DecodeError> {
-    let Header { mut metadata, counts } = header;
-    let start = decoder.index();
-    let mut first = None;
-    for i in 0..counts.queries {
-        let q = Query::read(decoder)?;
-        if i == 0 {
-            first = Some(q);
-        }
-    }
-    let question = decoder.slice_from(start)?;
-    let op = metadata.op_code;
-    Message::read_records(decoder, usize::from(counts.answers), false, op)?;
-    Message::read_records(decoder, usize::from(counts.authorities), false, op)?;
-    let (_, edns, _) = Message::read_records(decoder, usize::from(counts.additionals), true, op)?;
-    if let Some(e) = &edns {
-        metadata.merge_response_code(e.rcode_high());
-    }
-    Ok(Parsed {
-        meta: metadata,
-        query_count: usize::from(counts.queries),
-        query: first,
-        question,
-        edns,
-    })
-}
-
-/// RFC 7873 §5.2.2: every COOKIE option is a client cookie of 8 bytes, alone or followed by a
-/// server cookie of 8 to 32 bytes; any other length is malformed (FORMERR).
-fn cookies_well_formed(edns: &Edns) -> bool {
-    edns.options()
-        .get_all(EdnsCode::Cookie)
-        .iter()
-        .all(|o| matches!(o.len(), 8 | 16..=40))
 }
 
 impl DnsHandler {
@@ -672,124 +536,4 @@ fn observe_request(router: &Router, req: &Parsed<'_>, resp: &Response, sent: &Me
             failure: resp.failure,
         },
     );
-}
-
-/// The sockets of one listen address: UDP sockets sharing the port (`SO_REUSEPORT`), one per
-/// UDP worker, and the TCP listener.
-#[derive(Debug)]
-pub struct Listeners {
-    /// The UDP sockets, all bound to the same address.
-    pub udp: Vec<std::net::UdpSocket>,
-    /// The TCP listener on the same address.
-    pub tcp: TcpListener,
-}
-
-impl Listeners {
-    /// The bound address (the real port when bound to port 0).
-    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        match self.udp.first() {
-            Some(s) => s.local_addr(),
-            None => self.tcp.local_addr(),
-        }
-    }
-}
-
-/// Binds [`udp::workers`] UDP sockets and a TCP listener on the same address and port. With port
-/// 0, the first UDP socket picks a free port and the others take the same one.
-pub async fn bind(addr: SocketAddr) -> Result<Listeners, ServerError> {
-    bind_with(addr, udp::workers()).await
-}
-
-/// [`bind`] with `udp_sockets` UDP sockets (at least one).
-pub async fn bind_with(addr: SocketAddr, udp_sockets: usize) -> Result<Listeners, ServerError> {
-    let err = |source| ServerError::Bind {
-        addr: addr.to_string(),
-        source,
-    };
-    let n = udp_sockets.max(1);
-    let mut last = None;
-    for _ in 0..16 {
-        let first = udp::bind_socket(addr).map_err(err)?;
-        let port = first.local_addr().map_err(err)?.port();
-        let at = SocketAddr::new(addr.ip(), port);
-        let tcp = match TcpListener::bind(at).await {
-            Ok(tcp) => tcp,
-            Err(e) if addr.port() == 0 => {
-                last = Some(e);
-                continue;
-            }
-            Err(e) => return Err(err(e)),
-        };
-        let mut udp = vec![first];
-        for _ in 1..n {
-            udp.push(udp::bind_socket(at).map_err(err)?);
-        }
-        return Ok(Listeners { udp, tcp });
-    }
-    Err(err(last.unwrap_or_else(|| std::io::Error::other("no free port"))))
-}
-
-/// Serves `router` on the bound `listeners` until `shutdown` completes: one UDP worker thread per
-/// UDP socket, and a tokio task per TCP listener.
-pub async fn serve(
-    router: RouterCell,
-    listeners: Vec<Listeners>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), ServerError> {
-    serve_with(router, listeners, tcp::TcpLimits::default(), shutdown).await
-}
-
-/// [`serve`], with `tcp_limits` bounding each TCP listener's connections.
-pub async fn serve_with(
-    router: RouterCell,
-    listeners: Vec<Listeners>,
-    tcp_limits: tcp::TcpLimits,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), ServerError> {
-    let handler = DnsHandler::new(router);
-    let runtime = tokio::runtime::Handle::current();
-    let stop = udp::Stop::default();
-    // The workers are threads, not tasks: if this future is dropped rather than run to the
-    // end (the runtime shutting down), they must still stop and close their sockets.
-    let _stop_on_drop = udp::StopOnDrop(stop.clone());
-    let mut workers = Vec::new();
-    let mut tcp_tasks = Vec::new();
-    let (tcp_stop, tcp_stopped) = tokio::sync::watch::channel(false);
-    for l in listeners {
-        for sock in l.udp {
-            let w = udp::spawn_worker(sock, handler.clone(), runtime.clone(), stop.clone())
-                .map_err(|e| ServerError::Serve(format!("cannot start a UDP worker: {e}")))?;
-            workers.push(w);
-        }
-        let mut stopped = tcp_stopped.clone();
-        tcp_tasks.push(tokio::spawn(tcp::serve_until(
-            l.tcp,
-            handler.clone(),
-            tcp_limits.clone(),
-            async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            },
-        )));
-    }
-    shutdown.await;
-    // TCP drains: the queries already read are answered. UDP stops at once (a datagram in a
-    // worker's hands is answered before it looks at the stop).
-    let _ = tcp_stop.send(true);
-    stop.stop();
-    for t in tcp_tasks {
-        let abort = t.abort_handle();
-        if tokio::time::timeout(TCP_DRAIN_LIMIT, t).await.is_err() {
-            tracing::debug!("TCP connections still open after the drain limit; closed");
-            abort.abort();
-        }
-    }
-    // The workers see the stop within their receive timeout.
-    tokio::task::spawn_blocking(move || {
-        for w in workers {
-            let _ = w.join();
-        }
-    })
-    .await
-    .map_err(|e| ServerError::Serve(format!("UDP worker failed: {e}")))?;
-    Ok(())
 }

@@ -1,0 +1,136 @@
+//! The sockets of a listen address and serving them: the UDP workers' sockets (`SO_REUSEPORT`)
+//! and the TCP listener, bound by [`bind`]; [`serve`] runs them until a shutdown future
+//! completes, then stops UDP and drains TCP.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use super::{DnsHandler, RouterCell, ServerError, tcp, udp};
+
+/// The most a stopping server waits for its TCP connections to send the answers in flight
+/// (a forwarded question takes at most 4.5 s, its answer's write at most the message
+/// deadline).
+pub const TCP_DRAIN_LIMIT: Duration = Duration::from_secs(8);
+
+/// The sockets of one listen address: UDP sockets sharing the port (`SO_REUSEPORT`), one per
+/// UDP worker, and the TCP listener.
+#[derive(Debug)]
+pub struct Listeners {
+    /// The UDP sockets, all bound to the same address.
+    pub udp: Vec<std::net::UdpSocket>,
+    /// The TCP listener on the same address.
+    pub tcp: TcpListener,
+}
+
+impl Listeners {
+    /// The bound address (the real port when bound to port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        match self.udp.first() {
+            Some(s) => s.local_addr(),
+            None => self.tcp.local_addr(),
+        }
+    }
+}
+
+/// Binds [`udp::workers`] UDP sockets and a TCP listener on the same address and port. With port
+/// 0, the first UDP socket picks a free port and the others take the same one.
+pub async fn bind(addr: SocketAddr) -> Result<Listeners, ServerError> {
+    bind_with(addr, udp::workers()).await
+}
+
+/// [`bind`] with `udp_sockets` UDP sockets (at least one).
+pub async fn bind_with(addr: SocketAddr, udp_sockets: usize) -> Result<Listeners, ServerError> {
+    let err = |source| ServerError::Bind {
+        addr: addr.to_string(),
+        source,
+    };
+    let n = udp_sockets.max(1);
+    let mut last = None;
+    for _ in 0..16 {
+        let first = udp::bind_socket(addr).map_err(err)?;
+        let port = first.local_addr().map_err(err)?.port();
+        let at = SocketAddr::new(addr.ip(), port);
+        let tcp = match TcpListener::bind(at).await {
+            Ok(tcp) => tcp,
+            Err(e) if addr.port() == 0 => {
+                last = Some(e);
+                continue;
+            }
+            Err(e) => return Err(err(e)),
+        };
+        let mut udp = vec![first];
+        for _ in 1..n {
+            udp.push(udp::bind_socket(at).map_err(err)?);
+        }
+        return Ok(Listeners { udp, tcp });
+    }
+    Err(err(last.unwrap_or_else(|| std::io::Error::other("no free port"))))
+}
+
+/// Serves `router` on the bound `listeners` until `shutdown` completes: one UDP worker thread per
+/// UDP socket, and a tokio task per TCP listener.
+pub async fn serve(
+    router: RouterCell,
+    listeners: Vec<Listeners>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    serve_with(router, listeners, tcp::TcpLimits::default(), shutdown).await
+}
+
+/// [`serve`], with `tcp_limits` bounding each TCP listener's connections.
+pub async fn serve_with(
+    router: RouterCell,
+    listeners: Vec<Listeners>,
+    tcp_limits: tcp::TcpLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    let handler = DnsHandler::new(router);
+    let runtime = tokio::runtime::Handle::current();
+    let stop = udp::Stop::default();
+    // The workers are threads, not tasks: if this future is dropped rather than run to the
+    // end (the runtime shutting down), they must still stop and close their sockets.
+    let _stop_on_drop = udp::StopOnDrop(stop.clone());
+    let mut workers = Vec::new();
+    let mut tcp_tasks = Vec::new();
+    let (tcp_stop, tcp_stopped) = tokio::sync::watch::channel(false);
+    for l in listeners {
+        for sock in l.udp {
+            let w = udp::spawn_worker(sock, handler.clone(), runtime.clone(), stop.clone())
+                .map_err(|e| ServerError::Serve(format!("cannot start a UDP worker: {e}")))?;
+            workers.push(w);
+        }
+        let mut stopped = tcp_stopped.clone();
+        tcp_tasks.push(tokio::spawn(tcp::serve_until(
+            l.tcp,
+            handler.clone(),
+            tcp_limits.clone(),
+            async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            },
+        )));
+    }
+    shutdown.await;
+    // TCP drains: the queries already read are answered. UDP stops at once (a datagram in a
+    // worker's hands is answered before it looks at the stop).
+    let _ = tcp_stop.send(true);
+    stop.stop();
+    for t in tcp_tasks {
+        let abort = t.abort_handle();
+        if tokio::time::timeout(TCP_DRAIN_LIMIT, t).await.is_err() {
+            tracing::debug!("TCP connections still open after the drain limit; closed");
+            abort.abort();
+        }
+    }
+    // The workers see the stop within their receive timeout.
+    tokio::task::spawn_blocking(move || {
+        for w in workers {
+            let _ = w.join();
+        }
+    })
+    .await
+    .map_err(|e| ServerError::Serve(format!("UDP worker failed: {e}")))?;
+    Ok(())
+}

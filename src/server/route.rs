@@ -1,0 +1,97 @@
+//! Routing: the server blocks that share one listen address, chosen by the longest zone that
+//! matches the question, and the cell a reload swaps the whole table through.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use hickory_proto::rr::Name;
+
+use super::memo;
+use super::observe::Observers;
+use crate::chain::Chain;
+
+/// One server block as the router sees it: its zones (lower-case, absolute), its chain and
+/// what it observes of each request.
+#[derive(Debug, Clone)]
+pub struct BlockRoute {
+    /// The block's zones.
+    pub zones: Vec<Name>,
+    /// Its plugins.
+    pub chain: Chain,
+    /// Its `prometheus`, `log` and `errors`.
+    pub observers: Observers,
+}
+
+/// The server blocks that share one listen address, routed by the longest matching zone.
+#[derive(Debug, Clone, Default)]
+pub struct Router {
+    /// The blocks.
+    pub blocks: Vec<BlockRoute>,
+    /// Responses to UDP queries the cluster zones answered, kept while the zones are unchanged
+    /// (off by default; see [`Router::with_memo`]).
+    pub memo: memo::AnswerMemo,
+}
+
+impl Router {
+    /// `blocks`, with the answer memo on over the zones their plugins answer from.
+    pub fn new(blocks: Vec<BlockRoute>) -> Self {
+        Self {
+            blocks,
+            memo: memo::AnswerMemo::default(),
+        }
+        .with_memo()
+    }
+
+    /// This router with a new answer memo over the zones its blocks' plugins answer from
+    /// (their change counters, [`crate::chain::Plugin::zones`]).
+    pub fn with_memo(mut self) -> Self {
+        let mut zones: Vec<Arc<dyn crate::proto::ChangeCounter>> = Vec::new();
+        for z in self.blocks.iter().flat_map(|b| b.chain.zones()) {
+            if !zones
+                .iter()
+                .any(|have| std::ptr::addr_eq(Arc::as_ptr(have), Arc::as_ptr(&z)))
+            {
+                zones.push(z);
+            }
+        }
+        self.memo = memo::AnswerMemo::new(zones);
+        self
+    }
+
+    /// The chain of the block whose zone is the longest suffix of `name` (compared
+    /// case-insensitively, so the client's spelling will do).
+    pub fn route(&self, name: &Name) -> Option<&Chain> {
+        self.route_zone(name).map(|(_, c)| c)
+    }
+
+    /// The longest matching zone and its block's chain.
+    pub fn route_zone(&self, name: &Name) -> Option<(&Name, &Chain)> {
+        self.route_block(name).map(|(_, z, b)| (z, &b.chain))
+    }
+
+    /// The index of the block whose zone is the longest suffix of `name`, that zone and the
+    /// block.
+    pub fn route_block(&self, name: &Name) -> Option<(usize, &Name, &BlockRoute)> {
+        self.blocks
+            .iter()
+            .enumerate()
+            .flat_map(|(i, b)| b.zones.iter().map(move |z| (i, z, b)))
+            .filter(|(_, z, _)| z.zone_of(name))
+            .max_by_key(|(_, z, _)| z.num_labels())
+    }
+
+    /// True when some block's chain may await I/O while answering (a plugin declares it); the
+    /// UDP workers answer the others without a task.
+    pub fn may_await_io(&self) -> bool {
+        self.blocks.iter().any(|b| b.chain.awaits_io())
+    }
+}
+
+/// The routing table of one listen address, swapped whole when the Corefile is reloaded; a
+/// request in flight keeps the table it started with.
+pub type RouterCell = Arc<ArcSwap<Router>>;
+
+/// A new cell holding `router`.
+pub fn router_cell(router: Router) -> RouterCell {
+    Arc::new(ArcSwap::from_pointee(router))
+}
