@@ -537,3 +537,144 @@ fn observe_request(router: &Router, req: &Parsed<'_>, resp: &Response, sent: &Me
         },
     );
 }
+
+#[cfg(test)]
+mod tests {
+    //! The server alone, with stub chains: no cluster, no plugin.
+    use std::sync::Mutex;
+
+    use hickory_proto::op::{Message, Query};
+    use hickory_proto::rr::RData;
+    use hickory_proto::rr::rdata::A;
+
+    use super::*;
+    use crate::chain::{Chain, Exchange, Next, Observer, Plugin, ReplyFuture};
+    use crate::proto::{Answer, Failure};
+
+    /// Answers `a.test.` A with 192.0.2.1 and fails every other name.
+    #[derive(Debug)]
+    struct Stub;
+
+    impl Plugin for Stub {
+        fn name(&self) -> &'static str {
+            "stub"
+        }
+        fn serve<'a>(&'a self, q: &'a Question, _next: Next<'a>) -> ReplyFuture<'a> {
+            Box::pin(async move {
+                if q.name.to_lowercase() == Name::from_ascii("a.test.").unwrap() {
+                    Reply::Authoritative(Answer {
+                        rcode: ResponseCode::NoError,
+                        answers: vec![Record::from_rdata(
+                            q.name.clone(),
+                            5,
+                            RData::A(A::new(192, 0, 2, 1)),
+                        )],
+                        authority: Vec::new(),
+                        additional: Vec::new(),
+                        external_target: None,
+                    })
+                } else {
+                    Reply::Failed(Failure {
+                        rcode: ResponseCode::ServFail,
+                        reason: "stub failure",
+                    })
+                }
+            })
+        }
+    }
+
+    /// Records what it observes: (plugin label, failure, rcode).
+    #[derive(Debug, Default)]
+    struct Seen(Mutex<Vec<(&'static str, Option<&'static str>, ResponseCode)>>);
+
+    impl Observer for Seen {
+        fn name(&self) -> &'static str {
+            "seen"
+        }
+        fn observe(&self, x: &Exchange<'_>) {
+            self.0.lock().unwrap().push((x.plugin, x.failure, x.rcode));
+        }
+    }
+
+    fn handler(seen: Arc<Seen>) -> DnsHandler {
+        let block = BlockRoute {
+            zones: vec![Name::from_ascii("test.").unwrap()],
+            chain: Chain::new(vec![Arc::new(Stub)]),
+            observers: Observers {
+                metrics: None,
+                plugins: vec![seen],
+            },
+        };
+        DnsHandler::new(router_cell(Router::new(vec![block])))
+    }
+
+    fn ask(h: &DnsHandler, msg: &Message) -> Message {
+        let src: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let out = h
+            .answer_wire(&msg.to_bytes().unwrap(), src, Transport::Udp)
+            .unwrap();
+        Message::from_bytes(&out).unwrap()
+    }
+
+    fn query(name: &str, qtype: RecordType) -> Message {
+        let mut m = Message::query();
+        m.metadata.id = 7;
+        m.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
+        m
+    }
+
+    #[test]
+    fn a_plugin_reply_is_encoded_authoritative_and_labelled_with_its_writer() {
+        let seen = Arc::new(Seen::default());
+        let h = handler(seen.clone());
+        let m = ask(&h, &query("A.Test.", RecordType::A));
+        assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+        assert!(m.metadata.authoritative && !m.metadata.recursion_available);
+        assert_eq!(m.answers.len(), 1);
+        assert_eq!(m.answers[0].name.to_string(), "A.Test.", "the question's case");
+        let m = ask(&h, &query("b.test.", RecordType::A));
+        assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
+        assert_eq!(
+            *seen.0.lock().unwrap(),
+            [
+                ("stub", None, ResponseCode::NoError),
+                ("", Some("stub failure"), ResponseCode::ServFail)
+            ]
+        );
+    }
+
+    #[test]
+    fn requests_are_checked_before_any_plugin() {
+        let seen = Arc::new(Seen::default());
+        let h = handler(seen.clone());
+        let rcode = |m: Message| ask(&h, &m).metadata.response_code;
+        // Outside every zone.
+        assert_eq!(rcode(query("a.example.", RecordType::A)), ResponseCode::Refused);
+        // Not a QUERY.
+        let mut m = query("a.test.", RecordType::A);
+        m.metadata.op_code = OpCode::Status;
+        assert_eq!(rcode(m), ResponseCode::NotImp);
+        // Two questions.
+        let mut m = query("a.test.", RecordType::A);
+        m.add_query(Query::query(
+            Name::from_ascii("a.test.").unwrap(),
+            RecordType::AAAA,
+        ));
+        assert_eq!(rcode(m), ResponseCode::FormErr);
+        // Another class; zone transfers.
+        let mut m = Message::query();
+        let mut q = Query::query(Name::from_ascii("a.test.").unwrap(), RecordType::A);
+        q.set_query_class(DNSClass::CH);
+        m.add_query(q);
+        assert_eq!(rcode(m), ResponseCode::Refused);
+        assert_eq!(rcode(query("test.", RecordType::AXFR)), ResponseCode::Refused);
+        // The plugin saw none of them, and only the routed ones were observed.
+        assert!(
+            seen.0
+                .lock()
+                .unwrap()
+                .iter()
+                .all(|(plugin, _, _)| plugin.is_empty())
+        );
+    }
+}
