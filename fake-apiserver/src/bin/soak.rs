@@ -71,28 +71,65 @@ fn slice(service: &str, ips: &[Ipv4Addr]) -> Value {
            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]})
 }
 
-/// A churned Service's state: its endpoint addresses, or `None` while it does not exist.
+/// An answer about a churned Service: its endpoint addresses, or `None` for NXDOMAIN.
 type State = Option<BTreeSet<Ipv4Addr>>;
 
-/// What the API server published for each churned Service, with when.
+/// What the API server published for one churned Service, with when: whether the Service
+/// exists, and its slice's addresses. The two are separate objects on separate watches, so
+/// cluster-dns may combine any Service state with any slice state that were each current
+/// within the window.
+#[derive(Debug, Default)]
+struct Published {
+    service: Vec<(Instant, bool)>,
+    slice: Vec<(Instant, BTreeSet<Ipv4Addr>)>,
+}
+
+/// True when one of `history`'s values equal to `want` was current at some moment in
+/// `[from, to]` (each value is current from its time until the next one's).
+fn current_within<T: PartialEq>(history: &[(Instant, T)], want: &T, from: Instant, to: Instant) -> bool {
+    history.iter().enumerate().any(|(i, (start, v))| {
+        let end = history.get(i + 1).map(|(s, _)| *s);
+        v == want && *start <= to && end.is_none_or(|e| e >= from)
+    })
+}
+
+/// What the API server published for each churned Service.
 #[derive(Debug, Default)]
 struct History {
-    states: Vec<Mutex<Vec<(Instant, State)>>>,
+    states: Vec<Mutex<Published>>,
 }
 
 impl History {
-    /// True when `got` was a published state of Service `k` at some moment in
-    /// `[sent - PROPAGATION, received]`.
+    /// True when `got` is what cluster-dns may answer for Service `k` at some moment in
+    /// `[sent - PROPAGATION, received]`: NXDOMAIN while the Service did not exist, else its
+    /// slice's addresses.
     fn allows(&self, k: usize, got: &State, sent: Instant, received: Instant) -> bool {
-        let Some(states) = self.states.get(k) else {
+        let Some(p) = self.states.get(k) else {
             return false;
         };
-        let states = states.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let p = p.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let from = sent.checked_sub(PROPAGATION).unwrap_or(sent);
-        states.iter().enumerate().any(|(i, (start, state))| {
-            let end = states.get(i + 1).map(|(s, _)| *s);
-            state == got && *start <= received && end.is_none_or(|e| e >= from)
-        })
+        match got {
+            None => current_within(&p.service, &false, from, received),
+            Some(ips) => {
+                current_within(&p.service, &true, from, received)
+                    && current_within(&p.slice, ips, from, received)
+            }
+        }
+    }
+
+    fn publish_slice(&self, k: usize, ips: &[Ipv4Addr]) {
+        if let Some(p) = self.states.get(k) {
+            let mut p = p.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            p.slice.push((Instant::now(), ips.iter().copied().collect()));
+        }
+    }
+
+    fn publish_service(&self, k: usize, exists: bool) {
+        if let Some(p) = self.states.get(k) {
+            let mut p = p.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            p.service.push((Instant::now(), exists));
+        }
     }
 }
 
@@ -360,7 +397,21 @@ async fn main() {
         .unwrap_or(if smoke { 1 } else { 10 });
     let secs = if smoke { 20 } else { minutes * 60 };
 
-    let fake = Arc::new(FakeApiServer::start().await.expect("fake API server"));
+    // The API server and its churn run on a runtime of their own, so the clients' load (which
+    // saturates the main runtime) cannot delay the watch events they send.
+    let (api_tx, api_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("API server runtime");
+        let fake = Arc::new(rt.block_on(FakeApiServer::start()).expect("fake API server"));
+        let _ = api_tx.send((fake, rt.handle().clone()));
+        // Keep the runtime until the process ends.
+        rt.block_on(std::future::pending::<()>());
+    });
+    let (fake, api_rt) = api_rx.recv().expect("the API server started");
     fake.create(namespace("soak")).expect("namespace");
     for i in 0..STABLE_CLUSTER_IP {
         fake.create(service(&format!("c{i}"), Some(cluster_ip(i))))
@@ -374,7 +425,7 @@ async fn main() {
         fake.create(slice(&format!("h{i}"), &ips)).expect("slice");
     }
     let history = Arc::new(History {
-        states: (0..CHURNED).map(|_| Mutex::new(Vec::new())).collect(),
+        states: (0..CHURNED).map(|_| Mutex::new(Published::default())).collect(),
     });
     let churn_pool = |k: usize, step: u64| -> Vec<Ipv4Addr> {
         let n = 1 + (step as usize + k) % 3;
@@ -384,11 +435,8 @@ async fn main() {
     };
     for k in 0..CHURNED {
         let ips = churn_pool(k, 0);
-        if let Some(h) = history.states.get(k) {
-            h.lock()
-                .expect("history")
-                .push((Instant::now(), Some(ips.iter().copied().collect())));
-        }
+        history.publish_service(k, true);
+        history.publish_slice(k, &ips);
         fake.create(service(&format!("x{k}"), None)).expect("service");
         fake.create(slice(&format!("x{k}"), &ips)).expect("slice");
     }
@@ -436,7 +484,7 @@ async fn main() {
     let changes = Arc::new(AtomicU64::new(0));
     let churn = {
         let (fake, history, stop, changes) = (fake.clone(), history.clone(), stop.clone(), changes.clone());
-        tokio::spawn(async move {
+        api_rt.spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(1000 / CHURN_PER_SECOND));
             let mut step = 0u64;
             let mut deleted = [false; CHURNED];
@@ -445,26 +493,21 @@ async fn main() {
                 step += 1;
                 let k = (step as usize * 7) % CHURNED;
                 let name = format!("x{k}");
-                let Some(h) = history.states.get(k) else { continue };
+                // Each change is recorded before the API server makes it.
                 if step.is_multiple_of(10) && !deleted[k] {
                     // The Service goes away (its slice stays, as the controller is slower).
-                    h.lock().expect("history").push((Instant::now(), None));
+                    history.publish_service(k, false);
                     let _ = fake.delete(fake_apiserver::Resource::Services, "soak", &name);
                     deleted[k] = true;
-                } else if deleted[k] {
-                    let ips = churn_pool(k, step);
-                    h.lock()
-                        .expect("history")
-                        .push((Instant::now(), Some(ips.iter().copied().collect())));
-                    let _ = fake.apply(slice(&name, &ips));
-                    let _ = fake.apply(service(&name, None));
-                    deleted[k] = false;
                 } else {
                     let ips = churn_pool(k, step);
-                    h.lock()
-                        .expect("history")
-                        .push((Instant::now(), Some(ips.iter().copied().collect())));
+                    history.publish_slice(k, &ips);
                     let _ = fake.apply(slice(&name, &ips));
+                    if deleted[k] {
+                        history.publish_service(k, true);
+                        let _ = fake.apply(service(&name, None));
+                        deleted[k] = false;
+                    }
                 }
                 changes.fetch_add(1, Ordering::Relaxed);
             }
