@@ -5,19 +5,15 @@
 //! (rcode, sections) or that the name is not ours ([`Outcome::Fallthrough`]) so the next
 //! handler takes it.
 
-use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::rdata::{A, AAAA, CNAME, NS, PTR, SOA, SRV, TXT};
+use hickory_proto::rr::rdata::{A, AAAA, NS, SOA, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
-use super::addr::{dashed, parse_pod_label, parse_reverse};
 use super::qname::ClusterName;
 use crate::cluster::ClusterZone;
-use crate::cluster::model::{EndpointInfo, PortInfo, PortProtocol, ServiceInfo, ServiceKind, SliceInfo};
-use crate::cluster::zone::ServiceEntry;
 use crate::proto::Answer;
 
 /// The spec version `dns-version.<zone>` answers.
@@ -25,7 +21,7 @@ pub const SCHEMA_VERSION: &str = "1.1.0";
 /// The fixed TTL of the `dns-version` TXT record.
 pub const DNS_VERSION_TTL: u32 = 28800;
 /// How many CNAME links an in-zone ExternalName chase follows.
-const MAX_CNAME_CHAIN: usize = 10;
+pub(super) const MAX_CNAME_CHAIN: usize = 10;
 
 /// How pod names (`<dashed-ip>.<ns>.pod.<zone>`) are answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -80,26 +76,26 @@ pub enum Outcome {
 /// The intermediate result of resolving one name: rcode, records, and whether the final name
 /// is negative (NODATA/NXDOMAIN, so the authority section gets the SOA).
 #[derive(Debug, Default)]
-struct Resolution {
-    nxdomain: bool,
-    answers: Vec<Record>,
-    additional: Vec<Record>,
-    external_target: Option<Name>,
+pub(super) struct Resolution {
+    pub(super) nxdomain: bool,
+    pub(super) answers: Vec<Record>,
+    pub(super) additional: Vec<Record>,
+    pub(super) external_target: Option<Name>,
     /// The answer is a CNAME chain whose in-zone end has no records of the asked type.
-    nodata_tail: bool,
+    pub(super) nodata_tail: bool,
 }
 
 impl Resolution {
-    fn nxdomain() -> Self {
+    pub(super) fn nxdomain() -> Self {
         Self {
             nxdomain: true,
             ..Self::default()
         }
     }
-    fn nodata() -> Self {
+    pub(super) fn nodata() -> Self {
         Self::default()
     }
-    fn records(answers: Vec<Record>) -> Self {
+    pub(super) fn records(answers: Vec<Record>) -> Self {
         Self {
             answers,
             ..Self::default()
@@ -111,29 +107,29 @@ impl Resolution {
 /// of the zone.
 #[derive(Debug, Clone)]
 pub struct ClusterAnswerer {
-    settings: Arc<AnswerSettings>,
-    zone: Arc<ClusterZone>,
+    pub(super) settings: Arc<AnswerSettings>,
+    pub(super) zone: Arc<ClusterZone>,
     /// (zone, SOA MNAME, SOA RNAME) of every zone, built once.
-    soa_names: Arc<Vec<(Name, Name, Name)>>,
+    pub(super) soa_names: Arc<Vec<(Name, Name, Name)>>,
 }
 
 /// True when a label of `name` has an upper-case ASCII letter (so it needs lower-casing).
-fn has_upper(name: &Name) -> bool {
+pub(super) fn has_upper(name: &Name) -> bool {
     name.iter().any(|l| l.iter().any(u8::is_ascii_uppercase))
 }
 
 /// Labels a name is split into on the stack; longer names (rare) take a `Vec`.
-const INLINE_LABELS: usize = 16;
+pub(super) const INLINE_LABELS: usize = 16;
 
 /// A name made of `labels` followed by `suffix`. The labels come from Kubernetes objects, which
 /// are valid DNS labels; a label that isn't gives `None` and is left out of the answer.
-fn name_under(labels: &[&str], suffix: &Name) -> Option<Name> {
+pub(super) fn name_under(labels: &[&str], suffix: &Name) -> Option<Name> {
     let mut name = Name::from_labels(labels.iter().map(|l| l.as_bytes())).ok()?;
     name.set_fqdn(false);
     name.append_domain(suffix).ok()
 }
 
-fn record_ip(r: &Record) -> Option<IpAddr> {
+pub(super) fn record_ip(r: &Record) -> Option<IpAddr> {
     match &r.data {
         RData::A(a) => Some(IpAddr::V4(a.0)),
         RData::AAAA(a) => Some(IpAddr::V6(a.0)),
@@ -141,14 +137,14 @@ fn record_ip(r: &Record) -> Option<IpAddr> {
     }
 }
 
-fn address_record(owner: &Name, ttl: u32, ip: IpAddr) -> Record {
+pub(super) fn address_record(owner: &Name, ttl: u32, ip: IpAddr) -> Record {
     match ip {
         IpAddr::V4(v4) => Record::from_rdata(owner.clone(), ttl, RData::A(A(v4))),
         IpAddr::V6(v6) => Record::from_rdata(owner.clone(), ttl, RData::AAAA(AAAA(v6))),
     }
 }
 
-fn family_matches(qtype: RecordType, ip: &IpAddr) -> bool {
+pub(super) fn family_matches(qtype: RecordType, ip: &IpAddr) -> bool {
     matches!(
         (qtype, ip),
         (RecordType::A, IpAddr::V4(_)) | (RecordType::AAAA, IpAddr::V6(_))
@@ -156,17 +152,17 @@ fn family_matches(qtype: RecordType, ip: &IpAddr) -> bool {
 }
 
 /// The SOA MNAME and RNAME of `zone`.
-fn soa_names(zone: &Name) -> (Name, Name) {
+pub(super) fn soa_names(zone: &Name) -> (Name, Name) {
     let mname = name_under(&["ns", "dns"], zone).unwrap_or_else(|| zone.clone());
     let rname = name_under(&["hostmaster"], zone).unwrap_or_else(|| zone.clone());
     (mname, rname)
 }
 
 /// One SRV candidate before duplicates are removed.
-struct SrvCandidate {
-    target: Name,
-    port: u16,
-    glue: IpAddr,
+pub(super) struct SrvCandidate {
+    pub(super) target: Name,
+    pub(super) port: u16,
+    pub(super) glue: IpAddr,
 }
 
 impl ClusterAnswerer {
@@ -263,7 +259,7 @@ impl ClusterAnswerer {
     }
 
     /// Resolves `owner` (client spelling) whose lower-case form is `lower`, inside `zone`.
-    fn resolve(
+    pub(super) fn resolve(
         &self,
         owner: &Name,
         lower: &Name,
@@ -373,443 +369,12 @@ impl ClusterAnswerer {
             ClusterName::Invalid => Resolution::nxdomain(),
         }
     }
-
-    fn namespace_exposed(&self, ns: &str) -> bool {
-        (self.settings.namespaces.is_empty() || self.settings.namespaces.iter().any(|n| n == ns))
-            && self.zone.namespace_exists(ns)
-    }
-
-    /// The entry and Service for (namespace, name) if DNS should see it at all.
-    fn visible_service(&self, namespace: &str, name: &str) -> Option<Arc<ServiceEntry>> {
-        if !self.namespace_exposed(namespace) {
-            return None;
-        }
-        let entry = self.zone.service(namespace, name)?;
-        let svc = entry.service.as_ref()?;
-        let hidden = match &svc.kind {
-            ServiceKind::ClusterIp(_) => self.settings.ignore_empty_service && entry.has_no_ready_addresses(),
-            ServiceKind::Headless => self.settings.noendpoints || entry.has_no_ready_addresses(),
-            ServiceKind::ExternalName(target) => target.is_none(),
-        };
-        (!hidden).then_some(entry)
-    }
-
-    /// A, AAAA or NODATA from a set of addresses (duplicates removed, order kept).
-    fn addresses(
-        &self,
-        owner: &Name,
-        qtype: RecordType,
-        ips: impl IntoIterator<Item = IpAddr>,
-    ) -> Resolution {
-        let ttl = self.settings.ttl;
-        let mut records: Vec<Record> = Vec::new();
-        for ip in ips {
-            if family_matches(qtype, &ip) && !records.iter().any(|r| record_ip(r) == Some(ip)) {
-                records.push(address_record(owner, ttl, ip));
-            }
-        }
-        Resolution::records(records)
-    }
-
-    /// The endpoint name of one address of `ep` (§4.3).
-    fn endpoint_name(&self, ep: &EndpointInfo, ip: &IpAddr) -> String {
-        if let Some(h) = &ep.hostname {
-            return h.to_string();
-        }
-        if self.settings.endpoint_pod_names
-            && let Some(p) = ep
-                .pod_name
-                .as_deref()
-                .filter(|p| p.len() < 64 && crate::proto::is_dns_label(p))
-        {
-            return p.to_owned();
-        }
-        dashed(ip)
-    }
-
-    fn ready_addresses(entry: &ServiceEntry) -> impl Iterator<Item = (&SliceInfo, &EndpointInfo, &IpAddr)> {
-        entry
-            .slices
-            .values()
-            .flat_map(|s| s.endpoints.iter().map(move |e| (&**s, e)))
-            .flat_map(|(s, e)| e.addresses.iter().map(move |ip| (s, e, ip)))
-    }
-
-    fn resolve_service(
-        &self,
-        owner: &Name,
-        zone_labels: usize,
-        namespace: &str,
-        service: &str,
-        qtype: RecordType,
-        depth: usize,
-    ) -> Resolution {
-        let Some(entry) = self.visible_service(namespace, service) else {
-            return Resolution::nxdomain();
-        };
-        let Some(svc) = entry.service.as_ref() else {
-            return Resolution::nxdomain();
-        };
-        match (&svc.kind, qtype) {
-            (ServiceKind::ClusterIp(ips), RecordType::A | RecordType::AAAA) => {
-                self.addresses(owner, qtype, ips.iter().copied())
-            }
-            (ServiceKind::Headless, RecordType::A | RecordType::AAAA) => {
-                // Prepared when the entry changed: ready addresses, deduplicated, in order.
-                let ttl = self.settings.ttl;
-                Resolution::records(
-                    entry
-                        .ready_ips
-                        .iter()
-                        .filter(|ip| family_matches(qtype, ip))
-                        .map(|ip| address_record(owner, ttl, *ip))
-                        .collect(),
-                )
-            }
-            (ServiceKind::ClusterIp(_) | ServiceKind::Headless, RecordType::SRV) => {
-                let zone_spelt = owner.trim_to(zone_labels);
-                let candidates = self.srv_candidates(&entry, svc, &zone_spelt, |_| true);
-                self.srv(owner, candidates)
-            }
-            (ServiceKind::ExternalName(Some(target)), RecordType::CNAME) => {
-                match Name::from_ascii(&**target) {
-                    Ok(t) => Resolution::records(vec![Record::from_rdata(
-                        owner.clone(),
-                        self.settings.ttl,
-                        RData::CNAME(CNAME(t)),
-                    )]),
-                    Err(_) => Resolution::nxdomain(),
-                }
-            }
-            (ServiceKind::ExternalName(Some(target)), RecordType::A | RecordType::AAAA) => {
-                self.chase(owner, target, qtype, depth)
-            }
-            _ => Resolution::nodata(),
-        }
-    }
-
-    /// CNAME to an ExternalName target, followed by the target's records when it is in one of
-    /// our zones (RFC 1034 rules: the target's rcode, NODATA when it lacks the type).
-    fn chase(&self, owner: &Name, target: &str, qtype: RecordType, depth: usize) -> Resolution {
-        let Ok(target) = Name::from_ascii(target) else {
-            return Resolution::nxdomain();
-        };
-        let cname = Record::from_rdata(
-            owner.clone(),
-            self.settings.ttl,
-            RData::CNAME(CNAME(target.clone())),
-        );
-        let lower = target.to_lowercase();
-        let in_zone = self.matching_zone(&lower).cloned();
-        match in_zone {
-            Some(zone) if depth < MAX_CNAME_CHAIN && lower != owner.to_lowercase() => {
-                let mut tail = self.resolve(&target, &lower, &zone, qtype, depth + 1);
-                tail.nodata_tail |= tail.answers.is_empty();
-                tail.answers.insert(0, cname);
-                tail.additional.clear();
-                tail
-            }
-            // A loop or an over-long chain: the CNAME alone, marked negative.
-            Some(_) => Resolution {
-                nodata_tail: true,
-                ..Resolution::records(vec![cname])
-            },
-            None => Resolution {
-                external_target: Some(target),
-                ..Resolution::records(vec![cname])
-            },
-        }
-    }
-
-    /// SRV candidates for `entry`: ClusterIP services give (port × ClusterIP) with the service
-    /// name as target; headless services give (ready address × slice port) with endpoint names.
-    fn srv_candidates(
-        &self,
-        entry: &ServiceEntry,
-        svc: &ServiceInfo,
-        zone_spelt: &Name,
-        port_filter: impl Fn(&PortInfo) -> bool,
-    ) -> Vec<SrvCandidate> {
-        let mut out = Vec::new();
-        match &svc.kind {
-            ServiceKind::ClusterIp(ips) => {
-                let Some(target) = name_under(&[&svc.name, &svc.namespace, "svc"], zone_spelt) else {
-                    return out;
-                };
-                for p in svc.ports.iter().filter(|p| port_filter(p)) {
-                    let Some(port) = p.port else { continue };
-                    for ip in ips {
-                        out.push(SrvCandidate {
-                            target: target.clone(),
-                            port,
-                            glue: *ip,
-                        });
-                    }
-                }
-            }
-            ServiceKind::Headless => {
-                for (slice, ep, ip) in Self::ready_addresses(entry) {
-                    let ep_name = self.endpoint_name(ep, ip);
-                    let Some(target) = name_under(&[&ep_name, &svc.name, &svc.namespace, "svc"], zone_spelt)
-                    else {
-                        continue;
-                    };
-                    for p in slice.ports.iter().filter(|p| port_filter(p)) {
-                        let Some(port) = p.port else { continue };
-                        out.push(SrvCandidate {
-                            target: target.clone(),
-                            port,
-                            glue: *ip,
-                        });
-                    }
-                }
-            }
-            ServiceKind::ExternalName(_) => {}
-        }
-        out
-    }
-
-    /// SRV records from candidates: priority 0, weight floor(100/N) (at least 1) with N counted
-    /// before duplicates (by target and port) are removed; glue per (target, address).
-    fn srv(&self, owner: &Name, candidates: Vec<SrvCandidate>) -> Resolution {
-        let ttl = self.settings.ttl;
-        let n = candidates.len().max(1);
-        let weight = u16::try_from(100 / n).unwrap_or(0).max(1);
-        let mut res = Resolution::nodata();
-        let mut seen_srv = BTreeSet::new();
-        let mut seen_glue = BTreeSet::new();
-        for c in candidates {
-            let target_key = c.target.to_lowercase().to_ascii();
-            if seen_srv.insert((target_key.clone(), c.port)) {
-                let srv = SRV::new(0, weight, c.port, c.target.clone());
-                res.answers
-                    .push(Record::from_rdata(owner.clone(), ttl, RData::SRV(srv)));
-            }
-            if seen_glue.insert((target_key, c.glue)) {
-                res.additional.push(address_record(&c.target, ttl, c.glue));
-            }
-        }
-        res
-    }
-
-    fn resolve_endpoint(
-        &self,
-        owner: &Name,
-        namespace: &str,
-        service: &str,
-        endpoint: &str,
-        qtype: RecordType,
-    ) -> Resolution {
-        if self.settings.noendpoints {
-            return Resolution::nxdomain();
-        }
-        let Some(entry) = self.visible_service(namespace, service) else {
-            return Resolution::nxdomain();
-        };
-        if matches!(
-            entry.service.as_ref().map(|s| &s.kind),
-            Some(ServiceKind::ExternalName(_))
-        ) {
-            return Resolution::nxdomain();
-        }
-        let ips: Vec<IpAddr> = Self::ready_addresses(&entry)
-            .filter(|(_, ep, ip)| self.endpoint_name(ep, ip) == endpoint)
-            .map(|(_, _, ip)| *ip)
-            .collect();
-        if ips.is_empty() {
-            return Resolution::nxdomain();
-        }
-        self.addresses(owner, qtype, ips)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn resolve_port(
-        &self,
-        owner: &Name,
-        zone_spelt: &Name,
-        namespace: &str,
-        service: &str,
-        port: &str,
-        protocol: &str,
-        qtype: RecordType,
-    ) -> Resolution {
-        let Some(proto) = PortProtocol::parse(protocol) else {
-            return Resolution::nxdomain();
-        };
-        if port.is_empty() {
-            return Resolution::nxdomain();
-        }
-        let Some(entry) = self.visible_service(namespace, service) else {
-            return Resolution::nxdomain();
-        };
-        let Some(svc) = entry.service.as_ref() else {
-            return Resolution::nxdomain();
-        };
-        let candidates = self.srv_candidates(&entry, svc, zone_spelt, |p| {
-            p.protocol == proto && &*p.name == port
-        });
-        if candidates.is_empty() {
-            return Resolution::nxdomain();
-        }
-        match qtype {
-            RecordType::SRV => self.srv(owner, candidates),
-            _ => Resolution::nodata(),
-        }
-    }
-
-    fn resolve_pod(&self, owner: &Name, namespace: &str, address: &str, qtype: RecordType) -> Resolution {
-        if self.settings.pods == PodRecords::Disabled || !self.namespace_exposed(namespace) {
-            return Resolution::nxdomain();
-        }
-        let Some(ip) = parse_pod_label(address) else {
-            return Resolution::nxdomain();
-        };
-        if self.settings.pods == PodRecords::Verified && !self.zone.pod_ip_exists(namespace, ip) {
-            return Resolution::nxdomain();
-        }
-        self.addresses(owner, qtype, [ip])
-    }
-
-    fn resolve_reverse(
-        &self,
-        owner: &Name,
-        labels: &[&str],
-        keep: usize,
-        zone: &Name,
-        qtype: RecordType,
-    ) -> Resolution {
-        if keep == 0 {
-            return match qtype {
-                RecordType::SOA => Resolution::records(vec![self.soa(zone, owner)]),
-                RecordType::NS => {
-                    let ttl = self.settings.ttl;
-                    let mut res = Resolution::nodata();
-                    for (target, glue) in self.name_servers(&self.settings.primary) {
-                        res.answers.push(Record::from_rdata(
-                            owner.clone(),
-                            ttl,
-                            RData::NS(NS(target.clone())),
-                        ));
-                        res.additional
-                            .extend(glue.into_iter().map(|ip| address_record(&target, ttl, ip)));
-                    }
-                    res
-                }
-                _ => Resolution::nodata(),
-            };
-        }
-        let Some(ip) = parse_reverse(labels) else {
-            return Resolution::nxdomain();
-        };
-        let targets = self.ptr_targets(ip);
-        if targets.is_empty() {
-            return Resolution::nxdomain();
-        }
-        if qtype != RecordType::PTR {
-            return Resolution::nodata();
-        }
-        let ttl = self.settings.ttl;
-        Resolution::records(
-            targets
-                .into_iter()
-                .map(|t| Record::from_rdata(owner.clone(), ttl, RData::PTR(PTR(t))))
-                .collect(),
-        )
-    }
-
-    /// PTR targets for `ip` (§4.5): the first service owning it as a ClusterIP, else every
-    /// (service, endpoint name) owning it as a ready endpoint address.
-    fn ptr_targets(&self, ip: IpAddr) -> Vec<Name> {
-        let allowed = |ns: &str| {
-            self.settings.namespaces.is_empty() || self.settings.namespaces.iter().any(|n| n == ns)
-        };
-        let primary = &self.settings.primary;
-        let owners = self.zone.reverse(&ip);
-        if let Some(o) = owners.iter().find(|o| o.cluster_ip && allowed(&o.namespace)) {
-            return name_under(&[&o.service, &o.namespace, "svc"], primary)
-                .into_iter()
-                .collect();
-        }
-        if self.settings.noendpoints {
-            return Vec::new();
-        }
-        let mut out: Vec<Name> = Vec::new();
-        for o in owners.iter().filter(|o| !o.cluster_ip && allowed(&o.namespace)) {
-            let Some(entry) = self.zone.service(&o.namespace, &o.service) else {
-                continue;
-            };
-            for (_, ep, addr) in Self::ready_addresses(&entry) {
-                if *addr != ip {
-                    continue;
-                }
-                let ep_name = self.endpoint_name(ep, addr);
-                if let Some(t) = name_under(&[&ep_name, &o.service, &o.namespace, "svc"], primary)
-                    && !out.contains(&t)
-                {
-                    out.push(t);
-                }
-            }
-        }
-        out
-    }
-
-    /// NS targets with their glue (§4.9): the Service whose endpoints hold one of this server's
-    /// own IPs; else the `kube-dns` Service in `kube-system`, which fronts the cluster DNS
-    /// server in every kubeadm-style cluster; else `ns.dns.<zone>` with our own IPs.
-    fn name_servers(&self, zone_spelt: &Name) -> Vec<(Name, Vec<IpAddr>)> {
-        let mut out: Vec<(Name, Vec<IpAddr>)> = Vec::new();
-        fn push(out: &mut Vec<(Name, Vec<IpAddr>)>, target: Name, glue: Vec<IpAddr>) {
-            if !out.iter().any(|(t, _)| t == &target) {
-                out.push((target, glue));
-            }
-        }
-        for ip in &self.settings.self_ips {
-            for o in self.zone.reverse(ip).iter().filter(|o| !o.cluster_ip) {
-                let Some(entry) = self.zone.service(&o.namespace, &o.service) else {
-                    continue;
-                };
-                match entry.service.as_ref().map(|s| &s.kind) {
-                    Some(ServiceKind::ClusterIp(ips)) => {
-                        if let Some(t) = name_under(&[&o.service, &o.namespace, "svc"], zone_spelt) {
-                            push(&mut out, t, ips.clone());
-                        }
-                    }
-                    Some(ServiceKind::Headless) => {
-                        for (_, ep, addr) in Self::ready_addresses(&entry).filter(|(_, _, a)| *a == ip) {
-                            let ep_name = self.endpoint_name(ep, addr);
-                            if let Some(t) =
-                                name_under(&[&ep_name, &o.service, &o.namespace, "svc"], zone_spelt)
-                            {
-                                push(&mut out, t, vec![*addr]);
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        if out.is_empty()
-            && let Some(ServiceKind::ClusterIp(ips)) = self
-                .zone
-                .service("kube-system", "kube-dns")
-                .and_then(|e| e.service.as_ref().map(|s| s.kind.clone()))
-            && let Some(t) = name_under(&["kube-dns", "kube-system", "svc"], zone_spelt)
-        {
-            push(&mut out, t, ips);
-        }
-        if out.is_empty()
-            && let Some(t) = name_under(&["ns", "dns"], zone_spelt)
-        {
-            push(&mut out, t, self.settings.self_ips.clone());
-        }
-        out
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::model::{EndpointInfo, SliceInfo};
+    use crate::cluster::model::{EndpointInfo, ServiceInfo, ServiceKind, SliceInfo};
 
     fn n(s: &str) -> Name {
         Name::from_ascii(s).unwrap()

@@ -1,0 +1,95 @@
+//! Reverse names: PTR for ClusterIPs and endpoint addresses under `in-addr.arpa.` and
+//! `ip6.arpa.`.
+
+use std::net::IpAddr;
+
+use hickory_proto::rr::rdata::{NS, PTR};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+
+use super::addr::parse_reverse;
+use super::answer::*;
+
+impl ClusterAnswerer {
+    pub(super) fn resolve_reverse(
+        &self,
+        owner: &Name,
+        labels: &[&str],
+        keep: usize,
+        zone: &Name,
+        qtype: RecordType,
+    ) -> Resolution {
+        if keep == 0 {
+            return match qtype {
+                RecordType::SOA => Resolution::records(vec![self.soa(zone, owner)]),
+                RecordType::NS => {
+                    let ttl = self.settings.ttl;
+                    let mut res = Resolution::nodata();
+                    for (target, glue) in self.name_servers(&self.settings.primary) {
+                        res.answers.push(Record::from_rdata(
+                            owner.clone(),
+                            ttl,
+                            RData::NS(NS(target.clone())),
+                        ));
+                        res.additional
+                            .extend(glue.into_iter().map(|ip| address_record(&target, ttl, ip)));
+                    }
+                    res
+                }
+                _ => Resolution::nodata(),
+            };
+        }
+        let Some(ip) = parse_reverse(labels) else {
+            return Resolution::nxdomain();
+        };
+        let targets = self.ptr_targets(ip);
+        if targets.is_empty() {
+            return Resolution::nxdomain();
+        }
+        if qtype != RecordType::PTR {
+            return Resolution::nodata();
+        }
+        let ttl = self.settings.ttl;
+        Resolution::records(
+            targets
+                .into_iter()
+                .map(|t| Record::from_rdata(owner.clone(), ttl, RData::PTR(PTR(t))))
+                .collect(),
+        )
+    }
+
+    /// PTR targets for `ip` (§4.5): the first service owning it as a ClusterIP, else every
+    /// (service, endpoint name) owning it as a ready endpoint address.
+    pub(super) fn ptr_targets(&self, ip: IpAddr) -> Vec<Name> {
+        let allowed = |ns: &str| {
+            self.settings.namespaces.is_empty() || self.settings.namespaces.iter().any(|n| n == ns)
+        };
+        let primary = &self.settings.primary;
+        let owners = self.zone.reverse(&ip);
+        if let Some(o) = owners.iter().find(|o| o.cluster_ip && allowed(&o.namespace)) {
+            return name_under(&[&o.service, &o.namespace, "svc"], primary)
+                .into_iter()
+                .collect();
+        }
+        if self.settings.noendpoints {
+            return Vec::new();
+        }
+        let mut out: Vec<Name> = Vec::new();
+        for o in owners.iter().filter(|o| !o.cluster_ip && allowed(&o.namespace)) {
+            let Some(entry) = self.zone.service(&o.namespace, &o.service) else {
+                continue;
+            };
+            for (_, ep, addr) in Self::ready_addresses(&entry) {
+                if *addr != ip {
+                    continue;
+                }
+                let ep_name = self.endpoint_name(ep, addr);
+                if let Some(t) = name_under(&[&ep_name, &o.service, &o.namespace, "svc"], primary)
+                    && !out.contains(&t)
+                {
+                    out.push(t);
+                }
+            }
+        }
+        out
+    }
+}

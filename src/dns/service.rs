@@ -1,0 +1,302 @@
+//! Service names: a Service's A/AAAA (ClusterIP, or one record per ready endpoint when
+//! headless), ExternalName CNAMEs and their in-zone chase, endpoint hostnames, and SRV for its
+//! ports.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use hickory_proto::rr::rdata::{CNAME, SRV};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+
+use super::addr::dashed;
+use super::answer::*;
+use crate::cluster::model::{EndpointInfo, PortInfo, PortProtocol, ServiceInfo, ServiceKind, SliceInfo};
+use crate::cluster::zone::ServiceEntry;
+
+impl ClusterAnswerer {
+    pub(super) fn namespace_exposed(&self, ns: &str) -> bool {
+        (self.settings.namespaces.is_empty() || self.settings.namespaces.iter().any(|n| n == ns))
+            && self.zone.namespace_exists(ns)
+    }
+
+    /// The entry and Service for (namespace, name) if DNS should see it at all.
+    pub(super) fn visible_service(&self, namespace: &str, name: &str) -> Option<Arc<ServiceEntry>> {
+        if !self.namespace_exposed(namespace) {
+            return None;
+        }
+        let entry = self.zone.service(namespace, name)?;
+        let svc = entry.service.as_ref()?;
+        let hidden = match &svc.kind {
+            ServiceKind::ClusterIp(_) => self.settings.ignore_empty_service && entry.has_no_ready_addresses(),
+            ServiceKind::Headless => self.settings.noendpoints || entry.has_no_ready_addresses(),
+            ServiceKind::ExternalName(target) => target.is_none(),
+        };
+        (!hidden).then_some(entry)
+    }
+
+    /// A, AAAA or NODATA from a set of addresses (duplicates removed, order kept).
+    pub(super) fn addresses(
+        &self,
+        owner: &Name,
+        qtype: RecordType,
+        ips: impl IntoIterator<Item = IpAddr>,
+    ) -> Resolution {
+        let ttl = self.settings.ttl;
+        let mut records: Vec<Record> = Vec::new();
+        for ip in ips {
+            if family_matches(qtype, &ip) && !records.iter().any(|r| record_ip(r) == Some(ip)) {
+                records.push(address_record(owner, ttl, ip));
+            }
+        }
+        Resolution::records(records)
+    }
+
+    /// The endpoint name of one address of `ep` (§4.3).
+    pub(super) fn endpoint_name(&self, ep: &EndpointInfo, ip: &IpAddr) -> String {
+        if let Some(h) = &ep.hostname {
+            return h.to_string();
+        }
+        if self.settings.endpoint_pod_names
+            && let Some(p) = ep
+                .pod_name
+                .as_deref()
+                .filter(|p| p.len() < 64 && crate::proto::is_dns_label(p))
+        {
+            return p.to_owned();
+        }
+        dashed(ip)
+    }
+
+    pub(super) fn ready_addresses(
+        entry: &ServiceEntry,
+    ) -> impl Iterator<Item = (&SliceInfo, &EndpointInfo, &IpAddr)> {
+        entry
+            .slices
+            .values()
+            .flat_map(|s| s.endpoints.iter().map(move |e| (&**s, e)))
+            .flat_map(|(s, e)| e.addresses.iter().map(move |ip| (s, e, ip)))
+    }
+
+    pub(super) fn resolve_service(
+        &self,
+        owner: &Name,
+        zone_labels: usize,
+        namespace: &str,
+        service: &str,
+        qtype: RecordType,
+        depth: usize,
+    ) -> Resolution {
+        let Some(entry) = self.visible_service(namespace, service) else {
+            return Resolution::nxdomain();
+        };
+        let Some(svc) = entry.service.as_ref() else {
+            return Resolution::nxdomain();
+        };
+        match (&svc.kind, qtype) {
+            (ServiceKind::ClusterIp(ips), RecordType::A | RecordType::AAAA) => {
+                self.addresses(owner, qtype, ips.iter().copied())
+            }
+            (ServiceKind::Headless, RecordType::A | RecordType::AAAA) => {
+                // Prepared when the entry changed: ready addresses, deduplicated, in order.
+                let ttl = self.settings.ttl;
+                Resolution::records(
+                    entry
+                        .ready_ips
+                        .iter()
+                        .filter(|ip| family_matches(qtype, ip))
+                        .map(|ip| address_record(owner, ttl, *ip))
+                        .collect(),
+                )
+            }
+            (ServiceKind::ClusterIp(_) | ServiceKind::Headless, RecordType::SRV) => {
+                let zone_spelt = owner.trim_to(zone_labels);
+                let candidates = self.srv_candidates(&entry, svc, &zone_spelt, |_| true);
+                self.srv(owner, candidates)
+            }
+            (ServiceKind::ExternalName(Some(target)), RecordType::CNAME) => {
+                match Name::from_ascii(&**target) {
+                    Ok(t) => Resolution::records(vec![Record::from_rdata(
+                        owner.clone(),
+                        self.settings.ttl,
+                        RData::CNAME(CNAME(t)),
+                    )]),
+                    Err(_) => Resolution::nxdomain(),
+                }
+            }
+            (ServiceKind::ExternalName(Some(target)), RecordType::A | RecordType::AAAA) => {
+                self.chase(owner, target, qtype, depth)
+            }
+            _ => Resolution::nodata(),
+        }
+    }
+
+    /// CNAME to an ExternalName target, followed by the target's records when it is in one of
+    /// our zones (RFC 1034 rules: the target's rcode, NODATA when it lacks the type).
+    pub(super) fn chase(&self, owner: &Name, target: &str, qtype: RecordType, depth: usize) -> Resolution {
+        let Ok(target) = Name::from_ascii(target) else {
+            return Resolution::nxdomain();
+        };
+        let cname = Record::from_rdata(
+            owner.clone(),
+            self.settings.ttl,
+            RData::CNAME(CNAME(target.clone())),
+        );
+        let lower = target.to_lowercase();
+        let in_zone = self.matching_zone(&lower).cloned();
+        match in_zone {
+            Some(zone) if depth < MAX_CNAME_CHAIN && lower != owner.to_lowercase() => {
+                let mut tail = self.resolve(&target, &lower, &zone, qtype, depth + 1);
+                tail.nodata_tail |= tail.answers.is_empty();
+                tail.answers.insert(0, cname);
+                tail.additional.clear();
+                tail
+            }
+            // A loop or an over-long chain: the CNAME alone, marked negative.
+            Some(_) => Resolution {
+                nodata_tail: true,
+                ..Resolution::records(vec![cname])
+            },
+            None => Resolution {
+                external_target: Some(target),
+                ..Resolution::records(vec![cname])
+            },
+        }
+    }
+
+    /// SRV candidates for `entry`: ClusterIP services give (port × ClusterIP) with the service
+    /// name as target; headless services give (ready address × slice port) with endpoint names.
+    pub(super) fn srv_candidates(
+        &self,
+        entry: &ServiceEntry,
+        svc: &ServiceInfo,
+        zone_spelt: &Name,
+        port_filter: impl Fn(&PortInfo) -> bool,
+    ) -> Vec<SrvCandidate> {
+        let mut out = Vec::new();
+        match &svc.kind {
+            ServiceKind::ClusterIp(ips) => {
+                let Some(target) = name_under(&[&svc.name, &svc.namespace, "svc"], zone_spelt) else {
+                    return out;
+                };
+                for p in svc.ports.iter().filter(|p| port_filter(p)) {
+                    let Some(port) = p.port else { continue };
+                    for ip in ips {
+                        out.push(SrvCandidate {
+                            target: target.clone(),
+                            port,
+                            glue: *ip,
+                        });
+                    }
+                }
+            }
+            ServiceKind::Headless => {
+                for (slice, ep, ip) in Self::ready_addresses(entry) {
+                    let ep_name = self.endpoint_name(ep, ip);
+                    let Some(target) = name_under(&[&ep_name, &svc.name, &svc.namespace, "svc"], zone_spelt)
+                    else {
+                        continue;
+                    };
+                    for p in slice.ports.iter().filter(|p| port_filter(p)) {
+                        let Some(port) = p.port else { continue };
+                        out.push(SrvCandidate {
+                            target: target.clone(),
+                            port,
+                            glue: *ip,
+                        });
+                    }
+                }
+            }
+            ServiceKind::ExternalName(_) => {}
+        }
+        out
+    }
+
+    /// SRV records from candidates: priority 0, weight floor(100/N) (at least 1) with N counted
+    /// before duplicates (by target and port) are removed; glue per (target, address).
+    pub(super) fn srv(&self, owner: &Name, candidates: Vec<SrvCandidate>) -> Resolution {
+        let ttl = self.settings.ttl;
+        let n = candidates.len().max(1);
+        let weight = u16::try_from(100 / n).unwrap_or(0).max(1);
+        let mut res = Resolution::nodata();
+        let mut seen_srv = BTreeSet::new();
+        let mut seen_glue = BTreeSet::new();
+        for c in candidates {
+            let target_key = c.target.to_lowercase().to_ascii();
+            if seen_srv.insert((target_key.clone(), c.port)) {
+                let srv = SRV::new(0, weight, c.port, c.target.clone());
+                res.answers
+                    .push(Record::from_rdata(owner.clone(), ttl, RData::SRV(srv)));
+            }
+            if seen_glue.insert((target_key, c.glue)) {
+                res.additional.push(address_record(&c.target, ttl, c.glue));
+            }
+        }
+        res
+    }
+
+    pub(super) fn resolve_endpoint(
+        &self,
+        owner: &Name,
+        namespace: &str,
+        service: &str,
+        endpoint: &str,
+        qtype: RecordType,
+    ) -> Resolution {
+        if self.settings.noendpoints {
+            return Resolution::nxdomain();
+        }
+        let Some(entry) = self.visible_service(namespace, service) else {
+            return Resolution::nxdomain();
+        };
+        if matches!(
+            entry.service.as_ref().map(|s| &s.kind),
+            Some(ServiceKind::ExternalName(_))
+        ) {
+            return Resolution::nxdomain();
+        }
+        let ips: Vec<IpAddr> = Self::ready_addresses(&entry)
+            .filter(|(_, ep, ip)| self.endpoint_name(ep, ip) == endpoint)
+            .map(|(_, _, ip)| *ip)
+            .collect();
+        if ips.is_empty() {
+            return Resolution::nxdomain();
+        }
+        self.addresses(owner, qtype, ips)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn resolve_port(
+        &self,
+        owner: &Name,
+        zone_spelt: &Name,
+        namespace: &str,
+        service: &str,
+        port: &str,
+        protocol: &str,
+        qtype: RecordType,
+    ) -> Resolution {
+        let Some(proto) = PortProtocol::parse(protocol) else {
+            return Resolution::nxdomain();
+        };
+        if port.is_empty() {
+            return Resolution::nxdomain();
+        }
+        let Some(entry) = self.visible_service(namespace, service) else {
+            return Resolution::nxdomain();
+        };
+        let Some(svc) = entry.service.as_ref() else {
+            return Resolution::nxdomain();
+        };
+        let candidates = self.srv_candidates(&entry, svc, zone_spelt, |p| {
+            p.protocol == proto && &*p.name == port
+        });
+        if candidates.is_empty() {
+            return Resolution::nxdomain();
+        }
+        match qtype {
+            RecordType::SRV => self.srv(owner, candidates),
+            _ => Resolution::nodata(),
+        }
+    }
+}
