@@ -119,6 +119,24 @@ impl Directive {
     pub fn args(&self) -> Args<'_> {
         Args::new(self)
     }
+
+    /// The one argument of `opt`, an option line in this directive's block, or
+    /// `NAME: OPT takes exactly one argument` at the option.
+    pub fn option_arg<'a>(&self, opt: &'a Directive) -> Result<&'a Token, CorefileError> {
+        match opt.args.as_slice() {
+            [a] => Ok(a),
+            _ => Err(self.error_at(&opt.name, format!("{} takes exactly one argument", opt.name.text))),
+        }
+    }
+
+    /// Nothing after `opt`, an option line in this directive's block, or
+    /// `NAME: OPT takes no argument` at its first argument.
+    pub fn option_no_args(&self, opt: &Directive) -> Result<(), CorefileError> {
+        match opt.args.first() {
+            Some(a) => Err(self.error_at(a, format!("{} takes no argument", opt.name.text))),
+            None => Ok(()),
+        }
+    }
 }
 
 /// A server block: its keys (`.:53`, `cluster.local:53`) and its directives, in file order.
@@ -351,6 +369,27 @@ impl<'a> Args<'a> {
     /// True when no argument is left.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Exactly one argument left, described as `what` in the error (for an option's
+    /// arguments: the caller puts the option's name and place on it).
+    pub fn single(&mut self, what: &str) -> Result<&'a Token, String> {
+        match self.remaining() {
+            [one] => Ok(one),
+            [] => Err(format!("expected {what}")),
+            [_, extra, ..] => Err(format!(
+                "unexpected argument '{}': expected only {what}",
+                extra.text
+            )),
+        }
+    }
+
+    /// No argument left (for an option's arguments, as [`Args::single`]).
+    pub fn none(&self) -> Result<(), String> {
+        match self.peek() {
+            Some(t) => Err(format!("takes no arguments, but has '{}'", t.text)),
+            None => Ok(()),
+        }
     }
 
     /// Fails with `unexpected argument 'x' to 'name'` at the first argument left, if any.

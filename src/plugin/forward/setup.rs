@@ -118,15 +118,8 @@ pub fn parse_resolv_conf(content: &str) -> Vec<SocketAddr> {
         .collect()
 }
 
-fn one_arg<'a>(d: &Directive, opt: &'a Directive) -> Result<&'a Token, CorefileError> {
-    match opt.args.as_slice() {
-        [a] => Ok(a),
-        _ => Err(d.error_at(&opt.name, format!("{} takes exactly one argument", opt.name.text))),
-    }
-}
-
 fn duration_arg(d: &Directive, opt: &Directive) -> Result<Duration, CorefileError> {
-    let a = one_arg(d, opt)?;
+    let a = d.option_arg(opt)?;
     parse_duration(&a.text).ok_or_else(|| {
         d.error_at(
             a,
@@ -136,13 +129,6 @@ fn duration_arg(d: &Directive, opt: &Directive) -> Result<Duration, CorefileErro
             ),
         )
     })
-}
-
-fn no_args(d: &Directive, opt: &Directive) -> Result<(), CorefileError> {
-    match opt.args.first() {
-        Some(a) => Err(d.error_at(a, format!("{} takes no argument", opt.name.text))),
-        None => Ok(()),
-    }
 }
 
 /// Parses `forward FROM TO... { ... }`; `dir` is the Corefile's directory.
@@ -186,26 +172,26 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
                 }
             }
             "force_tcp" => {
-                no_args(d, opt)?;
+                d.option_no_args(opt)?;
                 c.force_tcp = true;
             }
             "prefer_udp" => {
-                no_args(d, opt)?;
+                d.option_no_args(opt)?;
                 c.prefer_udp = true;
             }
             "failfast_all_unhealthy_upstreams" => {
-                no_args(d, opt)?;
+                d.option_no_args(opt)?;
                 c.failfast_all_unhealthy = true;
             }
             "max_fails" => {
-                let a = one_arg(d, opt)?;
+                let a = d.option_arg(opt)?;
                 c.max_fails = a
                     .text
                     .parse()
                     .map_err(|_| d.error_at(a, format!("max_fails: '{}' is not a number", a.text)))?;
             }
             "max_concurrent" => {
-                let a = one_arg(d, opt)?;
+                let a = d.option_arg(opt)?;
                 let n: usize = a.text.parse().map_err(|_| {
                     d.error_at(
                         a,
@@ -247,7 +233,7 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
                 }
             }
             "policy" => {
-                let a = one_arg(d, opt)?;
+                let a = d.option_arg(opt)?;
                 c.policy = match a.text.as_str() {
                     "random" => Policy::Random,
                     "round_robin" => Policy::RoundRobin,

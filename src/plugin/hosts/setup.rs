@@ -113,20 +113,6 @@ pub fn parse_host_name(s: &str) -> Result<Name, String> {
     Name::from_ascii(format!("{body}.")).map_err(|e| format!("'{s}': {e}"))
 }
 
-fn no_args(d: &Directive, opt: &Directive) -> Result<(), CorefileError> {
-    match opt.args.first() {
-        Some(a) => Err(d.error_at(a, format!("{} takes no argument", opt.name.text))),
-        None => Ok(()),
-    }
-}
-
-fn one_arg<'a>(d: &Directive, opt: &'a Directive) -> Result<&'a Token, CorefileError> {
-    match opt.args.as_slice() {
-        [a] => Ok(a),
-        _ => Err(d.error_at(&opt.name, format!("{} takes exactly one argument", opt.name.text))),
-    }
-}
-
 /// Parses a `hosts` directive in a block serving `block_zones`; `dir` is the Corefile's
 /// directory. The file itself is not read here (a missing file is not an error: the inline
 /// entries are served until it appears).
@@ -177,7 +163,7 @@ pub fn parse(d: &Directive, block_zones: &[String], dir: &Path) -> Result<HostsC
         }
         match opt.name.text.as_str() {
             "ttl" => {
-                let a = one_arg(d, opt)?;
+                let a = d.option_arg(opt)?;
                 c.ttl = a
                     .text
                     .parse::<u32>()
@@ -191,11 +177,11 @@ pub fn parse(d: &Directive, block_zones: &[String], dir: &Path) -> Result<HostsC
                     })?;
             }
             "no_reverse" => {
-                no_args(d, opt)?;
+                d.option_no_args(opt)?;
                 c.no_reverse = true;
             }
             "reload" => {
-                let a = one_arg(d, opt)?;
+                let a = d.option_arg(opt)?;
                 c.reload = parse_duration(&a.text).ok_or_else(|| {
                     d.error_at(
                         a,
@@ -210,7 +196,7 @@ pub fn parse(d: &Directive, block_zones: &[String], dir: &Path) -> Result<HostsC
                 c.fallthrough = Some(zones(d, &opt.args)?);
             }
             "fallthrough_unsupported" => {
-                no_args(d, opt)?;
+                d.option_no_args(opt)?;
                 c.fallthrough_unsupported = true;
             }
             other => {

@@ -2,6 +2,7 @@
 //! from the Kubernetes objects. See `README.md` in this folder for its Corefile syntax.
 
 pub mod handler;
+mod selector;
 pub mod setup;
 
 pub use handler::Kubernetes;

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::selector::check_selector;
 use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::cluster::ClusterZone;
 pub use crate::cluster::watch::ApiSource;
@@ -243,7 +244,7 @@ pub fn parse(
                 }
             }
             "pods" => {
-                let mode = single(&mut args, "one of disabled, insecure, verified").map_err(fail)?;
+                let mode = args.single("one of disabled, insecure, verified").map_err(fail)?;
                 c.pods = match mode.text.as_str() {
                     "disabled" => PodMode::Disabled,
                     "insecure" => PodMode::Insecure,
@@ -256,15 +257,15 @@ pub fn parse(
                 };
             }
             "endpoint_pod_names" => {
-                none(&args).map_err(fail)?;
+                args.none().map_err(fail)?;
                 c.endpoint_pod_names = true;
             }
             "noendpoints" => {
-                none(&args).map_err(fail)?;
+                args.none().map_err(fail)?;
                 c.noendpoints = true;
             }
             "ttl" => {
-                let v = single(&mut args, "a number of seconds from 0 to 3600").map_err(fail)?;
+                let v = args.single("a number of seconds from 0 to 3600").map_err(fail)?;
                 c.ttl = match v.text.parse::<i64>() {
                     Ok(t) if (0..=i64::from(MAX_TTL)).contains(&t) => u32::try_from(t).unwrap_or(MAX_TTL),
                     Ok(t) => {
@@ -291,7 +292,7 @@ pub fn parse(
                 c.fallthrough = Some(zones);
             }
             "ignore" => {
-                let what = single(&mut args, "'empty_service'").map_err(fail)?;
+                let what = args.single("'empty_service'").map_err(fail)?;
                 if what.text != "empty_service" {
                     return Err(fail(format!(
                         "cannot ignore '{}': the only choice is 'empty_service'",
@@ -301,18 +302,18 @@ pub fn parse(
                 c.ignore_empty_service = true;
             }
             "startup_timeout" => {
-                let v = single(&mut args, "a duration, e.g. 5s or 1m30s").map_err(fail)?;
+                let v = args.single("a duration, e.g. 5s or 1m30s").map_err(fail)?;
                 c.startup_timeout = parse_duration(&v.text)
                     .ok_or_else(|| fail(format!("'{}' is not a duration (e.g. 5s, 500ms, 1m30s)", v.text)))?;
             }
             "apiserver_qps" => {
-                let v = single(&mut args, "a number of queries per second").map_err(fail)?;
+                let v = args.single("a number of queries per second").map_err(fail)?;
                 let qps = v.text.parse::<f32>().ok().filter(|q| q.is_finite() && *q >= 0.0);
                 c.apiserver_qps =
                     Some(qps.ok_or_else(|| fail(format!("'{}' is not a non-negative number", v.text)))?);
             }
             "apiserver_burst" | "apiserver_max_inflight" => {
-                let v = single(&mut args, "a whole number").map_err(fail)?;
+                let v = args.single("a whole number").map_err(fail)?;
                 let n = v
                     .text
                     .parse::<u32>()
@@ -417,26 +418,6 @@ fn is_subzone(zone: &str, parent: &str) -> bool {
     parent == "." || zone == parent || zone.strip_suffix(parent).is_some_and(|head| head.ends_with('.'))
 }
 
-/// Exactly one argument, described as `what`.
-fn single<'a>(args: &mut Args<'a>, what: &str) -> Result<&'a Token, String> {
-    match args.remaining() {
-        [one] => Ok(one),
-        [] => Err(format!("expected {what}")),
-        [_, extra, ..] => Err(format!(
-            "unexpected argument '{}': expected only {what}",
-            extra.text
-        )),
-    }
-}
-
-/// No arguments.
-fn none(args: &Args<'_>) -> Result<(), String> {
-    match args.peek() {
-        Some(t) => Err(format!("takes no arguments, but has '{}'", t.text)),
-        None => Ok(()),
-    }
-}
-
 /// An API server URL: `http(s)://host[:port][/path]` or `host:port`, without spaces.
 fn check_url(url: &str) -> Result<(), String> {
     if url.is_empty() || url.contains(char::is_whitespace) {
@@ -453,120 +434,6 @@ fn check_url(url: &str) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// Checks a label selector as Kubernetes parses one: comma-separated requirements, each `key`,
-/// `!key`, `key=value`, `key==value`, `key!=value`, `key in (v1, v2)` or `key notin (v1, v2)`.
-fn check_selector(s: &str) -> Result<(), String> {
-    let mut parts = Vec::new();
-    let mut depth = 0usize;
-    let mut start = 0;
-    for (i, ch) in s.char_indices() {
-        match ch {
-            '(' if depth > 0 => return Err("nested '('".into()),
-            '(' => depth = 1,
-            ')' if depth == 0 => return Err("')' without '('".into()),
-            ')' => depth = 0,
-            ',' if depth == 0 => {
-                parts.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    if depth > 0 {
-        return Err("'(' is never closed".into());
-    }
-    parts.push(&s[start..]);
-    parts.into_iter().try_for_each(|p| check_requirement(p.trim()))
-}
-
-fn check_requirement(p: &str) -> Result<(), String> {
-    if p.is_empty() {
-        return Err("empty requirement (a comma too many?)".into());
-    }
-    if let Some(key) = p.strip_prefix('!') {
-        return check_key(key.trim());
-    }
-    let key_len = p
-        .find(|c: char| !(c.is_ascii_alphanumeric() || "-_./".contains(c)))
-        .unwrap_or(p.len());
-    let (key, rest) = p.split_at(key_len);
-    check_key(key)?;
-    let rest = rest.trim_start();
-    if rest.is_empty() {
-        return Ok(());
-    }
-    for op in ["!=", "==", "="] {
-        if let Some(value) = rest.strip_prefix(op) {
-            return check_value(value.trim());
-        }
-    }
-    if rest.starts_with(['<', '>']) {
-        return Err(format!("'{p}': the operators < and > are not allowed here"));
-    }
-    for op in ["notin", "in"] {
-        if let Some(set) = rest.strip_prefix(op).filter(|s| s.starts_with([' ', '\t', '('])) {
-            let set = set.trim();
-            let inner = set
-                .strip_prefix('(')
-                .and_then(|s| s.strip_suffix(')'))
-                .ok_or_else(|| format!("'{p}': expected a list of values in parentheses after '{op}'"))?;
-            if inner.trim().is_empty() {
-                return Err(format!("'{p}': '{op}' needs at least one value"));
-            }
-            return inner.split(',').try_for_each(|v| check_value(v.trim()));
-        }
-    }
-    Err(format!(
-        "cannot read '{p}': expected key, !key, key=value, key!=value, key in (...) or key notin (...)"
-    ))
-}
-
-/// A label key: `[prefix/]name`, the prefix a DNS subdomain.
-fn check_key(key: &str) -> Result<(), String> {
-    let (prefix, name) = match key.split_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    if let Some(prefix) = prefix {
-        // A DNS subdomain, in lower case as Kubernetes requires.
-        let ok = !prefix.is_empty()
-            && prefix.len() <= 253
-            && !prefix.bytes().any(|b| b.is_ascii_uppercase())
-            && prefix.split('.').all(is_dns_label);
-        if !ok {
-            return Err(format!(
-                "'{key}': '{prefix}' is not a valid key prefix (a DNS subdomain)"
-            ));
-        }
-    }
-    if name.is_empty() || !is_label_value(name) {
-        return Err(format!(
-            "'{key}' is not a valid label key (up to 63 letters, digits, '-', '_', '.', starting and ending with a letter or digit)"
-        ));
-    }
-    Ok(())
-}
-
-fn check_value(v: &str) -> Result<(), String> {
-    if is_label_value(v) {
-        Ok(())
-    } else {
-        Err(format!(
-            "'{v}' is not a valid label value (up to 63 letters, digits, '-', '_', '.', starting and ending with a letter or digit)"
-        ))
-    }
-}
-
-/// A label value (or key name): empty, or up to 63 of `[A-Za-z0-9-_.]`, alphanumeric at both ends.
-fn is_label_value(v: &str) -> bool {
-    let b = v.as_bytes();
-    b.is_empty()
-        || (b.len() <= 63
-            && b.iter().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
-            && b.first().is_some_and(u8::is_ascii_alphanumeric)
-            && b.last().is_some_and(u8::is_ascii_alphanumeric))
 }
 
 /// The `kubernetes` directive's setup (one per block).
