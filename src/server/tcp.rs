@@ -368,6 +368,8 @@ static OPEN_ACROSS_LISTENERS: AtomicUsize = AtomicUsize::new(0);
 pub struct Slots {
     max: usize,
     state: Mutex<SlotState>,
+    /// The open gauge follows `open` (changed under the same lock).
+    metrics: Option<ListenerTcpMetrics>,
 }
 
 #[derive(Debug, Default)]
@@ -399,11 +401,18 @@ pub enum Admission {
 
 impl Slots {
     /// Room for `max` connections (and within `process_max` across the process).
-    pub fn new(max: usize) -> Arc<Self> {
+    pub fn new(max: usize, metrics: Option<ListenerTcpMetrics>) -> Arc<Self> {
         Arc::new(Self {
             max: max.max(1),
             state: Mutex::new(SlotState::default()),
+            metrics,
         })
+    }
+
+    fn gauge(&self, opened: bool) {
+        if let Some(m) = &self.metrics {
+            if opened { m.opened() } else { m.gone() }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, SlotState> {
@@ -434,6 +443,7 @@ impl Slots {
             debug_assert!(since <= st.next);
             if let Some(entry) = st.open.remove(&victim) {
                 OPEN_ACROSS_LISTENERS.fetch_sub(1, Ordering::AcqRel);
+                self.gauge(false);
                 entry.evict.notify_one();
             }
             evicted = true;
@@ -450,6 +460,7 @@ impl Slots {
         );
         st.waiting.insert((id, id));
         OPEN_ACROSS_LISTENERS.fetch_add(1, Ordering::AcqRel);
+        self.gauge(true);
         drop(st);
         Admission::Admitted {
             slot: Slot {
@@ -513,6 +524,7 @@ impl Drop for Slot {
                 st.waiting.remove(&(since, self.id));
             }
             OPEN_ACROSS_LISTENERS.fetch_sub(1, Ordering::AcqRel);
+            self.slots.gauge(false);
         }
     }
 }
@@ -587,7 +599,7 @@ pub async fn serve_until(
     if let Some(m) = &limits.metrics {
         m.set_limit(limits.max_connections);
     }
-    let slots = Slots::new(limits.max_connections);
+    let slots = Slots::new(limits.max_connections, limits.metrics.clone());
     let (stop, stopping) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
         handler,
@@ -629,28 +641,7 @@ pub async fn serve_until(
     while connections.join_next().await.is_some() {}
 }
 
-/// Counts the connection in the open gauge while it lives.
-struct OpenGauge(Option<ListenerTcpMetrics>);
-
-impl OpenGauge {
-    fn new(m: &Option<ListenerTcpMetrics>) -> Self {
-        if let Some(m) = m {
-            m.opened();
-        }
-        Self(m.clone())
-    }
-}
-
-impl Drop for OpenGauge {
-    fn drop(&mut self) {
-        if let Some(m) = &self.0 {
-            m.gone();
-        }
-    }
-}
-
 async fn connection(stream: TcpStream, src: SocketAddr, shared: Arc<Shared>, slot: Slot) {
-    let _gauge = OpenGauge::new(&shared.limits.metrics);
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
     let wr = Arc::new(tokio::sync::Mutex::new(wr));
@@ -865,7 +856,7 @@ mod tests {
 
     #[test]
     fn at_the_limit_the_longest_waiting_goes_and_busy_ones_stay() {
-        let slots = Slots::new(3);
+        let slots = Slots::new(3, None);
         let admit = |s: &Arc<Slots>| match s.admit(usize::MAX) {
             Admission::Admitted { slot, evicted } => (slot, evicted),
             Admission::Refused => panic!("refused"),
@@ -899,7 +890,7 @@ mod tests {
     /// runtime: the limit always holds, and everything is given back at the end.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn slots_and_budget_hold_under_concurrent_writers() {
-        let slots = Slots::new(16);
+        let slots = Slots::new(16, None);
         let budget = Budget::new(10_000);
         let mut tasks = JoinSet::new();
         for t in 0..8u64 {

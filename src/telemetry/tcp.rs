@@ -58,7 +58,7 @@ impl TcpMetrics {
         let open = IntGaugeVec::new(
             Opts::new(
                 "cluster_dns_tcp_connections_open",
-                "TCP connections open on the listener.",
+                "TCP connections open on the listener (admitted and not yet closed or evicted).",
             ),
             &["server"],
         )?;
