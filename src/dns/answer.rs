@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::rdata::{A, AAAA, NS, SOA, TXT};
+use hickory_proto::rr::rdata::{A, AAAA, SOA, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 use super::qname::ClusterName;
@@ -296,23 +296,10 @@ impl ClusterAnswerer {
             return self.resolve_reverse(owner, labels, keep, zone, qtype);
         }
         let node = ClusterName::parse(&labels[..keep]);
-        let ttl = self.settings.ttl;
         match node {
             ClusterName::Apex => match qtype {
                 RecordType::SOA => Resolution::records(vec![self.soa(zone, owner)]),
-                RecordType::NS => {
-                    let mut res = Resolution::nodata();
-                    for (target, glue) in self.name_servers(&zone_spelt()) {
-                        res.answers.push(Record::from_rdata(
-                            owner.clone(),
-                            ttl,
-                            RData::NS(NS(target.clone())),
-                        ));
-                        res.additional
-                            .extend(glue.into_iter().map(|ip| address_record(&target, ttl, ip)));
-                    }
-                    res
-                }
+                RecordType::NS => self.ns_answer(owner, &zone_spelt()),
                 _ => Resolution::nodata(),
             },
             ClusterName::ServiceRoot | ClusterName::PodRoot => Resolution::nodata(),

@@ -2,7 +2,8 @@
 
 use std::net::IpAddr;
 
-use hickory_proto::rr::Name;
+use hickory_proto::rr::rdata::NS;
+use hickory_proto::rr::{Name, RData, Record};
 
 use super::answer::*;
 use crate::cluster::model::ServiceKind;
@@ -58,5 +59,22 @@ impl ClusterAnswerer {
             push(&mut out, t, self.settings.self_ips.clone());
         }
         out
+    }
+
+    /// The NS records of a zone apex owned by `owner`, their targets named under `zone` (the
+    /// zone as the question spelt it; the primary zone for reverse apexes), with glue.
+    pub(super) fn ns_answer(&self, owner: &Name, zone: &Name) -> Resolution {
+        let ttl = self.settings.ttl;
+        let mut res = Resolution::nodata();
+        for (target, glue) in self.name_servers(zone) {
+            res.answers.push(Record::from_rdata(
+                owner.clone(),
+                ttl,
+                RData::NS(NS(target.clone())),
+            ));
+            res.additional
+                .extend(glue.into_iter().map(|ip| address_record(&target, ttl, ip)));
+        }
+        res
     }
 }

@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use hickory_proto::rr::rdata::{NS, PTR};
+use hickory_proto::rr::rdata::PTR;
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 use super::addr::parse_reverse;
@@ -21,20 +21,7 @@ impl ClusterAnswerer {
         if keep == 0 {
             return match qtype {
                 RecordType::SOA => Resolution::records(vec![self.soa(zone, owner)]),
-                RecordType::NS => {
-                    let ttl = self.settings.ttl;
-                    let mut res = Resolution::nodata();
-                    for (target, glue) in self.name_servers(&self.settings.primary) {
-                        res.answers.push(Record::from_rdata(
-                            owner.clone(),
-                            ttl,
-                            RData::NS(NS(target.clone())),
-                        ));
-                        res.additional
-                            .extend(glue.into_iter().map(|ip| address_record(&target, ttl, ip)));
-                    }
-                    res
-                }
+                RecordType::NS => self.ns_answer(owner, &self.settings.primary),
                 _ => Resolution::nodata(),
             };
         }
