@@ -233,7 +233,16 @@ impl ClusterAnswerer {
             ResponseCode::NoError
         };
         let authority = if negative {
-            vec![self.soa(&zone, &qname.trim_to(usize::from(zone.num_labels())))]
+            // The zone as the question spelt it; a lower-case question spells it as configured
+            // (no copy of the name on the common path).
+            let spelt;
+            let owner = if has_upper(qname) {
+                spelt = qname.trim_to(usize::from(zone.num_labels()));
+                &spelt
+            } else {
+                &zone
+            };
+            vec![self.soa(&zone, owner)]
         } else {
             Vec::new()
         };
