@@ -322,7 +322,7 @@ impl DnsHandler {
         let parts = fit::Parts {
             meta: resp.meta,
             query_count: parsed.query_count,
-            question: parsed.question,
+            question: &parsed.question,
             answers: &resp.answers,
             authority: &resp.authority,
             additional: &resp.additional,

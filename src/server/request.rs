@@ -1,18 +1,22 @@
 //! Reading a request: the header, the question section kept as sent, the EDNS record, and the
 //! checks on it that do not need a server block (the COOKIE option's length).
 
+use std::borrow::Cow;
+
 use hickory_proto::op::{Edns, Header, Message, Metadata, Query};
 use hickory_proto::rr::rdata::opt::EdnsCode;
-use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, DecodeError};
+use hickory_proto::serialize::binary::{
+    BinDecodable, BinDecoder, BinEncodable, BinEncoder, DecodeError, NameEncoding,
+};
 
-/// A request as the server reads it: the header, the first question, the raw question section
-/// (echoed back as sent) and the client's EDNS. Every section is read and checked as
+/// A request as the server reads it: the header, the first question, the question section to
+/// echo (as sent, unless it holds a compression pointer: see [`echoable`]) and the client's EDNS. Every section is read and checked as
 /// hickory-server's `MessageRequest` reads it, so what parses is the same.
 pub(super) struct Parsed<'a> {
     pub(super) meta: Metadata,
     pub(super) query_count: usize,
     pub(super) query: Option<Query>,
-    pub(super) question: &'a [u8],
+    pub(super) question: Cow<'a, [u8]>,
     pub(super) edns: Option<Edns>,
 }
 
@@ -22,14 +26,12 @@ pub(super) fn parse_body<'a>(
 ) -> Result<Parsed<'a>, DecodeError> {
     let Header { mut metadata, counts } = header;
     let start = decoder.index();
-    let mut first = None;
-    for i in 0..counts.queries {
-        let q = Query::read(decoder)?;
-        if i == 0 {
-            first = Some(q);
-        }
+    let mut queries = Vec::with_capacity(1);
+    for _ in 0..counts.queries {
+        queries.push(Query::read(decoder)?);
     }
-    let question = decoder.slice_from(start)?;
+    let question = echoable(decoder.slice_from(start)?, &queries)?;
+    let first = queries.into_iter().next();
     let op = metadata.op_code;
     Message::read_records(decoder, usize::from(counts.answers), false, op)?;
     Message::read_records(decoder, usize::from(counts.authorities), false, op)?;
@@ -44,6 +46,45 @@ pub(super) fn parse_body<'a>(
         question,
         edns,
     })
+}
+
+/// The question section to send back for `raw`, the request's (holding `queries`): the bytes as
+/// sent, or when a name in it uses a compression pointer, the questions written again without
+/// one. A pointer is legal in a request, but it points at the request's bytes: copied into the
+/// reply it would point at other bytes there (into the header, say), and the reply would not
+/// parse.
+fn echoable<'a>(raw: &'a [u8], queries: &[Query]) -> Result<Cow<'a, [u8]>, DecodeError> {
+    if !has_pointer(raw, queries.len()) {
+        return Ok(Cow::Borrowed(raw));
+    }
+    let mut out = Vec::with_capacity(raw.len() + 32);
+    let mut encoder = BinEncoder::new(&mut out);
+    encoder.set_name_encoding(NameEncoding::Uncompressed);
+    for q in queries {
+        q.emit(&mut encoder).map_err(|_| DecodeError::InsufficientBytes)?;
+    }
+    Ok(Cow::Owned(out))
+}
+
+/// True when one of the `count` names of the question section `raw` uses a compression
+/// pointer (`raw` was read as `count` questions already, so it is well formed).
+fn has_pointer(raw: &[u8], count: usize) -> bool {
+    let mut at = 0;
+    for _ in 0..count {
+        loop {
+            let Some(&len) = raw.get(at) else { return false };
+            if len & 0xC0 != 0 {
+                return true;
+            }
+            at += 1 + usize::from(len);
+            if len == 0 {
+                break;
+            }
+        }
+        // Type and class.
+        at += 4;
+    }
+    false
 }
 
 /// RFC 7873 §5.2.2: every COOKIE option is a client cookie of 8 bytes, alone or followed by a

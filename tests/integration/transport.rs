@@ -373,3 +373,43 @@ async fn malformed_edns_cookies_get_formerr() {
     still_answers(addr).await;
     drop(running);
 }
+
+/// A question whose name ends in a compression pointer (legal in a request, RFC 1035 §4.1.4) is
+/// answered with a reply that parses. The server used to echo the question section byte for
+/// byte, pointer included, and a pointer into the request's header points at other bytes in
+/// the reply: clients could not read it (found by the query_handler fuzz target).
+#[tokio::test]
+async fn a_question_with_a_compression_pointer_gets_a_readable_reply() {
+    let (running, addr) = demo().await;
+    // "1.10.96" then a pointer to offset 2 of the request (its flags), then nothing else of the
+    // name is needed: the name hickory reads is whatever those bytes spell.
+    let req: &[u8] = &[
+        0, 5, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, b'1', 2, b'1', b'0', 2, b'9', b'6', 0xc0, 2, 0, 1, 0, 1,
+    ];
+    for reply in [
+        support::udp_raw(addr, req, Duration::from_secs(2))
+            .await
+            .expect("a UDP reply"),
+        support::tcp_raw(addr, req).await,
+    ] {
+        let m = Message::from_bytes(&reply).expect("the reply parses");
+        assert_eq!(m.metadata.id, 5);
+        assert_eq!(m.queries.len(), 1);
+    }
+    // A question that points at an earlier name of its own section is read the same way.
+    let mut q = support::query("svc1.testns.svc.cluster.local.", RecordType::A)
+        .to_bytes()
+        .unwrap();
+    let end = q.len() - 4;
+    // Replace the root label of the name with a pointer to "svc.cluster.local." inside it:
+    // offset 12 + "svc1"(5) + "testns"(7) = 24.
+    q.splice(end - 1..end, [0xc0, 24]);
+    q[end + 1..].copy_from_slice(&[0, 1, 0, 1]);
+    let reply = support::udp_raw(addr, &q, Duration::from_secs(2))
+        .await
+        .expect("a UDP reply");
+    let m = Message::from_bytes(&reply).expect("the reply parses");
+    assert!(m.queries.len() == 1 || m.metadata.response_code == ResponseCode::FormErr);
+    still_answers(addr).await;
+    drop(running);
+}
