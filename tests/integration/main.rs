@@ -12,6 +12,7 @@ mod forward;
 mod fuzz_corpus;
 mod layers;
 mod memo;
+mod monitoring;
 mod support;
 mod tcp_limits;
 mod transport;
