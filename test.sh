@@ -13,6 +13,8 @@ command -v dig >/dev/null 2>&1 || need_apt+=(bind9-dnsutils)
 command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)
 # deploy/monitoring's checks run Debian's promtool and prometheus (tests/integration/monitoring.rs).
 command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+# The image test reads the binary's dynamic section with readelf (binutils).
+command -v readelf >/dev/null 2>&1 || need_apt+=(binutils)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "test.sh: installing ${need_apt[*]}" >&2
     SUDO=""

@@ -10,6 +10,7 @@ mod deploy;
 mod dropin;
 mod forward;
 mod fuzz_corpus;
+mod image;
 mod layers;
 mod memo;
 mod monitoring;
