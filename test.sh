@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite. Installs what the tests drive for real when it is missing:
-# `dig` (Debian's bind9-dnsutils) and `unbound` (the real upstream of the forwarding tests).
+# `dig` (Debian's bind9-dnsutils), `unbound` (the real upstream of the forwarding tests) and
+# `promtool`/`prometheus` (Debian's prometheus, for deploy/monitoring).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -10,6 +11,10 @@ command -v dig >/dev/null 2>&1 || need_apt+=(bind9-dnsutils)
 [ -x /usr/sbin/unbound ] || need_apt+=(unbound)
 # The TCP limit tests run the server under `prlimit --nofile=1024` (util-linux).
 command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)
+# deploy/monitoring's checks run Debian's promtool and prometheus (tests/integration/monitoring.rs).
+command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+# The image test reads the binary's dynamic section with readelf (binutils).
+command -v readelf >/dev/null 2>&1 || need_apt+=(binutils)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "test.sh: installing ${need_apt[*]}" >&2
     SUDO=""

@@ -7,6 +7,8 @@
 //! Prometheus exposition format 0.0.4, as CoreDNS serves it. The `prometheus` directive that
 //! turns it on is the plugin in `plugin/metrics`. Imports only `proto`.
 
+#[cfg(target_os = "linux")]
+pub mod process;
 pub mod tcp;
 
 use std::any::{Any, TypeId};
@@ -217,9 +219,7 @@ impl DnsMetrics {
         // process_cpu_seconds_total, process_resident_memory_bytes, ...: the CoreDNS dashboard's
         // CPU and memory panels read them.
         #[cfg(target_os = "linux")]
-        registry.register(Box::new(
-            prometheus::process_collector::ProcessCollector::for_self(),
-        ))?;
+        registry.register(Box::new(process::ProcessMetrics::for_self()))?;
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(responses.clone()),

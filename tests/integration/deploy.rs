@@ -1,6 +1,8 @@
 //! `deploy/`: every manifest deserialises into its k8s-openapi type with no unknown field, the
 //! RBAC grants exactly list/watch on what the watches read, and the Deployment and Service keep
-//! CoreDNS's contract (labels, port names, probes, security settings).
+//! CoreDNS's contract (labels, port names, probes, security settings, spread over zones and
+//! nodes), and the cluster-proportional-autoscaler in autoscaler.yaml scales that Deployment
+//! with the linear parameters and only the RBAC it needs.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
@@ -9,9 +11,13 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use serde_json::Value;
 
 fn docs() -> Vec<Value> {
-    let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/cluster-dns.yaml")).unwrap();
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    docs_of("cluster-dns.yaml")
+}
+
+fn docs_of(file: &str) -> Vec<Value> {
+    let path = format!("{}/deploy/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
     docs.into_iter().filter(|d| !d.is_null()).collect()
 }
 
@@ -223,4 +229,121 @@ fn the_configmap_holds_the_kubeadm_corefile_and_it_parses() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("OK (1 server block(s))"));
+}
+
+#[test]
+fn replicas_spread_over_zones_then_nodes() {
+    let d: Deployment = docs()
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .map(typed)
+        .unwrap();
+    let spec = d.spec.unwrap();
+    let pod_labels = spec.template.metadata.unwrap().labels.unwrap();
+    let spread = spec.template.spec.unwrap().topology_spread_constraints.unwrap();
+    let keys: Vec<&str> = spread.iter().map(|c| c.topology_key.as_str()).collect();
+    assert_eq!(keys, ["topology.kubernetes.io/zone", "kubernetes.io/hostname"]);
+    for c in &spread {
+        assert_eq!(c.max_skew, 1);
+        // Soft: a single-zone cluster or too few nodes still gets every replica.
+        assert_eq!(c.when_unsatisfiable, "ScheduleAnyway");
+        // The constraint counts exactly this Deployment's pods.
+        let sel = c.label_selector.as_ref().unwrap().match_labels.as_ref().unwrap();
+        assert!(!sel.is_empty());
+        for (k, v) in sel {
+            assert_eq!(pod_labels.get(k), Some(v), "{k}");
+        }
+        assert_eq!(spec.selector.match_labels.as_ref(), Some(sel));
+        assert_eq!(
+            c.match_label_keys.as_deref(),
+            Some(&["pod-template-hash".to_owned()][..])
+        );
+    }
+}
+
+#[test]
+fn the_autoscaler_scales_the_cluster_dns_deployment_linearly() {
+    let scaler = docs_of("autoscaler.yaml");
+    let mut kinds: Vec<&str> = scaler.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    kinds.sort_unstable();
+    assert_eq!(
+        kinds,
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "Deployment",
+            "ServiceAccount"
+        ]
+    );
+    let find = |kind: &str| scaler.iter().find(|d| d["kind"] == kind).unwrap();
+    let sa: ServiceAccount = typed(find("ServiceAccount"));
+    let role: ClusterRole = typed(find("ClusterRole"));
+    let binding: ClusterRoleBinding = typed(find("ClusterRoleBinding"));
+    let cm: ConfigMap = typed(find("ConfigMap"));
+    let d: Deployment = typed(find("Deployment"));
+    for ns in [
+        &sa.metadata.namespace,
+        &cm.metadata.namespace,
+        &d.metadata.namespace,
+    ] {
+        assert_eq!(ns.as_deref(), Some("kube-system"));
+    }
+
+    // The linear parameters, in the ConfigMap and as the defaults on the command line.
+    let linear: Value = serde_json::from_str(&cm.data.unwrap()["linear"]).unwrap();
+    assert_eq!(linear["coresPerReplica"], 256);
+    assert_eq!(linear["nodesPerReplica"], 16);
+    assert_eq!(linear["preventSinglePointFailure"], true);
+    let pod = d.spec.unwrap().template.spec.unwrap();
+    assert_eq!(pod.service_account_name, sa.metadata.name);
+    let args = pod.containers[0].args.clone().unwrap();
+    let arg = |flag: &str| {
+        args.iter()
+            .find_map(|a| a.strip_prefix(&format!("--{flag}=")))
+            .unwrap_or_else(|| panic!("--{flag} in {args:?}"))
+            .to_owned()
+    };
+    assert_eq!(arg("namespace"), "kube-system");
+    assert_eq!(Some(arg("configmap")), cm.metadata.name);
+    let defaults: Value = serde_json::from_str(&arg("default-params")).unwrap();
+    assert_eq!(defaults["linear"], linear);
+
+    // The target is the cluster-dns Deployment of cluster-dns.yaml, in the same namespace.
+    let target = arg("target");
+    let (kind, name) = target.split_once('/').unwrap();
+    assert_eq!(kind, "Deployment");
+    let dns = docs().into_iter().find(|d| d["kind"] == "Deployment").unwrap();
+    assert_eq!(dns["metadata"]["name"], name);
+    assert_eq!(dns["metadata"]["namespace"], "kube-system");
+
+    // RBAC: exactly nodes list/watch, the scale subresources get/update, configmaps get/create,
+    // bound to the autoscaler's ServiceAccount.
+    let mut granted = Vec::new();
+    for rule in role.rules.unwrap() {
+        let mut verbs = rule.verbs.clone();
+        verbs.sort();
+        for group in rule.api_groups.unwrap() {
+            for r in rule.resources.clone().unwrap() {
+                granted.push(format!("{group}/{r} {}", verbs.join(",")));
+            }
+        }
+    }
+    granted.sort();
+    assert_eq!(
+        granted,
+        [
+            "/configmaps create,get",
+            "/nodes list,watch",
+            "/replicationcontrollers/scale get,update",
+            "apps/deployments/scale get,update",
+            "apps/replicasets/scale get,update"
+        ]
+    );
+    assert_eq!(binding.role_ref.name, role.metadata.name.unwrap());
+    let subject = &binding.subjects.unwrap()[0];
+    assert_eq!(
+        (Some(subject.name.clone()), subject.namespace.clone()),
+        (sa.metadata.name, Some("kube-system".to_owned()))
+    );
 }

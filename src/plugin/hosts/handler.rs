@@ -4,13 +4,14 @@
 use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 use std::time::{Duration, SystemTime};
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::rdata::{A, AAAA, PTR};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
+use super::metrics::HostsMetrics;
 use super::setup::HostsConfig;
 use super::table::{Table, parse_hosts};
 use crate::chain::{Chain, Next, Plugin, ReplyFuture};
@@ -29,6 +30,8 @@ struct Inner {
     table: RwLock<Arc<Table>>,
     stamp: Mutex<Stamp>,
     reload_started: AtomicBool,
+    /// Set once by [`Hosts::with_metrics`]; every table stored after is recorded there.
+    metrics: OnceLock<HostsMetrics>,
 }
 
 /// The `hosts` plugin of one server block. Cheap to clone: the state is shared behind an `Arc`.
@@ -98,9 +101,17 @@ impl Inner {
             entries = table.entries(),
             "hosts: reloaded"
         );
-        *self.table.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
+        self.store(table);
         *last = now;
         true
+    }
+
+    /// Serves `table` from now on (and records it in the metrics, when attached).
+    fn store(&self, table: Table) {
+        if let Some(m) = self.metrics.get() {
+            m.record(table.entries(), table.loaded_at());
+        }
+        *self.table.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
     }
 
     fn table(&self) -> Arc<Table> {
@@ -139,14 +150,24 @@ impl Hosts {
             table: RwLock::new(Arc::new(Table::build(&[], &[], &[], false))),
             stamp: Mutex::new(None),
             reload_started: AtomicBool::new(false),
+            metrics: OnceLock::new(),
         };
         let stamp = stamp_of(&config.path);
         let table = inner.load(stamp);
-        *inner.table.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
+        inner.store(table);
         *inner.stamp.lock().unwrap_or_else(PoisonError::into_inner) = stamp;
         Self {
             inner: Arc::new(inner),
         }
+    }
+
+    /// Records the table's size and build time in `metrics` now and after every re-read
+    /// (`coredns_hosts_entries`, `coredns_hosts_reload_timestamp_seconds`).
+    pub fn with_metrics(self, metrics: HostsMetrics) -> Self {
+        let table = self.inner.table();
+        metrics.record(table.entries(), table.loaded_at());
+        let _ = self.inner.metrics.set(metrics);
+        self
     }
 
     /// Starts the task that checks the file every `reload` period and re-reads it when its

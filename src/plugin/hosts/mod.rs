@@ -5,11 +5,13 @@
 //!
 //! Layout: `setup` parses the directive into a [`HostsConfig`], `table` reads hosts files and
 //! builds the lookup table, `handler` answers questions ([`Hosts::answer`]) and runs the reload
-//! task ([`Hosts::start_reload`]).
+//! task ([`Hosts::start_reload`]), `metrics` exports the table's size and build time.
 
 pub mod handler;
+pub mod metrics;
 pub mod setup;
 pub mod table;
 
 pub use handler::Hosts;
+pub use metrics::HostsMetrics;
 pub use setup::HostsConfig;

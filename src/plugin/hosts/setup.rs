@@ -220,8 +220,13 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 }
 
 impl Configured for HostsConfig {
-    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
-        Built::Plugin(Arc::new(super::Hosts::new(self)))
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        let hosts = super::Hosts::new(self);
+        let hosts = match ctx.metrics.and_then(|m| m.families::<super::HostsMetrics>().ok()) {
+            Some(m) => hosts.with_metrics(m),
+            None => hosts,
+        };
+        Built::Plugin(Arc::new(hosts))
     }
 }
 

@@ -1,0 +1,359 @@
+//! `deploy/monitoring/`: the alert rules pass Debian's `promtool` (`check rules`, and
+//! `test rules` with a firing and a silent case for every alert), the PrometheusRule carries the
+//! same groups as the plain rules file, a real scrape of the demo passes `promtool check
+//! metrics`, and every query of the Grafana dashboard returns data from a real Prometheus (Debian's
+//! `prometheus`, on loopback, scraping the demo under load every second).
+//!
+//! `promtool` and `prometheus` come from Debian's `prometheus` package, installed by test.sh.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use hickory_proto::op::{Edns, ResponseCode};
+use hickory_proto::rr::RecordType;
+use serde_json::Value;
+
+use crate::cli::{Server, demo_on_free_port};
+use crate::support;
+use crate::upstream::{Unbound, free_port};
+
+fn monitoring() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/monitoring")
+}
+
+fn yaml(name: &str) -> Value {
+    let text = std::fs::read_to_string(monitoring().join(name)).unwrap();
+    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Runs a Debian tool from the `prometheus` package and returns its combined output, failing
+/// the test with that output when it exits non-zero.
+fn run(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e} (apt-get install prometheus; test.sh does)"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{cmd:?} failed:\n{text}");
+    text
+}
+
+#[test]
+fn prometheus_rule_has_the_rules_files_groups() {
+    let plain = yaml("prometheus-rules.yaml");
+    let op = yaml("prometheusrule.yaml");
+    assert_eq!(op["kind"], "PrometheusRule");
+    assert_eq!(op["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(op["metadata"]["namespace"], "kube-system");
+    assert_eq!(
+        op["spec"]["groups"], plain["groups"],
+        "prometheusrule.yaml differs from prometheus-rules.yaml: regenerate it (see its header)"
+    );
+}
+
+#[test]
+fn service_monitor_scrapes_the_kube_dns_metrics_port() {
+    let sm = yaml("servicemonitor.yaml");
+    assert_eq!(sm["kind"], "ServiceMonitor");
+    assert_eq!(sm["spec"]["selector"]["matchLabels"]["k8s-app"], "kube-dns");
+    assert_eq!(sm["spec"]["endpoints"][0]["port"], "metrics");
+    // The Service in cluster-dns.yaml has that label and a port of that name.
+    let text = std::fs::read_to_string(monitoring().join("../cluster-dns.yaml")).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let svc = docs
+        .iter()
+        .find(|d| d["kind"] == "Service" && d["metadata"]["name"] == "kube-dns")
+        .expect("the kube-dns Service");
+    assert_eq!(svc["metadata"]["labels"]["k8s-app"], "kube-dns");
+    let ports = svc["spec"]["ports"].as_array().unwrap();
+    assert!(
+        ports.iter().any(|p| p["name"] == "metrics" && p["port"] == 9153),
+        "{ports:?}"
+    );
+}
+
+#[test]
+fn promtool_checks_the_rules_and_every_alert_fires_in_a_rule_test() {
+    let dir = monitoring();
+    let out = run(Command::new("promtool")
+        .arg("check")
+        .arg("rules")
+        .arg(dir.join("prometheus-rules.yaml")));
+    assert!(out.contains("SUCCESS"), "{out}");
+    let out = run(Command::new("promtool")
+        .arg("test")
+        .arg("rules")
+        .arg(dir.join("tests/rules-test.yaml")));
+    assert!(out.contains("SUCCESS"), "{out}");
+
+    // Every alert has a case where it fires and one where it stays silent.
+    let rules = yaml("prometheus-rules.yaml");
+    let tests = yaml("tests/rules-test.yaml");
+    let cases: Vec<&Value> = tests["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["alert_rule_test"].as_array().unwrap())
+        .collect();
+    for group in rules["groups"].as_array().unwrap() {
+        for rule in group["rules"].as_array().unwrap() {
+            let Some(name) = rule["alert"].as_str() else {
+                continue;
+            };
+            let of = |fires: bool| {
+                cases.iter().any(|c| {
+                    c["alertname"] == name
+                        && c["exp_alerts"].as_array().is_some_and(|a| a.is_empty() != fires)
+                })
+            };
+            assert!(of(true), "{name} never fires in tests/rules-test.yaml");
+            assert!(of(false), "{name} is never shown silent in tests/rules-test.yaml");
+        }
+    }
+}
+
+/// A blocking HTTP/1.0 GET on loopback: status and body.
+fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((status, body.to_owned()))
+}
+
+/// Percent-encodes a query string value (RFC 3986 unreserved characters stay).
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Debian's `prometheus` on a loopback port, scraping `target` every second as job `kube-dns`
+/// (the job the ServiceMonitor gives the pods). Killed on drop.
+struct Prometheus {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Prometheus {
+    fn start(dir: &Path, target: SocketAddr) -> Self {
+        let config = dir.join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: kube-dns\n    static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .unwrap();
+        let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address={addr}"))
+            .arg("--log.level=warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus runs (apt-get install prometheus; test.sh does)");
+        let mut p = Self { child, addr };
+        for _ in 0..100 {
+            if matches!(get(addr, "/-/ready"), Ok((200, _))) {
+                return p;
+            }
+            if let Ok(Some(status)) = p.child.try_wait() {
+                panic!("prometheus exited: {status}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("prometheus not ready on {addr}");
+    }
+
+    /// The result vector of an instant query.
+    fn query(&self, expr: &str) -> Vec<Value> {
+        let (status, body) = get(self.addr, &format!("/api/v1/query?query={}", encode(expr)))
+            .unwrap_or_else(|e| panic!("query {expr}: {e}"));
+        let v: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        assert_eq!(status, 200, "query {expr}: {body}");
+        assert_eq!(v["status"], "success", "query {expr}: {body}");
+        v["data"]["result"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+/// Queries the demo as a cluster's pods would, over UDP and TCP: names in the zone, NXDOMAINs,
+/// a name forwarded to the upstream (cached after the first), an NXDOMAIN from the upstream, and
+/// a query with the DO bit. Until `stop`, bounded to 2 minutes.
+async fn load(addr: SocketAddr, stop: Arc<AtomicBool>) {
+    for _ in 0..600 {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let (r, _) = support::udp(
+            addr,
+            &support::query("web.default.svc.cluster.local.", RecordType::A),
+        )
+        .await;
+        assert_eq!(r.metadata.response_code, ResponseCode::NoError);
+        let (r, _) = support::udp(
+            addr,
+            &support::query("nope.default.svc.cluster.local.", RecordType::A),
+        )
+        .await;
+        assert_eq!(r.metadata.response_code, ResponseCode::NXDomain);
+        let r = support::tcp(
+            addr,
+            &support::query("_http._tcp.web.default.svc.cluster.local.", RecordType::SRV),
+        )
+        .await;
+        assert_eq!(r.metadata.response_code, ResponseCode::NoError);
+        let (r, _) = support::udp(addr, &support::query("www.example.com.", RecordType::A)).await;
+        assert_eq!(r.metadata.response_code, ResponseCode::NoError);
+        let r = support::tcp(addr, &support::query("missing.example.com.", RecordType::AAAA)).await;
+        assert_eq!(r.metadata.response_code, ResponseCode::NXDomain);
+        let mut q = support::query("web.default.svc.cluster.local.", RecordType::AAAA);
+        let mut edns = Edns::new();
+        edns.set_max_payload(1232).set_dnssec_ok(true);
+        q.set_edns(edns);
+        support::udp(addr, &q).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every `expr` of the dashboard's panels, with Grafana's variables as a user with the
+/// defaults sees them: job `kube-dns`, all instances, and a rate interval of 4 scrapes.
+fn dashboard_queries() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(monitoring().join("grafana-dashboard.json")).unwrap();
+    let dash: Value = serde_json::from_str(&text).unwrap();
+    let vars: Vec<&str> = dash["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(vars, ["datasource", "job", "instance"]);
+    let mut out = Vec::new();
+    for panel in dash["panels"].as_array().unwrap() {
+        for t in panel["targets"].as_array().into_iter().flatten() {
+            let expr = t["expr"].as_str().unwrap();
+            let expr = expr
+                .replace("$__rate_interval", "4s")
+                .replace("$job", "kube-dns")
+                .replace("$instance", ".+");
+            assert!(!expr.contains('$'), "a variable left in {expr}");
+            out.push((panel["title"].as_str().unwrap().to_owned(), expr));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promtool_and_the_dashboard_against_the_demo_under_load() {
+    let dir = support::temp_dir("monitoring");
+    let Some(ub) = Unbound::start(&dir).await else {
+        panic!("unbound is not installed: run ./test.sh, which installs it");
+    };
+    // The demo, plus a cache and a forward for names outside the cluster (kubeadm's Corefile has
+    // both), so the cache and forward panels have something to show.
+    let corefile = demo_on_free_port();
+    let text = std::fs::read_to_string(&corefile).unwrap();
+    let (head, tail) = text.rsplit_once('}').unwrap();
+    std::fs::write(
+        &corefile,
+        format!("{head}    cache 30\n    forward . {}\n}}{tail}", ub.addr),
+    )
+    .unwrap();
+    let mut server = tokio::task::spawn_blocking(move || Server::start(&corefile))
+        .await
+        .unwrap();
+    let metrics = server.wait_http("/metrics");
+    let dns = server.addr;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let loader = tokio::spawn(load(dns, stop.clone()));
+    let prom_dir = dir.clone();
+    let prom = tokio::task::spawn_blocking(move || Prometheus::start(&prom_dir, metrics))
+        .await
+        .unwrap();
+
+    let checks = tokio::task::spawn_blocking(move || {
+        // A real scrape passes promtool's linter.
+        let (status, scrape) = get(metrics, "/metrics").unwrap();
+        assert_eq!(status, 200);
+        let mut child = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("promtool runs (apt-get install prometheus; test.sh does)");
+        child.stdin.take().unwrap().write_all(scrape.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+            "promtool check metrics: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+
+        // Wait for a few scrapes of the demo under load (bounded: 20 s).
+        let mut scrapes = 0.0;
+        for _ in 0..200 {
+            scrapes = prom
+                .query("count_over_time(up{job=\"kube-dns\"}[1m])")
+                .first()
+                .and_then(|s| s["value"][1].as_str()?.parse::<f64>().ok())
+                .unwrap_or(0.0);
+            if scrapes >= 6.0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(scrapes >= 6.0, "prometheus scraped the demo {scrapes} times");
+        let up = prom.query("up{job=\"kube-dns\"}");
+        assert_eq!(up[0]["value"][1], "1", "{up:?}");
+
+        let queries = dashboard_queries();
+        assert!(queries.len() >= 24, "{} queries", queries.len());
+        let empty: Vec<_> = queries
+            .iter()
+            .filter(|(_, expr)| prom.query(expr).is_empty())
+            .collect();
+        assert!(empty.is_empty(), "dashboard queries with no data: {empty:#?}");
+        // Not only present: the request rate under load is above zero.
+        let total = prom.query(&queries[1].1);
+        let rate: f64 = total[0]["value"][1].as_str().unwrap().parse().unwrap();
+        assert!(rate > 0.0, "{}: {total:?}", queries[1].1);
+        queries.len()
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    loader.await.unwrap();
+    let n = checks.unwrap();
+    eprintln!("{n} dashboard queries returned data");
+    assert!(server.stop(), "the demo exits 0 on SIGTERM");
+}
