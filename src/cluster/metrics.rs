@@ -19,17 +19,32 @@
 //! zone, for deletions and for relists. A trigger time in the future (clock skew between the
 //! control plane and this node) counts as 0, never as a negative duration.
 //!
-//! The `coredns_kubernetes_rest_client_*` metrics are not exported: they would need a wrapper
-//! around the API client's HTTP stack.
+//! The API client's requests: `coredns_kubernetes_rest_client_*`, recorded by a layer around the
+//! client's HTTP stack ([`crate::cluster::rest_client`]).
+//!
+//! And two families only cluster-dns has, for the alerts a CoreDNS pod's Go metrics cannot give:
+//!
+//! | metric | type | labels |
+//! | --- | --- | --- |
+//! | `cluster_dns_kubernetes_watches_pending` | gauge | (none) |
+//! | `cluster_dns_kubernetes_watch_errors_total` | counter | resource |
+//!
+//! - `watches_pending`: the watches that have not completed their first list. While it is above
+//!   0 the zone is not synced and `/ready` answers 503; after the first list it stays 0 through
+//!   later errors (the last-known zone answers).
+//! - `watch_errors_total`: failed list or watch attempts, by `resource` (`services`,
+//!   `endpointslices.discovery.k8s.io`, `pods`, `namespaces`: the RBAC names). A watch that expired (410 Gone) is the API's normal
+//!   way to ask for a relist and is not counted.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
-use prometheus::{Histogram, HistogramOpts, HistogramVec, Registry};
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry};
 
 use crate::cluster::model::ServiceKind;
+use crate::cluster::rest_client::RestClientMetrics;
 use crate::telemetry::register_all;
 
 /// The annotation the EndpointSlice controller writes with the time of the change it reacted to.
@@ -102,6 +117,11 @@ pub fn programming_latency(trigger: Timestamp, now: Timestamp) -> Duration {
 pub struct KubernetesMetrics {
     programming: HistogramVec,
     by_kind: Arc<[OnceLock<Histogram>; 3]>,
+    /// The API client's requests.
+    pub rest_client: RestClientMetrics,
+    /// Watches that have not completed their first list.
+    pub watches_pending: IntGauge,
+    watch_errors: IntCounterVec,
 }
 
 impl crate::telemetry::Families for KubernetesMetrics {
@@ -122,11 +142,38 @@ impl KubernetesMetrics {
             .buckets(prometheus::exponential_buckets(0.001, 2.0, 20)?),
             &["service_kind"],
         )?;
-        register_all(registry, vec![Box::new(programming.clone())])?;
+        let watches_pending = IntGauge::new(
+            "cluster_dns_kubernetes_watches_pending",
+            "Kubernetes watches that have not completed their first list (the zone is not synced while above 0).",
+        )?;
+        let watch_errors = IntCounterVec::new(
+            Opts::new(
+                "cluster_dns_kubernetes_watch_errors_total",
+                "Failed list or watch attempts against the Kubernetes API, by resource.",
+            ),
+            &["resource"],
+        )?;
+        let rest_client = RestClientMetrics::new()?;
+        let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(programming.clone()),
+            Box::new(watches_pending.clone()),
+            Box::new(watch_errors.clone()),
+        ];
+        collectors.extend(rest_client.collectors());
+        register_all(registry, collectors)?;
         Ok(Self {
             programming,
             by_kind: Arc::new(std::array::from_fn(|_| OnceLock::new())),
+            rest_client,
+            watches_pending,
+            watch_errors,
         })
+    }
+
+    /// Counts one failed attempt of the watch of `resource` (a name from the fixed set of
+    /// watched resources).
+    pub fn watch_failed(&self, resource: &'static str) {
+        self.watch_errors.with_label_values(&[resource]).inc();
     }
 
     /// Observes one programmed change (the series of a kind is resolved on its first use).

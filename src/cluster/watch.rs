@@ -196,6 +196,10 @@ struct WatchStatus {
     /// The last error (one line, with its cause chain) and when the next attempt is due,
     /// while it keeps failing.
     last_error: Mutex<Option<(String, Instant)>>,
+    /// Whether this watch is counted in the pending-watches gauge. Whoever swaps it from true to
+    /// false (the first list, or the source's stop) takes it out of the gauge, so it is
+    /// decremented exactly once however the two race.
+    counted: AtomicBool,
 }
 
 /// Whether every watch of one `kubernetes` plugin has completed its first list, and why the
@@ -203,10 +207,22 @@ struct WatchStatus {
 #[derive(Debug, Clone)]
 pub struct SyncState {
     inner: Arc<[WatchStatus]>,
+    /// `cluster_dns_kubernetes_watches_pending`, when metrics are recorded.
+    pending: Option<prometheus::IntGauge>,
 }
 
 impl SyncState {
+    #[cfg(test)]
     fn new(names: Vec<String>) -> Self {
+        Self::counted(names, None)
+    }
+
+    /// A state whose unsynced watches are counted in `pending` until their first list.
+    fn counted(names: Vec<String>, pending: Option<prometheus::IntGauge>) -> Self {
+        if let Some(g) = &pending {
+            g.add(i64::try_from(names.len()).unwrap_or(0));
+        }
+        let counted = pending.is_some();
         Self {
             inner: names
                 .into_iter()
@@ -215,8 +231,26 @@ impl SyncState {
                     synced: AtomicBool::new(false),
                     failures: AtomicU32::new(0),
                     last_error: Mutex::new(None),
+                    counted: AtomicBool::new(counted),
                 })
                 .collect(),
+            pending,
+        }
+    }
+
+    /// Takes watch `w` out of the pending gauge, if it is still in it.
+    fn uncount(&self, w: &WatchStatus) {
+        if w.counted.swap(false, Ordering::AcqRel)
+            && let Some(g) = &self.pending
+        {
+            g.dec();
+        }
+    }
+
+    /// The source stopped: its watches no longer wait for anything.
+    fn release(&self) {
+        for w in self.inner.iter() {
+            self.uncount(w);
         }
     }
 
@@ -277,6 +311,7 @@ impl SyncState {
     fn mark(&self, index: usize) -> bool {
         if let Some(w) = self.inner.get(index) {
             w.synced.store(true, Ordering::Release);
+            self.uncount(w);
         }
         self.is_synced()
     }
@@ -329,6 +364,7 @@ impl WatchSource {
         for t in self.tasks.drain(..) {
             t.abort();
         }
+        self.sync.release();
     }
 }
 
@@ -517,12 +553,27 @@ pub async fn start_with_metrics(
     kube_config.default_retry = false;
     let url = kube_config.cluster_url.to_string();
     let probe = probe_address(&kube_config).map(Arc::new);
-    let client = kube::Client::try_from(kube_config).map_err(|source| WatchError::Client {
-        url: url.clone(),
-        source,
-    })?;
+    let host = kube_config
+        .cluster_url
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .unwrap_or_default();
+    let builder =
+        kube::client::ClientBuilder::try_from(kube_config).map_err(|source| WatchError::Client {
+            url: url.clone(),
+            source,
+        })?;
+    // Every request of every watch goes through the rest-client metrics layer when metrics are
+    // recorded.
+    let client = match &metrics {
+        Some(m) => builder.with_layer(&m.rest_client.layer(host)).build(),
+        None => builder.build(),
+    };
     let specs = watch_specs(config);
-    let sync = SyncState::new(specs.iter().map(WatchSpec::name).collect());
+    let sync = SyncState::counted(
+        specs.iter().map(WatchSpec::name).collect(),
+        metrics.as_ref().map(|m| m.watches_pending.clone()),
+    );
     let allowed: Option<Arc<HashSet<String>>> =
         (!config.namespaces.is_empty()).then(|| Arc::new(config.namespaces.iter().cloned().collect()));
     tracing::info!(
@@ -546,11 +597,6 @@ pub async fn start_with_metrics(
         if let Some(l) = &spec.labels {
             wc = wc.labels(l);
         }
-        let slice_metrics = if spec.resource == Resource::EndpointSlices {
-            metrics.clone()
-        } else {
-            None
-        };
         let task = WatchTask {
             spec,
             index,
@@ -559,7 +605,7 @@ pub async fn start_with_metrics(
             allowed: if index == 0 { allowed.clone() } else { None },
             interner: HashSet::new(),
             keep_pod_names: config.endpoint_pod_names,
-            metrics: slice_metrics,
+            metrics: metrics.clone(),
             live: false,
             retry: RetrySchedule::default(),
             probe: probe.clone(),
@@ -626,7 +672,7 @@ struct WatchTask {
     interner: HashSet<Arc<str>>,
     /// Keep endpoints' pod names (only `endpoint_pod_names` answers with them).
     keep_pod_names: bool,
-    /// Where the DNS programming latency goes (the EndpointSlice watch only).
+    /// Where watch errors and (for the EndpointSlice watch) the DNS programming latency go.
     metrics: Option<KubernetesMetrics>,
     /// True while the event being applied is a watch event after the first list (the only
     /// ones whose programming latency is observed).
@@ -754,6 +800,9 @@ impl WatchTask {
             _ => "the API server sent an object without metadata.resourceVersion".to_owned(),
         };
         let failures = self.sync.fail(self.index, &what);
+        if let Some(m) = &self.metrics {
+            m.watch_failed(self.spec.resource.rbac_name());
+        }
         let delay = self.retry.delay(failures);
         let shape = error_shape(&what);
         if self.last_error.as_deref() == Some(shape.as_str()) {
@@ -1137,6 +1186,33 @@ mod tests {
             db.slices.values().next().unwrap().endpoints[0].addresses[0].to_string(),
             "10.0.0.4"
         );
+    }
+
+    /// The pending-watches gauge is decremented exactly once per watch, whether its first list
+    /// or the source's stop comes first, even when they race on different threads.
+    #[test]
+    fn pending_gauge_counts_each_watch_out_once() {
+        let gauge = prometheus::IntGauge::new("pending", "test").unwrap();
+        let s = SyncState::counted(vec!["a".into(), "b".into(), "c".into()], Some(gauge.clone()));
+        assert_eq!(gauge.get(), 3);
+        s.mark(0);
+        s.mark(0);
+        assert_eq!(gauge.get(), 2);
+        s.release();
+        assert_eq!(gauge.get(), 0);
+        s.mark(1);
+        assert_eq!(gauge.get(), 0);
+        for _ in 0..200 {
+            let s = SyncState::counted((0..8).map(|i| format!("w{i}")).collect(), Some(gauge.clone()));
+            std::thread::scope(|scope| {
+                for i in 0..8 {
+                    let s = &s;
+                    scope.spawn(move || s.mark(i));
+                }
+                scope.spawn(|| s.release());
+            });
+            assert_eq!(gauge.get(), 0);
+        }
     }
 
     #[test]

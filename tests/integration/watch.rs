@@ -721,7 +721,7 @@ async fn failing_first_lists_back_off_say_why_and_recover() {
     std::fs::write(
         &path,
         format!(
-            ".:0 {{\n bind 127.0.0.1\n ready 127.0.0.1:0\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n endpoint {}\n pods verified\n }}\n}}\n",
+            ".:0 {{\n bind 127.0.0.1\n ready 127.0.0.1:0\n prometheus 127.0.0.1:0\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n endpoint {}\n pods verified\n }}\n}}\n",
             fake.url()
         ),
     )
@@ -731,9 +731,46 @@ async fn failing_first_lists_back_off_say_why_and_recover() {
         .unwrap();
     let addr = server.addr;
     let ready = server.wait_http("/ready");
+    let metrics = server.wait_http("/metrics");
     tokio::time::sleep(Duration::from_secs(10)).await;
 
+    // The metrics say the same as /ready: four watches pending, each resource's failed
+    // attempts counted, and every request the API client made labelled with its status code.
+    let scrape = crate::dropin::http_get(metrics, "/metrics").await.1;
+    let host = fake
+        .url()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let value = |series: &str| -> f64 {
+        scrape
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in\n{scrape}"))
+    };
+    assert_eq!(value("cluster_dns_kubernetes_watches_pending"), 4.0);
     let counts = list_counts(&fake);
+    for (code, resource) in [
+        ("401", "namespaces"),
+        ("403", "services"),
+        ("500", "endpointslices.discovery.k8s.io"),
+        ("503", "pods"),
+    ] {
+        let errors = value(&format!(
+            "cluster_dns_kubernetes_watch_errors_total{{resource=\"{resource}\"}}"
+        ));
+        let requests = value(&format!(
+            "coredns_kubernetes_rest_client_requests_total{{code=\"{code}\",host=\"{host}\",method=\"GET\"}}"
+        ));
+        assert!(errors >= 2.0, "{resource}: {errors} errors counted");
+        assert!(requests >= 2.0, "{code}: {requests} requests counted");
+    }
+    assert!(
+        value(&format!(
+            "coredns_kubernetes_rest_client_request_duration_seconds_count{{host=\"{host}\",verb=\"GET\"}}"
+        )) >= 8.0
+    );
+
     for (resource, n) in &counts {
         assert!(
             (2..=5).contains(n),
@@ -817,6 +854,17 @@ async fn failing_first_lists_back_off_say_why_and_recover() {
     assert_eq!(
         crate::dropin::http_get(ready, "/ready").await,
         (200, "OK".to_owned())
+    );
+    let scrape = crate::dropin::http_get(metrics, "/metrics").await.1;
+    assert!(
+        scrape.contains("cluster_dns_kubernetes_watches_pending 0\n"),
+        "{scrape}"
+    );
+    assert!(
+        scrape.contains(&format!(
+            "coredns_kubernetes_rest_client_requests_total{{code=\"200\",host=\"{host}\",method=\"GET\"}}"
+        )),
+        "{scrape}"
     );
     let log = server.log_lines();
     for watch in [
