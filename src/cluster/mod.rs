@@ -5,6 +5,7 @@
 pub mod manifests;
 pub mod metrics;
 pub mod model;
+pub mod pods;
 pub mod rest_client;
 pub mod watch;
 pub mod zone;

@@ -117,6 +117,8 @@ pub struct PodInfo {
     /// `status.podIP`; `None` when the pod has no IP yet, is terminating, or has finished, so it
     /// gives no record.
     pub ip: Option<IpAddr>,
+    /// `spec.hostNetwork`: its IP is its node's, which names no namespace (autopath).
+    pub host_network: bool,
 }
 
 fn lower(s: &str) -> Arc<str> {
@@ -344,6 +346,7 @@ impl PodInfo {
             name,
             namespace,
             ip: ip.filter(|_| live),
+            host_network: pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false),
         })
     }
 }

@@ -965,7 +965,11 @@ impl WatchTask {
                 .collect(),
             Resource::Services => self.zone.service_keys(),
             Resource::EndpointSlices => self.zone.slice_keys(),
-            Resource::Pods => self.zone.pod_keys(),
+            Resource::Pods => {
+                // The pod index keeps no names: it is swept by identity.
+                let seen = seen.iter().map(|(ns, name)| self.zone.pod_identity(ns, name)).collect();
+                return self.zone.retain_pods(&seen, in_scope);
+            }
         };
         let mut removed = 0;
         for key in stored {

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use dashmap::DashMap;
@@ -31,6 +31,7 @@ type Hasher = foldhash::fast::RandomState;
 type Map<K, V> = DashMap<K, V, Hasher>;
 
 use super::model::{PodInfo, ServiceInfo, ServiceKind, SliceInfo};
+use super::pods::PodIndex;
 
 /// Everything DNS knows about one Service name in one namespace: the Service (if it exists yet)
 /// and the EndpointSlices labelled with its name, by slice name.
@@ -119,10 +120,9 @@ pub struct ClusterZone {
     slice_owner: Map<ObjectKey, Option<Arc<str>>>,
     /// IP → the services owning it as a ClusterIP or ready endpoint address.
     reverse: Map<IpAddr, Vec<ReverseOwner>>,
-    /// Pod (namespace, name) → its IP, for updates and deletes.
-    pods: Map<ObjectKey, IpAddr>,
-    /// (namespace, pod IP) → number of live pods with that IP.
-    pod_ips: Map<(Arc<str>, IpAddr), u32>,
+    /// Live pod IPs → namespaces (`pods verified`, autopath). Written only under `writer`;
+    /// its own lock lets readers in between writes.
+    pods: RwLock<PodIndex>,
     serial: AtomicU32,
     synced: AtomicBool,
     /// Counts every change that can alter an answer (data and the synced flag), bumped after
@@ -162,8 +162,7 @@ impl ClusterZone {
             services: Map::default(),
             slice_owner: Map::default(),
             reverse: Map::default(),
-            pods: Map::default(),
-            pod_ips: Map::default(),
+            pods: RwLock::new(PodIndex::default()),
             serial: AtomicU32::new(unix_now()),
             synced: AtomicBool::new(false),
             generation: AtomicU64::new(0),
@@ -214,7 +213,27 @@ impl ClusterZone {
 
     /// True when a live pod in `namespace` has `ip` as its primary IP.
     pub fn pod_ip_exists(&self, namespace: &str, ip: IpAddr) -> bool {
-        self.pod_ips.contains_key(&(Arc::from(namespace), ip))
+        self.read_pods().exists(namespace, ip)
+    }
+
+    /// The namespace of the pod whose IP is `ip`, when exactly one namespace's pod-network
+    /// pods hold it (see [`PodIndex::namespace_of`]).
+    pub fn pod_namespace(&self, ip: IpAddr) -> Option<Arc<str>> {
+        self.read_pods().namespace_of(ip)
+    }
+
+    /// Live pods with an IP in the pod index.
+    pub fn pod_count(&self) -> usize {
+        self.read_pods().len()
+    }
+
+    fn read_pods(&self) -> RwLockReadGuard<'_, PodIndex> {
+        self.pods.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The pod index for a change; the caller holds the writer lock.
+    fn write_pods(&self) -> RwLockWriteGuard<'_, PodIndex> {
+        self.pods.write().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Number of services (with a Service object) in the zone.
@@ -305,30 +324,37 @@ impl ClusterZone {
     /// Adds or replaces a Pod in the pod IP index.
     pub fn apply_pod(&self, pod: PodInfo) {
         let _writer = self.write_lock();
-        let key = (pod.namespace.clone(), pod.name.clone());
-        let old = match pod.ip {
-            Some(ip) => self.pods.insert(key, ip),
-            None => self.pods.remove(&key).map(|(_, ip)| ip),
-        };
-        if old == pod.ip {
-            return;
+        let changed = self
+            .write_pods()
+            .set(&pod.namespace, &pod.name, pod.ip, pod.host_network);
+        if changed {
+            self.bump_serial();
         }
-        if let Some(ip) = old {
-            self.pod_ip_release(&pod.namespace, ip);
-        }
-        if let Some(ip) = pod.ip {
-            *self.pod_ips.entry((pod.namespace.clone(), ip)).or_insert(0) += 1;
-        }
-        self.bump_serial();
     }
 
     /// Removes a Pod from the pod IP index.
     pub fn delete_pod(&self, namespace: &str, name: &str) {
         let _writer = self.write_lock();
-        if let Some(((ns, _), ip)) = self.pods.remove(&(Arc::from(namespace), Arc::from(name))) {
-            self.pod_ip_release(&ns, ip);
+        let changed = self.write_pods().delete(namespace, name);
+        if changed {
             self.bump_serial();
         }
+    }
+
+    /// The identity the pod index knows pod `namespace/name` by (for [`Self::retain_pods`]).
+    pub fn pod_identity(&self, namespace: &str, name: &str) -> u64 {
+        self.read_pods().identity(namespace, name)
+    }
+
+    /// A relist of pods: removes every indexed pod of a namespace `in_scope` accepts whose
+    /// identity is not in `seen`; returns how many.
+    pub fn retain_pods(&self, seen: &std::collections::HashSet<u64>, in_scope: impl Fn(&str) -> bool) -> usize {
+        let _writer = self.write_lock();
+        let removed = self.write_pods().retain(seen, in_scope);
+        if removed > 0 {
+            self.bump_serial();
+        }
+        removed
     }
 
     // ---------------------------------------------------------------- keys, for relists
@@ -353,29 +379,9 @@ impl ClusterZone {
         self.slice_owner.iter().map(|e| e.key().clone()).collect()
     }
 
-    /// The (namespace, name) of every Pod in the pod IP index (pods without a live IP are not
-    /// stored).
-    pub fn pod_keys(&self) -> Vec<(Arc<str>, Arc<str>)> {
-        self.pods.iter().map(|e| e.key().clone()).collect()
-    }
-
     /// The names of every stored Namespace.
     pub fn namespace_names(&self) -> Vec<Arc<str>> {
         self.namespaces.iter().map(|e| e.key().clone()).collect()
-    }
-
-    fn pod_ip_release(&self, namespace: &Arc<str>, ip: IpAddr) {
-        let key = (namespace.clone(), ip);
-        let now_zero = match self.pod_ips.get_mut(&key) {
-            Some(mut n) => {
-                *n = n.saturating_sub(1);
-                *n == 0
-            }
-            None => false,
-        };
-        if now_zero {
-            self.pod_ips.remove_if(&key, |_, n| *n == 0);
-        }
     }
 
     /// Applies `change` to a copy of the entry for (namespace, name) and swaps the copy in whole,
@@ -518,6 +524,7 @@ mod tests {
         let z = ClusterZone::new();
         let ip: IpAddr = "10.1.0.1".parse().unwrap();
         let pod = |name: &str, ip: Option<IpAddr>| PodInfo {
+            host_network: false,
             name: name.into(),
             namespace: "n".into(),
             ip,

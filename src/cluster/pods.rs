@@ -1,0 +1,370 @@
+//! The pod index: which namespace each live pod IP belongs to, and nothing else, kept as small as
+//! that allows. `pods verified` asks "is there a live pod with this IP in this namespace?";
+//! `autopath` asks "which namespace is the client at this address a pod of?".
+//!
+//! What a pod costs here: no name and no object. A pod is known by a 64-bit hash of its
+//! namespace and name (seeded per index) for its updates and deletes; its IP is a `u32` (IPv4)
+//! or a `u128` (IPv6) key; its namespace an interned `u32` id (a cluster has few namespaces;
+//! ids are never reused, so the table grows by the distinct namespace names ever seen). About
+//! 30 bytes of table per IPv4 pod, against CoreDNS's whole Pod object (its scaling guide budgets
+//! about 4 KB per pod with `pods verified`).
+//!
+//! Hash collisions: two live pods whose (namespace, name) hash to the same 64 bits would share
+//! one identity, and an update of one could move the other. At 150,000 pods the odds of any such
+//! pair are about 6 in 10^10.
+//!
+//! An IP that more than one live pod holds (host-network pods on a node's address, or an IP
+//! reused while the old pod is still being deleted) keeps every holder: it "exists" for each of
+//! their namespaces, but autopath gets a namespace only when every holder is a pod-network pod
+//! of the same namespace. A host-network pod's address is a node's: it never names a
+//! namespace, whoever else holds it.
+//!
+//! Not thread-safe by itself: [`super::ClusterZone`] holds it behind a lock and writes it only
+//! under its writer lock.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, Hash};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+type Hasher = foldhash::fast::RandomState;
+
+/// A pod's place in an IP's holders: its namespace id, with the top bit set for host-network
+/// pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Member(u32);
+
+const HOST_NETWORK: u32 = 1 << 31;
+
+impl Member {
+    fn new(ns: u32, host_network: bool) -> Self {
+        Self(ns | if host_network { HOST_NETWORK } else { 0 })
+    }
+    fn namespace(self) -> u32 {
+        self.0 & !HOST_NETWORK
+    }
+    fn host_network(self) -> bool {
+        self.0 & HOST_NETWORK != 0
+    }
+}
+
+/// The holders of one IP: `count` pods, the first being `first`; with more than one, all of
+/// them (`first` included) are in the family's `shared` list.
+#[derive(Debug, Clone, Copy)]
+struct Holders {
+    first: Member,
+    count: u32,
+}
+
+/// The index of one address family, keyed by `K` (`u32` for IPv4, `u128` for IPv6).
+#[derive(Debug)]
+struct Family<K> {
+    /// Pod identity (hash of namespace and name) → its address and membership.
+    pods: HashMap<u64, (K, Member), Hasher>,
+    /// IP → its holders.
+    by_ip: HashMap<K, Holders, Hasher>,
+    /// IPs with more than one holder → all of them.
+    shared: HashMap<K, Vec<Member>, Hasher>,
+}
+
+impl<K: Copy + Eq + Hash> Default for Family<K> {
+    fn default() -> Self {
+        Self {
+            pods: HashMap::default(),
+            by_ip: HashMap::default(),
+            shared: HashMap::default(),
+        }
+    }
+}
+
+impl<K: Copy + Eq + Hash> Family<K> {
+    fn add(&mut self, ip: K, m: Member) {
+        match self.by_ip.get_mut(&ip) {
+            None => {
+                self.by_ip.insert(ip, Holders { first: m, count: 1 });
+            }
+            Some(h) => {
+                if h.count == 1 {
+                    self.shared.insert(ip, vec![h.first, m]);
+                } else {
+                    self.shared.entry(ip).or_default().push(m);
+                }
+                h.count += 1;
+            }
+        }
+    }
+
+    fn remove(&mut self, ip: K, m: Member) {
+        let Some(h) = self.by_ip.get_mut(&ip) else { return };
+        if h.count <= 1 {
+            if h.first == m {
+                self.by_ip.remove(&ip);
+            }
+            return;
+        }
+        let Some(list) = self.shared.get_mut(&ip) else { return };
+        let Some(at) = list.iter().position(|x| *x == m) else { return };
+        list.swap_remove(at);
+        h.count -= 1;
+        if let Some(first) = list.first().copied() {
+            h.first = first;
+        }
+        if h.count == 1 {
+            self.shared.remove(&ip);
+        }
+    }
+
+    fn holders(&self, ip: K) -> &[Member] {
+        match self.by_ip.get(&ip) {
+            None => &[],
+            Some(h) if h.count == 1 => std::slice::from_ref(&h.first),
+            Some(_) => self.shared.get(&ip).map(Vec::as_slice).unwrap_or_default(),
+        }
+    }
+
+    /// Takes pod `id` out; true when it was here.
+    fn take(&mut self, id: u64) -> bool {
+        match self.pods.remove(&id) {
+            Some((ip, m)) => {
+                self.remove(ip, m);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Puts pod `id` at `ip`; false when it was there already.
+    fn put(&mut self, id: u64, ip: K, m: Member) -> bool {
+        match self.pods.insert(id, (ip, m)) {
+            Some(old) if old == (ip, m) => false,
+            Some((old_ip, old_m)) => {
+                self.remove(old_ip, old_m);
+                self.add(ip, m);
+                true
+            }
+            None => {
+                self.add(ip, m);
+                true
+            }
+        }
+    }
+
+    /// Takes out every pod `gone` accepts; returns how many.
+    fn retain(&mut self, gone: impl Fn(u64, Member) -> bool) -> usize {
+        let out: Vec<(u64, K, Member)> = self
+            .pods
+            .iter()
+            .filter(|(id, (_, m))| gone(**id, *m))
+            .map(|(id, (ip, m))| (*id, *ip, *m))
+            .collect();
+        for (id, ip, m) in &out {
+            self.pods.remove(id);
+            self.remove(*ip, *m);
+        }
+        out.len()
+    }
+}
+
+/// A pod's address as stored: IPv4 (and IPv4-mapped IPv6) as `u32`, IPv6 as `u128`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Addr {
+    V4(u32),
+    V6(u128),
+}
+
+impl From<IpAddr> for Addr {
+    fn from(ip: IpAddr) -> Self {
+        match ip {
+            IpAddr::V4(a) => Self::V4(u32::from(a)),
+            IpAddr::V6(a) => match a.to_ipv4_mapped() {
+                Some(v4) => Self::V4(u32::from(v4)),
+                None => Self::V6(u128::from(a)),
+            },
+        }
+    }
+}
+
+/// The pod index. See the module docs.
+#[derive(Debug, Default)]
+pub struct PodIndex {
+    v4: Family<u32>,
+    v6: Family<u128>,
+    /// Namespace names by id, and ids by name.
+    names: Vec<Arc<str>>,
+    ids: HashMap<Arc<str>, u32, Hasher>,
+    /// The identity hash's seed.
+    seed: Hasher,
+}
+
+impl PodIndex {
+    /// The identity of the pod `namespace/name` in this index.
+    pub fn identity(&self, namespace: &str, name: &str) -> u64 {
+        self.seed.hash_one((namespace, name))
+    }
+
+    fn namespace_id(&mut self, namespace: &Arc<str>) -> u32 {
+        if let Some(id) = self.ids.get(namespace) {
+            return *id;
+        }
+        let id = u32::try_from(self.names.len()).unwrap_or(u32::MAX) & !HOST_NETWORK;
+        self.names.push(namespace.clone());
+        self.ids.insert(namespace.clone(), id);
+        id
+    }
+
+    fn holders(&self, ip: IpAddr) -> &[Member] {
+        match Addr::from(ip) {
+            Addr::V4(k) => self.v4.holders(k),
+            Addr::V6(k) => self.v6.holders(k),
+        }
+    }
+
+    /// Sets pod `namespace/name` to hold `ip` (`None`: it holds none: no IP yet, or not live).
+    /// Returns true when the index changed.
+    pub fn set(&mut self, namespace: &Arc<str>, name: &str, ip: Option<IpAddr>, host_network: bool) -> bool {
+        let id = self.identity(namespace, name);
+        let Some(ip) = ip else {
+            return self.v4.take(id) | self.v6.take(id);
+        };
+        let m = Member::new(self.namespace_id(namespace), host_network);
+        match Addr::from(ip) {
+            Addr::V4(k) => self.v6.take(id) | self.v4.put(id, k, m),
+            Addr::V6(k) => self.v4.take(id) | self.v6.put(id, k, m),
+        }
+    }
+
+    /// Removes pod `namespace/name`; true when it held an IP.
+    pub fn delete(&mut self, namespace: &str, name: &str) -> bool {
+        let id = self.identity(namespace, name);
+        self.v4.take(id) | self.v6.take(id)
+    }
+
+    /// Removes every pod whose namespace `in_scope` accepts and whose identity is not in
+    /// `seen` (a relist's result); returns how many.
+    pub fn retain(&mut self, seen: &HashSet<u64>, in_scope: impl Fn(&str) -> bool) -> usize {
+        let names = &self.names;
+        let gone = |id: u64, m: Member| {
+            !seen.contains(&id)
+                && names
+                    .get(m.namespace() as usize)
+                    .is_some_and(|n| in_scope(n))
+        };
+        self.v4.retain(&gone) + self.v6.retain(&gone)
+    }
+
+    /// True when a live pod of `namespace` holds `ip` (host-network pods included, as
+    /// `pods verified` counts them).
+    pub fn exists(&self, namespace: &str, ip: IpAddr) -> bool {
+        let Some(id) = self.ids.get(namespace) else { return false };
+        self.holders(ip).iter().any(|m| m.namespace() == *id)
+    }
+
+    /// The namespace of the pod at `ip`, when it names exactly one: every holder is a
+    /// pod-network pod of that namespace. `None` for unknown addresses, node addresses (any
+    /// host-network holder) and addresses pods of different namespaces hold.
+    pub fn namespace_of(&self, ip: IpAddr) -> Option<Arc<str>> {
+        let holders = self.holders(ip);
+        let first = holders.first()?;
+        if holders
+            .iter()
+            .any(|m| m.host_network() || m.namespace() != first.namespace())
+        {
+            return None;
+        }
+        self.names.get(first.namespace() as usize).cloned()
+    }
+
+    /// Live pods with an IP.
+    pub fn len(&self) -> usize {
+        self.v4.pods.len() + self.v6.pods.len()
+    }
+
+    /// True when no pod is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_pod_moves_leaves_and_comes_back() {
+        let mut x = PodIndex::default();
+        let a: Arc<str> = Arc::from("a");
+        assert!(x.set(&a, "p", Some(ip("10.0.0.1")), false));
+        assert!(!x.set(&a, "p", Some(ip("10.0.0.1")), false));
+        assert_eq!(x.namespace_of(ip("10.0.0.1")).as_deref(), Some("a"));
+        assert!(x.exists("a", ip("10.0.0.1")));
+        assert!(!x.exists("b", ip("10.0.0.1")));
+        // Its IP changes (sandbox recreated): the old address is free at once.
+        assert!(x.set(&a, "p", Some(ip("10.0.0.2")), false));
+        assert_eq!(x.namespace_of(ip("10.0.0.1")), None);
+        assert_eq!(x.namespace_of(ip("10.0.0.2")).as_deref(), Some("a"));
+        // Not live any more.
+        assert!(x.set(&a, "p", None, false));
+        assert_eq!(x.namespace_of(ip("10.0.0.2")), None);
+        assert!(x.is_empty());
+        assert!(!x.delete("a", "p"));
+    }
+
+    #[test]
+    fn a_reused_ip_names_the_new_namespace_only_once_the_old_pod_is_gone() {
+        let mut x = PodIndex::default();
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
+        x.set(&a, "old", Some(ip("10.0.0.9")), false);
+        x.set(&b, "new", Some(ip("10.0.0.9")), false);
+        // Both hold it for a moment: it exists for both, names neither.
+        assert!(x.exists("a", ip("10.0.0.9")) && x.exists("b", ip("10.0.0.9")));
+        assert_eq!(x.namespace_of(ip("10.0.0.9")), None);
+        assert!(x.delete("a", "old"));
+        assert_eq!(x.namespace_of(ip("10.0.0.9")).as_deref(), Some("b"));
+        assert!(!x.exists("a", ip("10.0.0.9")));
+        assert_eq!(x.len(), 1);
+    }
+
+    #[test]
+    fn node_addresses_name_no_namespace() {
+        let mut x = PodIndex::default();
+        let (ks, mon): (Arc<str>, Arc<str>) = (Arc::from("kube-system"), Arc::from("monitoring"));
+        x.set(&ks, "kube-proxy-x", Some(ip("192.168.1.10")), true);
+        assert!(x.exists("kube-system", ip("192.168.1.10")));
+        assert_eq!(x.namespace_of(ip("192.168.1.10")), None);
+        x.set(&mon, "node-exporter-x", Some(ip("192.168.1.10")), true);
+        x.set(&mon, "app", Some(ip("10.1.0.4")), false);
+        assert_eq!(x.len(), 3);
+        x.delete("kube-system", "kube-proxy-x");
+        assert_eq!(x.namespace_of(ip("192.168.1.10")), None);
+        assert!(x.exists("monitoring", ip("192.168.1.10")));
+    }
+
+    #[test]
+    fn ipv6_and_mapped_addresses() {
+        let mut x = PodIndex::default();
+        let a: Arc<str> = Arc::from("a");
+        x.set(&a, "v6", Some(ip("fd00::5")), false);
+        x.set(&a, "v4", Some(ip("10.0.0.5")), false);
+        assert_eq!(x.namespace_of(ip("fd00::5")).as_deref(), Some("a"));
+        // A client on a dual-stack socket shows up as ::ffff:10.0.0.5.
+        assert_eq!(x.namespace_of(ip("::ffff:10.0.0.5")).as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn a_relist_removes_what_it_no_longer_has_in_its_scope() {
+        let mut x = PodIndex::default();
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
+        x.set(&a, "keep", Some(ip("10.0.0.1")), false);
+        x.set(&a, "gone", Some(ip("10.0.0.2")), false);
+        x.set(&b, "other", Some(ip("10.0.0.3")), false);
+        let seen = HashSet::from([x.identity("a", "keep")]);
+        assert_eq!(x.retain(&seen, |ns| ns == "a"), 1);
+        assert_eq!(x.namespace_of(ip("10.0.0.2")), None);
+        assert_eq!(x.namespace_of(ip("10.0.0.3")).as_deref(), Some("b"));
+        assert_eq!(x.len(), 2);
+    }
+}
