@@ -111,6 +111,19 @@ pub trait Plugin: Any + Send + Sync + fmt::Debug {
     fn not_ready(&self) -> Option<String> {
         None
     }
+
+    /// The search paths of its clients, if it knows them (`kubernetes` with `pods verified`:
+    /// what `autopath @kubernetes` walks).
+    fn search_paths(&self) -> Option<&dyn SearchPaths> {
+        None
+    }
+}
+
+/// What knows each client's resolv.conf search path (CoreDNS's AutoPather).
+pub trait SearchPaths: Send + Sync {
+    /// The search domains a client at `client` walks, in order (without the bare name); `None`
+    /// when it is not known (the client is not a pod this source knows).
+    fn search_path(&self, client: std::net::IpAddr) -> Option<Vec<Name>>;
 }
 
 /// What one question's walk through the chain touched: the plugins visited and the one that
@@ -122,6 +135,8 @@ pub struct Trace {
     visited: AtomicU32,
     /// 1 + the index of the plugin that wrote the reply; 0 while none did.
     writer: AtomicU32,
+    /// A plugin found, while answering, that this reply must not be replayed.
+    no_replay: std::sync::atomic::AtomicBool,
 }
 
 /// The rest of the chain after the plugin being asked.
@@ -170,6 +185,13 @@ impl<'a> Next<'a> {
     pub fn claim(&self) {
         let me = u32::try_from(self.at).unwrap_or(0);
         self.trace.writer.store(me, Ordering::Relaxed);
+    }
+
+    /// This question's reply must not be replayed, whatever the plugins' [`Plugin::replay`]
+    /// say: what the plugin asking did depended on the client (autopath's walk), or an answer
+    /// for another client could differ from it.
+    pub fn forbid_replay(&self) {
+        self.trace.no_replay.store(true, Ordering::Relaxed);
     }
 
     /// A handle on the rest of the chain that outlives this question (a cache refresh in the
@@ -294,7 +316,11 @@ impl Chain {
             .checked_sub(1)
             .and_then(|i| self.plugins.get(i))
             .map_or("", |p| p.name());
-        let replay = self.replay_plan(q, trace.visited.load(Ordering::Relaxed));
+        let replay = if trace.no_replay.load(Ordering::Relaxed) {
+            None
+        } else {
+            self.replay_plan(q, trace.visited.load(Ordering::Relaxed))
+        };
         Answered { reply, by, replay }
     }
 
@@ -453,6 +479,19 @@ pub enum Built {
 pub trait Configured: Any + Send + Sync + fmt::Debug {
     /// What it becomes when a configuration is built.
     fn build(&self, ctx: &BuildCtx<'_>) -> Built;
+
+    /// Checks it against the rest of its block, once every directive of the block is parsed
+    /// (`autopath @kubernetes` needs a `kubernetes` with `pods verified`).
+    fn check(&self, _block: &[(&'static str, Arc<dyn Configured>)]) -> Result<(), CorefileError> {
+        Ok(())
+    }
+
+    /// Whether the plugin it builds will know its clients' search paths
+    /// ([`Plugin::search_paths`]): `None` when it never does, `Some(Err(why))` when it would
+    /// with other options.
+    fn offers_search_paths(&self) -> Option<Result<(), String>> {
+        None
+    }
 }
 
 /// The configured value of type `T` among a block's directives.

@@ -143,6 +143,9 @@ impl Config {
                     None => config.plugins.push((name, value)),
                 }
             }
+            for (_, c) in &config.plugins {
+                c.check(&config.plugins)?;
+            }
             blocks.push(config);
         }
         Ok(Self {
@@ -236,10 +239,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("Corefile:3") && e.contains("only once"), "{e}");
-        let e = parse(".:53 {\n  autopath @kubernetes\n}\n")
+        let e = parse(".:53 {\n  template IN A example.org\n}\n")
             .unwrap_err()
             .to_string();
         assert!(e.contains("Corefile:2") && e.contains("not implemented"), "{e}");
+        // A check against the rest of the block, after every directive is parsed.
+        let e = parse(".:53 {\n  autopath @kubernetes\n  kubernetes cluster.local\n}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Corefile:2") && e.contains("pods verified"), "{e}");
         let e = parse(".:53 {\n  frobnicate\n}\n").unwrap_err().to_string();
         assert!(
             e.contains("Corefile:2") && e.contains("unknown directive 'frobnicate'"),

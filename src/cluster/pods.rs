@@ -102,8 +102,12 @@ impl<K: Copy + Eq + Hash> Family<K> {
             }
             return;
         }
-        let Some(list) = self.shared.get_mut(&ip) else { return };
-        let Some(at) = list.iter().position(|x| *x == m) else { return };
+        let Some(list) = self.shared.get_mut(&ip) else {
+            return;
+        };
+        let Some(at) = list.iter().position(|x| *x == m) else {
+            return;
+        };
         list.swap_remove(at);
         h.count -= 1;
         if let Some(first) = list.first().copied() {
@@ -244,18 +248,17 @@ impl PodIndex {
     pub fn retain(&mut self, seen: &HashSet<u64>, in_scope: impl Fn(&str) -> bool) -> usize {
         let names = &self.names;
         let gone = |id: u64, m: Member| {
-            !seen.contains(&id)
-                && names
-                    .get(m.namespace() as usize)
-                    .is_some_and(|n| in_scope(n))
+            !seen.contains(&id) && names.get(m.namespace() as usize).is_some_and(|n| in_scope(n))
         };
-        self.v4.retain(&gone) + self.v6.retain(&gone)
+        self.v4.retain(gone) + self.v6.retain(gone)
     }
 
     /// True when a live pod of `namespace` holds `ip` (host-network pods included, as
     /// `pods verified` counts them).
     pub fn exists(&self, namespace: &str, ip: IpAddr) -> bool {
-        let Some(id) = self.ids.get(namespace) else { return false };
+        let Some(id) = self.ids.get(namespace) else {
+            return false;
+        };
         self.holders(ip).iter().any(|m| m.namespace() == *id)
     }
 

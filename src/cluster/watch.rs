@@ -967,7 +967,10 @@ impl WatchTask {
             Resource::EndpointSlices => self.zone.slice_keys(),
             Resource::Pods => {
                 // The pod index keeps no names: it is swept by identity.
-                let seen = seen.iter().map(|(ns, name)| self.zone.pod_identity(ns, name)).collect();
+                let seen = seen
+                    .iter()
+                    .map(|(ns, name)| self.zone.pod_identity(ns, name))
+                    .collect();
                 return self.zone.retain_pods(&seen, in_scope);
             }
         };

@@ -348,7 +348,11 @@ impl ClusterZone {
 
     /// A relist of pods: removes every indexed pod of a namespace `in_scope` accepts whose
     /// identity is not in `seen`; returns how many.
-    pub fn retain_pods(&self, seen: &std::collections::HashSet<u64>, in_scope: impl Fn(&str) -> bool) -> usize {
+    pub fn retain_pods(
+        &self,
+        seen: &std::collections::HashSet<u64>,
+        in_scope: impl Fn(&str) -> bool,
+    ) -> usize {
         let _writer = self.write_lock();
         let removed = self.write_pods().retain(seen, in_scope);
         if removed > 0 {

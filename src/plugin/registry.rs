@@ -12,8 +12,8 @@
 use std::sync::Arc;
 
 use super::{
-    bind, cache, errors, forward, health, hosts, kubernetes, loadbalance, log, loop_detect, metrics, ready,
-    reload, rewrite,
+    autopath, bind, cache, errors, forward, health, hosts, kubernetes, loadbalance, log, loop_detect,
+    metrics, ready, reload, rewrite,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -71,6 +71,8 @@ pub const PLUGINS: &[Entry] = &[
     entry("errors", errors::setup),
     entry("log", log::setup),
     entry("loadbalance", loadbalance::setup::setup),
+    // Before the cache: its answers depend on the client, the tries it makes below do not.
+    with_families("autopath", autopath::setup::setup, autopath::families),
     with_families("cache", cache::setup::setup, cache::families),
     entry("rewrite", rewrite::setup::setup),
     entry("hosts", hosts::setup::setup),
@@ -82,7 +84,6 @@ pub const PLUGINS: &[Entry] = &[
 /// CoreDNS directives that cluster-dns recognises but does not implement yet: a Corefile that
 /// uses one fails to start with a message that says so, rather than "unknown directive".
 pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
-    ("autopath", "autopath"),
     ("bufsize", "the bufsize plugin"),
     ("any", "the any plugin"),
     ("chaos", "the chaos plugin"),

@@ -348,7 +348,12 @@ fn check_rejects_each_kind_of_corefile_mistake() {
         ("unknown directive", ".:53 {\n  frobnicate\n}\n", "Corefile:2"),
         (
             "not yet implemented",
-            ".:53 {\n  autopath @kubernetes\n}\n",
+            ".:53 {\n  template IN A example.org\n}\n",
+            "Corefile:2",
+        ),
+        (
+            "autopath without pods verified",
+            ".:53 {\n  autopath @kubernetes\n  kubernetes cluster.local\n}\n",
             "Corefile:2",
         ),
         (

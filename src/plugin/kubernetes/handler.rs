@@ -11,7 +11,7 @@ use hickory_proto::rr::rdata::CNAME;
 use hickory_proto::rr::{Name, RData, RecordType};
 
 use super::setup::{KubernetesConfig, PodMode};
-use crate::chain::{Next, Plugin, Replay, ReplyFuture};
+use crate::chain::{Next, Plugin, Replay, ReplyFuture, SearchPaths};
 use crate::cluster::ClusterZone;
 use crate::corefile::is_reverse_zone;
 use crate::dns::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
@@ -25,6 +25,8 @@ pub const POD_IP_ENV: &str = "POD_IP";
 #[derive(Debug, Clone)]
 pub struct Kubernetes {
     answerer: ClusterAnswerer,
+    /// With `pods verified`: the cluster domain its clients' search paths are made under.
+    search_domain: Option<Name>,
 }
 
 fn zone_name(zone: &str) -> Option<Name> {
@@ -56,6 +58,7 @@ impl Kubernetes {
             .find(|z| !is_reverse_zone(z))
             .and_then(|z| zone_name(z))
             .unwrap_or_else(Name::root);
+        let search_domain = (config.pods == PodMode::Verified).then(|| primary.clone());
         let settings = AnswerSettings {
             zones,
             reverse_zones,
@@ -78,6 +81,7 @@ impl Kubernetes {
         };
         Self {
             answerer: ClusterAnswerer::new(settings, zone),
+            search_domain,
         }
     }
 
@@ -107,6 +111,10 @@ impl Plugin for Kubernetes {
         vec![self.zone().clone() as Arc<dyn ChangeCounter>]
     }
 
+    fn search_paths(&self) -> Option<&dyn SearchPaths> {
+        self.search_domain.is_some().then_some(self as &dyn SearchPaths)
+    }
+
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
         Box::pin(async move {
             match Kubernetes::serve(self, &q.name, q.qtype) {
@@ -121,6 +129,18 @@ impl Plugin for Kubernetes {
                 Outcome::Fallthrough => next.serve(q).await,
             }
         })
+    }
+}
+
+/// A pod's search path, as kubelet writes it into the pod's resolv.conf: `<ns>.svc.<zone>`,
+/// `svc.<zone>`, `<zone>`. Known for clients whose address the pod index gives one namespace.
+impl SearchPaths for Kubernetes {
+    fn search_path(&self, client: IpAddr) -> Option<Vec<Name>> {
+        let domain = self.search_domain.as_ref()?;
+        let namespace = self.zone().pod_namespace(client)?;
+        let svc = Name::from_ascii("svc").ok()?.append_domain(domain).ok()?;
+        let ns = Name::from_ascii(&*namespace).ok()?.append_domain(&svc).ok()?;
+        Some(vec![ns, svc, domain.clone()])
     }
 }
 

@@ -443,6 +443,14 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 }
 
 impl Configured for KubernetesConfig {
+    /// Search paths come from the pod index, which only `pods verified` keeps.
+    fn offers_search_paths(&self) -> Option<Result<(), String>> {
+        Some(match self.pods {
+            PodMode::Verified => Ok(()),
+            _ => Err("the kubernetes plugin knows its clients' namespaces only with `pods verified` (CoreDNS silently skips autopath without it); add `pods verified` to the kubernetes block".to_owned()),
+        })
+    }
+
     /// The plugin over the cluster zone its source fills (the runtime owns the source).
     fn build(&self, ctx: &BuildCtx<'_>) -> Built {
         let zone = ctx.source.clone().and_then(|s| s.downcast::<ClusterZone>().ok());

@@ -1,0 +1,248 @@
+//! `autopath @kubernetes` over real sockets: pods are clients at loopback addresses
+//! (127.0.0.x), the zone comes from the fake API server (Pods watched with `pods verified`), and
+//! outside names go through `forward` to an upstream the test runs.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use fake_apiserver::{FakeApiServer, Resource};
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::RecordType;
+use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
+use serde_json::{Value, json};
+use tokio::net::UdpSocket;
+
+use crate::support;
+use crate::upstream::Scripted;
+
+fn pod(ns: &str, name: &str, ip: &str, host_network: bool) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+           "spec": {"hostNetwork": host_network, "containers": [{"name": "c", "image": "x"}]},
+           "status": {"phase": "Running", "podIP": ip}})
+}
+
+fn objects() -> Vec<Value> {
+    let mut out: Vec<Value> = ["ns-a", "ns-b", "kube-system"]
+        .iter()
+        .map(|n| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}))
+        .collect();
+    out.push(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "ns-a"},
+                    "spec": {"clusterIP": "10.96.0.10", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}}));
+    out.push(pod("ns-a", "a1", "127.0.0.2", false));
+    out.push(pod("ns-b", "b1", "127.0.0.3", false));
+    out.push(pod("kube-system", "node-agent", "127.0.0.4", true));
+    out
+}
+
+/// Asks `name` from source address `from`; the reply and its records as `owner TYPE rdata`.
+async fn ask_from(
+    from: &str,
+    server: SocketAddr,
+    name: &str,
+    qtype: RecordType,
+) -> (ResponseCode, Vec<String>) {
+    let sock = UdpSocket::bind((from.parse::<IpAddr>().unwrap(), 0))
+        .await
+        .unwrap();
+    let msg = support::query(name, qtype);
+    sock.send_to(&msg.to_bytes().unwrap(), server).await.unwrap();
+    let mut buf = vec![0u8; 65535];
+    let (n, _) = tokio::time::timeout(Duration::from_secs(5), sock.recv_from(&mut buf))
+        .await
+        .expect("a reply in 5 s")
+        .unwrap();
+    let reply = Message::from_bytes(&buf[..n]).unwrap();
+    assert_eq!(reply.metadata.id, msg.metadata.id);
+    assert_eq!(
+        reply.queries[0].name().to_ascii(),
+        name,
+        "the question is the one asked"
+    );
+    (
+        reply.metadata.response_code,
+        reply.answers.iter().map(support::show).collect(),
+    )
+}
+
+fn noerror(records: &[&str]) -> (ResponseCode, Vec<String>) {
+    (
+        ResponseCode::NoError,
+        records.iter().map(|s| (*s).to_owned()).collect(),
+    )
+}
+
+fn nxdomain() -> (ResponseCode, Vec<String>) {
+    (ResponseCode::NXDomain, Vec::new())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_get_their_search_path_walked_in_one_round_trip() {
+    let fake = FakeApiServer::start().await.unwrap();
+    for o in objects() {
+        fake.create(&o).unwrap();
+    }
+    let upstream = Scripted::start().await;
+    let corefile = format!(
+        ".:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n autopath @kubernetes\n cache 30\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n  endpoint {}\n  pods verified\n }}\n forward . {}\n}}\n",
+        fake.url(),
+        upstream.addr
+    );
+    let running = support::start(&corefile, &support::temp_dir("autopath")).await;
+    let dns = running.dns_addrs()[0];
+    for _ in 0..1500 {
+        if running.zones()[0].is_synced() && running.zones()[0].pod_count() == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // A short in-cluster name of the pod's own namespace: the first search name exists and
+    // is answered as it is.
+    assert_eq!(
+        ask_from("127.0.0.2", dns, "web.ns-a.svc.cluster.local.", RecordType::A).await,
+        noerror(&["web.ns-a.svc.cluster.local. A 10.96.0.10"])
+    );
+    // Another namespace's service from ns-b ("web.ns-a" + its first search domain).
+    assert_eq!(
+        ask_from(
+            "127.0.0.3",
+            dns,
+            "web.ns-a.ns-b.svc.cluster.local.",
+            RecordType::A
+        )
+        .await,
+        noerror(&[
+            "web.ns-a.ns-b.svc.cluster.local. CNAME web.ns-a.svc.cluster.local.",
+            "web.ns-a.svc.cluster.local. A 10.96.0.10"
+        ])
+    );
+    // An outside name: the walk ends upstream, behind a CNAME.
+    let upstream_before = upstream.udp_queries();
+    assert_eq!(
+        ask_from(
+            "127.0.0.3",
+            dns,
+            "api.example.com.ns-b.svc.cluster.local.",
+            RecordType::A
+        )
+        .await,
+        noerror(&[
+            "api.example.com.ns-b.svc.cluster.local. CNAME api.example.com.",
+            "api.example.com. A 192.0.2.1"
+        ])
+    );
+    assert!(upstream.udp_queries() > upstream_before);
+    // NODATA is a win too: the outside name has no AAAA.
+    assert_eq!(
+        ask_from(
+            "127.0.0.3",
+            dns,
+            "api.example.com.ns-b.svc.cluster.local.",
+            RecordType::AAAA
+        )
+        .await,
+        noerror(&[])
+    );
+    // A name that exists nowhere: NXDOMAIN after the whole walk, in this one round trip.
+    assert_eq!(
+        ask_from("127.0.0.3", dns, "nxthing.ns-b.svc.cluster.local.", RecordType::A).await,
+        nxdomain()
+    );
+    // Clients that are not pods (an unknown address; a host-network pod's node address) get
+    // the plain answer, before and after a pod got the walked one: neither the memo nor the
+    // cache carries one client's answer to another.
+    for from in ["127.0.0.9", "127.0.0.4"] {
+        assert_eq!(
+            ask_from(
+                from,
+                dns,
+                "api.example.com.ns-b.svc.cluster.local.",
+                RecordType::A
+            )
+            .await,
+            nxdomain(),
+            "{from}"
+        );
+    }
+    assert_eq!(
+        ask_from(
+            "127.0.0.3",
+            dns,
+            "api.example.com.ns-b.svc.cluster.local.",
+            RecordType::A
+        )
+        .await
+        .1
+        .len(),
+        2
+    );
+    // A pod of ns-a asking the name ns-b's resolver makes: it is not under ns-a's first
+    // search domain, so it is answered as asked.
+    assert_eq!(
+        ask_from(
+            "127.0.0.2",
+            dns,
+            "api.example.com.ns-b.svc.cluster.local.",
+            RecordType::A
+        )
+        .await,
+        nxdomain()
+    );
+
+    // The pod IP moves to another namespace: the old pod is deleted, a pod of ns-a gets it.
+    fake.delete(Resource::Pods, "ns-b", "b1").unwrap();
+    fake.create(pod("ns-a", "a2", "127.0.0.3", false)).unwrap();
+    let mut moved = false;
+    for _ in 0..500 {
+        if running.zones()[0]
+            .pod_namespace("127.0.0.3".parse().unwrap())
+            .as_deref()
+            == Some("ns-a")
+        {
+            moved = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(moved, "the pod index follows the move");
+    assert_eq!(
+        ask_from(
+            "127.0.0.3",
+            dns,
+            "api.example.com.ns-b.svc.cluster.local.",
+            RecordType::A
+        )
+        .await,
+        nxdomain(),
+        "never answered for the old pod's namespace"
+    );
+    assert_eq!(
+        ask_from(
+            "127.0.0.3",
+            dns,
+            "api.example.com.ns-a.svc.cluster.local.",
+            RecordType::A
+        )
+        .await,
+        noerror(&[
+            "api.example.com.ns-a.svc.cluster.local. CNAME api.example.com.",
+            "api.example.com. A 192.0.2.1"
+        ])
+    );
+
+    let metrics = running.http_addr("metrics").expect("/metrics listener");
+    let (_, text) = crate::dropin::http_get(metrics, "/metrics").await;
+    let success: f64 = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("coredns_autopath_success_total{")?
+                .split(' ')
+                .nth(1)?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no coredns_autopath_success_total in\n{text}"));
+    // web.ns-a, api.example.com A, AAAA (NODATA), the second pod ask, and after the move.
+    assert_eq!(success, 5.0, "{text}");
+    running.stop().await.unwrap();
+}
