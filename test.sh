@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite. Installs what the tests drive for real when it is missing:
-# `dig` (Debian's bind9-dnsutils), `unbound` (the real upstream of the forwarding tests) and
-# `promtool`/`prometheus` (Debian's prometheus, for deploy/monitoring).
+# `dig` (Debian's bind9-dnsutils), `unbound` (the real upstream of the forwarding tests),
+# `promtool`/`prometheus` (Debian's prometheus, for deploy/monitoring) and musl-tools (a musl
+# stub resolver client for autopath).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -15,6 +16,12 @@ command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)
 command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 # The image test reads the binary's dynamic section with readelf (binutils).
 command -v readelf >/dev/null 2>&1 || need_apt+=(binutils)
+# The autopath resolver test builds a getaddrinfo client against glibc (gcc) and musl
+# (musl-tools), and runs it in a private network namespace (unshare, iproute2's ip).
+command -v musl-gcc >/dev/null 2>&1 || need_apt+=(musl-tools)
+command -v gcc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+command -v unshare >/dev/null 2>&1 || need_apt+=(util-linux)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "test.sh: installing ${need_apt[*]}" >&2
     SUDO=""

@@ -246,3 +246,105 @@ async fn pods_get_their_search_path_walked_in_one_round_trip() {
     assert_eq!(success, 5.0, "{text}");
     running.stop().await.unwrap();
 }
+
+/// The cluster the resolver test serves: the client pod (127.0.0.1 in `default`), a service
+/// per (client, in-cluster name) and the probe's `ready` service.
+fn resolver_cluster() -> String {
+    let mut out = String::from(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: default}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: other}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: client, namespace: default}\nstatus: {phase: Running, podIP: 127.0.0.1}\n",
+    );
+    for (i, (ns, name)) in [
+        ("default", "ready"),
+        ("default", "web-glibc"),
+        ("default", "web-musl"),
+        ("other", "db-glibc"),
+        ("other", "db-musl"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        out.push_str(&format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{clusterIP: 10.96.0.{}, ports: [{{port: 80}}]}}\n",
+            i + 10
+        ));
+    }
+    out
+}
+
+/// Queries per lookup from real stub resolvers (glibc's and musl's getaddrinfo, AF_UNSPEC) in
+/// a pod with kubelet's resolv.conf: an outside name costs 2 with autopath against 8 without, a
+/// name of another namespace 2 against 4, a short name 2 either way. Counted from the `log`
+/// plugin's lines, in a private network namespace where the server has port 53.
+#[test]
+fn stub_resolvers_send_two_queries_per_lookup_with_autopath() {
+    let dir = support::temp_dir("resolvers");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/resolvers");
+    for (compiler, out, flags) in [
+        ("gcc", "gai-glibc", &[][..]),
+        ("musl-gcc", "gai-musl", &["-static"][..]),
+    ] {
+        let status = std::process::Command::new(compiler)
+            .args(flags)
+            .arg("-O1")
+            .arg("-o")
+            .arg(dir.join(out))
+            .arg(src.join("gai.c"))
+            .status()
+            .unwrap_or_else(|e| panic!("{compiler}: {e} (test.sh installs musl-tools)"));
+        assert!(status.success(), "{compiler} failed");
+    }
+    std::fs::write(dir.join("cluster.yaml"), resolver_cluster()).unwrap();
+    // The outside world: `example.com` from a hosts file, NXDOMAIN for every other name in it.
+    std::fs::write(
+        dir.join("example.hosts"),
+        "192.0.2.7 api-glibc.example.com api-musl.example.com\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("resolv.conf"),
+        "nameserver 127.0.0.1\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n",
+    )
+    .unwrap();
+    for (mode, autopath) in [("with", " autopath @kubernetes\n"), ("without", "")] {
+        std::fs::write(
+            dir.join(format!("Corefile.{mode}")),
+            format!(
+                ".:53 {{\n bind 127.0.0.1\n log\n{autopath} hosts example.hosts example.com\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n  manifests cluster.yaml\n  pods verified\n }}\n}}\n"
+            ),
+        )
+        .unwrap();
+    }
+    let output = std::process::Command::new("unshare")
+        .args(["--net", "--mount", "--"])
+        .arg(src.join("count.sh"))
+        .arg(env!("CARGO_BIN_EXE_cluster-dns"))
+        .arg(&dir)
+        .output()
+        .expect("unshare runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "count.sh failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut got = Vec::new();
+    for line in stdout.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        got.push(format!("{} {} {} {}", f[0], f[1], f[2], f[3]));
+        if f[2] != "nothing.example.com" {
+            assert_eq!(f[4], "ok", "{line}");
+        }
+    }
+    let mut want = Vec::new();
+    for (mode, api, other) in [("with", 2, 2), ("without", 8, 4)] {
+        for client in ["glibc", "musl"] {
+            want.push(format!("{mode} {client} api.example.com {api}"));
+            want.push(format!("{mode} {client} web 2"));
+            want.push(format!("{mode} {client} db.other {other}"));
+            // A name that exists nowhere: the first query is NXDOMAIN after the server's walk,
+            // and the resolver then walks its own list as usual.
+            want.push(format!("{mode} {client} nothing.example.com 8"));
+        }
+    }
+    assert_eq!(got, want, "{stdout}");
+}

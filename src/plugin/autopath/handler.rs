@@ -47,7 +47,11 @@ impl AutoPath {
             SearchSource::Fixed(path) => Some(path.clone()),
             SearchSource::Plugin(_) => {
                 let mut path = self.source.get()?.search_paths()?.search_path(q.client.ip())?;
-                path.extend(self.config.own_search.iter().cloned());
+                for domain in &self.config.own_search {
+                    if !path.contains(domain) {
+                        path.push(domain.clone());
+                    }
+                }
                 Some(path)
             }
         }
