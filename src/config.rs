@@ -307,4 +307,31 @@ mod tests {
         assert_eq!(http, [8080, 8181, 9153]);
         assert_eq!(b.plugin_names().len(), 10);
     }
+
+    fn parse_text(text: &str) -> Result<Config, String> {
+        parse(text).map_err(|e| e.to_string())
+    }
+
+    /// autopath's checks against the rest of its block: `@kubernetes` needs `pods verified`,
+    /// the named plugin must exist and know search paths, a resolv.conf must be readable.
+    #[test]
+    fn autopath_kubernetes_needs_pods_verified_and_errors_name_the_line() {
+        assert!(parse_text(".:53 {\n autopath @kubernetes\n kubernetes cluster.local {\n pods verified\n }\n forward . 127.0.0.1\n}\n").is_ok());
+        let e = parse_text(".:53 {\n autopath @kubernetes\n kubernetes cluster.local\n}\n").unwrap_err();
+        assert!(e.contains("Corefile:2") && e.contains("pods verified"), "{e}");
+        let e = parse_text(".:53 {\n kubernetes cluster.local\n autopath @nothere\n}\n").unwrap_err();
+        assert!(
+            e.contains("Corefile:3") && e.contains("no 'nothere' plugin"),
+            "{e}"
+        );
+        let e = parse_text(".:53 {\n autopath @forward\n forward . 127.0.0.1\n}\n").unwrap_err();
+        assert!(e.contains("does not know its clients' search paths"), "{e}");
+        let e = parse_text(".:53 {\n autopath\n}\n").unwrap_err();
+        assert!(e.contains("needs a resolv.conf file or @PLUGIN"), "{e}");
+        let e = parse_text(".:53 {\n autopath /nonexistent/resolv.conf\n}\n").unwrap_err();
+        assert!(
+            e.contains("cannot read resolv.conf /nonexistent/resolv.conf"),
+            "{e}"
+        );
+    }
 }

@@ -152,15 +152,6 @@ impl Configured for AutoPathConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-
-    fn check(corefile: &str) -> Result<Config, String> {
-        let dir = std::env::temp_dir();
-        let cf = crate::corefile::Corefile::parse_str(corefile, &dir.join("Corefile"))
-            .map_err(|e| e.to_string())?;
-        Config::from_corefile(&cf, &dir.join("Corefile"), 53).map_err(|e| e.to_string())
-    }
-
     #[test]
     fn search_lines() {
         let names = parse_search(
@@ -176,26 +167,5 @@ mod tests {
             ]
         );
         assert!(parse_search("nameserver 1.1.1.1\n").is_empty());
-    }
-
-    #[test]
-    fn kubernetes_needs_pods_verified_and_errors_name_the_line() {
-        assert!(check(".:53 {\n autopath @kubernetes\n kubernetes cluster.local {\n pods verified\n }\n forward . 127.0.0.1\n}\n").is_ok());
-        let e = check(".:53 {\n autopath @kubernetes\n kubernetes cluster.local\n}\n").unwrap_err();
-        assert!(e.contains("Corefile:2") && e.contains("pods verified"), "{e}");
-        let e = check(".:53 {\n kubernetes cluster.local\n autopath @nothere\n}\n").unwrap_err();
-        assert!(
-            e.contains("Corefile:3") && e.contains("no 'nothere' plugin"),
-            "{e}"
-        );
-        let e = check(".:53 {\n autopath @forward\n forward . 127.0.0.1\n}\n").unwrap_err();
-        assert!(e.contains("does not know its clients' search paths"), "{e}");
-        let e = check(".:53 {\n autopath\n}\n").unwrap_err();
-        assert!(e.contains("needs a resolv.conf file or @PLUGIN"), "{e}");
-        let e = check(".:53 {\n autopath /nonexistent/resolv.conf\n}\n").unwrap_err();
-        assert!(
-            e.contains("cannot read resolv.conf /nonexistent/resolv.conf"),
-            "{e}"
-        );
     }
 }
