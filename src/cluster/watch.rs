@@ -687,6 +687,21 @@ struct WatchTask {
     last_error: Option<String>,
 }
 
+/// Hands the heap pages a completed list freed back to the kernel. A list of 150,000 Pods
+/// decodes every object and keeps a set of their keys; glibc keeps those freed pages in its
+/// arenas, which was 15 MB of steady RSS that the zone does not use. Once per list, so the cost
+/// (a walk of the arenas) does not matter. The crate's one `unsafe` block (`unsafe_code` is
+/// denied everywhere else): an FFI call with no arguments to uphold.
+#[allow(unsafe_code)]
+fn release_freed_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases memory glibc's allocator holds free; it takes no
+    // pointers and is thread-safe.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 fn lower(s: &str) -> String {
     s.to_ascii_lowercase()
 }
@@ -712,16 +727,19 @@ impl WatchTask {
                 Ok(Event::InitDone) => {
                     let seen = seen.take().unwrap_or_default();
                     let removed = self.remove_unseen(&seen);
+                    let objects = seen.len();
+                    drop(seen);
+                    release_freed_heap();
                     self.recovered();
                     if !synced_once {
                         synced_once = true;
-                        tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), objects = seen.len(), "initial list applied");
+                        tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), objects, "initial list applied");
                         if self.sync.mark(self.index) {
                             self.zone.set_synced(true);
                             tracing::info!(target: "cluster_dns::watch", services = self.zone.service_count(), "cluster zone synced");
                         }
                     } else {
-                        tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), objects = seen.len(), removed, "relist applied");
+                        tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), objects, removed, "relist applied");
                     }
                 }
                 Ok(Event::Apply(obj)) => {
