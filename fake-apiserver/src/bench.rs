@@ -1,5 +1,6 @@
-//! Helpers shared by the benchmark binaries (`watch-bench`, `outage-bench`): a tiny blocking
-//! DNS client and starting the `cluster-dns` binary under test.
+//! Helpers shared by the benchmark binaries (`watch-bench`, `outage-bench`, `autopath-bench`):
+//! a tiny blocking DNS client, starting the `cluster-dns` binary under test, `--name N`
+//! arguments and a process's `/proc` status fields.
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
@@ -106,4 +107,23 @@ pub fn spawn_cluster_dns(bin: &str, corefile: &Path) -> std::io::Result<Spawned>
             return Ok(Spawned { child, log, addr });
         }
     }
+}
+
+/// The number after `name` in `args` (`--pods 150000`), or `default`.
+pub fn usize_arg(args: &[String], name: &str, default: usize) -> usize {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A kB field of `/proc/PID/status` (`VmRSS:`, `VmHWM:`), 0 when the process is gone.
+pub fn status_kb(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }

@@ -20,7 +20,7 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use fake_apiserver::bench::{Dns, Spawned, spawn_cluster_dns};
+use fake_apiserver::bench::{Dns, Spawned, spawn_cluster_dns, status_kb, usize_arg};
 use fake_apiserver::synthetic::{self, SyntheticCluster};
 use fake_apiserver::{FakeApiServer, Options};
 use serde_json::Value;
@@ -28,23 +28,6 @@ use serde_json::Value;
 const NXDOMAIN: u8 = 3;
 const SERVFAIL: u8 = 2;
 const NOERROR: u8 = 0;
-
-fn arg(args: &[String], name: &str, default: usize) -> usize {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn status_kb(pid: u32, field: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    s.lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
 
 fn mb(kb: u64) -> f64 {
     kb as f64 / 1024.0
@@ -96,12 +79,12 @@ fn main() {
         std::process::exit(2);
     };
     let cluster = SyntheticCluster {
-        services: arg(&args, "--services", 10_000),
-        endpoints: arg(&args, "--endpoints", 150_000),
-        per_slice: arg(&args, "--per-slice", 100),
+        services: usize_arg(&args, "--services", 10_000),
+        endpoints: usize_arg(&args, "--endpoints", 150_000),
+        per_slice: usize_arg(&args, "--per-slice", 100),
         ..SyntheticCluster::default()
     };
-    let changes = arg(&args, "--changes", 1_000);
+    let changes = usize_arg(&args, "--changes", 1_000);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
