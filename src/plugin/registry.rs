@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use super::{
-    autopath, bind, cache, errors, forward, health, hosts, kubernetes, loadbalance, log, loop_detect,
+    any, autopath, bind, cache, errors, forward, health, hosts, kubernetes, loadbalance, log, loop_detect,
     metrics, ready, reload, rewrite,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
@@ -70,6 +70,7 @@ pub const PLUGINS: &[Entry] = &[
     entry("prometheus", metrics::setup),
     entry("errors", errors::setup),
     entry("log", log::setup),
+    entry("any", any::setup::setup),
     entry("loadbalance", loadbalance::setup::setup),
     // Before the cache: its answers depend on the client, the tries it makes below do not.
     with_families("autopath", autopath::setup::setup, autopath::families),
@@ -85,7 +86,6 @@ pub const PLUGINS: &[Entry] = &[
 /// uses one fails to start with a message that says so, rather than "unknown directive".
 pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("bufsize", "the bufsize plugin"),
-    ("any", "the any plugin"),
     ("chaos", "the chaos plugin"),
     ("debug", "the debug plugin"),
     ("whoami", "the whoami plugin"),

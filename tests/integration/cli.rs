@@ -150,23 +150,6 @@ impl Drop for Server {
     }
 }
 
-fn dig(addr: SocketAddr, args: &[&str]) -> String {
-    let out = Command::new("dig")
-        .arg(format!("@{}", addr.ip()))
-        .arg("-p")
-        .arg(addr.port().to_string())
-        .args(["+time=2", "+tries=1"])
-        .args(args)
-        .output()
-        .expect("dig is installed (apt-get install bind9-dnsutils)");
-    assert!(
-        out.status.success(),
-        "dig {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// The demo config with its port set to 0 (a free port), next to a copy of the demo cluster.
 pub(crate) fn demo_on_free_port() -> PathBuf {
     let dir = support::temp_dir("demo");
@@ -215,7 +198,7 @@ fn dig_answers_the_demo_cluster() {
         );
     });
 
-    let out = dig(a, &["+short", "web.default.svc.cluster.local"]);
+    let out = support::dig(a, &["+short", "web.default.svc.cluster.local"]);
     assert_eq!(out.trim(), "10.96.100.10");
     let counted = rt.block_on(crate::dropin::http_get(metrics, "/metrics")).1;
     assert!(
@@ -223,14 +206,14 @@ fn dig_answers_the_demo_cluster() {
         "{counted}"
     );
 
-    let full = dig(a, &["web.default.svc.cluster.local"]);
+    let full = support::dig(a, &["web.default.svc.cluster.local"]);
     assert!(
         full.contains("status: NOERROR") && full.contains("flags: qr aa rd;"),
         "{full}"
     );
     assert!(full.contains("udp: 1232"), "{full}");
 
-    let srv = dig(a, &["+tcp", "SRV", "_http._tcp.web.default.svc.cluster.local"]);
+    let srv = support::dig(a, &["+tcp", "SRV", "_http._tcp.web.default.svc.cluster.local"]);
     assert!(
         srv.contains(
             "_http._tcp.web.default.svc.cluster.local. 30 IN\tSRV 0 100 80 web.default.svc.cluster.local."
@@ -242,7 +225,7 @@ fn dig_answers_the_demo_cluster() {
         "{srv}"
     );
 
-    let mut headless: Vec<String> = dig(a, &["+short", "web-pods.default.svc.cluster.local"])
+    let mut headless: Vec<String> = support::dig(a, &["+short", "web-pods.default.svc.cluster.local"])
         .lines()
         .map(str::to_owned)
         .collect();
@@ -250,35 +233,35 @@ fn dig_answers_the_demo_cluster() {
     assert_eq!(headless, ["10.244.1.21", "10.244.2.22", "10.244.3.23"]);
 
     assert_eq!(
-        dig(a, &["+short", "db-1.db.default.svc.cluster.local"]).trim(),
+        support::dig(a, &["+short", "db-1.db.default.svc.cluster.local"]).trim(),
         "10.244.2.31"
     );
-    let nx = dig(a, &["db-2.db.default.svc.cluster.local"]);
+    let nx = support::dig(a, &["db-2.db.default.svc.cluster.local"]);
     assert!(
         nx.contains("status: NXDOMAIN")
             && nx.contains("IN\tSOA\tns.dns.cluster.local. hostmaster.cluster.local."),
         "{nx}"
     );
     assert_eq!(
-        dig(a, &["+short", "CNAME", "docs.default.svc.cluster.local"]).trim(),
+        support::dig(a, &["+short", "CNAME", "docs.default.svc.cluster.local"]).trim(),
         "kubernetes.io."
     );
     assert_eq!(
-        dig(a, &["+short", "-x", "10.96.100.10"]).trim(),
+        support::dig(a, &["+short", "-x", "10.96.100.10"]).trim(),
         "web.default.svc.cluster.local."
     );
     assert_eq!(
-        dig(a, &["+short", "TXT", "dns-version.cluster.local"]).trim(),
+        support::dig(a, &["+short", "TXT", "dns-version.cluster.local"]).trim(),
         "\"1.1.0\""
     );
     assert_eq!(
-        dig(a, &["+short", "10-244-1-21.default.pod.cluster.local"]).trim(),
+        support::dig(a, &["+short", "10-244-1-21.default.pod.cluster.local"]).trim(),
         "10.244.1.21"
     );
     // +notcp and +tcp agree (the e2e probes use both).
     assert_eq!(
-        dig(a, &["+short", "+notcp", "kube-dns.kube-system.svc.cluster.local"]),
-        dig(a, &["+short", "+tcp", "kube-dns.kube-system.svc.cluster.local"])
+        support::dig(a, &["+short", "+notcp", "kube-dns.kube-system.svc.cluster.local"]),
+        support::dig(a, &["+short", "+tcp", "kube-dns.kube-system.svc.cluster.local"])
     );
     assert!(server.stop(), "SIGTERM exits 0");
 }
@@ -298,7 +281,7 @@ fn a_malformed_object_is_skipped_and_named_while_the_rest_serves() {
     .unwrap();
     let mut server = Server::start(&dir.join("Corefile"));
     assert_eq!(
-        dig(server.addr, &["+short", "good.a.svc.cluster.local"]).trim(),
+        support::dig(server.addr, &["+short", "good.a.svc.cluster.local"]).trim(),
         "10.0.0.7"
     );
     let log = server.log_lines().join("\n");
@@ -306,7 +289,7 @@ fn a_malformed_object_is_skipped_and_named_while_the_rest_serves() {
         log.contains("a/broken") && log.contains("10.0.0.999") && log.contains("skipped"),
         "{log}"
     );
-    assert!(dig(server.addr, &["broken.a.svc.cluster.local"]).contains("NXDOMAIN"));
+    assert!(support::dig(server.addr, &["broken.a.svc.cluster.local"]).contains("NXDOMAIN"));
     assert!(server.stop());
 }
 

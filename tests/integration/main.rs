@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod any;
 mod autopath;
 mod cli;
 mod concurrency;

@@ -136,3 +136,21 @@ pub fn show(r: &Record) -> String {
     };
     format!("{} {} {}", r.name, r.record_type(), rdata)
 }
+
+/// Real `dig` against `addr` (one try, 2 s), its output; the test fails if dig does.
+pub fn dig(addr: SocketAddr, args: &[&str]) -> String {
+    let out = std::process::Command::new("dig")
+        .arg(format!("@{}", addr.ip()))
+        .arg("-p")
+        .arg(addr.port().to_string())
+        .args(["+time=2", "+tries=1"])
+        .args(args)
+        .output()
+        .expect("dig is installed (apt-get install bind9-dnsutils)");
+    assert!(
+        out.status.success(),
+        "dig {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
