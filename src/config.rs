@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::chain::{Configured, SetupCtx};
 use crate::corefile::{Corefile, CorefileError, parse_zone_key};
 use crate::plugin::bind::BindConfig;
+use crate::plugin::bufsize::BufsizeConfig;
 use crate::plugin::health::HealthConfig;
 use crate::plugin::metrics::PrometheusConfig;
 use crate::plugin::ready::ReadyConfig;
@@ -43,6 +44,12 @@ impl BlockConfig {
     /// The `bind` addresses; empty means all interfaces.
     pub fn bind(&self) -> &[IpAddr] {
         self.get::<BindConfig>().map_or(&[], |b| b.addrs.as_slice())
+    }
+
+    /// The largest UDP payload the block advertises and fills: its `bufsize`, or 1232.
+    pub fn udp_payload(&self) -> u16 {
+        self.get::<BufsizeConfig>()
+            .map_or(crate::proto::MAX_UDP_PAYLOAD, |b| b.size)
     }
 
     /// The plugins this block configures, by directive name, in chain order (for
@@ -248,6 +255,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("Corefile:2") && e.contains("pods verified"), "{e}");
+        let e = parse(".:53 {\n  bufsize 9000\n}\n").unwrap_err().to_string();
+        assert!(
+            e.contains("Corefile:2") && e.contains("not a size from 512 to 4096"),
+            "{e}"
+        );
+        assert_eq!(
+            parse(".:53 {\n  bufsize\n}\n").unwrap().blocks[0].udp_payload(),
+            1232
+        );
+        assert_eq!(
+            parse(".:53 {\n  bufsize 1400\n}\n").unwrap().blocks[0].udp_payload(),
+            1400
+        );
         let e = parse(".:53 {\n  frobnicate\n}\n").unwrap_err().to_string();
         assert!(
             e.contains("Corefile:2") && e.contains("unknown directive 'frobnicate'"),

@@ -63,6 +63,7 @@ pub fn handler_with_zone(
         blocks.push(BlockRoute {
             zones,
             chain,
+            udp_payload: crate::proto::MAX_UDP_PAYLOAD,
             observers: Observers {
                 metrics: None,
                 plugins,

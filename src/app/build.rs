@@ -73,6 +73,7 @@ pub(super) async fn build(
             routers.entry(key).or_default().blocks.push(BlockRoute {
                 zones: zones.clone(),
                 chain: chain.clone(),
+                udp_payload: block.udp_payload(),
                 observers,
             });
         }

@@ -5,6 +5,7 @@
 pub mod any;
 pub mod autopath;
 pub mod bind;
+pub mod bufsize;
 pub mod cache;
 pub mod errors;
 pub mod forward;

@@ -12,8 +12,8 @@
 use std::sync::Arc;
 
 use super::{
-    any, autopath, bind, cache, errors, forward, health, hosts, kubernetes, loadbalance, log, loop_detect,
-    metrics, ready, reload, rewrite,
+    any, autopath, bind, bufsize, cache, errors, forward, health, hosts, kubernetes, loadbalance, log,
+    loop_detect, metrics, ready, reload, rewrite,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -64,6 +64,7 @@ pub fn register_families(metrics: &DnsMetrics) -> Result<(), prometheus::Error> 
 /// query path keep their place too, so `coredns_plugin_enabled` and `--check` list them alike.
 pub const PLUGINS: &[Entry] = &[
     entry("reload", reload::setup),
+    entry("bufsize", bufsize::setup),
     entry("bind", bind::setup),
     entry("ready", ready::setup),
     entry("health", health::setup),
@@ -85,7 +86,6 @@ pub const PLUGINS: &[Entry] = &[
 /// CoreDNS directives that cluster-dns recognises but does not implement yet: a Corefile that
 /// uses one fails to start with a message that says so, rather than "unknown directive".
 pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
-    ("bufsize", "the bufsize plugin"),
     ("chaos", "the chaos plugin"),
     ("debug", "the debug plugin"),
     ("whoami", "the whoami plugin"),

@@ -305,12 +305,17 @@ impl DnsHandler {
         // Read before the answer is made: the memo keeps it only if no zone changed meanwhile.
         let generation = router.memo.generation();
         let resp = self.respond(&router, &mut parsed, protocol, src).await;
-        // Our OPT, sent only when the query had one: the client's payload capped at ours and
-        // never below 512.
+        // Our OPT, sent only when the query had one: the client's payload capped at the
+        // answering block's (`bufsize`, 1232 by default) and never below 512.
+        let ours_max = resp
+            .block
+            .as_ref()
+            .and_then(|(i, _)| router.blocks.get(*i))
+            .map_or(MAX_UDP_PAYLOAD, |b| b.udp_payload);
         let edns = parsed.edns.as_ref().map(|client| {
             let mut ours = Edns::new();
             ours.set_version(0);
-            ours.set_max_payload(client.max_payload().clamp(PLAIN_UDP_LIMIT, MAX_UDP_PAYLOAD));
+            ours.set_max_payload(client.max_payload().clamp(PLAIN_UDP_LIMIT, ours_max));
             ours.set_dnssec_ok(client.flags().dnssec_ok);
             ours
         });
@@ -600,6 +605,7 @@ mod tests {
         let block = BlockRoute {
             zones: vec![Name::from_ascii("test.").unwrap()],
             chain: Chain::new(vec![Arc::new(Stub)]),
+            udp_payload: MAX_UDP_PAYLOAD,
             observers: Observers {
                 metrics: None,
                 plugins: vec![seen],

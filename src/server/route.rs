@@ -18,6 +18,8 @@ pub struct BlockRoute {
     pub zones: Vec<Name>,
     /// Its plugins.
     pub chain: Chain,
+    /// The largest UDP payload it advertises and fills (`bufsize`; 1232 by default).
+    pub udp_payload: u16,
     /// Its `prometheus`, `log` and `errors`.
     pub observers: Observers,
 }

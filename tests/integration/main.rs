@@ -5,6 +5,7 @@
 
 mod any;
 mod autopath;
+mod bufsize;
 mod cli;
 mod concurrency;
 mod conformance;
