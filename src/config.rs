@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::chain::{Configured, SetupCtx};
-use crate::corefile::{Corefile, CorefileError, parse_zone_key};
+use crate::corefile::{Corefile, CorefileError, Token, parse_zone_key};
 use crate::plugin::bind::BindConfig;
 use crate::plugin::bufsize::BufsizeConfig;
 use crate::plugin::health::HealthConfig;
@@ -95,65 +95,80 @@ impl Config {
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let mut blocks: Vec<BlockConfig> = Vec::new();
         for block in &corefile.blocks {
-            let mut zones = Vec::new();
-            let mut port = None;
+            // Each key's zone and port. Keys of one block may use different ports (as in
+            // CoreDNS, `example.com example.io:1053`): the block is then served as one block
+            // per port, each with its own zones and the same directives.
+            let mut keys: Vec<(String, u16, &Token)> = Vec::new();
             for key_token in &block.keys {
                 let key = parse_zone_key(key_token)?;
                 let key_port = key.port.unwrap_or(default_port);
-                match port {
-                    None => port = Some(key_port),
-                    Some(p) if p != key_port => {
-                        return Err(key_token.error(format!(
-                            "all keys of a server block must use the same port (this one uses {key_port}, an earlier one {p}); write a separate block per port"
-                        )));
-                    }
-                    Some(_) => {}
-                }
-                if zones.contains(&key.zone) {
+                if keys.iter().any(|(z, p, _)| *z == key.zone && *p == key_port) {
                     return Err(key_token.error(format!(
                         "zone '{}' is listed twice in this server block",
                         key.zone
                     )));
                 }
-                zones.push(key.zone);
+                keys.push((key.zone, key_port, key_token));
             }
-            let port = port.unwrap_or(default_port);
-            for earlier in &blocks {
-                if earlier.port == port
-                    && let Some((z, key)) = zones
-                        .iter()
-                        .zip(&block.keys)
-                        .find(|(z, _)| earlier.zones.contains(z))
-                {
-                    return Err(key.error(format!(
-                        "zone '{z}' on port {port} is already served by an earlier server block"
-                    )));
+            let mut ports: Vec<u16> = Vec::new();
+            for (_, p, _) in &keys {
+                if !ports.contains(p) {
+                    ports.push(*p);
                 }
             }
-
-            let mut config = BlockConfig {
-                zones,
-                port,
-                plugins: Vec::new(),
-            };
+            if ports.is_empty() {
+                ports.push(default_port);
+            }
+            for &port in &ports {
+                for earlier in &blocks {
+                    if earlier.port == port
+                        && let Some((z, _, key)) = keys
+                            .iter()
+                            .find(|(z, p, _)| *p == port && earlier.zones.contains(z))
+                    {
+                        return Err(key.error(format!(
+                            "zone '{z}' on port {port} is already served by an earlier server block"
+                        )));
+                    }
+                }
+            }
+            // The directives are set up once, against every zone of the block.
+            let mut all_zones: Vec<String> = Vec::new();
+            for (z, _, _) in &keys {
+                if !all_zones.contains(z) {
+                    all_zones.push(z.clone());
+                }
+            }
+            let mut plugins: Vec<(&'static str, Arc<dyn Configured>)> = Vec::new();
             for d in &block.directives {
-                let at = config.plugins.iter().position(|(n, _)| *n == d.name.text);
+                let at = plugins.iter().position(|(n, _)| *n == d.name.text);
                 let ctx = SetupCtx {
-                    zones: &config.zones,
+                    zones: &all_zones,
                     dir: &dir,
-                    previous: at.and_then(|i| config.plugins.get(i)).map(|(_, c)| c.as_ref()),
+                    previous: at.and_then(|i| plugins.get(i)).map(|(_, c)| c.as_ref()),
                 };
                 let value = registry::setup(d, &ctx)?;
                 let name = registry::lookup(&d.name.text).map_or("", |e| e.name);
-                match at.and_then(|i| config.plugins.get_mut(i)) {
+                match at.and_then(|i| plugins.get_mut(i)) {
                     Some(slot) => slot.1 = value,
-                    None => config.plugins.push((name, value)),
+                    None => plugins.push((name, value)),
                 }
             }
-            for (_, c) in &config.plugins {
-                c.check(&config.plugins)?;
+            for (_, c) in &plugins {
+                c.check(&plugins)?;
             }
-            blocks.push(config);
+            for &port in &ports {
+                let zones = keys
+                    .iter()
+                    .filter(|(_, p, _)| *p == port)
+                    .map(|(z, _, _)| z.clone())
+                    .collect();
+                blocks.push(BlockConfig {
+                    zones,
+                    port,
+                    plugins: plugins.clone(),
+                });
+            }
         }
         Ok(Self {
             path: path.to_owned(),
@@ -234,6 +249,16 @@ mod tests {
         );
         assert_eq!(c.blocks[1].port, 5300);
         assert_eq!(parse(".\n").unwrap().blocks[0].port, 53);
+        // Keys on different ports: one block per port, the directives set up once for all.
+        let c = parse("example.com example.io:1053 example.net {\n kubernetes\n}\n").unwrap();
+        assert_eq!(c.blocks.len(), 2);
+        assert_eq!(c.blocks[0].zones, vec!["example.com.", "example.net."]);
+        assert_eq!(c.blocks[0].port, 53);
+        assert_eq!(c.blocks[1].zones, vec!["example.io."]);
+        assert_eq!(c.blocks[1].port, 1053);
+        let k0 = c.blocks[0].get::<KubernetesConfig>().unwrap();
+        assert_eq!(k0, c.blocks[1].get::<KubernetesConfig>().unwrap());
+        assert_eq!(k0.zones, vec!["example.com.", "example.io.", "example.net."]);
     }
 
     #[test]
@@ -275,8 +300,10 @@ mod tests {
         );
         let e = parse(".:53 {\n  bind eth0\n}\n").unwrap_err().to_string();
         assert!(e.contains("Corefile:2") && e.contains("not an IP"), "{e}");
-        let e = parse("a.:53 b.:54 {\n}\n").unwrap_err().to_string();
-        assert!(e.contains("same port"), "{e}");
+        let e = parse("a.:53 b. a {\n}\n").unwrap_err().to_string();
+        assert!(e.contains("listed twice") && e.contains("Corefile:1"), "{e}");
+        let e = parse("a.:54 {\n}\nb. a.:54 {\n}\n").unwrap_err().to_string();
+        assert!(e.contains("already served") && e.contains("port 54"), "{e}");
         let e = parse("a.:53 {\n}\nb. a. {\n}\n").unwrap_err().to_string();
         assert!(e.contains("already served") && e.contains("Corefile:3"), "{e}");
     }

@@ -14,6 +14,7 @@ mod dropin;
 mod forward;
 mod fuzz_corpus;
 mod image;
+mod keys;
 mod layers;
 mod memo;
 mod monitoring;
