@@ -293,6 +293,14 @@ mod tests {
             parse(".:53 {\n  bufsize 1400\n}\n").unwrap().blocks[0].udp_payload(),
             1400
         );
+        let e = parse(".:53 {\n  dns64 {\n    prefix 64:ff9b::/80\n  }\n}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Corefile:3") && e.contains("length 32, 40"), "{e}");
+        let e = parse(".:53 {\n  dns64 {\n    translate_some\n  }\n}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Corefile:3") && e.contains("unknown option"), "{e}");
         let e = parse(".:53 {\n  frobnicate\n}\n").unwrap_err().to_string();
         assert!(
             e.contains("Corefile:2") && e.contains("unknown directive 'frobnicate'"),

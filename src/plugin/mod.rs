@@ -7,6 +7,7 @@ pub mod autopath;
 pub mod bind;
 pub mod bufsize;
 pub mod cache;
+pub mod dns64;
 pub mod errors;
 pub mod forward;
 pub mod health;

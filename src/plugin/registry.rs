@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use super::{
-    any, autopath, bind, bufsize, cache, errors, forward, health, hosts, kubernetes, loadbalance, log,
+    any, autopath, bind, bufsize, cache, dns64, errors, forward, health, hosts, kubernetes, loadbalance, log,
     loop_detect, metrics, ready, reload, rewrite,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
@@ -71,6 +71,7 @@ pub const PLUGINS: &[Entry] = &[
     entry("prometheus", metrics::setup),
     entry("errors", errors::setup),
     entry("log", log::setup),
+    with_families("dns64", dns64::setup::setup, dns64::families),
     entry("any", any::setup::setup),
     entry("loadbalance", loadbalance::setup::setup),
     // Before the cache: its answers depend on the client, the tries it makes below do not.
@@ -106,7 +107,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("minimal", "the minimal plugin"),
     ("root", "the root plugin"),
     ("trace", "the trace plugin"),
-    ("dns64", "the dns64 plugin"),
     ("geoip", "the geoip plugin"),
     ("header", "the header plugin"),
     ("cancel", "the cancel plugin"),

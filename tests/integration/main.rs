@@ -10,6 +10,7 @@ mod cli;
 mod concurrency;
 mod conformance;
 mod deploy;
+mod dns64;
 mod dropin;
 mod forward;
 mod fuzz_corpus;
