@@ -301,6 +301,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("Corefile:3") && e.contains("unknown option"), "{e}");
+        let e = parse(".:53 {\n  acl {\n    deny net 10.0.0.0/8\n  }\n}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("Corefile:3") && e.contains("unknown action 'deny'"),
+            "{e}"
+        );
+        let e = parse(".:53 {\n  acl {\n    block type AAAA net 10.0.0.0/40\n  }\n}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Corefile:3") && e.contains("not an address"), "{e}");
+        let e = parse(".:53 {\n  acl {\n    block type FOO\n  }\n}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Corefile:3") && e.contains("not a record type"), "{e}");
         let e = parse(".:53 {\n  frobnicate\n}\n").unwrap_err().to_string();
         assert!(
             e.contains("Corefile:2") && e.contains("unknown directive 'frobnicate'"),

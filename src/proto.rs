@@ -108,6 +108,20 @@ pub struct Failure {
     pub reason: &'static str,
 }
 
+/// The [`Failure::reason`] that asks the server to send no reply at all (`acl`'s `drop`): the
+/// client sees a timeout, and nothing observes the request.
+pub const NO_REPLY: &str = "dropped by policy, no reply";
+
+impl Failure {
+    /// A failure that sends nothing (see [`NO_REPLY`]).
+    pub fn no_reply() -> Self {
+        Self {
+            rcode: ResponseCode::Refused,
+            reason: NO_REPLY,
+        }
+    }
+}
+
 /// What the chain decided for one question.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {

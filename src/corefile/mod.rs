@@ -78,6 +78,17 @@ impl Token {
             message: msg.into(),
         }
     }
+
+    /// A token of `text` at line `line` of a file named `Corefile`, for unit tests of value
+    /// parsers.
+    #[cfg(test)]
+    pub fn at_line(text: &str, line: u32) -> Self {
+        let file = Arc::new(PathBuf::from("Corefile"));
+        Self {
+            text: text.to_owned(),
+            loc: Location::new(&file, line),
+        }
+    }
 }
 
 /// A directive: `name args... [{ sub-directives }]`. Sub-directives have the same shape, to any

@@ -2,6 +2,7 @@
 //! and implements the contract in [`crate::chain`]. Which plugins exist, their order in the
 //! chain and their setups are one list: [`registry::PLUGINS`]. No plugin imports another.
 
+pub mod acl;
 pub mod any;
 pub mod autopath;
 pub mod bind;

@@ -12,8 +12,8 @@
 use std::sync::Arc;
 
 use super::{
-    any, autopath, bind, bufsize, cache, dns64, errors, forward, health, hosts, kubernetes, loadbalance, log,
-    loop_detect, metrics, ready, reload, rewrite,
+    acl, any, autopath, bind, bufsize, cache, dns64, errors, forward, health, hosts, kubernetes, loadbalance,
+    log, loop_detect, metrics, ready, reload, rewrite,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -72,6 +72,7 @@ pub const PLUGINS: &[Entry] = &[
     entry("errors", errors::setup),
     entry("log", log::setup),
     with_families("dns64", dns64::setup::setup, dns64::families),
+    with_families("acl", acl::setup::setup, acl::families),
     entry("any", any::setup::setup),
     entry("loadbalance", loadbalance::setup::setup),
     // Before the cache: its answers depend on the client, the tries it makes below do not.
@@ -97,7 +98,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("secondary", "the secondary plugin"),
     ("transfer", "zone transfer"),
     ("dnssec", "DNSSEC signing"),
-    ("acl", "the acl plugin"),
     ("local", "the local plugin"),
     ("metadata", "the metadata plugin"),
     ("nsid", "the nsid plugin"),

@@ -305,6 +305,9 @@ impl DnsHandler {
         // Read before the answer is made: the memo keeps it only if no zone changed meanwhile.
         let generation = router.memo.generation();
         let resp = self.respond(&router, &mut parsed, protocol, src).await;
+        if resp.failure == Some(crate::proto::NO_REPLY) {
+            return None;
+        }
         // Our OPT, sent only when the query had one: the client's payload capped at the
         // answering block's (`bufsize`, 1232 by default) and never below 512.
         let ours_max = resp

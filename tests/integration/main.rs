@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod acl;
 mod any;
 mod autopath;
 mod bufsize;

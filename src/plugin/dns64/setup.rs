@@ -111,14 +111,9 @@ impl Configured for Dns64Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
     fn tok(text: &str) -> Token {
-        let file = Arc::new(Path::new("Corefile").to_path_buf());
-        Token {
-            text: text.to_owned(),
-            loc: crate::corefile::Location::new(&file, 3),
-        }
+        Token::at_line(text, 3)
     }
 
     #[test]

@@ -1,0 +1,238 @@
+//! The `acl` directive's Corefile syntax (CoreDNS's):
+//!
+//! ```text
+//! acl [ZONES...] {
+//!     ACTION [type QTYPE...] [net SOURCE...]
+//! }
+//! ```
+//!
+//! ACTION is `allow`, `block`, `filter` or `drop`; QTYPE a record type or `*`; SOURCE an
+//! address, a CIDR network or `*`. A block may hold several `acl` directives (each its own
+//! zones), checked in file order.
+
+use std::net::IpAddr;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use hickory_proto::rr::{Name, RecordType};
+
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx, previous};
+use crate::corefile::{CorefileError, Directive, Token};
+
+/// What a matching rule does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// The question goes on down the chain.
+    Allow,
+    /// REFUSED.
+    Block,
+    /// NOERROR with no records.
+    Filter,
+    /// No reply at all.
+    Drop,
+}
+
+/// An address network: `addr` with its first `len` bits significant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Net {
+    addr: IpAddr,
+    len: u8,
+}
+
+impl Net {
+    /// True when `ip` is in this network (an IPv4 network never holds an IPv6 address).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0);
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(self.len)).unwrap_or(0);
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+
+    fn parse(t: &Token) -> Result<Self, CorefileError> {
+        let bad = || {
+            t.error(format!(
+                "acl: '{}' is not an address, a CIDR network or '*'",
+                t.text
+            ))
+        };
+        let (addr, len) = match t.text.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (t.text.as_str(), None),
+        };
+        let addr = IpAddr::from_str(addr).map_err(|_| bad())?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let len = match len {
+            None => max,
+            Some(l) => l.parse::<u8>().ok().filter(|l| *l <= max).ok_or_else(bad)?,
+        };
+        Ok(Self { addr, len })
+    }
+}
+
+/// One rule: an action for questions of some types from some sources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// What it does.
+    pub action: Action,
+    /// The types it matches; empty: every type.
+    pub types: Vec<RecordType>,
+    /// The sources it matches; empty: every source.
+    pub nets: Vec<Net>,
+}
+
+impl Rule {
+    /// True when the rule applies to a question of `qtype` from `client`.
+    pub fn matches(&self, qtype: RecordType, client: IpAddr) -> bool {
+        (self.types.is_empty() || self.types.contains(&qtype))
+            && (self.nets.is_empty() || self.nets.iter().any(|n| n.contains(client)))
+    }
+}
+
+/// One `acl` directive: its zones and rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// The zones, lower-case and absolute.
+    pub zones: Vec<Name>,
+    /// The rules, in file order.
+    pub rules: Vec<Rule>,
+}
+
+/// A block's `acl` directives, in file order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AclConfig {
+    /// The policies.
+    pub policies: Vec<Policy>,
+}
+
+fn rule(d: &Directive, line: &Directive) -> Result<Rule, CorefileError> {
+    let action = match line.name.text.as_str() {
+        "allow" => Action::Allow,
+        "block" => Action::Block,
+        "filter" => Action::Filter,
+        "drop" => Action::Drop,
+        other => {
+            return Err(line.name.error(format!(
+                "acl: unknown action '{other}' (expected allow, block, filter or drop)"
+            )));
+        }
+    };
+    if line.has_block {
+        return Err(line.name.error("acl: a rule takes no block"));
+    }
+    let (mut types, mut nets) = (Vec::new(), Vec::new());
+    let mut section: Option<&str> = None;
+    let mut wildcard_types = false;
+    for t in &line.args {
+        match t.text.as_str() {
+            "type" | "net" => section = Some(if t.text == "type" { "type" } else { "net" }),
+            _ => match section {
+                None => {
+                    return Err(d.error_at(
+                        t,
+                        format!("acl: '{}': expected 'type' or 'net' before it", t.text),
+                    ));
+                }
+                Some("type") if t.text == "*" => wildcard_types = true,
+                Some("type") => {
+                    let rt = RecordType::from_str(&t.text.to_ascii_uppercase())
+                        .ok()
+                        .filter(|rt| !matches!(rt, RecordType::Unknown(_)))
+                        .ok_or_else(|| t.error(format!("acl: '{}' is not a record type", t.text)))?;
+                    types.push(rt);
+                }
+                Some(_) if t.text == "*" => nets.push(Net {
+                    addr: IpAddr::from([0, 0, 0, 0]),
+                    len: 0,
+                }),
+                Some(_) => nets.push(Net::parse(t)?),
+            },
+        }
+    }
+    if wildcard_types {
+        types.clear();
+    }
+    // `net *` is every source of both families.
+    if nets.iter().any(|n| n.len == 0) {
+        nets.clear();
+    }
+    Ok(Rule { action, types, nets })
+}
+
+/// The `acl` directive's setup: each directive adds a policy to the block's earlier ones.
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    let mut config = previous::<AclConfig>(ctx).cloned().unwrap_or_default();
+    let zones = if d.args.is_empty() {
+        ctx.zones.to_vec()
+    } else {
+        d.args
+            .iter()
+            .map(|t| crate::corefile::normalize_zone_or_cidr(&t.text).map_err(|e| t.error(e)))
+            .collect::<Result<_, _>>()?
+    };
+    let zones = zones
+        .iter()
+        .map(|z| {
+            Name::from_ascii(z)
+                .map(|n| n.to_lowercase())
+                .map_err(|_| d.error(format!("acl: '{z}' is not a zone")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if d.block.is_empty() {
+        return Err(d.error("acl: expected a block of rules (ACTION [type QTYPE...] [net SOURCE...])"));
+    }
+    let rules = d
+        .block
+        .iter()
+        .map(|line| rule(d, line))
+        .collect::<Result<_, _>>()?;
+    config.policies.push(Policy { zones, rules });
+    Ok(Arc::new(config))
+}
+
+impl Configured for AclConfig {
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        let metrics = ctx.metrics.and_then(|m| m.families::<super::AclMetrics>().ok());
+        Built::Plugin(Arc::new(super::Acl::new(
+            self.clone(),
+            metrics.as_ref(),
+            ctx.server,
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tok(text: &str) -> Token {
+        Token::at_line(text, 4)
+    }
+
+    #[test]
+    fn networks() {
+        let n = Net::parse(&tok("192.168.0.0/16")).unwrap();
+        assert!(n.contains("192.168.3.4".parse().unwrap()));
+        assert!(!n.contains("192.169.0.1".parse().unwrap()));
+        assert!(!n.contains("::1".parse().unwrap()));
+        let one = Net::parse(&tok("10.0.0.1")).unwrap();
+        assert!(one.contains("10.0.0.1".parse().unwrap()));
+        assert!(!one.contains("10.0.0.2".parse().unwrap()));
+        let v6 = Net::parse(&tok("2001:db8::/32")).unwrap();
+        assert!(v6.contains("2001:db8:1::5".parse().unwrap()));
+        assert!(!v6.contains("2001:db9::5".parse().unwrap()));
+        for bad in ["10.0.0.0/33", "eth0", "10.0.0/8", "::/129"] {
+            let e = Net::parse(&tok(bad)).unwrap_err().to_string();
+            assert!(
+                e.contains("Corefile:4") && e.contains("not an address"),
+                "{bad}: {e}"
+            );
+        }
+    }
+}

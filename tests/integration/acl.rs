@@ -1,0 +1,90 @@
+//! `acl` over real UDP with `dig` from several loopback source addresses (`dig -b`): allow,
+//! block (REFUSED), filter (empty NOERROR) and drop (no reply), first matching rule first.
+
+use std::net::SocketAddr;
+use std::process::Command;
+
+use crate::support;
+
+const COREFILE: &str = ".:0 {
+ bind 127.0.0.1
+ acl example.org {
+  drop net 127.0.0.3
+  block type AAAA net 127.0.0.2
+  filter type TXT
+  allow net 127.0.0.0/8
+  block
+ }
+ hosts {
+  192.0.2.1 www.example.org
+  2001:db8::1 www.example.org
+  192.0.2.9 www.example.net
+ }
+}
+";
+
+/// `dig -b FROM TYPE NAME` against `server`: its status (`NOERROR`, ...) and answer count,
+/// or `None` when no reply came.
+fn dig_from(server: SocketAddr, from: &str, qtype: &str, name: &str) -> Option<(String, usize)> {
+    let out = Command::new("dig")
+        .arg(format!("@{}", server.ip()))
+        .args(["-p", &server.port().to_string(), "-b", from])
+        .args([
+            "+time=1",
+            "+tries=1",
+            "+noall",
+            "+comments",
+            "+answer",
+            qtype,
+            name,
+        ])
+        .output()
+        .expect("dig is installed (apt-get install bind9-dnsutils)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        assert!(text.contains("timed out"), "dig failed otherwise: {text}");
+        return None;
+    }
+    let status = text
+        .split("status: ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .unwrap_or("")
+        .to_owned();
+    let answers = text
+        .lines()
+        .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
+        .count();
+    Some((status, answers))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_allow_block_filter_and_drop_by_source_and_type() {
+    let dir = support::temp_dir("acl");
+    let running = support::start(COREFILE, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let got = tokio::task::spawn_blocking(move || {
+        [
+            ("127.0.0.1", "A", "www.example.org"),
+            ("127.0.0.1", "AAAA", "www.example.org"),
+            ("127.0.0.2", "A", "www.example.org"),
+            ("127.0.0.2", "AAAA", "www.example.org"),
+            ("127.0.0.1", "TXT", "www.example.org"),
+            ("127.0.0.3", "A", "www.example.org"),
+            // Outside the policy's zone: no rule applies.
+            ("127.0.0.3", "A", "www.example.net"),
+        ]
+        .map(|(from, t, name)| dig_from(addr, from, t, name))
+    })
+    .await
+    .unwrap();
+    let some = |s: &str, n: usize| Some((s.to_owned(), n));
+    assert_eq!(got[0], some("NOERROR", 1), "allowed");
+    assert_eq!(got[1], some("NOERROR", 1), "allowed");
+    assert_eq!(got[2], some("NOERROR", 1), "A from .2 is allowed");
+    assert_eq!(got[3], some("REFUSED", 0), "AAAA from .2 is blocked");
+    assert_eq!(got[4], some("NOERROR", 0), "TXT is filtered");
+    assert_eq!(got[5], None, "127.0.0.3 is dropped");
+    assert_eq!(got[6], some("NOERROR", 1), "outside the zone");
+    running.stop().await.unwrap();
+}
