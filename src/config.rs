@@ -271,7 +271,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("Corefile:3") && e.contains("only once"), "{e}");
-        let e = parse(".:53 {\n  template IN A example.org\n}\n")
+        let e = parse(".:53 {\n  k8s_external example.org\n}\n")
             .unwrap_err()
             .to_string();
         assert!(e.contains("Corefile:2") && e.contains("not implemented"), "{e}");
@@ -316,6 +316,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("Corefile:3") && e.contains("not a record type"), "{e}");
+        for (text, why) in [
+            (
+                "template IN A {\n    match \"(\"\n  }",
+                "not a regular expression",
+            ),
+            (
+                "template IN A {\n    answer \"{{ .Message }}\"\n  }",
+                "not supported",
+            ),
+            ("template IN A {\n    rcode BOGUS\n  }", "rcode 'BOGUS'"),
+            ("template IN A {\n    upstream\n  }", "not supported yet"),
+        ] {
+            let e = parse(&format!(".:53 {{\n  {text}\n}}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("Corefile:3") && e.contains(why), "{text}: {e}");
+        }
+        let e = parse(".:53 {\n  template IN FOO\n}\n").unwrap_err().to_string();
+        assert!(e.contains("Corefile:2") && e.contains("not a record type"), "{e}");
         let e = parse(".:53 {\n  frobnicate\n}\n").unwrap_err().to_string();
         assert!(
             e.contains("Corefile:2") && e.contains("unknown directive 'frobnicate'"),

@@ -22,3 +22,4 @@ pub mod ready;
 pub mod registry;
 pub mod reload;
 pub mod rewrite;
+pub mod template;

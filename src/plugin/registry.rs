@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::{
     acl, any, autopath, bind, bufsize, cache, dns64, errors, forward, health, hosts, kubernetes, loadbalance,
-    log, loop_detect, metrics, ready, reload, rewrite,
+    log, loop_detect, metrics, ready, reload, rewrite, template,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -79,6 +79,7 @@ pub const PLUGINS: &[Entry] = &[
     with_families("autopath", autopath::setup::setup, autopath::families),
     with_families("cache", cache::setup::setup, cache::families),
     entry("rewrite", rewrite::setup::setup),
+    with_families("template", template::setup::setup, template::families),
     entry("hosts", hosts::setup::setup),
     with_families("kubernetes", kubernetes::setup::setup, kubernetes::families),
     entry("loop", loop_detect::setup::setup),
@@ -91,7 +92,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("chaos", "the chaos plugin"),
     ("debug", "the debug plugin"),
     ("whoami", "the whoami plugin"),
-    ("template", "the template plugin"),
     ("k8s_external", "the k8s_external plugin"),
     ("file", "the file plugin"),
     ("auto", "the auto plugin"),

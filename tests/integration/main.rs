@@ -22,6 +22,7 @@ mod memo;
 mod monitoring;
 mod support;
 mod tcp_limits;
+mod template;
 mod transport;
 mod upstream;
 mod watch;

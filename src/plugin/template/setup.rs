@@ -1,0 +1,211 @@
+//! The `template` directive's Corefile syntax (CoreDNS's):
+//!
+//! ```text
+//! template CLASS TYPE [ZONE...] {
+//!     match REGEX...
+//!     answer RR
+//!     additional RR
+//!     authority RR
+//!     rcode CODE
+//!     fallthrough [ZONE...]
+//! }
+//! ```
+//!
+//! A block may hold several `template` directives, tried in file order.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{DNSClass, Name, RecordType};
+use regex::Regex;
+
+use super::text::Template;
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx, previous};
+use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr};
+
+/// One `template` directive.
+#[derive(Debug, Clone)]
+pub struct TemplateRule {
+    /// The class it answers (`None`: ANY).
+    pub class: Option<DNSClass>,
+    /// The type it answers (`None`: ANY).
+    pub qtype: Option<RecordType>,
+    /// The class and type as written, for the metric labels.
+    pub labels: (String, String),
+    /// Its zones, lower-case and absolute.
+    pub zones: Vec<Name>,
+    /// The expressions a question name must match (one of them); `.*` by default.
+    pub regexes: Vec<Regex>,
+    /// The answer, additional and authority templates.
+    pub answer: Vec<Template>,
+    /// Additional section templates.
+    pub additional: Vec<Template>,
+    /// Authority section templates.
+    pub authority: Vec<Template>,
+    /// The rcode of a match.
+    pub rcode: ResponseCode,
+    /// `fallthrough [ZONES...]`: `None` off; empty for every zone.
+    pub fallthrough: Option<Vec<Name>>,
+}
+
+/// A block's `template` directives, in file order.
+#[derive(Debug, Clone, Default)]
+pub struct TemplateConfig {
+    /// The templates.
+    pub rules: Vec<TemplateRule>,
+}
+
+fn zone_names(toks: &[Token]) -> Result<Vec<Name>, CorefileError> {
+    toks.iter()
+        .map(|t| {
+            let z = normalize_zone_or_cidr(&t.text).map_err(|e| t.error(e))?;
+            Name::from_ascii(&z)
+                .map(|n| n.to_lowercase())
+                .map_err(|_| t.error(format!("template: '{}' is not a zone", t.text)))
+        })
+        .collect()
+}
+
+fn rcode(t: &Token) -> Result<ResponseCode, CorefileError> {
+    let code = match t.text.to_ascii_uppercase().as_str() {
+        "NOERROR" | "SUCCESS" => ResponseCode::NoError,
+        "FORMERR" => ResponseCode::FormErr,
+        "SERVFAIL" => ResponseCode::ServFail,
+        "NXDOMAIN" => ResponseCode::NXDomain,
+        "NOTIMP" => ResponseCode::NotImp,
+        "REFUSED" => ResponseCode::Refused,
+        _ => {
+            return Err(t.error(format!(
+                "template: rcode '{}' is not one of NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP, REFUSED",
+                t.text
+            )));
+        }
+    };
+    Ok(code)
+}
+
+fn rule(d: &Directive, ctx: &SetupCtx<'_>) -> Result<TemplateRule, CorefileError> {
+    let mut args = d.args();
+    let class_tok = args.expect("a class (IN or ANY)")?;
+    let type_tok = args.expect("a record type (or ANY)")?;
+    let class = match class_tok.text.to_ascii_uppercase().as_str() {
+        "ANY" => None,
+        c => Some(
+            DNSClass::from_str(c)
+                .map_err(|_| class_tok.error(format!("template: '{}' is not a class", class_tok.text)))?,
+        ),
+    };
+    let qtype = match type_tok.text.to_ascii_uppercase().as_str() {
+        "ANY" => None,
+        t => Some(
+            RecordType::from_str(t)
+                .ok()
+                .filter(|rt| !matches!(rt, RecordType::Unknown(_)))
+                .ok_or_else(|| {
+                    type_tok.error(format!("template: '{}' is not a record type", type_tok.text))
+                })?,
+        ),
+    };
+    let zone_toks = args.remaining();
+    let zones = if zone_toks.is_empty() {
+        zone_names(
+            &ctx.zones
+                .iter()
+                .map(|z| Token {
+                    text: z.clone(),
+                    loc: d.name.loc.clone(),
+                })
+                .collect::<Vec<_>>(),
+        )?
+    } else {
+        zone_names(zone_toks)?
+    };
+    let mut r = TemplateRule {
+        class,
+        qtype,
+        labels: (
+            class_tok.text.to_ascii_uppercase(),
+            type_tok.text.to_ascii_uppercase(),
+        ),
+        zones,
+        regexes: Vec::new(),
+        answer: Vec::new(),
+        additional: Vec::new(),
+        authority: Vec::new(),
+        rcode: ResponseCode::NoError,
+        fallthrough: None,
+    };
+    for opt in &d.block {
+        let template = |t: &Token| Template::parse(&t.text).map_err(|e| t.error(format!("template: {e}")));
+        match opt.name.text.as_str() {
+            "match" => {
+                if opt.args.is_empty() {
+                    return Err(opt
+                        .name
+                        .error("template: match needs at least one regular expression"));
+                }
+                for t in &opt.args {
+                    r.regexes.push(Regex::new(&t.text).map_err(|e| {
+                        t.error(format!("template: '{}' is not a regular expression: {e}", t.text))
+                    })?);
+                }
+            }
+            "answer" => r.answer.push(template(d.option_arg(opt)?)?),
+            "additional" => r.additional.push(template(d.option_arg(opt)?)?),
+            "authority" => r.authority.push(template(d.option_arg(opt)?)?),
+            "rcode" => r.rcode = rcode(d.option_arg(opt)?)?,
+            "fallthrough" => r.fallthrough = Some(zone_names(&opt.args)?),
+            "upstream" => {
+                return Err(opt
+                    .name
+                    .error("template: 'upstream' (resolving CNAME targets again) is not supported yet"));
+            }
+            other => {
+                return Err(opt.name.error(format!(
+                    "template: unknown option '{other}' (expected match, answer, additional, authority, rcode or fallthrough)"
+                )));
+            }
+        }
+    }
+    if r.regexes.is_empty() {
+        r.regexes
+            .push(Regex::new(".*").map_err(|e| d.error(e.to_string()))?);
+    }
+    // Every group a template names must exist in some expression.
+    for t in r.answer.iter().chain(&r.additional).chain(&r.authority) {
+        for g in t.groups() {
+            if !r
+                .regexes
+                .iter()
+                .any(|re| re.capture_names().flatten().any(|n| n == g))
+            {
+                return Err(d.error(format!(
+                    "template: '{}' uses .Group.{g}, which no match expression names",
+                    t.source
+                )));
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// The `template` directive's setup: each directive adds a template to the block's earlier ones.
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    let mut config = previous::<TemplateConfig>(ctx).cloned().unwrap_or_default();
+    config.rules.push(rule(d, ctx)?);
+    Ok(Arc::new(config))
+}
+
+impl Configured for TemplateConfig {
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        let metrics = ctx
+            .metrics
+            .and_then(|m| m.families::<super::TemplateMetrics>().ok());
+        Built::Plugin(Arc::new(super::TemplatePlugin::new(
+            self.clone(),
+            metrics,
+            ctx.server,
+        )))
+    }
+}

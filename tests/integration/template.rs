@@ -1,0 +1,107 @@
+//! `template` over real UDP with `dig`: the two uses operators write most (NODATA for AAAA on
+//! IPv4-only clusters; wildcard names with regex groups), NXDOMAIN when no expression matches,
+//! fallthrough to the next plugin, `.Remote`, and SERVFAIL for a line that renders to no record.
+
+use crate::support;
+
+const COREFILE: &str = r#".:0 {
+ bind 127.0.0.1
+ template ANY AAAA {
+  rcode NOERROR
+ }
+ template IN A apps.example.org {
+  match "^(?P<app>[a-z0-9-]+)\.apps\.example\.org\.$"
+  answer "{{ .Name }} 60 IN A 192.0.2.80"
+  additional "info.{{ .Group.app }}.apps.example.org. 60 IN TXT \"app {{ .Group.app }}\""
+ }
+ template IN TXT whoami.example.org {
+  answer "{{ .Name }} 5 IN TXT {{ .Remote }} {{ .Zone }} {{ .Type }}"
+ }
+ template IN A ip.example.org {
+  match "^ip-(\d+)-(\d+)-(\d+)-(\d+)\.ip\.example\.org\.$" "^bad-(\w+)\.ip\.example\.org\.$"
+  answer "{{ .Name }} 60 IN A {{ index .Match 1 }}.{{ index .Match 2 }}.{{ index .Match 3 }}.{{ index .Match 4 }}"
+  fallthrough
+ }
+ hosts {
+  192.0.2.7 host.ip.example.org
+  192.0.2.8 other.example.org
+ }
+}
+"#;
+
+fn lines(out: &str) -> Vec<String> {
+    out.lines()
+        .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+fn status(out: &str) -> String {
+    out.split("status: ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .unwrap_or("")
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn templates_answer_match_fall_through_and_fail_loudly() {
+    let dir = support::temp_dir("template");
+    let running = support::start(COREFILE, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let q = move |args: &[&str]| {
+        let mut all = vec!["+noall", "+comments", "+answer", "+additional"];
+        all.extend_from_slice(args);
+        support::dig(addr, &all)
+    };
+    let got = tokio::task::spawn_blocking(move || {
+        [
+            q(&["AAAA", "other.example.org"]),
+            q(&["A", "shop.apps.example.org"]),
+            q(&["A", "a.b.apps.example.org"]),
+            q(&["TXT", "whoami.example.org"]),
+            q(&["A", "ip-10-1-2-3.ip.example.org"]),
+            q(&["A", "host.ip.example.org"]),
+            q(&["A", "bad-x.ip.example.org"]),
+            q(&["A", "other.example.org"]),
+        ]
+    })
+    .await
+    .unwrap();
+    // AAAA everywhere: NODATA (NOERROR, no records), before hosts.
+    assert_eq!(status(&got[0]), "NOERROR", "{}", got[0]);
+    assert!(lines(&got[0]).is_empty(), "{}", got[0]);
+    // A wildcard name, with its group in the additional section.
+    assert_eq!(
+        lines(&got[1]),
+        [
+            "shop.apps.example.org. 60 IN A 192.0.2.80",
+            "info.shop.apps.example.org. 60 IN TXT \"app shop\""
+        ],
+        "{}",
+        got[1]
+    );
+    assert!(got[1].contains(" aa"), "authoritative: {}", got[1]);
+    // In the template's zone, no expression matches, no fallthrough: NXDOMAIN.
+    assert_eq!(status(&got[2]), "NXDOMAIN", "{}", got[2]);
+    // .Remote, .Zone and .Type.
+    assert_eq!(
+        lines(&got[3]),
+        ["whoami.example.org. 5 IN TXT \"127.0.0.1\" \"whoami.example.org.\" \"TXT\""],
+        "{}",
+        got[3]
+    );
+    assert_eq!(
+        lines(&got[4]),
+        ["ip-10-1-2-3.ip.example.org. 60 IN A 10.1.2.3"],
+        "{}",
+        got[4]
+    );
+    // No match, fallthrough: the hosts plugin answers.
+    assert_eq!(lines(&got[5]), ["host.ip.example.org. 3600 IN A 192.0.2.7"]);
+    // Matched by the second expression, but index .Match 2 does not exist: SERVFAIL.
+    assert_eq!(status(&got[6]), "SERVFAIL", "{}", got[6]);
+    // Outside every template's zones: the next plugin.
+    assert_eq!(lines(&got[7]), ["other.example.org. 3600 IN A 192.0.2.8"]);
+    running.stop().await.unwrap();
+}
