@@ -15,18 +15,7 @@ fn corefile(options: &str) -> String {
 /// `dig +short AAAA name` and the status line, from `addr`'s family.
 fn aaaa(addr: SocketAddr, name: &str) -> (String, Vec<String>) {
     let out = support::dig(addr, &["+noall", "+comments", "+answer", "AAAA", name]);
-    let status = out
-        .split("status: ")
-        .nth(1)
-        .and_then(|s| s.split(',').next())
-        .unwrap_or("")
-        .to_owned();
-    let answers = out
-        .lines()
-        .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
-        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
-        .collect();
-    (status, answers)
+    (support::dig_status(&out), support::dig_records(&out))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

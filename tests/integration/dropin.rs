@@ -140,14 +140,14 @@ pub(crate) fn parse_exposition(text: &str) -> BTreeMap<String, f64> {
 }
 
 /// The sum of every series of `name` whose labels include all of `labels` (`k="v"` strings).
-fn sum(m: &BTreeMap<String, f64>, name: &str, labels: &[&str]) -> f64 {
+pub(crate) fn sum(m: &BTreeMap<String, f64>, name: &str, labels: &[&str]) -> f64 {
     m.iter()
         .filter(|(k, _)| k.starts_with(&format!("{name}{{")) && labels.iter().all(|l| k.contains(l)))
         .map(|(_, v)| *v)
         .sum()
 }
 
-async fn scrape(addr: SocketAddr) -> BTreeMap<String, f64> {
+pub(crate) async fn scrape(addr: SocketAddr) -> BTreeMap<String, f64> {
     let (status, body) = http_get(addr, "/metrics").await;
     assert_eq!(status, 200);
     parse_exposition(&body)

@@ -12,6 +12,7 @@ mod concurrency;
 mod conformance;
 mod deploy;
 mod dns64;
+mod dot;
 mod dropin;
 mod forward;
 mod fuzz_corpus;

@@ -154,3 +154,20 @@ pub fn dig(addr: SocketAddr, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// The status word of dig's header line (`NOERROR`, `NXDOMAIN`, ...) in `out`.
+pub fn dig_status(out: &str) -> String {
+    out.split("status: ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// The record lines of dig's `out` (comments and blank lines left out), single-spaced.
+pub fn dig_records(out: &str) -> Vec<String> {
+    out.lines()
+        .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}

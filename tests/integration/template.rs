@@ -29,20 +29,7 @@ const COREFILE: &str = r#".:0 {
 }
 "#;
 
-fn lines(out: &str) -> Vec<String> {
-    out.lines()
-        .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
-        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
-        .collect()
-}
-
-fn status(out: &str) -> String {
-    out.split("status: ")
-        .nth(1)
-        .and_then(|s| s.split(',').next())
-        .unwrap_or("")
-        .to_owned()
-}
+use support::{dig_records as lines, dig_status as status};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn templates_answer_match_fall_through_and_fail_loudly() {

@@ -18,6 +18,7 @@ use tokio::net::{TcpStream, UdpSocket};
 use tokio::time::{Instant, timeout_at};
 
 use super::ForwardError;
+use super::tls::TlsTransport;
 use crate::proto::MAX_UDP_PAYLOAD;
 use crate::proto::Question;
 
@@ -74,9 +75,11 @@ pub struct ExchangeStats {
     pub unwanted_replies: AtomicU64,
 }
 
-/// Asks `addr` for `q` over UDP (or TCP when `tcp`), giving up at `deadline`.
+/// Asks `addr` for `q` over TLS when `tls` is given, else over UDP (or TCP when `tcp`), giving
+/// up at `deadline`.
 pub async fn exchange(
     addr: SocketAddr,
+    tls: Option<&TlsTransport>,
     q: &Question,
     tcp: bool,
     deadline: Instant,
@@ -85,7 +88,16 @@ pub async fn exchange(
     let id: u16 = rand::random();
     let query = build_query(q, id)?;
     let work = async {
-        if tcp {
+        if let Some(tls) = tls {
+            let reply = tls
+                .exchange(addr, &query)
+                .await
+                .map_err(|source| ForwardError::Io { addr, source })?;
+            accept_reply(&reply, id, q).ok_or_else(|| {
+                stats.unwanted_replies.fetch_add(1, Ordering::Relaxed);
+                ForwardError::Unwanted { addr }
+            })
+        } else if tcp {
             exchange_tcp(addr, &query, id, q, stats).await
         } else {
             exchange_udp(addr, &query, id, q, stats).await

@@ -189,6 +189,16 @@ pub(super) struct UpstreamInstruments {
 }
 
 impl UpstreamInstruments {
+    /// The connection-cache hit and miss series of DNS over TLS to this upstream
+    /// (`proto="tcp-tls"`, as CoreDNS labels it).
+    pub(super) fn tls_conn_counters(&self, metrics: &ForwardMetrics) -> (IntCounter, IntCounter) {
+        let labels = [PROXY_NAME, self.to.as_str(), "tcp-tls"];
+        (
+            metrics.conn_cache_hits.with_label_values(&labels),
+            metrics.conn_cache_misses.with_label_values(&labels),
+        )
+    }
+
     /// Counts one exchange about to start over `tcp` or UDP (always a connection-cache miss).
     pub fn exchange_started(&self, tcp: bool) {
         if tcp {

@@ -12,6 +12,7 @@
 pub mod handler;
 pub mod metrics;
 pub mod setup;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -83,12 +84,15 @@ pub struct Upstream {
     probing: AtomicBool,
     looping: AtomicBool,
     metrics: OnceLock<UpstreamInstruments>,
+    /// DNS over TLS to it (`tls://`), with its idle connections; plain DNS when `None`.
+    tls: Option<tls::TlsTransport>,
 }
 
 impl Upstream {
-    fn new(addr: SocketAddr) -> Self {
+    fn new(addr: SocketAddr, tls: Option<tls::TlsTransport>) -> Self {
         Self {
             addr,
+            tls,
             fails: AtomicU32::new(0),
             down: AtomicBool::new(false),
             probing: AtomicBool::new(false),
@@ -161,7 +165,22 @@ impl Forward {
             inner: Arc::new(Inner {
                 from: name_of(&config.from),
                 except: config.except.iter().map(|z| name_of(z)).collect(),
-                upstreams: config.to.iter().map(|a| Arc::new(Upstream::new(*a))).collect(),
+                upstreams: {
+                    // The settings were checked when the Corefile was read (setup), so a
+                    // failure here cannot happen; such an upstream would be plain DNS.
+                    let client = config.tls.as_ref().and_then(|t| tls::client_config(t).ok());
+                    config
+                        .to
+                        .iter()
+                        .map(|a| {
+                            let transport = client.clone().and_then(|c| {
+                                let name = config.tls.as_ref().and_then(|t| t.server_name.as_deref());
+                                tls::TlsTransport::new(c, *a, name, config.expire).ok()
+                            });
+                            Arc::new(Upstream::new(*a, transport))
+                        })
+                        .collect()
+                },
                 inflight: config.max_concurrent.map(|n| Arc::new(Semaphore::new(n))),
                 next: AtomicUsize::new(0),
                 stats: Arc::new(ForwardStats::default()),
@@ -178,7 +197,12 @@ impl Forward {
     pub fn with_metrics(self, metrics: ForwardMetrics, _server: &str) -> Self {
         if self.inner.metrics.set(metrics.plugin()).is_ok() {
             for up in &self.inner.upstreams {
-                let _ = up.metrics.set(metrics.upstream(up.addr));
+                let instruments = metrics.upstream(up.addr);
+                if let Some(tls) = &up.tls {
+                    let (hits, misses) = instruments.tls_conn_counters(&metrics);
+                    tls.count_into(hits, misses);
+                }
+                let _ = up.metrics.set(instruments);
             }
         }
         self
@@ -266,7 +290,7 @@ impl Forward {
         };
         let deadline = Instant::now() + TOTAL_BUDGET;
         let cfg = &self.inner.config;
-        let tcp = cfg.force_tcp || (q.over_stream() && !cfg.prefer_udp);
+        let tcp = cfg.force_tcp || cfg.tls.is_some() || (q.over_stream() && !cfg.prefer_udp);
         // The upstreams still worth asking, tried in turn until the budget is spent. One that
         // failed at once (refused, reset, only bad replies) leaves the list; one that timed out
         // stays for the next round, as in CoreDNS.
@@ -343,11 +367,22 @@ impl Forward {
         deadline: Instant,
     ) -> Result<Message, ForwardError> {
         let m = up.metrics.get();
-        if let Some(m) = m {
+        if let Some(m) = m
+            && up.tls.is_none()
+        {
+            // TLS exchanges count hits and misses of their connection pool themselves.
             m.exchange_started(tcp);
         }
         let start = Instant::now();
-        let result = exchange(up.addr, q, tcp, deadline, &self.inner.stats.exchange).await;
+        let result = exchange(
+            up.addr,
+            up.tls.as_ref(),
+            q,
+            tcp,
+            deadline,
+            &self.inner.stats.exchange,
+        )
+        .await;
         if let (Some(m), Ok(msg)) = (m, &result) {
             m.replied(msg.metadata.response_code, start.elapsed());
         }
@@ -444,7 +479,7 @@ async fn probe_until_healthy(up: Weak<Upstream>, stats: Weak<ForwardStats>, inte
             return;
         };
         let deadline = Instant::now() + PROBE_TIMEOUT;
-        match exchange(up.addr, &q, tcp, deadline, &stats.exchange).await {
+        match exchange(up.addr, up.tls.as_ref(), &q, tcp, deadline, &stats.exchange).await {
             Ok(_) => {
                 up.fails.store(0, Ordering::Relaxed);
                 up.down.store(false, Ordering::Relaxed);

@@ -6,6 +6,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
+use tokio_rustls::rustls::pki_types::ServerName;
+
+use super::tls::{DOT_PORT, TlsSettings, client_config};
 use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone, parse_duration};
 use std::sync::Arc;
@@ -18,8 +21,8 @@ pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(2);
 pub const DEFAULT_HEALTH_CHECK: Duration = Duration::from_millis(500);
 /// Default consecutive failures before an upstream is marked down (CoreDNS: 2).
 pub const DEFAULT_MAX_FAILS: u32 = 2;
-/// Default connection expiry (accepted for compatibility; cluster-dns opens a fresh socket per
-/// query, so there is nothing to expire).
+/// Default connection expiry: how long an idle DNS-over-TLS connection is kept for reuse (plain
+/// DNS opens a fresh socket per query, so there is nothing to expire).
 pub const DEFAULT_EXPIRE: Duration = Duration::from_secs(10);
 
 /// How the next upstream is chosen.
@@ -61,13 +64,32 @@ pub struct ForwardConfig {
     pub read_timeout: Duration,
     /// `failfast_all_unhealthy_upstreams`: SERVFAIL at once when every upstream is down.
     pub failfast_all_unhealthy: bool,
+    /// DNS over TLS (`tls://` upstreams): its settings; `None` for plain DNS.
+    pub tls: Option<TlsSettings>,
 }
 
 /// Parses one upstream token; files are read relative to `dir` when not absolute.
 fn upstreams_of(d: &Directive, t: &Token, dir: &Path) -> Result<Vec<SocketAddr>, CorefileError> {
     let text = t.text.as_str();
-    if text.starts_with("tls://") || text.starts_with("https://") || text.starts_with("grpc://") {
-        return Err(d.error_at(t, format!("'{text}': only plain DNS upstreams are supported")));
+    if text.starts_with("https://") || text.starts_with("grpc://") {
+        return Err(d.error_at(
+            t,
+            format!("'{text}': only plain DNS and DNS over TLS (tls://) upstreams are supported"),
+        ));
+    }
+    if let Some(bare) = text.strip_prefix("tls://") {
+        let addr = bare
+            .parse::<SocketAddr>()
+            .ok()
+            .or_else(|| {
+                let ip = bare
+                    .strip_prefix('[')
+                    .and_then(|r| r.strip_suffix(']'))
+                    .unwrap_or(bare);
+                ip.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, DOT_PORT))
+            })
+            .ok_or_else(|| d.error_at(t, format!("'{text}': expected tls://IP or tls://IP:PORT")))?;
+        return Ok(vec![addr]);
     }
     let bare = text.strip_prefix("dns://").unwrap_or(text);
     if let Some(addr) = parse_addr(bare) {
@@ -137,8 +159,17 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
     let from_tok = args.expect("the zone to forward (FROM) and at least one upstream (TO)")?;
     let from = normalize_zone(&from_tok.text).map_err(|m| d.error_at(from_tok, m))?;
     let mut to = Vec::new();
+    let mut schemes = (0, 0);
     for t in args.remaining() {
+        if t.text.starts_with("tls://") {
+            schemes.0 += 1;
+        } else {
+            schemes.1 += 1;
+        }
         to.extend(upstreams_of(d, t, dir)?);
+    }
+    if schemes.0 > 0 && schemes.1 > 0 {
+        return Err(d.error("upstreams must all be tls:// or all plain DNS, not both"));
     }
     if to.is_empty() {
         return Err(d.error("expected at least one upstream after the zone"));
@@ -159,7 +190,9 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
         policy: Policy::Random,
         read_timeout: DEFAULT_READ_TIMEOUT,
         failfast_all_unhealthy: false,
+        tls: (schemes.0 > 0).then(TlsSettings::default),
     };
+    let mut tls_line: Option<Token> = None;
     for opt in &d.block {
         match opt.name.text.as_str() {
             "except" => {
@@ -246,17 +279,56 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
                     }
                 };
             }
-            "tls" | "tls_servername" => {
-                return Err(d.error_at(
-                    &opt.name,
-                    format!("{} (DNS over TLS) is not supported", opt.name.text),
-                ));
+            "tls" => {
+                let read = |t: &Token| {
+                    let path = if Path::new(&t.text).is_absolute() {
+                        Path::new(&t.text).to_path_buf()
+                    } else {
+                        dir.join(&t.text)
+                    };
+                    std::fs::read(&path)
+                        .map_err(|e| d.error_at(t, format!("tls: cannot read {}: {e}", path.display())))
+                };
+                let settings = c.tls.get_or_insert_with(TlsSettings::default);
+                match opt.args.as_slice() {
+                    [] => {}
+                    [ca] => settings.ca = Some(read(ca)?),
+                    [cert, key] => settings.client = Some((read(cert)?, read(key)?)),
+                    [cert, key, ca] => {
+                        settings.client = Some((read(cert)?, read(key)?));
+                        settings.ca = Some(read(ca)?);
+                    }
+                    _ => return Err(d.error_at(&opt.name, "tls takes [CERT KEY] [CA]: at most three files")),
+                }
+                client_config(settings).map_err(|e| d.error_at(&opt.name, format!("tls: {e}")))?;
+                tls_line = Some(opt.name.clone());
+            }
+            "tls_servername" => {
+                let name = d.option_arg(opt)?;
+                if ServerName::try_from(name.text.clone()).is_err() {
+                    return Err(
+                        d.error_at(name, format!("tls_servername: '{}' is not a DNS name", name.text))
+                    );
+                }
+                c.tls.get_or_insert_with(TlsSettings::default).server_name = Some(name.text.clone());
+                tls_line = Some(opt.name.clone());
             }
             other => return Err(d.error_at(&opt.name, format!("unknown property '{other}'"))),
         }
     }
     if c.force_tcp && c.prefer_udp {
         return Err(d.error("force_tcp and prefer_udp cannot both be set"));
+    }
+    if let Some(line) = tls_line
+        && schemes.0 == 0
+    {
+        return Err(d.error_at(
+            &line,
+            format!(
+                "{}: the upstreams are plain DNS; write them as tls://ADDR",
+                line.text
+            ),
+        ));
     }
     Ok(c)
 }
@@ -356,7 +428,7 @@ mod tests {
             ("forward . 1.1.1.1 {\n policy fastest\n}", "Corefile:3"),
             ("forward . 1.1.1.1 {\n bogus\n}", "unknown property 'bogus'"),
             ("forward . 1.1.1.1 {\n max_concurrent 0\n}", "at least 1"),
-            ("forward . tls://1.1.1.1", "plain DNS"),
+            ("forward . https://1.1.1.1", "plain DNS and DNS over TLS"),
             ("forward . 1.1.1.1 {\n force_tcp\n prefer_udp\n}", "cannot both"),
         ] {
             let e = parse_text(text, Path::new("/")).unwrap_err().to_string();

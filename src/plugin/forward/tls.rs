@@ -1,0 +1,188 @@
+//! DNS over TLS to upstreams (RFC 7858): `forward . tls://ADDR` with `tls [CERT KEY] [CA]` and
+//! `tls_servername`. Owns the TLS settings read from the Corefile, the rustls client
+//! configuration built from them, and each upstream's idle connections: a connection that
+//! answered goes back to its upstream's pool and is reused until it has been idle for `expire`
+//! (at most [`MAX_IDLE_PER_UPSTREAM`] kept; more are closed).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio_rustls::rustls::{ClientConfig, RootCertStore};
+
+/// The default DNS-over-TLS port.
+pub const DOT_PORT: u16 = 853;
+/// Idle connections kept per upstream.
+pub const MAX_IDLE_PER_UPSTREAM: usize = 16;
+
+/// The TLS settings of a `forward` (files already read, so the Corefile's errors name them).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TlsSettings {
+    /// `tls CERT KEY [CA]`: the client certificate chain and key, PEM.
+    pub client: Option<(Vec<u8>, Vec<u8>)>,
+    /// `tls [CERT KEY] CA`: the CA that verifies upstreams, PEM; the system's roots when absent.
+    pub ca: Option<Vec<u8>>,
+    /// `tls_servername`: the name upstream certificates must carry; the upstream's IP otherwise.
+    pub server_name: Option<String>,
+}
+
+/// A rustls client configuration from `settings`; the error says what is wrong.
+pub fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, String> {
+    let mut roots = RootCertStore::empty();
+    match &settings.ca {
+        Some(pem) => {
+            for cert in CertificateDer::pem_slice_iter(pem) {
+                let cert = cert.map_err(|e| format!("the CA file: {e}"))?;
+                roots.add(cert).map_err(|e| format!("the CA file: {e}"))?;
+            }
+            if roots.is_empty() {
+                return Err("the CA file holds no certificate".into());
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            for cert in found.certs {
+                let _ = roots.add(cert);
+            }
+        }
+    }
+    let builder = ClientConfig::builder().with_root_certificates(roots);
+    let config = match &settings.client {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_slice_iter(cert)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("the certificate file: {e}"))?;
+            if chain.is_empty() {
+                return Err("the certificate file holds no certificate".into());
+            }
+            let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("the key file: {e}"))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("the certificate and key: {e}"))?
+        }
+    };
+    Ok(Arc::new(config))
+}
+
+/// The TLS side of one upstream: how to connect, and its idle connections.
+pub struct TlsTransport {
+    connector: TlsConnector,
+    name: ServerName<'static>,
+    expire: Duration,
+    /// Idle connections with the time each went idle, newest last. Invariant: only connections
+    /// whose last exchange completed (no bytes pending) are here; taken out under the lock, so
+    /// one connection serves one exchange at a time.
+    idle: Mutex<Vec<(TlsStream<TcpStream>, Instant)>>,
+    /// `coredns_proxy_conn_cache_{hits,misses}_total{proto="tcp-tls"}` of this upstream.
+    counters: OnceLock<(prometheus::IntCounter, prometheus::IntCounter)>,
+}
+
+impl std::fmt::Debug for TlsTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsTransport")
+            .field("name", &self.name)
+            .field("expire", &self.expire)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsTransport {
+    /// The transport to `addr` with `config`; the certificate must name `server_name` (or the
+    /// address when `None`).
+    pub fn new(
+        config: Arc<ClientConfig>,
+        addr: SocketAddr,
+        server_name: Option<&str>,
+        expire: Duration,
+    ) -> Result<Self, String> {
+        let name = match server_name {
+            Some(n) => ServerName::try_from(n.to_owned())
+                .map_err(|_| format!("tls_servername '{n}' is not a DNS name"))?,
+            None => ServerName::IpAddress(addr.ip().into()),
+        };
+        Ok(Self {
+            connector: TlsConnector::from(config),
+            name,
+            expire,
+            idle: Mutex::new(Vec::new()),
+            counters: OnceLock::new(),
+        })
+    }
+
+    /// An idle connection young enough to reuse, if there is one (older ones are closed).
+    fn take_idle(&self) -> Option<TlsStream<TcpStream>> {
+        let mut idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        idle.retain(|(_, since)| now.duration_since(*since) < self.expire);
+        idle.pop().map(|(s, _)| s)
+    }
+
+    fn put_idle(&self, stream: TlsStream<TcpStream>) {
+        let mut idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if idle.len() < MAX_IDLE_PER_UPSTREAM {
+            idle.push((stream, Instant::now()));
+        }
+    }
+
+    /// Counts reused connections in `hits` and new ones in `misses` from now on.
+    pub fn count_into(&self, hits: prometheus::IntCounter, misses: prometheus::IntCounter) {
+        let _ = self.counters.set((hits, misses));
+    }
+
+    /// Idle connections held now.
+    pub fn idle_count(&self) -> usize {
+        self.idle.lock().map_or(0, |i| i.len())
+    }
+
+    /// Sends the framed `query` to `addr` and returns the reply's bytes: on an idle connection
+    /// when one is fresh (a new one if that fails before a reply), else on a new connection.
+    pub async fn exchange(&self, addr: SocketAddr, query: &[u8]) -> std::io::Result<Vec<u8>> {
+        if let Some(mut s) = self.take_idle()
+            && let Ok(reply) = round_trip(&mut s, query).await
+        {
+            if let Some((hits, _)) = self.counters.get() {
+                hits.inc();
+            }
+            self.put_idle(s);
+            return Ok(reply);
+        }
+        if let Some((_, misses)) = self.counters.get() {
+            misses.inc();
+        }
+        let tcp = TcpStream::connect(addr).await?;
+        let _ = tcp.set_nodelay(true);
+        let mut s = self.connector.connect(self.name.clone(), tcp).await?;
+        let reply = round_trip(&mut s, query).await?;
+        self.put_idle(s);
+        Ok(reply)
+    }
+}
+
+async fn round_trip(s: &mut TlsStream<TcpStream>, query: &[u8]) -> std::io::Result<Vec<u8>> {
+    let len = u16::try_from(query.len())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "query too long"))?;
+    let mut out = Vec::with_capacity(query.len() + 2);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(query);
+    s.write_all(&out).await?;
+    s.flush().await?;
+    let mut lenb = [0u8; 2];
+    s.read_exact(&mut lenb).await?;
+    let mut buf = vec![0u8; usize::from(u16::from_be_bytes(lenb))];
+    s.read_exact(&mut buf).await?;
+    Ok(buf)
+}

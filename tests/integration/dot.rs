@@ -1,0 +1,136 @@
+//! `forward` over DNS over TLS (RFC 7858) to Debian's `unbound` serving TLS with a certificate
+//! from a throwaway CA the test makes: `tls CA` and `tls_servername`, the IP as the name when
+//! none is given, a name the certificate does not carry (SERVFAIL), and a Corefile error for a
+//! missing file.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fake_apiserver::tls::TestPki;
+
+use crate::support;
+use crate::upstream::free_port;
+
+/// unbound answering `www.example.com A 192.0.2.10` over TLS only.
+struct DotUnbound {
+    addr: SocketAddr,
+    child: Child,
+}
+
+impl Drop for DotUnbound {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl DotUnbound {
+    fn start(dir: &Path, cert: &str, key: &str) -> Self {
+        let port = free_port();
+        std::fs::write(dir.join("server.pem"), cert).unwrap();
+        std::fs::write(dir.join("server.key"), key).unwrap();
+        let conf = format!(
+            "server:\n  interface: 127.0.0.1@{port}\n  tls-port: {port}\n  tls-service-key: \"{d}/server.key\"\n  tls-service-pem: \"{d}/server.pem\"\n  do-ip6: no\n  do-daemonize: no\n  username: \"\"\n  chroot: \"\"\n  directory: \"{d}\"\n  pidfile: \"\"\n  use-syslog: no\n  logfile: \"\"\n  verbosity: 0\n  num-threads: 1\n  access-control: 127.0.0.0/8 allow\n  module-config: \"iterator\"\n  local-zone: \".\" static\n  local-data: \"www.example.com. 300 IN A 192.0.2.10\"\nremote-control:\n  control-enable: no\n",
+            d = dir.display()
+        );
+        let path = dir.join("unbound.conf");
+        std::fs::write(&path, conf).unwrap();
+        let child = Command::new("unbound")
+            .arg("-d")
+            .arg("-c")
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("unbound is installed (test.sh installs it)");
+        let addr: SocketAddr = (Ipv4Addr::LOCALHOST, port).into();
+        // Owned before the wait, so a panic below still stops it (Drop).
+        let ub = Self { addr, child };
+        // Listening once a TCP connection is accepted (bounded wait).
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(addr).is_ok() {
+                return ub;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("unbound did not listen on {addr}");
+    }
+}
+
+fn answer(addr: SocketAddr, name: &str) -> (String, Vec<String>) {
+    let out = support::dig(addr, &["+noall", "+comments", "+answer", "A", name]);
+    (support::dig_status(&out), support::dig_records(&out))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forward_over_tls_verifies_the_upstream_and_answers() {
+    let dir = support::temp_dir("dot");
+    let pki = TestPki::new("dot test CA").unwrap();
+    let server = pki.server(&["dns.test", "127.0.0.1"]).unwrap();
+    std::fs::write(dir.join("ca.pem"), &pki.ca_pem).unwrap();
+    let ub = DotUnbound::start(&dir, &server.cert_pem, &server.key_pem);
+    let up = ub.addr;
+    for (options, ok) in [
+        ("  tls ca.pem\n  tls_servername dns.test\n", true),
+        // No tls_servername: the certificate must carry the upstream's IP, which it does.
+        ("  tls ca.pem\n", true),
+        ("  tls ca.pem\n  tls_servername other.test\n", false),
+        // The system's roots do not know the test CA.
+        ("  tls_servername dns.test\n", false),
+    ] {
+        let corefile = format!(
+            ".:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n forward . tls://{up} {{\n{options}  max_fails 0\n }}\n}}\n"
+        );
+        let running = support::start(&corefile, &dir).await;
+        let addr = running.dns_addrs()[0];
+        let (first, second) = tokio::task::spawn_blocking(move || {
+            (answer(addr, "www.example.com"), answer(addr, "www.example.com"))
+        })
+        .await
+        .unwrap();
+        if ok {
+            for got in [&first, &second] {
+                assert_eq!(got.0, "NOERROR", "{options:?}");
+                assert_eq!(got.1, ["www.example.com. 300 IN A 192.0.2.10"], "{options:?}");
+            }
+            // The second question reused the first one's connection.
+            let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+            let to = format!("to=\"{up}\"");
+            let tls = "proto=\"tcp-tls\"";
+            let count = |name: &str| crate::dropin::sum(&m, name, &[&to, tls]);
+            assert_eq!(count("coredns_proxy_conn_cache_misses_total"), 1.0, "{options:?}");
+            assert_eq!(count("coredns_proxy_conn_cache_hits_total"), 1.0, "{options:?}");
+        } else {
+            assert_eq!(first.0, "SERVFAIL", "{options:?}: {first:?}");
+        }
+        running.stop().await.unwrap();
+    }
+}
+
+#[test]
+fn tls_options_are_checked_when_the_corefile_is_read() {
+    let dir = support::temp_dir("dot-config");
+    let check = |text: &str| {
+        let path = dir.join("Corefile");
+        let cf = cluster_dns::corefile::Corefile::parse_str(text, &path).unwrap();
+        cluster_dns::config::Config::from_corefile(&cf, &path, 53)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let e = check(".:53 {\n forward . tls://127.0.0.1 {\n  tls missing-ca.pem\n }\n}\n").unwrap_err();
+    assert!(e.contains("Corefile:3") && e.contains("cannot read"), "{e}");
+    std::fs::write(dir.join("junk.pem"), "not a certificate").unwrap();
+    let e = check(".:53 {\n forward . tls://127.0.0.1 {\n  tls junk.pem\n }\n}\n").unwrap_err();
+    assert!(e.contains("Corefile:3") && e.contains("no certificate"), "{e}");
+    let e = check(".:53 {\n forward . tls://127.0.0.1 127.0.0.2\n}\n").unwrap_err();
+    assert!(e.contains("not both"), "{e}");
+    let e = check(".:53 {\n forward . 127.0.0.1 {\n  tls_servername dns.test\n }\n}\n").unwrap_err();
+    assert!(e.contains("Corefile:3") && e.contains("tls://ADDR"), "{e}");
+    assert!(
+        check(".:53 {\n forward . tls://127.0.0.1 tls://[::1]:8853 {\n  tls_servername dns.test\n }\n}\n")
+            .is_ok()
+    );
+}
