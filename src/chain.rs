@@ -475,6 +475,15 @@ pub enum Built {
     Nothing,
 }
 
+/// Which questions a server block takes (`view`): blocks of the same zones and port are told
+/// apart by it, the first whose filter admits a question answering it.
+pub trait BlockFilter: Send + Sync + fmt::Debug {
+    /// True when the block takes `q`.
+    fn admits(&self, q: &Question) -> bool;
+    /// Its name (the `view` label of the block's metrics).
+    fn name(&self) -> &str;
+}
+
 /// A parsed directive.
 pub trait Configured: Any + Send + Sync + fmt::Debug {
     /// What it becomes when a configuration is built.
@@ -490,6 +499,11 @@ pub trait Configured: Any + Send + Sync + fmt::Debug {
     /// ([`Plugin::search_paths`]): `None` when it never does, `Some(Err(why))` when it would
     /// with other options.
     fn offers_search_paths(&self) -> Option<Result<(), String>> {
+        None
+    }
+
+    /// The filter it puts on its block's questions (`view`), if any.
+    fn block_filter(&self) -> Option<Arc<dyn BlockFilter>> {
         None
     }
 }

@@ -46,6 +46,11 @@ impl BlockConfig {
         self.get::<BindConfig>().map_or(&[], |b| b.addrs.as_slice())
     }
 
+    /// The filter of its questions (`view`), if a directive sets one.
+    pub fn view(&self) -> Option<Arc<dyn crate::chain::BlockFilter>> {
+        self.plugins.iter().find_map(|(_, c)| c.block_filter())
+    }
+
     /// The largest UDP payload the block advertises and fills: its `bufsize`, or 1232.
     pub fn udp_payload(&self) -> u16 {
         self.get::<BufsizeConfig>()
@@ -119,15 +124,18 @@ impl Config {
             if ports.is_empty() {
                 ports.push(default_port);
             }
+            // A zone and port may be served again after blocks with views (`view`): the first
+            // block whose view admits a question takes it, a block without one takes the rest.
             for &port in &ports {
                 for earlier in &blocks {
                     if earlier.port == port
                         && let Some((z, _, key)) = keys
                             .iter()
                             .find(|(z, p, _)| *p == port && earlier.zones.contains(z))
+                        && earlier.view().is_none()
                     {
                         return Err(key.error(format!(
-                            "zone '{z}' on port {port} is already served by an earlier server block"
+                            "zone '{z}' on port {port} is already served by an earlier server block (without a view)"
                         )));
                     }
                 }

@@ -64,6 +64,7 @@ pub fn handler_with_zone(
             zones,
             chain,
             udp_payload: crate::proto::MAX_UDP_PAYLOAD,
+            view: None,
             observers: Observers {
                 metrics: None,
                 plugins,

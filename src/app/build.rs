@@ -74,6 +74,7 @@ pub(super) async fn build(
                 zones: zones.clone(),
                 chain: chain.clone(),
                 udp_payload: block.udp_payload(),
+                view: block.view(),
                 observers,
             });
         }

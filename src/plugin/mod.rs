@@ -23,3 +23,4 @@ pub mod registry;
 pub mod reload;
 pub mod rewrite;
 pub mod template;
+pub mod view;

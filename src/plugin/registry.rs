@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::{
     acl, any, autopath, bind, bufsize, cache, dns64, errors, forward, health, hosts, kubernetes, loadbalance,
-    log, loop_detect, metrics, ready, reload, rewrite, template,
+    log, loop_detect, metrics, ready, reload, rewrite, template, view,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -84,6 +84,7 @@ pub const PLUGINS: &[Entry] = &[
     with_families("kubernetes", kubernetes::setup::setup, kubernetes::families),
     entry("loop", loop_detect::setup::setup),
     with_families("forward", forward::setup::setup, forward::families),
+    entry("view", view::setup::setup),
 ];
 
 /// CoreDNS directives that cluster-dns recognises but does not implement yet: a Corefile that
@@ -103,7 +104,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("nsid", "the nsid plugin"),
     ("timeouts", "the timeouts plugin"),
     ("tls", "DNS over TLS"),
-    ("view", "the view plugin"),
     ("minimal", "the minimal plugin"),
     ("root", "the root plugin"),
     ("trace", "the trace plugin"),

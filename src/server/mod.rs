@@ -170,11 +170,6 @@ impl DnsHandler {
         if qtype == RecordType::OPT {
             return Response::rcode(meta, ResponseCode::FormErr);
         }
-        let Some((index, zone, block)) = router.route_block(&query.name) else {
-            return Response::rcode(meta, ResponseCode::Refused);
-        };
-        let routed = Some((index, zone.clone()));
-        let chain = &block.chain;
         let question = Question {
             name: query.name,
             qtype,
@@ -185,6 +180,11 @@ impl DnsHandler {
             transport: protocol,
             client: observe::canonical_client(src),
         };
+        let Some((index, zone, block)) = router.route_question(&question) else {
+            return Response::rcode(meta, ResponseCode::Refused);
+        };
+        let routed = Some((index, zone.clone()));
+        let chain = &block.chain;
         // A panicking plugin costs one SERVFAIL, counted in coredns_panics_total, never the
         // listener.
         let answered = match AssertUnwindSafe(chain.serve(&question)).catch_unwind().await {
@@ -609,6 +609,7 @@ mod tests {
             zones: vec![Name::from_ascii("test.").unwrap()],
             chain: Chain::new(vec![Arc::new(Stub)]),
             udp_payload: MAX_UDP_PAYLOAD,
+            view: None,
             observers: Observers {
                 metrics: None,
                 plugins: vec![seen],

@@ -20,6 +20,8 @@ pub struct BlockRoute {
     pub chain: Chain,
     /// The largest UDP payload it advertises and fills (`bufsize`; 1232 by default).
     pub udp_payload: u16,
+    /// Which questions it takes (`view`); every question its zones cover when `None`.
+    pub view: Option<Arc<dyn crate::chain::BlockFilter>>,
     /// Its `prometheus`, `log` and `errors`.
     pub observers: Observers,
 }
@@ -47,6 +49,11 @@ impl Router {
     /// This router with a new answer memo over the zones its blocks' plugins answer from
     /// (their change counters, [`crate::chain::Plugin::zones`]).
     pub fn with_memo(mut self) -> Self {
+        // A view routes by more than the request bytes (the client's address): no memo.
+        if self.blocks.iter().any(|b| b.view.is_some()) {
+            self.memo = memo::AnswerMemo::default();
+            return self;
+        }
         let mut zones: Vec<Arc<dyn crate::proto::ChangeCounter>> = Vec::new();
         for z in self.blocks.iter().flat_map(|b| b.chain.zones()) {
             if !zones
@@ -72,14 +79,34 @@ impl Router {
     }
 
     /// The index of the block whose zone is the longest suffix of `name`, that zone and the
-    /// block.
+    /// block (the first such block, views not considered).
     pub fn route_block(&self, name: &Name) -> Option<(usize, &Name, &BlockRoute)> {
-        self.blocks
-            .iter()
-            .enumerate()
-            .flat_map(|(i, b)| b.zones.iter().map(move |z| (i, z, b)))
-            .filter(|(_, z, _)| z.zone_of(name))
-            .max_by_key(|(_, z, _)| z.num_labels())
+        self.longest(name, |_| true)
+    }
+
+    /// The block that takes `q`: the longest zone that covers its name among the blocks whose
+    /// view (if any) admits it; of blocks with the same zone, the first in the Corefile.
+    pub fn route_question(&self, q: &crate::proto::Question) -> Option<(usize, &Name, &BlockRoute)> {
+        self.longest(&q.name, |b| b.view.as_ref().is_none_or(|v| v.admits(q)))
+    }
+
+    fn longest(
+        &self,
+        name: &Name,
+        admits: impl Fn(&BlockRoute) -> bool,
+    ) -> Option<(usize, &Name, &BlockRoute)> {
+        let mut best: Option<(usize, &Name, &BlockRoute)> = None;
+        for (i, b) in self.blocks.iter().enumerate() {
+            for z in &b.zones {
+                if z.zone_of(name)
+                    && best.is_none_or(|(_, bz, _)| z.num_labels() > bz.num_labels())
+                    && admits(b)
+                {
+                    best = Some((i, z, b));
+                }
+            }
+        }
+        best
     }
 
     /// True when some block's chain may await I/O while answering (a plugin declares it); the

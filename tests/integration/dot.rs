@@ -113,13 +113,7 @@ async fn forward_over_tls_verifies_the_upstream_and_answers() {
 #[test]
 fn tls_options_are_checked_when_the_corefile_is_read() {
     let dir = support::temp_dir("dot-config");
-    let check = |text: &str| {
-        let path = dir.join("Corefile");
-        let cf = cluster_dns::corefile::Corefile::parse_str(text, &path).unwrap();
-        cluster_dns::config::Config::from_corefile(&cf, &path, 53)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    };
+    let check = |text: &str| support::check_corefile(&dir, text);
     let e = check(".:53 {\n forward . tls://127.0.0.1 {\n  tls missing-ca.pem\n }\n}\n").unwrap_err();
     assert!(e.contains("Corefile:3") && e.contains("cannot read"), "{e}");
     std::fs::write(dir.join("junk.pem"), "not a certificate").unwrap();

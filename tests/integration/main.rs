@@ -26,4 +26,5 @@ mod tcp_limits;
 mod template;
 mod transport;
 mod upstream;
+mod view;
 mod watch;

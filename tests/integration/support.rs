@@ -171,3 +171,13 @@ pub fn dig_records(out: &str) -> Vec<String> {
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
         .collect()
 }
+
+/// Reads Corefile `text` (as if at `dir/Corefile`) the way start-up does: `Err` with the
+/// message a user would see.
+pub fn check_corefile(dir: &Path, text: &str) -> Result<(), String> {
+    let path = dir.join("Corefile");
+    let cf = Corefile::parse_str(text, &path).map_err(|e| e.to_string())?;
+    Config::from_corefile(&cf, &path, DEFAULT_DNS_PORT)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
