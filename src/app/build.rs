@@ -132,7 +132,13 @@ pub(super) fn observers(
                 shared.metrics.plugin_enabled(server, zone, name);
             }
         }
-        BlockMetrics::new(&shared.metrics, server, zones)
+        let view = block.view();
+        BlockMetrics::new(
+            &shared.metrics,
+            server,
+            zones,
+            view.as_ref().map_or("", |v| v.name()),
+        )
     });
     Observers {
         metrics,

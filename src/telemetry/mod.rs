@@ -378,6 +378,8 @@ pub struct ZoneRecorder {
     metrics: DnsMetrics,
     server: String,
     zone: String,
+    /// The `view` label: the block's view name, empty without one.
+    view: String,
     /// proto × family × (counted types + `other`).
     requests: Box<[OnceLock<Counter>]>,
     /// The `plugin` label values seen, in the order first seen (the first slot is the server's
@@ -396,12 +398,18 @@ fn slots<T>(n: usize) -> Box<[OnceLock<T>]> {
 }
 
 impl ZoneRecorder {
-    /// A recorder for `server` and `zone`.
+    /// A recorder for `server` and `zone`, no view.
     pub fn new(metrics: &DnsMetrics, server: &str, zone: &str) -> Arc<Self> {
+        Self::in_view(metrics, server, zone, "")
+    }
+
+    /// A recorder for `server`, `zone` and `view` (a block's `view` name).
+    pub fn in_view(metrics: &DnsMetrics, server: &str, zone: &str, view: &str) -> Arc<Self> {
         Arc::new(Self {
             metrics: metrics.clone(),
             server: server.to_owned(),
             zone: zone.to_owned(),
+            view: view.to_owned(),
             requests: slots(2 * 2 * (COUNTED_TYPES.len() + 1)),
             plugins: std::array::from_fn(|_| OnceLock::new()),
             responses: slots((NAMED_RCODES.len() + 1) * PLUGIN_SLOTS),
@@ -428,7 +436,7 @@ impl ZoneRecorder {
     /// Records one answered request under this recorder's `server` and `zone`.
     pub fn record(&self, r: &RequestRecord) {
         let m = &self.metrics;
-        let (server, zone) = (self.server.as_str(), self.zone.as_str());
+        let (server, zone, view) = (self.server.as_str(), self.zone.as_str(), self.view.as_str());
         let family = usize::from(!(r.client.is_ipv4()));
         let proto = usize::from(r.proto != Transport::Udp);
         let t = COUNTED_TYPES
@@ -441,7 +449,7 @@ impl ZoneRecorder {
                 m.requests.with_label_values(&[
                     server,
                     zone,
-                    "",
+                    view,
                     transport_label(r.proto),
                     if family == 0 { "1" } else { "2" },
                     type_label(r.qtype),
@@ -451,7 +459,7 @@ impl ZoneRecorder {
         }
         if r.dnssec_ok {
             self.do_requests
-                .get_or_init(|| m.do_requests.with_label_values(&[server, zone, ""]))
+                .get_or_init(|| m.do_requests.with_label_values(&[server, zone, view]))
                 .inc();
         }
         let code = u16::from(r.rcode);
@@ -464,29 +472,29 @@ impl ZoneRecorder {
                 if let Some(slot) = self.responses.get(rc * PLUGIN_SLOTS + p) {
                     slot.get_or_init(|| {
                         m.responses
-                            .with_label_values(&[server, zone, "", rcode_label(r.rcode), r.plugin])
+                            .with_label_values(&[server, zone, view, rcode_label(r.rcode), r.plugin])
                     })
                     .inc();
                 }
             }
             None => m
                 .responses
-                .with_label_values(&[server, zone, "", rcode_label(r.rcode), r.plugin])
+                .with_label_values(&[server, zone, view, rcode_label(r.rcode), r.plugin])
                 .inc(),
         }
         self.duration
-            .get_or_init(|| m.duration.with_label_values(&[server, zone, ""]))
+            .get_or_init(|| m.duration.with_label_values(&[server, zone, view]))
             .observe(r.duration.as_secs_f64());
         self.request_size[proto]
             .get_or_init(|| {
                 m.request_size
-                    .with_label_values(&[server, zone, "", transport_label(r.proto)])
+                    .with_label_values(&[server, zone, view, transport_label(r.proto)])
             })
             .observe(r.request_size as f64);
         self.response_size[proto]
             .get_or_init(|| {
                 m.response_size
-                    .with_label_values(&[server, zone, "", transport_label(r.proto)])
+                    .with_label_values(&[server, zone, view, transport_label(r.proto)])
             })
             .observe(r.response_size as f64);
     }
@@ -504,12 +512,18 @@ pub struct BlockMetrics {
 }
 
 impl BlockMetrics {
-    /// Recorders for `zones` (lower-case, absolute) on the listener labelled `server`.
-    pub fn new(metrics: &DnsMetrics, server: &str, zones: &[Name]) -> Self {
+    /// Recorders for `zones` (lower-case, absolute) on the listener labelled `server`, in the
+    /// block's `view` (empty without one).
+    pub fn new(metrics: &DnsMetrics, server: &str, zones: &[Name], view: &str) -> Self {
         Self {
             zones: zones
                 .iter()
-                .map(|z| (z.clone(), ZoneRecorder::new(metrics, server, &z.to_string())))
+                .map(|z| {
+                    (
+                        z.clone(),
+                        ZoneRecorder::in_view(metrics, server, &z.to_string(), view),
+                    )
+                })
                 .collect(),
             dropped: ZoneRecorder::new(metrics, server, UNROUTED_ZONE),
         }

@@ -9,6 +9,7 @@ use crate::support;
 
 const COREFILE: &str = ".:0 {
  bind 127.0.0.1
+ prometheus 127.0.0.1:0
  view internal {
   expr incidr(client_ip(), '127.0.0.2/32')
  }
@@ -27,6 +28,7 @@ const COREFILE: &str = ".:0 {
 }
 .:0 {
  bind 127.0.0.1
+ prometheus 127.0.0.1:0
  hosts {
   192.0.2.1 www.example.org
  }
@@ -68,6 +70,12 @@ async fn blocks_of_one_zone_are_told_apart_by_their_views() {
     assert_eq!(got[2], "192.0.2.1");
     assert_eq!(got[3], "\"from-the-txt-view\"");
     assert_eq!(got[4], "");
+    // Each block's requests are counted under its view's name (`view=""` without one).
+    let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+    let requests =
+        |view: &str| crate::dropin::sum(&m, "coredns_dns_requests_total", &[&format!("view=\"{view}\"")]);
+    assert_eq!(requests("internal"), 2.0);
+    assert_eq!(requests(""), 2.0);
     running.stop().await.unwrap();
 }
 
