@@ -15,6 +15,7 @@
 mod duration;
 mod http_addr;
 mod lexer;
+mod net;
 mod parser;
 mod zone;
 
@@ -24,6 +25,7 @@ use std::sync::Arc;
 
 pub use duration::parse_duration;
 pub use http_addr::parse_http_addr;
+pub use net::Cidr;
 pub use parser::MAX_IMPORT_DEPTH;
 pub use zone::{ZoneKey, is_reverse_zone, normalize_zone, normalize_zone_or_cidr, parse_zone_key};
 

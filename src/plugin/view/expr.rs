@@ -8,6 +8,8 @@ use std::net::IpAddr;
 
 use regex::Regex;
 
+use crate::corefile::Cidr;
+
 /// What an expression is evaluated against.
 #[derive(Debug)]
 pub struct Context<'a> {
@@ -291,38 +293,8 @@ impl Parser {
 }
 
 fn in_cidr(ip: &str, cidr: &str) -> bool {
-    let Ok(ip) = ip.parse::<IpAddr>() else {
-        return false;
-    };
-    let (net, len) = cidr.split_once('/').unwrap_or((cidr, ""));
-    let Ok(net) = net.parse::<IpAddr>() else {
-        return false;
-    };
-    match (ip.to_canonical(), net) {
-        (IpAddr::V4(a), IpAddr::V4(n)) => {
-            let len: u32 = if len.is_empty() {
-                32
-            } else {
-                len.parse().unwrap_or(99)
-            };
-            if len > 32 {
-                return false;
-            }
-            let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);
-            u32::from(a) & mask == u32::from(n) & mask
-        }
-        (IpAddr::V6(a), IpAddr::V6(n)) => {
-            let len: u32 = if len.is_empty() {
-                128
-            } else {
-                len.parse().unwrap_or(999)
-            };
-            if len > 128 {
-                return false;
-            }
-            let mask = u128::MAX.checked_shl(128 - len).unwrap_or(0);
-            u128::from(a) & mask == u128::from(n) & mask
-        }
+    match (ip.parse::<IpAddr>(), Cidr::parse(cidr)) {
+        (Ok(ip), Some(net)) => net.contains(ip.to_canonical()),
         _ => false,
     }
 }
