@@ -78,16 +78,7 @@ fn upstreams_of(d: &Directive, t: &Token, dir: &Path) -> Result<Vec<SocketAddr>,
         ));
     }
     if let Some(bare) = text.strip_prefix("tls://") {
-        let addr = bare
-            .parse::<SocketAddr>()
-            .ok()
-            .or_else(|| {
-                let ip = bare
-                    .strip_prefix('[')
-                    .and_then(|r| r.strip_suffix(']'))
-                    .unwrap_or(bare);
-                ip.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, DOT_PORT))
-            })
+        let addr = parse_addr_or(bare, DOT_PORT)
             .ok_or_else(|| d.error_at(t, format!("'{text}': expected tls://IP or tls://IP:PORT")))?;
         return Ok(vec![addr]);
     }
@@ -117,11 +108,16 @@ fn upstreams_of(d: &Directive, t: &Token, dir: &Path) -> Result<Vec<SocketAddr>,
 
 /// An upstream address: `IP`, `IP:PORT`, `[IPv6]:PORT`, `[IPv6]`; port 53 by default.
 pub fn parse_addr(s: &str) -> Option<SocketAddr> {
+    parse_addr_or(s, 53)
+}
+
+/// [`parse_addr`] with `port` when the text names none (853 for `tls://`).
+fn parse_addr_or(s: &str, port: u16) -> Option<SocketAddr> {
     if let Ok(a) = s.parse::<SocketAddr>() {
         return Some(a);
     }
     let ip = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(s);
-    ip.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, 53))
+    ip.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, port))
 }
 
 /// The `nameserver` addresses of a resolv.conf (port 53, at most [`MAX_UPSTREAMS`]); every
