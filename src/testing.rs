@@ -32,13 +32,25 @@ pub fn handler_with_zone(
     yaml: &str,
     memo: bool,
 ) -> Result<(DnsHandler, Arc<ClusterZone>), String> {
-    let path = Path::new("/dev/null/Corefile");
-    let cf = Corefile::parse_str(corefile, path).map_err(|e| e.to_string())?;
-    let config = Config::from_corefile(&cf, path, 53).map_err(|e| e.to_string())?;
+    let zone = zone_from_yaml(yaml)?;
+    Ok((handler_on_zone(corefile, &zone, memo)?, zone))
+}
+
+/// A synced zone holding the objects of `yaml`.
+pub fn zone_from_yaml(yaml: &str) -> Result<Arc<ClusterZone>, String> {
     let zone = Arc::new(ClusterZone::new());
     let mut report = manifests::LoadReport::default();
     manifests::load_str(yaml, Path::new("fixture.yaml"), &zone, &mut report).map_err(|e| e.to_string())?;
     zone.set_synced(true);
+    Ok(zone)
+}
+
+/// A handler with the server block `corefile` over an existing `zone`: two handlers on one zone
+/// give the same SOA serial, so their responses can be compared byte for byte.
+pub fn handler_on_zone(corefile: &str, zone: &Arc<ClusterZone>, memo: bool) -> Result<DnsHandler, String> {
+    let path = Path::new("/dev/null/Corefile");
+    let cf = Corefile::parse_str(corefile, path).map_err(|e| e.to_string())?;
+    let config = Config::from_corefile(&cf, path, 53).map_err(|e| e.to_string())?;
     let mut blocks = Vec::new();
     for block in &config.blocks {
         let ctx = BuildCtx {
@@ -79,7 +91,7 @@ pub fn handler_with_zone(
             ..Router::default()
         }
     };
-    Ok((DnsHandler::new(router_cell(router)), zone))
+    Ok(DnsHandler::new(router_cell(router)))
 }
 
 /// The conformance fixture behind [`KUBEADM_BLOCK`].
