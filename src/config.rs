@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::chain::{Configured, SetupCtx};
-use crate::corefile::{Corefile, CorefileError, Token, parse_zone_key};
+use crate::corefile::{Corefile, CorefileError, Scheme, Token, parse_zone_key};
 use crate::plugin::bind::BindConfig;
 use crate::plugin::bufsize::BufsizeConfig;
 use crate::plugin::health::HealthConfig;
@@ -19,6 +19,7 @@ use crate::plugin::metrics::PrometheusConfig;
 use crate::plugin::ready::ReadyConfig;
 use crate::plugin::registry;
 use crate::plugin::reload::ReloadConfig;
+use crate::plugin::tls::TlsConfig;
 
 /// The port a server block listens on when its key has none (CoreDNS's default).
 pub const DEFAULT_DNS_PORT: u16 = 53;
@@ -30,6 +31,8 @@ pub struct BlockConfig {
     pub zones: Vec<String>,
     /// The port (0 picks a free one, for tests).
     pub port: u16,
+    /// How its questions arrive: plain DNS, DNS over TLS or DNS over HTTPS.
+    pub scheme: Scheme,
     /// Its directives, parsed by their plugins' setups: one entry per directive, in the order
     /// first used (a directive used again folds into its entry, or is refused).
     pub plugins: Vec<(&'static str, Arc<dyn Configured>)>,
@@ -49,6 +52,12 @@ impl BlockConfig {
     /// The filter of its questions (`view`), if a directive sets one.
     pub fn view(&self) -> Option<Arc<dyn crate::chain::BlockFilter>> {
         self.plugins.iter().find_map(|(_, c)| c.block_filter())
+    }
+
+    /// The server's TLS configuration (`tls`): used by `tls://` and `https://` blocks, ignored
+    /// by plain DNS ones.
+    pub fn tls(&self) -> Option<Arc<tokio_rustls::rustls::ServerConfig>> {
+        self.get::<TlsConfig>().map(|t| t.server.clone())
     }
 
     /// The largest UDP payload the block advertises and fills: its `bufsize`, or 1232.
@@ -103,35 +112,69 @@ impl Config {
             // Each key's zone and port. Keys of one block may use different ports (as in
             // CoreDNS, `example.com example.io:1053`): the block is then served as one block
             // per port, each with its own zones and the same directives.
-            let mut keys: Vec<(String, u16, &Token)> = Vec::new();
+            let mut keys: Vec<(String, Scheme, u16, &Token)> = Vec::new();
             for key_token in &block.keys {
                 let key = parse_zone_key(key_token)?;
-                let key_port = key.port.unwrap_or(default_port);
-                if keys.iter().any(|(z, p, _)| *z == key.zone && *p == key_port) {
+                let key_port = key.port.unwrap_or(key.scheme.default_port(default_port));
+                if keys
+                    .iter()
+                    .any(|(z, s, p, _)| *z == key.zone && *s == key.scheme && *p == key_port)
+                {
                     return Err(key_token.error(format!(
                         "zone '{}' is listed twice in this server block",
                         key.zone
                     )));
                 }
-                keys.push((key.zone, key_port, key_token));
+                keys.push((key.zone, key.scheme, key_port, key_token));
             }
-            let mut ports: Vec<u16> = Vec::new();
-            for (_, p, _) in &keys {
-                if !ports.contains(p) {
-                    ports.push(*p);
+            // One served block per scheme and port.
+            let mut listens: Vec<(Scheme, u16)> = Vec::new();
+            for (_, s, p, _) in &keys {
+                if !listens.contains(&(*s, *p)) {
+                    listens.push((*s, *p));
                 }
             }
-            if ports.is_empty() {
-                ports.push(default_port);
+            if listens.is_empty() {
+                listens.push((Scheme::Dns, default_port));
             }
             // A zone and port may be served again after blocks with views (`view`): the first
             // block whose view admits a question takes it, a block without one takes the rest.
-            for &port in &ports {
+            // A port speaks one protocol.
+            for &(scheme, port) in &listens {
+                // The key to point at (a block always has one: the parser requires it).
+                let Some(at) = keys
+                    .iter()
+                    .find(|(_, s, p, _)| *s == scheme && *p == port)
+                    .map(|k| k.3)
+                    .or(block.keys.first())
+                else {
+                    continue;
+                };
+                // Port 0 (tests) gives each listener a port of its own.
+                if let Some((other, _)) = listens
+                    .iter()
+                    .find(|(s, p)| *p == port && *s != scheme && port != 0)
+                {
+                    return Err(at.error(format!(
+                        "port {port} cannot serve both {}:// and {}://",
+                        other.as_str(),
+                        scheme.as_str()
+                    )));
+                }
                 for earlier in &blocks {
-                    if earlier.port == port
-                        && let Some((z, _, key)) = keys
-                            .iter()
-                            .find(|(z, p, _)| *p == port && earlier.zones.contains(z))
+                    if earlier.port != port || (earlier.scheme != scheme && port == 0) {
+                        continue;
+                    }
+                    if earlier.scheme != scheme {
+                        return Err(at.error(format!(
+                            "port {port} is served as {}:// by an earlier server block and cannot also serve {}://",
+                            earlier.scheme.as_str(),
+                            scheme.as_str()
+                        )));
+                    }
+                    if let Some((z, _, _, key)) = keys
+                        .iter()
+                        .find(|(z, s, p, _)| *s == scheme && *p == port && earlier.zones.contains(z))
                         && earlier.view().is_none()
                     {
                         return Err(key.error(format!(
@@ -142,7 +185,7 @@ impl Config {
             }
             // The directives are set up once, against every zone of the block.
             let mut all_zones: Vec<String> = Vec::new();
-            for (z, _, _) in &keys {
+            for (z, _, _, _) in &keys {
                 if !all_zones.contains(z) {
                     all_zones.push(z.clone());
                 }
@@ -165,15 +208,16 @@ impl Config {
             for (_, c) in &plugins {
                 c.check(&plugins)?;
             }
-            for &port in &ports {
+            for &(scheme, port) in &listens {
                 let zones = keys
                     .iter()
-                    .filter(|(_, p, _)| *p == port)
-                    .map(|(z, _, _)| z.clone())
+                    .filter(|(_, s, p, _)| *s == scheme && *p == port)
+                    .map(|(z, _, _, _)| z.clone())
                     .collect();
                 blocks.push(BlockConfig {
                     zones,
                     port,
+                    scheme,
                     plugins: plugins.clone(),
                 });
             }

@@ -10,12 +10,13 @@ pub(super) fn zone_name(z: &str) -> Result<Name, StartError> {
         .map_err(|_| StartError::Zone(z.to_owned()))
 }
 
-/// The `server` label of a listen address, as CoreDNS writes it (`dns://:53`).
+/// The `server` label of a listen address, as CoreDNS writes it (`dns://:53`, `tls://:853`).
 pub(super) fn server_label(key: &ListenKey) -> String {
+    let scheme = key.2.as_str();
     match key {
-        (None, port) => format!("dns://:{port}"),
-        (Some(IpAddr::V6(ip)), port) => format!("dns://[{ip}]:{port}"),
-        (Some(ip), port) => format!("dns://{ip}:{port}"),
+        (None, port, _) => format!("{scheme}://:{port}"),
+        (Some(IpAddr::V6(ip)), port, _) => format!("{scheme}://[{ip}]:{port}"),
+        (Some(ip), port, _) => format!("{scheme}://{ip}:{port}"),
     }
 }
 
@@ -28,6 +29,7 @@ pub(super) async fn build(
 ) -> Result<Generation, StartError> {
     let mut sources: Vec<Arc<Source>> = Vec::new();
     let mut routers: BTreeMap<ListenKey, Router> = BTreeMap::new();
+    let mut tls = BTreeMap::new();
     let mut chains = Vec::new();
     for block in &config.blocks {
         let mut cluster_zone = None;
@@ -40,10 +42,21 @@ pub(super) async fn build(
             sources.push(source);
         }
         let keys: Vec<ListenKey> = if block.bind().is_empty() {
-            vec![(None, block.port)]
+            vec![(None, block.port, block.scheme)]
         } else {
-            block.bind().iter().map(|ip| (Some(*ip), block.port)).collect()
+            block
+                .bind()
+                .iter()
+                .map(|ip| (Some(*ip), block.port, block.scheme))
+                .collect()
         };
+        if block.scheme != Scheme::Dns
+            && let Some(config) = block.tls()
+        {
+            for key in &keys {
+                tls.entry(*key).or_insert_with(|| config.clone());
+            }
+        }
         // The plugin order and composition live in the registry (`plugin::registry`). One chain
         // serves every address of the block; its metrics carry the first address's label.
         let first_server = keys.first().map(server_label).unwrap_or_default();
@@ -85,6 +98,7 @@ pub(super) async fn build(
         config,
         sources,
         routers,
+        tls,
         chains,
     })
 }
@@ -215,15 +229,17 @@ mod tests {
 
     #[test]
     fn server_labels_are_coredns_s() {
-        assert_eq!(server_label(&(None, 53)), "dns://:53");
+        assert_eq!(server_label(&(None, 53, Scheme::Dns)), "dns://:53");
         assert_eq!(
-            server_label(&(Some("127.0.0.1".parse().unwrap()), 1053)),
+            server_label(&(Some("127.0.0.1".parse().unwrap()), 1053, Scheme::Dns)),
             "dns://127.0.0.1:1053"
         );
         assert_eq!(
-            server_label(&(Some("::1".parse().unwrap()), 53)),
+            server_label(&(Some("::1".parse().unwrap()), 53, Scheme::Dns)),
             "dns://[::1]:53"
         );
+        assert_eq!(server_label(&(None, 853, Scheme::Tls)), "tls://:853");
+        assert_eq!(server_label(&(None, 443, Scheme::Https)), "https://:443");
     }
 
     /// Blocks are grouped by listen address (a `bind` per address), each block gets one chain
@@ -237,7 +253,7 @@ mod tests {
         let g = build(config(&dir, text), &shared, &[]).await.unwrap();
         let keys: Vec<String> = g.routers.keys().map(server_label).collect();
         assert_eq!(keys, ["dns://127.0.0.1:0", "dns://127.0.0.2:0"]);
-        let first = &g.routers[&(Some("127.0.0.1".parse().unwrap()), 0)];
+        let first = &g.routers[&(Some("127.0.0.1".parse().unwrap()), 0, Scheme::Dns)];
         assert_eq!(first.blocks.len(), 2);
         let names: Vec<&str> = first.blocks[0].chain.plugins().iter().map(|p| p.name()).collect();
         assert_eq!(names, ["cache", "kubernetes", "loop"]);

@@ -3,13 +3,48 @@
 
 use super::*;
 
-pub(super) async fn bind_dns(key: ListenKey) -> Result<server::Listeners, ServerError> {
+/// What the connections of a listen address speak: plain DNS, or DNS over TLS or HTTPS with
+/// `tls` (CoreDNS serves a `tls://` block without a `tls` directive unencrypted, and an
+/// `https://` one as plain HTTP; both are logged).
+fn stream_protocol(
+    key: &ListenKey,
+    tls: Option<&tokio_rustls::rustls::ServerConfig>,
+) -> server::tcp::StreamProtocol {
+    use server::tcp::StreamProtocol;
+    match (key.2, tls) {
+        (Scheme::Dns, _) => StreamProtocol::Tcp,
+        (Scheme::Tls, Some(c)) => StreamProtocol::dot(c),
+        (Scheme::Tls, None) => {
+            tracing::warn!(server = %server_label(key), "tls:// block without a 'tls' directive: serving DNS over unencrypted TCP, as CoreDNS does");
+            StreamProtocol::Tcp
+        }
+        (Scheme::Https, Some(c)) => StreamProtocol::doh(Some(c)),
+        (Scheme::Https, None) => {
+            tracing::warn!(server = %server_label(key), "https:// block without a 'tls' directive: serving DNS over plain HTTP (for a TLS-terminating proxy), as CoreDNS does");
+            StreamProtocol::doh(None)
+        }
+    }
+}
+
+pub(super) async fn bind_dns(
+    key: ListenKey,
+    protocol: server::tcp::StreamProtocol,
+) -> Result<server::Listeners, ServerError> {
+    let bind = |addr: SocketAddr| {
+        let protocol = protocol.clone();
+        async move {
+            match key.2 {
+                Scheme::Dns => server::bind(addr).await,
+                Scheme::Tls | Scheme::Https => server::bind_stream(addr, protocol).await,
+            }
+        }
+    };
     match key {
-        (Some(ip), port) => server::bind(SocketAddr::new(ip, port)).await,
+        (Some(ip), port, _) => bind(SocketAddr::new(ip, port)).await,
         // All interfaces: dual-stack where the host has IPv6, else IPv4 only.
-        (None, port) => match server::bind(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port)).await {
+        (None, port, _) => match bind(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port)).await {
             Ok(s) => Ok(s),
-            Err(_) => server::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port)).await,
+            Err(_) => bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port)).await,
         },
     }
 }
@@ -17,9 +52,11 @@ pub(super) async fn bind_dns(key: ListenKey) -> Result<server::Listeners, Server
 pub(super) async fn listen(
     key: ListenKey,
     router: Router,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     tcp: &TcpMetrics,
 ) -> Result<Listener, ServerError> {
-    let sockets = bind_dns(key).await?;
+    let protocol = stream_protocol(&key, tls.as_deref());
+    let sockets = bind_dns(key, protocol.clone()).await?;
     let addr = sockets.local_addr().map_err(|source| ServerError::Bind {
         addr: format!("{key:?}"),
         source,
@@ -29,7 +66,12 @@ pub(super) async fn listen(
         .iter()
         .flat_map(|b| b.zones.iter().map(|z| z.to_string()))
         .collect();
-    tracing::info!(%addr, zones = %zone_list.join(" "), "serving DNS over UDP and TCP");
+    let over = match key.2 {
+        Scheme::Dns => "UDP and TCP",
+        Scheme::Tls => "TLS",
+        Scheme::Https => "HTTPS",
+    };
+    tracing::info!(%addr, zones = %zone_list.join(" "), "serving DNS over {over}");
     let cell = server::router_cell(router);
     let (stop, rx) = oneshot::channel::<()>();
     let tcp_limits = server::tcp::TcpLimits {
@@ -47,6 +89,7 @@ pub(super) async fn listen(
     Ok(Listener {
         addr,
         cell,
+        protocol,
         stop,
         task,
     })

@@ -26,7 +26,7 @@ use crate::cluster::metrics::KubernetesMetrics;
 use crate::cluster::watch::{self, SyncState, WatchSource};
 use crate::cluster::{ClusterZone, manifests};
 use crate::config::{BlockConfig, Config, HttpEndpoints};
-use crate::corefile::{Corefile, CorefileError};
+use crate::corefile::{Corefile, CorefileError, Scheme};
 use crate::plugin::health;
 use crate::plugin::kubernetes::setup::{ApiSource, KubernetesConfig};
 use crate::plugin::loop_detect::{LoopDetect, LoopStatus};
@@ -130,16 +130,22 @@ struct Generation {
     config: Config,
     sources: Vec<Arc<Source>>,
     routers: BTreeMap<ListenKey, Router>,
+    /// The TLS configuration of each `tls://` or `https://` listen address whose blocks have
+    /// a `tls` directive (the first block's).
+    tls: BTreeMap<ListenKey, Arc<tokio_rustls::rustls::ServerConfig>>,
     chains: Vec<Chain>,
 }
 
-/// Where a group of server blocks listens: an address (`None`: all interfaces) and a port.
-type ListenKey = (Option<IpAddr>, u16);
+/// Where a group of server blocks listens: an address (`None`: all interfaces), a port, and
+/// how questions arrive there.
+type ListenKey = (Option<IpAddr>, u16, Scheme);
 
 #[derive(Debug)]
 struct Listener {
     addr: SocketAddr,
     cell: RouterCell,
+    /// What its connections speak (its TLS configuration is replaced on reload).
+    protocol: server::tcp::StreamProtocol,
     stop: oneshot::Sender<()>,
     task: JoinHandle<Result<(), ServerError>>,
 }
@@ -341,7 +347,8 @@ pub async fn start_with_port(config: &Config, default_port: u16) -> Result<Runni
     let generation = build(config.clone(), &shared, &[]).await?;
     let mut listeners = BTreeMap::new();
     for (key, router) in &generation.routers {
-        listeners.insert(*key, listen(*key, router.clone(), &shared.tcp).await?);
+        let tls = generation.tls.get(key).cloned();
+        listeners.insert(*key, listen(*key, router.clone(), tls, &shared.tcp).await?);
     }
     let mut http = Vec::new();
     let mut http_addrs = Vec::new();

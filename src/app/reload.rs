@@ -89,7 +89,8 @@ pub(super) async fn apply(inner: &Inner, config: Config) -> Result<(), StartErro
     let mut fresh = BTreeMap::new();
     for (key, router) in &generation.routers {
         if !running_keys.contains(key) {
-            fresh.insert(*key, listen(*key, router.clone(), &inner.shared.tcp).await?);
+            let tls = generation.tls.get(key).cloned();
+            fresh.insert(*key, listen(*key, router.clone(), tls, &inner.shared.tcp).await?);
         }
     }
     let mut stopped = Vec::new();
@@ -104,6 +105,12 @@ pub(super) async fn apply(inner: &Inner, config: Config) -> Result<(), StartErro
         for (key, listener) in &state.listeners {
             if let Some(router) = generation.routers.get(key) {
                 listener.cell.store(Arc::new(router.clone()));
+            }
+            // New certificates take effect for new connections.
+            if let Some(tls) = generation.tls.get(key)
+                && !listener.protocol.update_tls(tls)
+            {
+                tracing::warn!(addr = %listener.addr, "reload: a 'tls' directive added to a running listener takes effect after a restart");
             }
         }
         let gone: Vec<ListenKey> = state

@@ -27,7 +27,7 @@ pub use duration::parse_duration;
 pub use http_addr::parse_http_addr;
 pub use net::Cidr;
 pub use parser::MAX_IMPORT_DEPTH;
-pub use zone::{ZoneKey, is_reverse_zone, normalize_zone, normalize_zone_or_cidr, parse_zone_key};
+pub use zone::{Scheme, ZoneKey, is_reverse_zone, normalize_zone, normalize_zone_or_cidr, parse_zone_key};
 
 /// Where something stands in a Corefile: the file and the line (from 1).
 ///

@@ -1,15 +1,48 @@
-//! Server block keys and zone names: `[dns://]ZONE[:PORT]`, the root (`.`, `:53`), and CIDR
-//! reverse keys (`10.0.0.0/8`, `fd00::/8`), normalized to lower-case absolute names.
+//! Server block keys and zone names: `[dns://|tls://|https://]ZONE[:PORT]`, the root (`.`,
+//! `:53`), and CIDR reverse keys (`10.0.0.0/8`, `fd00::/8`), normalized to lower-case absolute names.
 
 use std::net::IpAddr;
 
 use super::{CorefileError, Token};
 
+/// How a server block's questions arrive: its key's scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Scheme {
+    /// `dns://` or no scheme: DNS over UDP and TCP.
+    #[default]
+    Dns,
+    /// `tls://`: DNS over TLS (RFC 7858), TCP only.
+    Tls,
+    /// `https://`: DNS over HTTPS (RFC 8484), `POST` and `GET` on `/dns-query`.
+    Https,
+}
+
+impl Scheme {
+    /// The scheme as written in a key and in the `server` metric label (`dns`, `tls`, `https`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Dns => "dns",
+            Self::Tls => "tls",
+            Self::Https => "https",
+        }
+    }
+
+    /// The port of a key that names none: `dns_port` (53, or `-dns.port`) for plain DNS, 853
+    /// for DNS over TLS, 443 for DNS over HTTPS (as CoreDNS).
+    pub fn default_port(self, dns_port: u16) -> u16 {
+        match self {
+            Self::Dns => dns_port,
+            Self::Tls => 853,
+            Self::Https => 443,
+        }
+    }
+}
+
 /// A server block key, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZoneKey {
-    /// The scheme; always `dns` (the only one cluster-dns serves).
-    pub scheme: String,
+    /// How its questions arrive.
+    pub scheme: Scheme,
     /// The zone: lower-case, absolute (trailing dot), `.` for the root.
     pub zone: String,
     /// The port, if the key names one.
@@ -32,20 +65,22 @@ pub fn parse_zone_key(t: &Token) -> Result<ZoneKey, CorefileError> {
         Some((s, rest)) => (s.to_ascii_lowercase(), rest),
         None => ("dns".to_owned(), key),
     };
-    match scheme.as_str() {
-        "dns" => {}
-        "tls" | "https" | "grpc" | "grpcs" | "quic" | "h3" => {
+    let scheme = match scheme.as_str() {
+        "dns" => Scheme::Dns,
+        "tls" => Scheme::Tls,
+        "https" => Scheme::Https,
+        "grpc" | "grpcs" | "quic" | "h3" => {
             return Err(bad(format!(
-                "{scheme}:// servers are not supported by cluster-dns (only plain DNS, dns://, over UDP and TCP)"
+                "{scheme}:// servers are not supported by cluster-dns (dns://, tls:// and https:// are)"
             )));
         }
         "" => return Err(bad("missing scheme before '://'".into())),
         other => {
             return Err(bad(format!(
-                "unknown scheme '{other}://' (only dns:// is supported)"
+                "unknown scheme '{other}://' (dns://, tls:// and https:// are supported)"
             )));
         }
-    }
+    };
     if rest.starts_with('[') {
         return Err(bad(
             "a key is a zone, not an address: to choose the listening address use the 'bind' directive"
@@ -209,7 +244,7 @@ mod tests {
 
     fn zone(s: &str) -> (String, Option<u16>) {
         let k = key(s).unwrap();
-        assert_eq!(k.scheme, "dns");
+        assert_eq!(k.scheme, Scheme::Dns);
         (k.zone, k.port)
     }
 
@@ -224,6 +259,23 @@ mod tests {
         assert_eq!(zone("DNS://example.org"), ("example.org.".into(), None));
         assert_eq!(zone("example.org:0"), ("example.org.".into(), Some(0)));
         assert_eq!(zone("dns://"), (".".into(), None));
+    }
+
+    #[test]
+    fn tls_and_https_keys() {
+        let k = key("tls://.:5553").unwrap();
+        assert_eq!(
+            (k.scheme, k.zone.as_str(), k.port),
+            (Scheme::Tls, ".", Some(5553))
+        );
+        let k = key("HTTPS://cluster.local").unwrap();
+        assert_eq!(
+            (k.scheme, k.zone.as_str(), k.port),
+            (Scheme::Https, "cluster.local.", None)
+        );
+        assert_eq!(Scheme::Tls.default_port(53), 853);
+        assert_eq!(Scheme::Https.default_port(53), 443);
+        assert_eq!(Scheme::Dns.default_port(1053), 1053);
     }
 
     #[test]
@@ -247,8 +299,6 @@ mod tests {
     #[test]
     fn bad_keys() {
         let cases = [
-            ("tls://.:853", "tls:// servers are not supported"),
-            ("https://.:443", "https:// servers are not supported"),
             ("grpc://.", "grpc:// servers are not supported"),
             ("udp://.", "unknown scheme 'udp://'"),
             ("://.", "missing scheme"),

@@ -23,4 +23,5 @@ pub mod registry;
 pub mod reload;
 pub mod rewrite;
 pub mod template;
+pub mod tls;
 pub mod view;

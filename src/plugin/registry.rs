@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::{
     acl, any, autopath, bind, bufsize, cache, dns64, errors, forward, health, hosts, kubernetes, loadbalance,
-    log, loop_detect, metrics, ready, reload, rewrite, template, view,
+    log, loop_detect, metrics, ready, reload, rewrite, template, tls, view,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -63,6 +63,7 @@ pub fn register_families(metrics: &DnsMetrics) -> Result<(), prometheus::Error> 
 /// Every implemented directive, in chain order (CoreDNS's `plugin.cfg`). Directives outside the
 /// query path keep their place too, so `coredns_plugin_enabled` and `--check` list them alike.
 pub const PLUGINS: &[Entry] = &[
+    entry("tls", tls::setup),
     entry("reload", reload::setup),
     entry("bufsize", bufsize::setup),
     entry("bind", bind::setup),
@@ -103,7 +104,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("metadata", "the metadata plugin"),
     ("nsid", "the nsid plugin"),
     ("timeouts", "the timeouts plugin"),
-    ("tls", "DNS over TLS"),
     ("minimal", "the minimal plugin"),
     ("root", "the root plugin"),
     ("trace", "the trace plugin"),

@@ -19,10 +19,12 @@ pub const TCP_DRAIN_LIMIT: Duration = Duration::from_secs(8);
 /// UDP worker, and the TCP listener.
 #[derive(Debug)]
 pub struct Listeners {
-    /// The UDP sockets, all bound to the same address.
+    /// The UDP sockets, all bound to the same address (none for DNS over TLS or HTTPS).
     pub udp: Vec<std::net::UdpSocket>,
     /// The TCP listener on the same address.
     pub tcp: TcpListener,
+    /// What the TCP listener's connections speak.
+    pub protocol: tcp::StreamProtocol,
 }
 
 impl Listeners {
@@ -65,9 +67,28 @@ pub async fn bind_with(addr: SocketAddr, udp_sockets: usize) -> Result<Listeners
         for _ in 1..n {
             udp.push(udp::bind_socket(at).map_err(err)?);
         }
-        return Ok(Listeners { udp, tcp });
+        return Ok(Listeners {
+            udp,
+            tcp,
+            protocol: tcp::StreamProtocol::Tcp,
+        });
     }
     Err(err(last.unwrap_or_else(|| std::io::Error::other("no free port"))))
+}
+
+/// A TCP listener alone on `addr` speaking `protocol` (DNS over TLS or HTTPS: no UDP).
+pub async fn bind_stream(addr: SocketAddr, protocol: tcp::StreamProtocol) -> Result<Listeners, ServerError> {
+    let tcp = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind {
+            addr: addr.to_string(),
+            source,
+        })?;
+    Ok(Listeners {
+        udp: Vec::new(),
+        tcp,
+        protocol,
+    })
 }
 
 /// Serves `router` on the bound `listeners` until `shutdown` completes: one UDP worker thread per
@@ -103,10 +124,11 @@ pub async fn serve_with(
             workers.push(w);
         }
         let mut stopped = tcp_stopped.clone();
-        tcp_tasks.push(tokio::spawn(tcp::serve_until(
+        tcp_tasks.push(tokio::spawn(tcp::serve_protocol_until(
             l.tcp,
             handler.clone(),
             tcp_limits.clone(),
+            l.protocol,
             async move {
                 let _ = stopped.wait_for(|s| *s).await;
             },

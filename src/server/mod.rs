@@ -8,6 +8,7 @@
 //! [`serve`] takes already-bound sockets and a shutdown future, so tests bind port 0 and stop
 //! the server cleanly.
 
+mod doh;
 pub mod fit;
 mod listen;
 pub mod memo;
@@ -17,7 +18,7 @@ mod route;
 pub mod tcp;
 pub mod udp;
 
-pub use listen::{Listeners, TCP_DRAIN_LIMIT, bind, bind_with, serve, serve_with};
+pub use listen::{Listeners, TCP_DRAIN_LIMIT, bind, bind_stream, bind_with, serve, serve_with};
 use request::{Parsed, cookies_well_formed, parse_body};
 pub use route::{BlockRoute, Router, RouterCell, router_cell};
 

@@ -18,6 +18,10 @@
 //!   is closed to admit the new one ([`Slots`]); only when every connection has a query in flight
 //!   is the new one closed.
 //!
+//! The same listener serves DNS over TLS (RFC 7858: the same framing inside TLS, the handshake
+//! within the message deadline) and DNS over HTTPS (RFC 8484, in [`super::doh`]) when its
+//! [`StreamProtocol`] says so; the bounds above hold for those connections too.
+//!
 //! It also raises the soft open-file limit to the hard one at start ([`raise_nofile_limit`]).
 
 use std::collections::{BTreeSet, HashMap};
@@ -28,12 +32,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use arc_swap::ArcSwap;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::ServerConfig;
 
 use super::{DnsHandler, TCP_IDLE_TIMEOUT};
 use crate::proto::Transport;
@@ -53,6 +59,60 @@ pub const MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
 pub const FIRST_CHUNK: usize = 512;
 /// The default budget per listener for message bytes beyond each message's first chunk.
 pub const DEFAULT_BUFFER_BUDGET: usize = 4 << 20;
+
+/// A listener's TLS configuration, replaced in place when a reload brings new certificates
+/// (connections already open keep theirs).
+pub type TlsCell = Arc<ArcSwap<ServerConfig>>;
+
+/// What a stream listener speaks.
+#[derive(Debug, Clone, Default)]
+pub enum StreamProtocol {
+    /// DNS over TCP, each message with its length prefix (RFC 7766).
+    #[default]
+    Tcp,
+    /// DNS over TLS (RFC 7858): the same framing inside TLS.
+    Tls(TlsCell),
+    /// DNS over HTTPS (RFC 8484) on `/dns-query`; plain HTTP/1.1 without TLS (for a
+    /// TLS-terminating proxy in front, as CoreDNS allows).
+    Https(Option<TlsCell>),
+}
+
+impl StreamProtocol {
+    /// DNS over TLS with `config`, offering the `dot` ALPN protocol (RFC 7858 §3.2).
+    pub fn dot(config: &ServerConfig) -> Self {
+        Self::Tls(Arc::new(ArcSwap::from_pointee(Self::with_alpn(
+            config,
+            &[b"dot"],
+        ))))
+    }
+
+    /// DNS over HTTPS, over TLS with `config` (offering `h2` and `http/1.1`), or plain HTTP.
+    pub fn doh(config: Option<&ServerConfig>) -> Self {
+        Self::Https(
+            config.map(|c| Arc::new(ArcSwap::from_pointee(Self::with_alpn(c, &[b"h2", b"http/1.1"])))),
+        )
+    }
+
+    /// Puts `config` in place of the listener's TLS configuration, keeping its ALPN protocols.
+    /// False when this protocol has no TLS to update.
+    pub fn update_tls(&self, config: &ServerConfig) -> bool {
+        let cell = match self {
+            Self::Tls(cell) | Self::Https(Some(cell)) => cell,
+            Self::Tcp | Self::Https(None) => return false,
+        };
+        let alpn = cell.load().alpn_protocols.clone();
+        let mut next = config.clone();
+        next.alpn_protocols = alpn;
+        cell.store(Arc::new(next));
+        true
+    }
+
+    fn with_alpn(config: &ServerConfig, protocols: &[&[u8]]) -> ServerConfig {
+        let mut c = config.clone();
+        c.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
+        c
+    }
+}
 
 /// What bounds the TCP connections of one listener.
 #[derive(Debug, Clone)]
@@ -531,13 +591,14 @@ impl Drop for Slot {
 
 /// What one listener's connections share.
 #[derive(Debug)]
-struct Shared {
-    handler: DnsHandler,
+pub(super) struct Shared {
+    pub(super) handler: DnsHandler,
     /// Turns true when the listener stops: each connection stops reading, sends the answers
     /// in flight and closes.
-    stopping: tokio::sync::watch::Receiver<bool>,
-    limits: TcpLimits,
-    budget: Arc<Budget>,
+    pub(super) stopping: tokio::sync::watch::Receiver<bool>,
+    pub(super) limits: TcpLimits,
+    protocol: StreamProtocol,
+    pub(super) budget: Arc<Budget>,
     addr: String,
     /// The limit and buffer warnings, each logged once per listener.
     warned_limit: AtomicBool,
@@ -545,7 +606,7 @@ struct Shared {
 }
 
 impl Shared {
-    fn closed(&self, reason: CloseReason) {
+    pub(super) fn closed(&self, reason: CloseReason) {
         if let Some(m) = &self.limits.metrics {
             m.closed(reason);
         }
@@ -591,6 +652,17 @@ pub async fn serve_until(
     limits: TcpLimits,
     shutdown: impl Future<Output = ()> + Send,
 ) {
+    serve_protocol_until(listener, handler, limits, StreamProtocol::Tcp, shutdown).await;
+}
+
+/// [`serve_until`], speaking `protocol` on each connection.
+pub async fn serve_protocol_until(
+    listener: TcpListener,
+    handler: DnsHandler,
+    limits: TcpLimits,
+    protocol: StreamProtocol,
+    shutdown: impl Future<Output = ()> + Send,
+) {
     let addr = listener
         .local_addr()
         .map_or_else(|_| "?".to_owned(), |a| a.to_string());
@@ -606,6 +678,7 @@ pub async fn serve_until(
         stopping,
         budget: Budget::new(limits.buffer_budget),
         limits,
+        protocol,
         addr,
         warned_limit: AtomicBool::new(false),
         warned_buffer: AtomicBool::new(false),
@@ -622,7 +695,7 @@ pub async fn serve_until(
         match accepted {
             Ok((stream, src)) => match slots.admit(process_max) {
                 Admission::Admitted { slot, .. } => {
-                    connections.spawn(connection(stream, src, shared.clone(), slot));
+                    connections.spawn(serve_accepted(stream, src, shared.clone(), slot));
                 }
                 Admission::Refused => {
                     shared.closed(CloseReason::Limit);
@@ -641,9 +714,54 @@ pub async fn serve_until(
     while connections.join_next().await.is_some() {}
 }
 
-async fn connection(stream: TcpStream, src: SocketAddr, shared: Arc<Shared>, slot: Slot) {
+/// One accepted connection, in its listener's protocol.
+async fn serve_accepted(stream: TcpStream, src: SocketAddr, shared: Arc<Shared>, slot: Slot) {
     let _ = stream.set_nodelay(true);
-    let (rd, wr) = stream.into_split();
+    match shared.protocol.clone() {
+        StreamProtocol::Tcp => connection(stream, src, shared, slot).await,
+        StreamProtocol::Tls(cell) => {
+            if let Some(tls) = handshake(&cell, stream, src, &shared).await {
+                connection(tls, src, shared, slot).await;
+            }
+        }
+        StreamProtocol::Https(None) => super::doh::connection(stream, src, shared, slot, false).await,
+        StreamProtocol::Https(Some(cell)) => {
+            if let Some(tls) = handshake(&cell, stream, src, &shared).await {
+                let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                super::doh::connection(tls, src, shared, slot, h2).await;
+            }
+        }
+    }
+}
+
+/// The server side of a TLS handshake, within the message deadline; `None` (and counted as a
+/// deadline close when it timed out) when it did not complete.
+async fn handshake(
+    cell: &TlsCell,
+    stream: TcpStream,
+    src: SocketAddr,
+    shared: &Shared,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let acceptor = TlsAcceptor::from(cell.load_full());
+    match tokio::time::timeout(shared.limits.message_deadline, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => Some(tls),
+        Ok(Err(error)) => {
+            tracing::debug!(%src, %error, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            shared.closed(CloseReason::Deadline);
+            tracing::debug!(%src, "TLS handshake not done within the message deadline");
+            None
+        }
+    }
+}
+
+async fn connection<S>(stream: S, src: SocketAddr, shared: Arc<Shared>, slot: Slot)
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let (rd, wr) = tokio::io::split(stream);
     let wr = Arc::new(tokio::sync::Mutex::new(wr));
     let mut reader = MessageReader::new(rd, shared.budget.clone());
     let mut in_flight = JoinSet::new();
@@ -724,7 +842,11 @@ struct Stalled(bool);
 
 /// Writes `msg` with its length prefix, waiting at most `deadline` for the socket (and for the
 /// answers before it).
-async fn write_framed(wr: &tokio::sync::Mutex<OwnedWriteHalf>, msg: &[u8], deadline: Duration) -> Stalled {
+async fn write_framed<W: AsyncWrite + Unpin>(
+    wr: &tokio::sync::Mutex<W>,
+    msg: &[u8],
+    deadline: Duration,
+) -> Stalled {
     let Ok(len) = u16::try_from(msg.len()) else {
         return Stalled(false);
     };
@@ -733,7 +855,9 @@ async fn write_framed(wr: &tokio::sync::Mutex<OwnedWriteHalf>, msg: &[u8], deadl
     framed.extend_from_slice(msg);
     let write = async {
         let mut w = wr.lock().await;
-        w.write_all(&framed).await
+        w.write_all(&framed).await?;
+        // TLS holds records until flushed; a plain socket's flush does nothing.
+        w.flush().await
     };
     match tokio::time::timeout(deadline, write).await {
         Ok(Ok(())) => Stalled(false),

@@ -21,6 +21,7 @@ mod keys;
 mod layers;
 mod memo;
 mod monitoring;
+mod serve_tls;
 mod support;
 mod tcp_limits;
 mod template;

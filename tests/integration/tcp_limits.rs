@@ -24,6 +24,14 @@ use crate::support;
 /// The TCP transport alone, in process, over an empty router (every query REFUSED), with its
 /// metrics in a registry of its own.
 async fn serve_tcp(limits: TcpLimits) -> (SocketAddr, DnsMetrics, tokio::task::JoinHandle<()>) {
+    serve_stream(limits, tcp::StreamProtocol::Tcp).await
+}
+
+/// [`serve_tcp`] speaking `protocol` (DNS over TCP, TLS or HTTPS).
+async fn serve_stream(
+    limits: TcpLimits,
+    protocol: tcp::StreamProtocol,
+) -> (SocketAddr, DnsMetrics, tokio::task::JoinHandle<()>) {
     let metrics = DnsMetrics::new().unwrap();
     let tcp_metrics = TcpMetrics::register(metrics.registry()).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -33,7 +41,13 @@ async fn serve_tcp(limits: TcpLimits) -> (SocketAddr, DnsMetrics, tokio::task::J
         ..limits
     };
     let handler = DnsHandler::new(router_cell(Router::default()));
-    let task = tokio::spawn(tcp::serve_limited(listener, handler, limits));
+    let task = tokio::spawn(tcp::serve_protocol_until(
+        listener,
+        handler,
+        limits,
+        protocol,
+        std::future::pending(),
+    ));
     (addr, metrics, task)
 }
 
@@ -326,4 +340,110 @@ async fn a_client_that_does_not_read_its_answers_is_closed_at_the_deadline() {
     assert_eq!(closed(&text, "dns://test", "deadline"), 1.0, "{text}");
     assert_eq!(tcp_series(&text, "open", "server=\"dns://test\""), 0.0, "{text}");
     writer.abort();
+}
+
+/// DNS over HTTPS connections meet the TCP listener's bounds: idle ones (with and without a
+/// request answered) are closed at the idle timeout, and at the connection limit the one
+/// waiting longest makes room.
+#[tokio::test]
+async fn dns_over_https_connections_are_bounded_like_tcp_ones() {
+    let (addr, metrics, _task) = serve_stream(
+        TcpLimits {
+            idle_timeout: Duration::from_millis(300),
+            message_deadline: Duration::from_secs(600),
+            ..TcpLimits::default()
+        },
+        tcp::StreamProtocol::doh(None),
+    )
+    .await;
+    let mut conns = Vec::new();
+    for _ in 0..5 {
+        conns.push(TcpStream::connect(addr).await.unwrap());
+    }
+    // One asks (keep-alive) and reads its answer, then idles like the others.
+    let mut asking = TcpStream::connect(addr).await.unwrap();
+    let q = support::query("example.org.", RecordType::A);
+    let wire = hickory_proto::serialize::binary::BinEncodable::to_bytes(&q).unwrap();
+    let mut post = format!(
+        "POST /dns-query HTTP/1.1\r\nHost: t\r\nContent-Type: application/dns-message\r\nContent-Length: {}\r\n\r\n",
+        wire.len()
+    )
+    .into_bytes();
+    post.extend_from_slice(&wire);
+    asking.write_all(&post).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&got).contains("\r\n\r\n") {
+        let n = asking.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed before answering");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    conns.push(asking);
+    for s in &mut conns {
+        closed_by_server(s).await;
+    }
+    let text = metrics.render();
+    assert_eq!(closed(&text, "dns://test", "idle"), 6.0, "{text}");
+    assert_eq!(tcp_series(&text, "open", "server=\"dns://test\""), 0.0);
+
+    let (addr, metrics, _task) = serve_stream(
+        TcpLimits {
+            max_connections: 2,
+            idle_timeout: Duration::from_secs(600),
+            message_deadline: Duration::from_secs(600),
+            ..TcpLimits::default()
+        },
+        tcp::StreamProtocol::doh(None),
+    )
+    .await;
+    let mut first = TcpStream::connect(addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let _second = TcpStream::connect(addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let _third = TcpStream::connect(addr).await.unwrap();
+    closed_by_server(&mut first).await;
+    let text = metrics.render();
+    assert_eq!(closed(&text, "dns://test", "limit"), 1.0, "{text}");
+}
+
+/// A DNS-over-TLS client that never finishes its handshake is closed at the message deadline.
+#[tokio::test]
+async fn a_tls_handshake_that_never_ends_is_closed_at_the_deadline() {
+    let dir = support::temp_dir("tls-handshake");
+    let pki = fake_apiserver::tls::TestPki::new("handshake CA").unwrap();
+    let id = pki.server(&["127.0.0.1"]).unwrap();
+    std::fs::write(dir.join("cert.pem"), &id.cert_pem).unwrap();
+    std::fs::write(dir.join("key.pem"), &id.key_pem).unwrap();
+    let path = dir.join("Corefile");
+    let cf =
+        cluster_dns::corefile::Corefile::parse_str("tls://.:0 {\n tls cert.pem key.pem\n}\n", &path).unwrap();
+    let config = cluster_dns::config::Config::from_corefile(&cf, &path, 53).unwrap();
+    let tls = config.blocks[0].tls().expect("the block's TLS configuration");
+    let (addr, metrics, _task) = serve_stream(
+        TcpLimits {
+            message_deadline: Duration::from_millis(300),
+            idle_timeout: Duration::from_secs(600),
+            ..TcpLimits::default()
+        },
+        tcp::StreamProtocol::dot(&tls),
+    )
+    .await;
+    let mut conns = Vec::new();
+    for _ in 0..10 {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        // The first bytes of a TLS record header, and nothing more.
+        s.write_all(&[0x16, 0x03, 0x01]).await.unwrap();
+        conns.push(s);
+    }
+    for s in &mut conns {
+        closed_by_server(s).await;
+    }
+    let text = metrics.render();
+    assert_eq!(closed(&text, "dns://test", "deadline"), 10.0, "{text}");
+    assert_eq!(tcp_series(&text, "open", "server=\"dns://test\""), 0.0);
 }
