@@ -30,10 +30,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use hickory_proto::op::{Metadata, ResponseCode};
-use hickory_proto::rr::{DNSClass, Name, RecordType};
+use hickory_proto::rr::{DNSClass, Name, RData, RecordType};
 
 use crate::corefile::{CorefileError, Directive};
-use crate::proto::{ChangeCounter, Failure, NO_PLUGIN_ANSWERED, Question, Reply, Transport};
+use crate::proto::{Answer, ChangeCounter, Failure, NO_PLUGIN_ANSWERED, Question, Reply, Transport};
 use crate::telemetry::DnsMetrics;
 
 /// A boxed future of a [`Reply`] (the chain recurses through its plugins).
@@ -137,7 +137,15 @@ pub struct Trace {
     writer: AtomicU32,
     /// A plugin found, while answering, that this reply must not be replayed.
     no_replay: std::sync::atomic::AtomicBool,
+    /// How many times the chain was asked again from the start for this question's CNAME
+    /// targets ([`Next::chase`]); bounded by [`MAX_CHASES`] so CNAMEs that lead back to
+    /// themselves end.
+    chases: AtomicU32,
 }
+
+/// The most CNAME targets one question chases through the chain (CoreDNS stops a CNAME
+/// chain after 8 hops too).
+pub const MAX_CHASES: u32 = 8;
 
 /// The rest of the chain after the plugin being asked.
 #[derive(Debug, Clone, Copy)]
@@ -164,6 +172,43 @@ impl<'a> Next<'a> {
         'a: 'b,
     {
         self.chain.serve_at(0, q, self.trace)
+    }
+
+    /// The CNAME answer `answer` (whose CNAME records point at `target`), completed: the whole
+    /// chain is asked again for `target` (as CoreDNS's upstream lookups go through the server
+    /// again), and what comes back is appended after the CNAME records, with the target's
+    /// rcode (RFC 6604) and negative authority. The asking plugin is recorded as the writer.
+    /// Past [`MAX_CHASES`] chases for one question, the CNAME is returned alone.
+    pub async fn chase(&self, mut answer: Answer, target: Name, q: &Question) -> Reply {
+        answer.external_target = None;
+        // Keep only what this answer owns: the CNAME(s) it wrote.
+        answer.answers.retain(|r| matches!(r.data, RData::CNAME(_)));
+        if self.trace.chases.fetch_add(1, Ordering::Relaxed) >= MAX_CHASES {
+            self.claim();
+            return Reply::Authoritative(answer);
+        }
+        let target_q = q.for_name(target);
+        let inner = self.restart(&target_q).await;
+        match inner {
+            Reply::Forwarded(f) => {
+                answer.rcode = f.rcode;
+                let negative = f.answers.is_empty() || f.rcode != ResponseCode::NoError;
+                answer.answers.extend(f.answers);
+                answer.authority = if negative { f.authority } else { Vec::new() };
+                answer.additional = Vec::new();
+            }
+            Reply::Authoritative(a) => {
+                answer.rcode = a.rcode;
+                answer.answers.extend(a.answers);
+                answer.authority = a.authority;
+            }
+            Reply::Rcode(r) | Reply::Failed(Failure { rcode: r, .. }) => {
+                answer.rcode = r;
+                answer.authority = Vec::new();
+            }
+        }
+        self.claim();
+        Reply::Authoritative(answer)
     }
 
     /// True when a plugin after this one may await I/O.

@@ -92,3 +92,87 @@ async fn templates_answer_match_fall_through_and_fail_loudly() {
     assert_eq!(lines(&got[7]), ["other.example.org. 3600 IN A 192.0.2.8"]);
     running.stop().await.unwrap();
 }
+
+/// `upstream`: a CNAME answer's target is resolved again through the server (here by `hosts`
+/// and by another template), its records following the CNAME with its rcode; without
+/// `upstream` the CNAME comes alone; a CNAME that leads back to itself ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_resolves_cname_targets_through_the_server() {
+    let corefile = r#".:0 {
+ bind 127.0.0.1
+ template IN A alias.example.org {
+  match "^(?P<app>[a-z]+)\.alias\.example\.org\.$"
+  answer "{{ .Name }} 30 IN CNAME {{ .Group.app }}.backend.example.org."
+  upstream
+ }
+ template IN A plain.example.org {
+  answer "{{ .Name }} 30 IN CNAME web.backend.example.org."
+ }
+ template IN A loop.example.org {
+  answer "{{ .Name }} 30 IN CNAME loop.example.org."
+  upstream
+ }
+ template IN A gen.example.org {
+  answer "{{ .Name }} 30 IN A 192.0.2.99"
+ }
+ template IN A backend.example.org {
+  match "^gen\.backend\.example\.org\.$"
+  answer "{{ .Name }} 30 IN CNAME x.gen.example.org."
+  fallthrough
+  upstream
+ }
+ hosts {
+  192.0.2.1 web.backend.example.org
+ }
+}
+"#;
+    let dir = support::temp_dir("template-upstream");
+    let running = support::start(corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let q = move |name: &str| {
+        let out = support::dig(addr, &["+noall", "+comments", "+answer", "A", name]);
+        (status(&out), lines(&out))
+    };
+    let got = tokio::task::spawn_blocking(move || {
+        [
+            q("web.alias.example.org"),
+            q("none.alias.example.org"),
+            q("x.plain.example.org"),
+            q("loop.example.org"),
+            q("gen.alias.example.org"),
+        ]
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        got[0].1,
+        [
+            "web.alias.example.org. 30 IN CNAME web.backend.example.org.",
+            "web.backend.example.org. 3600 IN A 192.0.2.1"
+        ]
+    );
+    // The target does not exist: its NXDOMAIN, after the CNAME (RFC 6604).
+    assert_eq!(got[1].0, "NXDOMAIN");
+    assert_eq!(
+        got[1].1,
+        ["none.alias.example.org. 30 IN CNAME none.backend.example.org."]
+    );
+    // No upstream: the CNAME alone.
+    assert_eq!(
+        got[2].1,
+        ["x.plain.example.org. 30 IN CNAME web.backend.example.org."]
+    );
+    // A CNAME to itself is chased a bounded number of times, then answered.
+    assert_eq!(got[3].0, "NOERROR");
+    assert!(!got[3].1.is_empty() && got[3].1.len() <= 9, "{:?}", got[3].1);
+    // Two templates with upstream in a row: the chase follows the second one's CNAME too.
+    assert_eq!(
+        got[4].1,
+        [
+            "gen.alias.example.org. 30 IN CNAME gen.backend.example.org.",
+            "gen.backend.example.org. 30 IN CNAME x.gen.example.org.",
+            "x.gen.example.org. 30 IN A 192.0.2.99"
+        ]
+    );
+    running.stop().await.unwrap();
+}

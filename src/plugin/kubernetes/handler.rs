@@ -6,16 +6,14 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::rdata::CNAME;
-use hickory_proto::rr::{Name, RData, RecordType};
+use hickory_proto::rr::{Name, RecordType};
 
 use super::setup::{KubernetesConfig, PodMode};
 use crate::chain::{Next, Plugin, Replay, ReplyFuture, SearchPaths};
 use crate::cluster::ClusterZone;
 use crate::corefile::is_reverse_zone;
 use crate::dns::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
-use crate::proto::{Answer, ChangeCounter, Question, Reply};
+use crate::proto::{ChangeCounter, Question, Reply};
 
 /// The environment variable that names this server's own IPs (the Pod IP, from the downward
 /// API), comma-separated. The NS record names the Service whose endpoints hold one of them.
@@ -119,11 +117,7 @@ impl Plugin for Kubernetes {
         Box::pin(async move {
             match Kubernetes::serve(self, &q.name, q.qtype) {
                 Outcome::Answer(answer) => match answer.external_target.clone() {
-                    Some(target) if next.awaits_io() => {
-                        let reply = chase(answer, target, q, next).await;
-                        next.claim();
-                        reply
-                    }
+                    Some(target) if next.awaits_io() => next.chase(answer, target, q).await,
                     _ => Reply::Authoritative(answer),
                 },
                 Outcome::Fallthrough => next.serve(q).await,
@@ -142,35 +136,4 @@ impl SearchPaths for Kubernetes {
         let ns = Name::from_ascii(&*namespace).ok()?.append_domain(&svc).ok()?;
         Some(vec![ns, svc, domain.clone()])
     }
-}
-
-/// An ExternalName answer whose target is outside the cluster: asks the whole chain again for
-/// (target, qtype) and appends what comes back after the CNAME, with the target's rcode.
-async fn chase(mut answer: Answer, target: Name, q: &Question, next: Next<'_>) -> Reply {
-    answer.external_target = None;
-    let target_q = q.for_name(target);
-    let inner = next.restart(&target_q).await;
-    // Keep only what this answer owns: the CNAME(s) it wrote.
-    answer
-        .answers
-        .retain(|r| matches!(r.data, RData::CNAME(CNAME(_))));
-    match inner {
-        Reply::Forwarded(f) => {
-            answer.rcode = f.rcode;
-            let negative = f.answers.is_empty() || f.rcode != ResponseCode::NoError;
-            answer.answers.extend(f.answers);
-            answer.authority = if negative { f.authority } else { Vec::new() };
-            answer.additional = Vec::new();
-        }
-        Reply::Authoritative(a) => {
-            answer.rcode = a.rcode;
-            answer.answers.extend(a.answers);
-            answer.authority = a.authority;
-        }
-        Reply::Rcode(r) | Reply::Failed(crate::proto::Failure { rcode: r, .. }) => {
-            answer.rcode = r;
-            answer.authority = Vec::new();
-        }
-    }
-    Reply::Authoritative(answer)
 }

@@ -159,16 +159,40 @@ impl TemplatePlugin {
                     reason: TEMPLATE_FAILED,
                 }));
             };
+            let external_target = if rule.upstream {
+                cname_to_chase(&answers, q.qtype)
+            } else {
+                None
+            };
             return Outcome::Answer(Reply::Authoritative(Answer {
                 rcode: rule.rcode,
                 answers,
                 authority,
                 additional,
-                external_target: None,
+                external_target,
             }));
         }
         Outcome::Next
     }
+}
+
+/// With `upstream`: the target of the answer's last CNAME, when the question is not for the
+/// CNAME itself and the answer holds no records of that target.
+fn cname_to_chase(
+    answers: &[hickory_proto::rr::Record],
+    qtype: hickory_proto::rr::RecordType,
+) -> Option<Name> {
+    if qtype == hickory_proto::rr::RecordType::CNAME {
+        return None;
+    }
+    let target = answers.iter().rev().find_map(|r| match &r.data {
+        hickory_proto::rr::RData::CNAME(c) => Some(c.0.clone()),
+        _ => None,
+    })?;
+    let answered = answers
+        .iter()
+        .any(|r| r.name.to_lowercase() == target.to_lowercase());
+    (!answered).then_some(target)
 }
 
 impl Plugin for TemplatePlugin {
@@ -186,6 +210,14 @@ impl Plugin for TemplatePlugin {
 
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
         match self.decide(q) {
+            Outcome::Answer(Reply::Authoritative(mut a)) if a.external_target.is_some() => {
+                Box::pin(async move {
+                    match a.external_target.take() {
+                        Some(target) => next.chase(a, target, q).await,
+                        None => Reply::Authoritative(a),
+                    }
+                })
+            }
             Outcome::Answer(r) => Box::pin(std::future::ready(r)),
             Outcome::NxDomain => Box::pin(std::future::ready(Reply::Rcode(ResponseCode::NXDomain))),
             Outcome::Next => next.serve(q),

@@ -47,6 +47,9 @@ pub struct TemplateRule {
     pub rcode: ResponseCode,
     /// `fallthrough [ZONES...]`: `None` off; empty for every zone.
     pub fallthrough: Option<Vec<Name>>,
+    /// `upstream`: a CNAME answer's target is resolved again through the server, and its
+    /// records follow the CNAME.
+    pub upstream: bool,
 }
 
 /// A block's `template` directives, in file order.
@@ -135,6 +138,7 @@ fn rule(d: &Directive, ctx: &SetupCtx<'_>) -> Result<TemplateRule, CorefileError
         authority: Vec::new(),
         rcode: ResponseCode::NoError,
         fallthrough: None,
+        upstream: false,
     };
     for opt in &d.block {
         let template = |t: &Token| Template::parse(&t.text).map_err(|e| t.error(format!("template: {e}")));
@@ -157,13 +161,18 @@ fn rule(d: &Directive, ctx: &SetupCtx<'_>) -> Result<TemplateRule, CorefileError
             "rcode" => r.rcode = rcode(d.option_arg(opt)?)?,
             "fallthrough" => r.fallthrough = Some(zone_names(&opt.args)?),
             "upstream" => {
-                return Err(opt
-                    .name
-                    .error("template: 'upstream' (resolving CNAME targets again) is not supported yet"));
+                // CoreDNS ignores upstream addresses since 1.7 and resolves through itself.
+                if let Some(a) = opt.args.first() {
+                    tracing::warn!(
+                        at = %a.loc,
+                        "template: upstream addresses are ignored; CNAME targets are resolved through this server, as CoreDNS does"
+                    );
+                }
+                r.upstream = true;
             }
             other => {
                 return Err(opt.name.error(format!(
-                    "template: unknown option '{other}' (expected match, answer, additional, authority, rcode or fallthrough)"
+                    "template: unknown option '{other}' (expected match, answer, additional, authority, rcode, fallthrough or upstream)"
                 )));
             }
         }
