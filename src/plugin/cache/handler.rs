@@ -96,6 +96,8 @@ pub struct Store {
     pub evictions: AtomicU64,
     /// The metric series the entry count and evictions are reported to, once attached.
     metrics: OnceLock<StoreInstruments>,
+    /// `keepttl`: hits carry the TTLs as stored, not counted down.
+    keep_ttl: bool,
 }
 
 fn min_record_ttl<'a>(records: impl Iterator<Item = &'a Record>) -> Option<u32> {
@@ -139,7 +141,16 @@ impl Store {
             hasher: RandomState::new(),
             evictions: AtomicU64::new(0),
             metrics: OnceLock::new(),
+            keep_ttl: false,
         }
+    }
+
+    /// This store with `keepttl` on or off: with it, a hit carries the TTLs as they were
+    /// stored (the entry still goes at its TTL).
+    #[must_use]
+    pub fn keeping_ttl(mut self, keep: bool) -> Self {
+        self.keep_ttl = keep;
+        self
     }
 
     /// Reports this store's entry count and evictions to `m` from now on (the entries it holds
@@ -245,7 +256,11 @@ impl Store {
         let age = now.saturating_duration_since(e.stored);
         if age < e.ttl {
             let entry_ttl = u32::try_from(e.ttl.as_secs()).unwrap_or(u32::MAX);
-            let elapsed = u32::try_from(age.as_secs()).unwrap_or(u32::MAX);
+            let elapsed = if self.keep_ttl {
+                0
+            } else {
+                u32::try_from(age.as_secs()).unwrap_or(u32::MAX)
+            };
             let mut due = false;
             if let Some(p) = prefetch {
                 if now.saturating_duration_since(e.window_start) > p.duration {
@@ -414,6 +429,24 @@ mod tests {
             Lookup::Miss
         ));
         assert!(s.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keepttl_serves_the_stored_ttl_until_the_entry_goes() {
+        let s = Store::new(10).keeping_ttl(true);
+        let r = a_reply(300);
+        let (_, ttl) = classify(&r, &section(10), &section(10), Duration::from_secs(5)).unwrap();
+        s.insert(key("www.example.com."), r, ttl, Instant::now(), Duration::ZERO);
+        tokio::time::advance(Duration::from_secs(12)).await;
+        match s.lookup(&key("www.example.com."), Instant::now(), None, None) {
+            Lookup::Fresh { reply, .. } => assert_eq!(reply.answers()[0].ttl, 30, "capped, not aged"),
+            other => panic!("{other:?}"),
+        }
+        tokio::time::advance(Duration::from_secs(18)).await;
+        assert!(matches!(
+            s.lookup(&key("www.example.com."), Instant::now(), None, None),
+            Lookup::Miss
+        ));
     }
 
     #[tokio::test(start_paused = true)]

@@ -83,6 +83,9 @@ pub struct CacheConfig {
     pub disable_success: Vec<String>,
     /// `disable denial ZONES`.
     pub disable_denial: Vec<String>,
+    /// `keepttl`: hits carry the stored TTLs instead of counting down (CoreDNS 1.9+; for
+    /// clients behind a second cache, such as NodeLocal DNSCache).
+    pub keepttl: bool,
 }
 
 fn secs(d: &Directive, t: &Token, what: &str) -> Result<Duration, CorefileError> {
@@ -139,6 +142,7 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<CacheConfig, Coref
         servfail: DEFAULT_SERVFAIL,
         prefetch: None,
         serve_stale: None,
+        keepttl: false,
         disable_success: Vec::new(),
         disable_denial: Vec::new(),
     };
@@ -248,10 +252,8 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<CacheConfig, Coref
                 }
             }
             "keepttl" => {
-                return Err(d.error_at(
-                    &opt.name,
-                    "keepttl is not supported: served TTLs always count down",
-                ));
+                d.option_no_args(opt)?;
+                c.keepttl = true;
             }
             other => return Err(d.error_at(&opt.name, format!("unknown property '{other}'"))),
         }
