@@ -378,7 +378,7 @@ mod tests {
                 "not supported",
             ),
             ("template IN A {\n    rcode BOGUS\n  }", "rcode 'BOGUS'"),
-            ("template IN A {\n    upstream\n  }", "not supported yet"),
+            ("template IN A {\n    frob\n  }", "unknown option 'frob'"),
         ] {
             let e = parse(&format!(".:53 {{\n  {text}\n}}\n"))
                 .unwrap_err()
