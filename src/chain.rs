@@ -58,6 +58,31 @@ pub enum Replay {
     Reordered,
 }
 
+/// What part of the zones a plugin's answer to a question is made from, so the answer memo
+/// keeps it through changes elsewhere. Declared per question, after answering it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// None of the zones' data: the plugin does not read them. The default.
+    Independent,
+    /// Any of it: every change may alter the answer.
+    Whole,
+    /// The data of one scope (`proto::service_scope`, `proto::address_scope`) and the zones'
+    /// structure ([`crate::proto::ChangeCounter::structure_generation`]).
+    Key(u64),
+}
+
+impl Scope {
+    /// The scope of an answer two plugins' scopes went into.
+    #[must_use]
+    pub fn and(self, other: Self) -> Self {
+        match (self, other) {
+            (Self::Independent, x) | (x, Self::Independent) => x,
+            (Self::Key(a), Self::Key(b)) if a == b => Self::Key(a),
+            _ => Self::Whole,
+        }
+    }
+}
+
 /// Upstream servers a question can be sent to, one by one (what `forward` offers, and what the
 /// `loop` plugin probes through).
 pub trait Upstreams: Send + Sync {
@@ -97,6 +122,16 @@ pub trait Plugin: Any + Send + Sync + fmt::Debug {
     /// The zones whose change counters its answers depend on (the cluster zone).
     fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {
         Vec::new()
+    }
+
+    /// What of the zones its answer to `q` is made from ([`Scope`]). By default: all of them
+    /// when it reads a zone ([`Plugin::zones`]), none otherwise.
+    fn scope(&self, _q: &Question) -> Scope {
+        if self.zones().is_empty() {
+            Scope::Independent
+        } else {
+            Scope::Whole
+        }
     }
 
     /// Background work, started once the listeners are up; `chain` is the chain it is in.
@@ -283,6 +318,9 @@ pub struct ReplayPlan {
     pub reordered: bool,
     /// Bit `i`: plugin `i` is told of each replay ([`Chain::replayed`]).
     pub counted: u32,
+    /// What of the zones the reply is made from: `Some(key)` for one scope, `None` for any
+    /// (or none) of it.
+    pub scope: Option<u64>,
 }
 
 /// The plugins of one server block, in the registry's order. Cheap to clone.
@@ -373,6 +411,7 @@ impl Chain {
     /// it.
     fn replay_plan(&self, q: &Question, visited: u32) -> Option<ReplayPlan> {
         let mut plan = ReplayPlan::default();
+        let mut scope = Scope::Independent;
         for (i, p) in self.plugins.iter().enumerate() {
             if visited & (1 << i) == 0 {
                 continue;
@@ -383,7 +422,12 @@ impl Chain {
                 Replay::Counted => plan.counted |= 1 << i,
                 Replay::Reordered => plan.reordered = true,
             }
+            scope = scope.and(p.scope(q));
         }
+        plan.scope = match scope {
+            Scope::Key(k) => Some(k),
+            Scope::Independent | Scope::Whole => None,
+        };
         Some(plan)
     }
 
@@ -630,7 +674,8 @@ mod tests {
             a.replay,
             Some(ReplayPlan {
                 reordered: true,
-                counted: 0b10
+                counted: 0b10,
+                scope: None,
             })
         );
         // A plugin that declares nothing is never replayed.

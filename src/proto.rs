@@ -184,10 +184,62 @@ pub struct Answer {
 
 /// Something answers are made from that counts its changes (the cluster zone): a response made
 /// while it read `g` is current while it still reads `g`.
+///
+/// Finer, for answers that depend on one part of the data only (a [scope](service_scope)): such
+/// an answer is current while [`ChangeCounter::structure_generation`] and
+/// [`ChangeCounter::scope_generation`] of its scope are unchanged. Every change moves
+/// [`ChangeCounter::generation`] first, then the finer counters it touches, so a response whose
+/// finer counters were read before `generation` was read unchanged is never newer than them.
 pub trait ChangeCounter: Send + Sync + std::fmt::Debug {
     /// The change counter; it moves (after the change is complete) whenever an answer may
     /// have changed.
     fn generation(&self) -> u64;
+
+    /// Moves with the changes that may alter answers of any scope (a namespace appearing, the
+    /// sync state). By default, with every change.
+    fn structure_generation(&self) -> u64 {
+        self.generation()
+    }
+
+    /// Moves with the changes to the data of scope `key` (and of the scopes sharing its
+    /// counter). By default, with every change.
+    fn scope_generation(&self, _key: u64) -> u64 {
+        self.generation()
+    }
+
+    /// The SOA serial its negative answers carry now, when it has one.
+    fn serial(&self) -> Option<u32> {
+        None
+    }
+}
+
+/// FNV-1a, for scope keys (stable across the writer and the readers of one process).
+fn fnv(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in part.iter().chain(&[0xff]) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// The scope of the answers about one Service (its names, ports and endpoints): `namespace`
+/// and `service` lower-case.
+pub fn service_scope(namespace: &str, service: &str) -> u64 {
+    fnv(&[b"svc", namespace.as_bytes(), service.as_bytes()])
+}
+
+/// The scope of the answers about one address (its PTR, the pod name spelling it).
+pub fn address_scope(ip: std::net::IpAddr) -> u64 {
+    match ip {
+        std::net::IpAddr::V4(a) => fnv(&[b"ip", &a.octets()]),
+        std::net::IpAddr::V6(a) => match a.to_ipv4_mapped() {
+            Some(v4) => fnv(&[b"ip", &v4.octets()]),
+            None => fnv(&[b"ip", &a.octets()]),
+        },
+    }
 }
 
 fn is_addr(r: &Record) -> bool {

@@ -237,6 +237,15 @@ impl PodIndex {
         }
     }
 
+    /// The address pod `namespace/name` holds, if it holds one.
+    pub fn address_of(&self, namespace: &str, name: &str) -> Option<IpAddr> {
+        let id = self.identity(namespace, name);
+        if let Some((k, _)) = self.v4.pods.get(&id) {
+            return Some(IpAddr::V4((*k).into()));
+        }
+        self.v6.pods.get(&id).map(|(k, _)| IpAddr::V6((*k).into()))
+    }
+
     /// Removes pod `namespace/name`; true when it held an IP.
     pub fn delete(&mut self, namespace: &str, name: &str) -> bool {
         let id = self.identity(namespace, name);

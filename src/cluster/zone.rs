@@ -128,15 +128,37 @@ pub struct ClusterZone {
     /// Counts every change that can alter an answer (data and the synced flag), bumped after
     /// the change is complete: what is prepared from the zone is valid while it is unchanged.
     generation: AtomicU64,
+    /// Counts the changes that can alter the answers of every scope: namespaces, the synced
+    /// flag, a relist's pod removals. Bumped after `generation`.
+    structure: AtomicU64,
+    /// Change counters of the scopes (`proto::service_scope`, `proto::address_scope`), by key
+    /// modulo their number: a change bumps the counters of the scopes it touches, after
+    /// `generation`. Two scopes sharing a counter only cost each other memo hits.
+    scopes: Box<[AtomicU64]>,
     /// The writer lock. Invariant: every read-modify-write of the maps above (an entry, the
     /// slice owners, the reverse index, the pod indexes) happens while it is held, so concurrent
     /// writers are applied one after the other, each seeing the previous one's result.
     writer: Mutex<()>,
 }
 
+/// How many scope counters a zone keeps.
+const SCOPE_COUNTERS: usize = 4096;
+
 impl crate::proto::ChangeCounter for ClusterZone {
     fn generation(&self) -> u64 {
         ClusterZone::generation(self)
+    }
+
+    fn structure_generation(&self) -> u64 {
+        self.structure.load(Ordering::SeqCst)
+    }
+
+    fn scope_generation(&self, key: u64) -> u64 {
+        self.scope_counter(key).load(Ordering::SeqCst)
+    }
+
+    fn serial(&self) -> Option<u32> {
+        Some(ClusterZone::serial(self))
     }
 }
 
@@ -166,6 +188,8 @@ impl ClusterZone {
             serial: AtomicU32::new(unix_now()),
             synced: AtomicBool::new(false),
             generation: AtomicU64::new(0),
+            structure: AtomicU64::new(0),
+            scopes: (0..SCOPE_COUNTERS).map(|_| AtomicU64::new(0)).collect(),
             writer: Mutex::new(()),
         }
     }
@@ -249,14 +273,31 @@ impl ClusterZone {
     /// Marks the zone as synced (the first full state has been applied).
     pub fn set_synced(&self, synced: bool) {
         if self.synced.swap(synced, Ordering::AcqRel) != synced {
-            self.generation.fetch_add(1, Ordering::AcqRel);
+            self.generation.fetch_add(1, Ordering::SeqCst);
+            self.structure.fetch_add(1, Ordering::SeqCst);
         }
     }
 
     /// Called at the end of every change to DNS data: the SOA serial and the change counter.
+    /// The change's finer counters ([`Self::bump_structure`], [`Self::bump_scope`]) follow.
     fn bump_serial(&self) {
         self.serial.fetch_max(unix_now(), Ordering::Relaxed);
-        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// After [`Self::bump_serial`], for a change that can alter answers of every scope.
+    fn bump_structure(&self) {
+        self.structure.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn scope_counter(&self, key: u64) -> &AtomicU64 {
+        // SCOPE_COUNTERS is a power of two: the low bits of the key pick the counter.
+        &self.scopes[(key as usize) & (SCOPE_COUNTERS - 1)]
+    }
+
+    /// After [`Self::bump_serial`], for a change to the data of scope `key`.
+    fn bump_scope(&self, key: u64) {
+        self.scope_counter(key).fetch_add(1, Ordering::SeqCst);
     }
 
     /// Adds or keeps a Namespace.
@@ -264,6 +305,7 @@ impl ClusterZone {
         let _writer = self.write_lock();
         if self.namespaces.insert(name, ()).is_none() {
             self.bump_serial();
+            self.bump_structure();
         }
     }
 
@@ -273,6 +315,7 @@ impl ClusterZone {
         let _writer = self.write_lock();
         if self.namespaces.remove(name).is_some() {
             self.bump_serial();
+            self.bump_structure();
         }
     }
 
@@ -324,20 +367,28 @@ impl ClusterZone {
     /// Adds or replaces a Pod in the pod IP index.
     pub fn apply_pod(&self, pod: PodInfo) {
         let _writer = self.write_lock();
+        let old = self.read_pods().address_of(&pod.namespace, &pod.name);
         let changed = self
             .write_pods()
             .set(&pod.namespace, &pod.name, pod.ip, pod.host_network);
         if changed {
             self.bump_serial();
+            for ip in old.into_iter().chain(pod.ip) {
+                self.bump_scope(crate::proto::address_scope(ip));
+            }
         }
     }
 
     /// Removes a Pod from the pod IP index.
     pub fn delete_pod(&self, namespace: &str, name: &str) {
         let _writer = self.write_lock();
+        let old = self.read_pods().address_of(namespace, name);
         let changed = self.write_pods().delete(namespace, name);
         if changed {
             self.bump_serial();
+            if let Some(ip) = old {
+                self.bump_scope(crate::proto::address_scope(ip));
+            }
         }
     }
 
@@ -357,6 +408,7 @@ impl ClusterZone {
         let removed = self.write_pods().retain(seen, in_scope);
         if removed > 0 {
             self.bump_serial();
+            self.bump_structure();
         }
         removed
     }
@@ -408,6 +460,10 @@ impl ClusterZone {
         }
         self.reindex(namespace, name, &old_ips, &new_ips);
         self.bump_serial();
+        self.bump_scope(crate::proto::service_scope(namespace, name));
+        for (ip, _) in old_ips.iter().chain(&new_ips) {
+            self.bump_scope(crate::proto::address_scope(*ip));
+        }
     }
 
     fn reindex(&self, namespace: &Arc<str>, name: &Arc<str>, old: &[(IpAddr, bool)], new: &[(IpAddr, bool)]) {

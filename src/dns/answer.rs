@@ -202,6 +202,40 @@ impl ClusterAnswerer {
             .max_by_key(|z| z.num_labels())
     }
 
+    /// The scope of the answers to `qname` (`proto::service_scope`, `proto::address_scope`):
+    /// the one Service or address whose data they are made from, besides the zone's structure
+    /// (its namespaces). `None` for names whose answers are made from more (the apex, a
+    /// namespace, partial reverse names, wildcards) or outside the zones.
+    pub fn scope_of(&self, qname: &Name) -> Option<u64> {
+        let lower = qname.to_lowercase();
+        let zone = self.matching_zone(&lower)?;
+        let labels: Vec<&str> = lower
+            .iter()
+            .map(std::str::from_utf8)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        if labels.iter().any(|l| *l == "*" || *l == "any") {
+            return None;
+        }
+        if self.settings.reverse_zones.contains(zone) {
+            return super::addr::parse_reverse(&labels).map(crate::proto::address_scope);
+        }
+        let keep = labels.len().checked_sub(usize::from(zone.num_labels()))?;
+        match ClusterName::parse(&labels[..keep]) {
+            ClusterName::Service { namespace, service }
+            | ClusterName::Endpoint {
+                namespace, service, ..
+            }
+            | ClusterName::Port {
+                namespace, service, ..
+            } => Some(crate::proto::service_scope(namespace, service)),
+            ClusterName::PodAddress { address, .. } => {
+                super::addr::parse_pod_label(address).map(crate::proto::address_scope)
+            }
+            _ => None,
+        }
+    }
+
     /// Answers `qname` (as the client spelt it) for `qtype`. Class, opcode and question count
     /// are the server's business and already checked.
     pub fn answer(&self, qname: &Name, qtype: RecordType) -> Outcome {

@@ -7,13 +7,24 @@
 //! declared it replayable ([`crate::chain::Replay`]; the default is "never", so a plugin whose
 //! answer depends on the client, the clock or a file is never replayed), no observer of the
 //! block needs every question (`log`), and the rcode is not a failure. Every zone's change
-//! counter ([`ChangeCounter`]) is read before the answer is made and must be the same when the
-//! memo is read; any change to any zone makes every entry stale. A plugin that counts what it
+//! counter ([`ChangeCounter`]) is read before the answer is made, and the response is kept only
+//! if it is unchanged once the answer is made.
+//!
+//! What makes an entry stale: for a response made from one scope of the zones (one Service,
+//! one address: [`MemoInfo::scope`]), a change to that scope or to the zones' structure
+//! (namespaces); for any other response, any change. So a busy cluster's endpoint churn leaves
+//! the entries of the names it does not touch in place. A scoped negative answer carries the
+//! zone's SOA serial, which moves with every change: the memo writes the current serial into
+//! it on each hit ([`MemoInfo::serial_at`]), so it stays the full path's bytes. The scoped
+//! counters are read before the change counter is checked, and a zone moves its change counter
+//! before its scoped ones, so a kept response is never newer than the counters it is kept
+//! with. A plugin that counts what it
 //! passes on (the cache) is told of each replay. With `loadbalance` (replayed reordered), the
 //! address records of a hit are shuffled on the wire, as the plugin shuffles them; a response
 //! it would shuffle otherwise (SRV glue, a truncated answer) is not memoized.
 //!
-//! The memo holds at most [`MEMO_BYTES`]; when full it takes no more until the zone changes.
+//! The memo holds at most [`MEMO_BYTES`]; when an insert would go beyond, it is emptied first
+//! (stale entries are replaced as their requests come again, and dropped then).
 //! One memo per listen address (router), shared by its UDP workers; a reload builds a new one.
 //!
 //! Concurrency: every UDP worker inserts. The byte count must always be the cost of the entries
@@ -21,7 +32,7 @@
 //! write side of one lock and every insert (count, then map) under its read side: an insert
 //! never straddles an emptying. Lookups take no lock.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use dashmap::DashMap;
@@ -62,6 +73,12 @@ pub struct MemoInfo {
     pub by: &'static str,
     /// The address records to shuffle (`loadbalance`).
     pub shuffle: Option<Shuffle>,
+    /// The scope the response is made from ([`crate::chain::ReplayPlan::scope`]); `None`: any
+    /// change makes it stale.
+    pub scope: Option<u64>,
+    /// Where the SOA serial of its authority section is, from the start of the response, for a
+    /// scoped response that carries one.
+    pub serial_at: Option<usize>,
 }
 
 /// A run of `count` address records of `len` bytes each, starting `at` bytes into the
@@ -75,8 +92,11 @@ pub struct Shuffle {
 
 #[derive(Debug)]
 struct Entry {
-    /// The zones' generation it was made at.
+    /// The counter it was made at: the zones' generation, or for a scoped response their
+    /// structure generation.
     generation: u64,
+    /// For a scoped response, the scope's counter it was made at.
+    scope_generation: u64,
     /// The response from byte 2 on (the ID is the request's).
     response: Box<[u8]>,
     info: MemoInfo,
@@ -87,11 +107,9 @@ struct Inner {
     zones: Vec<Arc<dyn ChangeCounter>>,
     entries: DashMap<Box<[u8]>, Entry, foldhash::fast::RandomState>,
     bytes: AtomicUsize,
-    /// The generation the held entries were made at; an insert at a newer one clears them.
-    epoch: AtomicU64,
-    /// Read side: one insert (its count and its map entry). Write side: emptying the map,
-    /// zeroing `bytes` and moving `epoch`. Invariant: outside the write side, `bytes` is the
-    /// cost of the entries held (or more, for an insert between its count and its entry).
+    /// Read side: one insert (its count and its map entry). Write side: emptying the map and
+    /// zeroing `bytes`. Invariant: outside the write side, `bytes` is the cost of the entries
+    /// held (or more, for an insert between its count and its entry).
     emptying: RwLock<()>,
     capacity: usize,
 }
@@ -118,7 +136,6 @@ impl AnswerMemo {
                 zones,
                 entries: DashMap::with_hasher(foldhash::fast::RandomState::default()),
                 bytes: AtomicUsize::new(0),
-                epoch: AtomicU64::new(u64::MAX),
                 emptying: RwLock::new(()),
                 capacity,
             })),
@@ -128,6 +145,12 @@ impl AnswerMemo {
     /// True when it memoizes.
     pub fn is_on(&self) -> bool {
         self.inner.is_some()
+    }
+
+    /// True when it can write the zone's current SOA serial into a replayed response (it
+    /// follows exactly one zone).
+    pub fn patches_serials(&self) -> bool {
+        self.inner.as_ref().is_some_and(|i| i.zones.len() == 1)
     }
 
     /// The zones' generation now (read before making an answer to insert).
@@ -153,9 +176,15 @@ impl AnswerMemo {
         if req.len() < QNAME_AT {
             return None;
         }
-        let generation = inner.generation();
         let entry = inner.entries.get(key)?;
-        if entry.generation != generation {
+        let current = match entry.info.scope {
+            None => entry.generation == inner.generation(),
+            Some(scope) => {
+                entry.generation == inner.structure_generation()
+                    && entry.scope_generation == inner.scope_generation(scope)
+            }
+        };
+        if !current {
             return None;
         }
         out.clear();
@@ -166,11 +195,17 @@ impl AnswerMemo {
         if let Some(s) = info.shuffle {
             shuffle(out, s);
         }
+        if let Some(at) = info.serial_at
+            && let Some(serial) = inner.serial()
+            && let Some(slot) = out.get_mut(at..at + 4)
+        {
+            slot.copy_from_slice(&serial.to_be_bytes());
+        }
         Some(info)
     }
 
-    /// Keeps `response` (the whole message as sent) for `req`, made at `generation`. Nothing
-    /// is kept if the zones changed since, or the memo is full.
+    /// Keeps `response` (the whole message as sent) for `req`, made at `generation` (read
+    /// before the answer was made). Nothing is kept if the zones changed since.
     pub fn insert(&self, req: &[u8], generation: u64, response: &[u8], info: MemoInfo) {
         let Some(inner) = self.inner.as_ref() else {
             return;
@@ -178,40 +213,42 @@ impl AnswerMemo {
         let (Some(key), Some(body)) = (req.get(2..), response.get(2..)) else {
             return;
         };
-        if req.len() < QNAME_AT || inner.generation() != generation {
+        if req.len() < QNAME_AT {
+            return;
+        }
+        // The finer counters first, then the check that nothing changed since `generation`
+        // (see the module docs for why this order).
+        let (entry_generation, scope_generation) = match info.scope {
+            None => (generation, 0),
+            Some(scope) => (inner.structure_generation(), inner.scope_generation(scope)),
+        };
+        if inner.generation() != generation {
+            return;
+        }
+        let cost = key.len() + body.len() + ENTRY_OVERHEAD;
+        if cost > inner.capacity {
             return;
         }
         let mut held = inner.emptying.read().unwrap_or_else(PoisonError::into_inner);
-        let epoch = inner.epoch.load(Ordering::Acquire);
-        if epoch != generation {
-            // An answer made at an older generation than the entries held is stale: never let
-            // it empty the memo of newer ones (`u64::MAX` is the empty memo's epoch).
-            if epoch != u64::MAX && generation < epoch {
-                return;
-            }
+        if inner.bytes.fetch_add(cost, Ordering::AcqRel) + cost > inner.capacity {
+            inner.bytes.fetch_sub(cost, Ordering::AcqRel);
             drop(held);
             {
                 let _emptying = inner.emptying.write().unwrap_or_else(PoisonError::into_inner);
-                if inner.epoch.load(Ordering::Acquire) != generation {
-                    inner.entries.clear();
-                    inner.bytes.store(0, Ordering::Release);
-                    inner.epoch.store(generation, Ordering::Release);
-                }
+                inner.entries.clear();
+                inner.bytes.store(0, Ordering::Release);
             }
             held = inner.emptying.read().unwrap_or_else(PoisonError::into_inner);
-            if inner.epoch.load(Ordering::Acquire) != generation {
+            if inner.bytes.fetch_add(cost, Ordering::AcqRel) + cost > inner.capacity {
+                inner.bytes.fetch_sub(cost, Ordering::AcqRel);
                 return;
             }
-        }
-        let cost = key.len() + body.len() + ENTRY_OVERHEAD;
-        if inner.bytes.fetch_add(cost, Ordering::AcqRel) + cost > inner.capacity {
-            inner.bytes.fetch_sub(cost, Ordering::AcqRel);
-            return;
         }
         let old = inner.entries.insert(
             key.into(),
             Entry {
-                generation,
+                generation: entry_generation,
+                scope_generation,
                 response: body.into(),
                 info,
             },
@@ -247,6 +284,47 @@ impl Inner {
             .map(|z| z.generation())
             .fold(0, u64::wrapping_add)
     }
+
+    fn structure_generation(&self) -> u64 {
+        self.zones
+            .iter()
+            .map(|z| z.structure_generation())
+            .fold(0, u64::wrapping_add)
+    }
+
+    fn scope_generation(&self, scope: u64) -> u64 {
+        self.zones
+            .iter()
+            .map(|z| z.scope_generation(scope))
+            .fold(0, u64::wrapping_add)
+    }
+
+    /// The SOA serial to write into scoped negative answers: the one zone's (the memo keeps
+    /// none of them when it has several: see `memo_info`).
+    fn serial(&self) -> Option<u32> {
+        match self.zones.as_slice() {
+            [zone] => zone.serial(),
+            _ => None,
+        }
+    }
+}
+
+/// Where the serial of `soa` sits in `response` (from its first byte): the SOA's last 20 rdata
+/// bytes (serial, refresh, retry, expire, minimum) found exactly once, else `None`.
+pub fn serial_offset(response: &[u8], soa: &hickory_proto::rr::rdata::SOA) -> Option<usize> {
+    let mut tail = [0u8; 20];
+    tail[..4].copy_from_slice(&soa.serial.to_be_bytes());
+    tail[4..8].copy_from_slice(&soa.refresh.to_be_bytes());
+    tail[8..12].copy_from_slice(&soa.retry.to_be_bytes());
+    tail[12..16].copy_from_slice(&soa.expire.to_be_bytes());
+    tail[16..].copy_from_slice(&soa.minimum.to_be_bytes());
+    let mut found = response
+        .windows(tail.len())
+        .enumerate()
+        .filter(|(_, w)| *w == tail)
+        .map(|(i, _)| i);
+    let at = found.next()?;
+    found.next().is_none().then_some(at)
 }
 
 /// Shuffles the fixed-size records `s` names in `out`, in place.
@@ -318,6 +396,8 @@ pub fn shuffle_plan(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicU32, AtomicU64};
+
     use super::*;
     use hickory_proto::op::MessageType;
 
@@ -349,7 +429,129 @@ mod tests {
             counted: 0,
             by: "kubernetes",
             shuffle: None,
+            scope: None,
+            serial_at: None,
         }
+    }
+
+    /// A zone with finer counters: eight scopes, a structure counter and a serial, bumped in
+    /// the order the cluster zone bumps them (the change counter first).
+    #[derive(Debug, Default)]
+    struct ScopedZone {
+        all: AtomicU64,
+        structure: AtomicU64,
+        scopes: [AtomicU64; 8],
+        serial: AtomicU32,
+    }
+
+    impl ScopedZone {
+        fn change_scope(&self, key: u64) {
+            self.serial.fetch_add(1, Ordering::SeqCst);
+            self.all.fetch_add(1, Ordering::SeqCst);
+            self.scopes[(key % 8) as usize].fetch_add(1, Ordering::SeqCst);
+        }
+        fn change_structure(&self) {
+            self.all.fetch_add(1, Ordering::SeqCst);
+            self.structure.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    impl ChangeCounter for ScopedZone {
+        fn generation(&self) -> u64 {
+            self.all.load(Ordering::SeqCst)
+        }
+        fn structure_generation(&self) -> u64 {
+            self.structure.load(Ordering::SeqCst)
+        }
+        fn scope_generation(&self, key: u64) -> u64 {
+            self.scopes[(key % 8) as usize].load(Ordering::SeqCst)
+        }
+        fn serial(&self) -> Option<u32> {
+            Some(self.serial.load(Ordering::SeqCst))
+        }
+    }
+
+    fn scoped(scope: u64) -> MemoInfo {
+        MemoInfo {
+            scope: Some(scope),
+            ..info()
+        }
+    }
+
+    fn named(name: u8) -> Vec<u8> {
+        let mut q = REQ.to_vec();
+        q[13] = name;
+        q
+    }
+
+    /// A response made from one scope stays through changes to other scopes; a change to its
+    /// own scope or to the structure makes it stale; an unscoped one goes with any change.
+    #[test]
+    fn a_scoped_entry_survives_changes_elsewhere_only() {
+        let zone = Arc::new(ScopedZone::default());
+        let memo = AnswerMemo::new(vec![zone.clone() as Arc<dyn ChangeCounter>]);
+        let put = |q: &[u8], info: MemoInfo| memo.insert(q, memo.generation(), q, info);
+        let hit = |q: &[u8]| memo.lookup(q, &mut Vec::new()).is_some();
+        put(&named(b'a'), scoped(1));
+        put(&named(b'b'), scoped(2));
+        put(&named(b'c'), info());
+        assert!(hit(&named(b'a')) && hit(&named(b'b')) && hit(&named(b'c')));
+        zone.change_scope(2);
+        assert!(hit(&named(b'a')), "a change to another scope made it stale");
+        assert!(!hit(&named(b'b')), "served after its own scope changed");
+        assert!(!hit(&named(b'c')), "an unscoped entry served after a change");
+        put(&named(b'b'), scoped(2));
+        assert!(hit(&named(b'b')));
+        zone.change_structure();
+        assert!(
+            !hit(&named(b'a')) && !hit(&named(b'b')),
+            "served after a structure change"
+        );
+    }
+
+    /// A scoped response with a SOA gets the zone's serial of the moment on each hit.
+    #[test]
+    fn a_scoped_negative_answer_carries_the_current_serial() {
+        let zone = Arc::new(ScopedZone::default());
+        zone.serial.store(0x0102_0304, Ordering::SeqCst);
+        let memo = AnswerMemo::new(vec![zone.clone() as Arc<dyn ChangeCounter>]);
+        let mut resp = REQ.to_vec();
+        let at = resp.len();
+        resp.extend_from_slice(&0x0102_0304u32.to_be_bytes());
+        let info = MemoInfo {
+            serial_at: Some(at),
+            ..scoped(1)
+        };
+        memo.insert(REQ, memo.generation(), &resp, info);
+        zone.change_scope(2);
+        let mut out = Vec::new();
+        assert!(memo.lookup(REQ, &mut out).is_some());
+        assert_eq!(&out[at..], &0x0102_0305u32.to_be_bytes());
+        assert_eq!(&out[2..at], &resp[2..at]);
+    }
+
+    #[test]
+    fn the_serial_is_found_once_or_not_at_all() {
+        use hickory_proto::rr::rdata::SOA;
+        let soa = SOA::new(
+            hickory_proto::rr::Name::root(),
+            hickory_proto::rr::Name::root(),
+            7,
+            7200,
+            1800,
+            86400,
+            30,
+        );
+        let tail: Vec<u8> = [7u32, 7200, 1800, 86400, 30]
+            .iter()
+            .flat_map(|v| v.to_be_bytes())
+            .collect();
+        let mut msg = vec![9u8; 40];
+        msg.extend_from_slice(&tail);
+        assert_eq!(serial_offset(&msg, &soa), Some(40));
+        msg.extend_from_slice(&tail);
+        assert_eq!(serial_offset(&msg, &soa), None, "twice: ambiguous");
+        assert_eq!(serial_offset(&[0u8; 40], &soa), None);
     }
 
     const REQ: &[u8] = &[0xAB, 0xCD, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, b'a', 0, 0, 1, 0, 1];
@@ -391,23 +593,22 @@ mod tests {
     }
 
     #[test]
-    fn a_full_memo_takes_no_more_until_the_zone_changes() {
+    fn a_full_memo_empties_itself_for_the_next_answer() {
         let zone = Arc::new(Zone::default());
         let memo = AnswerMemo::with_capacity(
             vec![zone.clone() as Arc<dyn ChangeCounter>],
             2 * (REQ.len() * 2 + ENTRY_OVERHEAD),
         );
         let g = memo.generation();
-        for name in [b'a', b'b', b'c'] {
-            let mut q = REQ.to_vec();
-            q[13] = name;
-            memo.insert(&q, g, &q, info());
+        for name in [b'a', b'b'] {
+            memo.insert(&named(name), g, &named(name), info());
         }
         assert_eq!(memo.len(), 2);
-        zone.change();
-        let g = memo.generation();
-        memo.insert(REQ, g, REQ, info());
-        assert_eq!(memo.len(), 1, "the stale entries were not dropped");
+        memo.insert(&named(b'c'), g, &named(b'c'), info());
+        assert_eq!(memo.len(), 1, "full: emptied, then the new answer kept");
+        assert!(memo.lookup(&named(b'c'), &mut Vec::new()).is_some());
+        let (counted, held) = memo.accounting();
+        assert_eq!(counted, held);
     }
 
     #[test]
@@ -453,8 +654,12 @@ mod tests {
             .worker_threads(2)
             .build()
             .unwrap();
-        let zone = Arc::new(Zone::default());
-        let memo = AnswerMemo::new(vec![zone.clone() as Arc<dyn ChangeCounter>]);
+        let zone = Arc::new(ScopedZone::default());
+        // Room for a dozen entries: inserts keep filling it, so it empties under them too.
+        let memo = AnswerMemo::with_capacity(
+            vec![zone.clone() as Arc<dyn ChangeCounter>],
+            12 * (2 * (REQ.len() + 4) + ENTRY_OVERHEAD),
+        );
         rt.block_on(async {
             let mut tasks = Vec::new();
             for t in 0..4u8 {
@@ -466,7 +671,12 @@ mod tests {
                         // Four distinct names per task, so inserts also replace entries.
                         q.extend_from_slice(&(i % 4).to_be_bytes());
                         let g = memo.generation();
-                        memo.insert(&q, g, &q, info());
+                        let info = if i % 2 == 0 {
+                            scoped(u64::from(i % 4))
+                        } else {
+                            info()
+                        };
+                        memo.insert(&q, g, &q, info);
                         if i.is_multiple_of(64) {
                             tokio::task::yield_now().await;
                         }
@@ -477,7 +687,11 @@ mod tests {
                 let zone = zone.clone();
                 tokio::spawn(async move {
                     for i in 0..5_000u32 {
-                        zone.change();
+                        if i % 8 == 0 {
+                            zone.change_structure();
+                        } else {
+                            zone.change_scope(u64::from(i));
+                        }
                         if i.is_multiple_of(16) {
                             tokio::task::yield_now().await;
                         }

@@ -462,6 +462,7 @@ fn memo_info(
     } else {
         None
     };
+    let (scope, serial_at) = memo_scope(router, &plan, resp, out);
     Some(memo::MemoInfo {
         block: *index,
         zone: block.zones.iter().position(|z| z == zone)?,
@@ -473,7 +474,43 @@ fn memo_info(
         counted: plan.counted,
         by: resp.plugin,
         shuffle,
+        scope,
+        serial_at,
     })
+}
+
+/// The scope a memoized response is kept by, and where its SOA serial is: the plan's scope,
+/// unless the answer holds a CNAME (made from its target's data too) or carries a SOA whose
+/// serial cannot be found once or written on replay; then none (any change makes it stale).
+fn memo_scope(
+    router: &Router,
+    plan: &crate::chain::ReplayPlan,
+    resp: &Response,
+    out: &[u8],
+) -> (Option<u64>, Option<usize>) {
+    let Some(scope) = plan.scope else {
+        return (None, None);
+    };
+    if resp.answers.iter().any(|r| r.record_type() == RecordType::CNAME) {
+        return (None, None);
+    }
+    let soas: Vec<&hickory_proto::rr::rdata::SOA> = resp
+        .answers
+        .iter()
+        .chain(&resp.authority)
+        .filter_map(|r| match &r.data {
+            hickory_proto::rr::RData::SOA(soa) => Some(soa),
+            _ => None,
+        })
+        .collect();
+    match soas.as_slice() {
+        [] => (Some(scope), None),
+        [soa] if router.memo.patches_serials() => match memo::serial_offset(out, soa) {
+            Some(at) => (Some(scope), Some(at)),
+            None => (None, None),
+        },
+        _ => (None, None),
+    }
 }
 
 impl DnsHandler {

@@ -118,6 +118,83 @@ fn a_zone_change_is_answered_at_once() {
     );
 }
 
+/// Endpoint churn leaves the memo of the names it does not touch: after `svc6` moves, `svc1`'s
+/// answer, a PTR of another address and an NXDOMAIN are still memo hits, each byte for byte what
+/// the full path gives now (the NXDOMAIN with the zone's new SOA serial); `svc6`'s own answer,
+/// its PTR and the names of a namespace that appears are answered afresh.
+#[test]
+fn a_change_leaves_the_memo_of_names_it_does_not_touch() {
+    let zone = zone_from_yaml(FIXTURE_YAML).unwrap();
+    let memo = handler_on_zone(KUBEADM_BLOCK, &zone, true).unwrap();
+    let plain = handler_on_zone(KUBEADM_BLOCK, &zone, false).unwrap();
+    let untouched: &[(&str, RecordType)] = &[
+        ("svc1.testns.svc.cluster.local.", RecordType::A),
+        ("svc1.testns.svc.cluster.local.", RecordType::SRV),
+        ("1.10.96.10.in-addr.arpa.", RecordType::PTR),
+        ("nope.testns.svc.cluster.local.", RecordType::A),
+        ("svc1.testns.svc.cluster.local.", RecordType::AAAA),
+    ];
+    let touched: &[(&str, RecordType)] = &[
+        ("svc6.testns.svc.cluster.local.", RecordType::AAAA),
+        ("_http._tcp.svc6.testns.svc.cluster.local.", RecordType::SRV),
+    ];
+    let all: Vec<_> = untouched.iter().chain(touched).collect();
+    for (i, (name, qtype)) in all.iter().enumerate() {
+        ask(&memo, &wire(name, *qtype, u16::try_from(i).unwrap(), None));
+    }
+    let cached = |name: &str, qtype: RecordType| {
+        let mut out = Vec::new();
+        memo.router()
+            .memo
+            .lookup(&wire(name, qtype, 99, None), &mut out)
+            .map(|_| out)
+    };
+    for (name, qtype) in &all {
+        assert!(cached(name, *qtype).is_some(), "{name} {qtype} memoized");
+    }
+    // The SOA serial is the Unix second of the last change: make sure it moves.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let moved = "apiVersion: v1\nkind: Service\nmetadata: {name: svc6, namespace: testns}\n\
+                 spec: {type: ClusterIP, clusterIP: 'fd00:10:96::b', clusterIPs: ['fd00:10:96::b']}\n";
+    let mut report = manifests::LoadReport::default();
+    manifests::load_str(moved, Path::new("moved.yaml"), &zone, &mut report).unwrap();
+    for (name, qtype) in untouched {
+        let hit = cached(name, *qtype).unwrap_or_else(|| panic!("{name} {qtype}: memo entry dropped"));
+        let want = ask(&plain, &wire(name, *qtype, 99, None));
+        assert_eq!(
+            hit, want,
+            "{name} {qtype}: the memoized answer differs from the full path"
+        );
+    }
+    for (name, qtype) in touched {
+        assert!(cached(name, *qtype).is_none(), "{name} {qtype}: served stale");
+        let fresh = ask(&memo, &wire(name, *qtype, 99, None));
+        assert_eq!(
+            fresh,
+            ask(&plain, &wire(name, *qtype, 99, None)),
+            "{name} {qtype}"
+        );
+    }
+    let aaaa = Message::from_bytes(&ask(
+        &memo,
+        &wire("svc6.testns.svc.cluster.local.", RecordType::AAAA, 1, None),
+    ))
+    .unwrap();
+    assert_eq!(
+        aaaa.answers.iter().map(support::show).collect::<Vec<_>>(),
+        ["svc6.testns.svc.cluster.local. AAAA fd00:10:96::b"]
+    );
+    // A namespace appearing changes what every name may answer (its structure).
+    let ns = "apiVersion: v1\nkind: Namespace\nmetadata: {name: fresh-ns}\n";
+    manifests::load_str(ns, Path::new("ns.yaml"), &zone, &mut report).unwrap();
+    for (name, qtype) in untouched {
+        assert!(
+            cached(name, *qtype).is_none(),
+            "{name} {qtype}: kept through a namespace change"
+        );
+    }
+}
+
 /// A headless service with `n` ready IPv4 endpoints.
 fn headless(n: u8) -> String {
     let mut y = String::from(

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use hickory_proto::rr::{Name, RecordType};
 
 use super::setup::{KubernetesConfig, PodMode};
-use crate::chain::{Next, Plugin, Replay, ReplyFuture, SearchPaths};
+use crate::chain::{Next, Plugin, Replay, ReplyFuture, Scope, SearchPaths};
 use crate::cluster::ClusterZone;
 use crate::corefile::is_reverse_zone;
 use crate::dns::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
@@ -107,6 +107,11 @@ impl Plugin for Kubernetes {
 
     fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {
         vec![self.zone().clone() as Arc<dyn ChangeCounter>]
+    }
+
+    /// A name about one Service or one address is made from that scope's data only.
+    fn scope(&self, q: &Question) -> Scope {
+        self.answerer.scope_of(&q.name).map_or(Scope::Whole, Scope::Key)
     }
 
     fn search_paths(&self) -> Option<&dyn SearchPaths> {
