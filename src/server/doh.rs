@@ -199,10 +199,11 @@ async fn answer(req: Request<Incoming>, src: SocketAddr, shared: &Shared) -> Res
         .await
     {
         Some(_) => {
-            let mut r = Response::new(Full::new(Bytes::from(out.clone())));
+            let ttl = least_ttl(&out);
+            let mut r = Response::new(Full::new(Bytes::from(out)));
             r.headers_mut()
                 .insert(CONTENT_TYPE, HeaderValue::from_static(DNS_MESSAGE));
-            if let Some(ttl) = least_ttl(&out)
+            if let Some(ttl) = ttl
                 && let Ok(v) = HeaderValue::from_str(&format!("max-age={ttl}"))
             {
                 r.headers_mut().insert(CACHE_CONTROL, v);
