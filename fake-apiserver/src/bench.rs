@@ -73,10 +73,16 @@ pub struct Spawned {
 
 /// Starts `bin -conf corefile` with `RUST_LOG=info` and waits (up to 30 s) for its address.
 pub fn spawn_cluster_dns(bin: &str, corefile: &Path) -> std::io::Result<Spawned> {
+    spawn_cluster_dns_with(bin, corefile, &[])
+}
+
+/// [`spawn_cluster_dns`] with more environment variables.
+pub fn spawn_cluster_dns_with(bin: &str, corefile: &Path, env: &[(&str, &str)]) -> std::io::Result<Spawned> {
     let mut child = Command::new(bin)
         .arg("-conf")
         .arg(corefile)
         .env("RUST_LOG", "info")
+        .envs(env.iter().copied())
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()?;

@@ -36,6 +36,13 @@ pub struct Router {
     pub memo: memo::AnswerMemo,
 }
 
+/// The environment variable that turns the answer memo off (`off`).
+pub const ANSWER_MEMO_ENV: &str = "CLUSTER_DNS_ANSWER_MEMO";
+
+fn memo_turned_off() -> bool {
+    std::env::var(ANSWER_MEMO_ENV).is_ok_and(|v| v.eq_ignore_ascii_case("off"))
+}
+
 impl Router {
     /// `blocks`, with the answer memo on over the zones their plugins answer from.
     pub fn new(blocks: Vec<BlockRoute>) -> Self {
@@ -49,8 +56,9 @@ impl Router {
     /// This router with a new answer memo over the zones its blocks' plugins answer from
     /// (their change counters, [`crate::chain::Plugin::zones`]).
     pub fn with_memo(mut self) -> Self {
-        // A view routes by more than the request bytes (the client's address): no memo.
-        if self.blocks.iter().any(|b| b.view.is_some()) {
+        // A view routes by more than the request bytes (the client's address): no memo. And
+        // none when the operator turned it off (to measure the full path).
+        if self.blocks.iter().any(|b| b.view.is_some()) || memo_turned_off() {
             self.memo = memo::AnswerMemo::default();
             return self;
         }
