@@ -1,5 +1,5 @@
 //! Server block keys on different ports (`example.com example.io:1053`, as CoreDNS allows):
-//! each zone is served on its own port, by one set of directives.
+//! each zone is served on its own port, by one set of directives; and `bind` by interface name.
 
 use std::net::SocketAddr;
 
@@ -46,5 +46,27 @@ async fn keys_of_one_block_on_two_ports_serve_each_zone_on_its_own() {
     // A zone is served only on its key's port.
     assert!(b_on_1.contains("status: REFUSED"), "{b_on_1}");
     assert!(a_on_2.contains("status: REFUSED"), "{a_on_2}");
+    running.stop().await.unwrap();
+}
+
+/// `bind lo` listens on the loopback interface's addresses (as CoreDNS's `bind IFACE`), and
+/// answers there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_by_interface_name_listens_on_its_addresses() {
+    let dir = support::temp_dir("bind-iface");
+    let running = support::start(
+        ".:0 {\n bind lo\n hosts {\n  192.0.2.9 iface.example.org\n }\n}\n",
+        &dir,
+    )
+    .await;
+    let addrs = running.dns_addrs();
+    let v4 = *addrs
+        .iter()
+        .find(|a| a.ip() == std::net::IpAddr::from([127, 0, 0, 1]))
+        .unwrap_or_else(|| panic!("127.0.0.1 among {addrs:?}"));
+    let out = tokio::task::spawn_blocking(move || support::dig(v4, &["+short", "iface.example.org"]))
+        .await
+        .unwrap();
+    assert_eq!(out.trim(), "192.0.2.9");
     running.stop().await.unwrap();
 }
