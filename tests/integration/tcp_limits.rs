@@ -447,3 +447,52 @@ async fn a_tls_handshake_that_never_ends_is_closed_at_the_deadline() {
     assert_eq!(closed(&text, "dns://test", "deadline"), 10.0, "{text}");
     assert_eq!(tcp_series(&text, "open", "server=\"dns://test\""), 0.0);
 }
+
+/// A DNS-over-HTTPS body beyond its first 512 bytes comes out of the listener's buffer budget:
+/// with the budget spent the request is refused (503) and counted as a buffer close, while a
+/// small query on the same listener is still answered.
+#[tokio::test]
+async fn dns_over_https_bodies_come_out_of_the_buffer_budget() {
+    let (addr, metrics, _task) = serve_stream(
+        TcpLimits {
+            buffer_budget: 1_000,
+            ..TcpLimits::default()
+        },
+        tcp::StreamProtocol::doh(None),
+    )
+    .await;
+    let post = |body: &[u8]| {
+        let mut req = format!(
+            "POST /dns-query HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Type: application/dns-message\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        req.extend_from_slice(body);
+        req
+    };
+    let status = |reply: &[u8]| {
+        String::from_utf8_lossy(reply)
+            .split(' ')
+            .nth(1)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let exchange = |req: Vec<u8>| async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(&req).await.unwrap();
+        let mut out = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+            .await
+            .unwrap()
+            .unwrap();
+        out
+    };
+    let big = exchange(post(&[0u8; 4_000])).await;
+    assert_eq!(status(&big), "503", "{}", String::from_utf8_lossy(&big));
+    let text = metrics.render();
+    assert_eq!(closed(&text, "dns://test", "buffer"), 1.0, "{text}");
+    let q = support::query("example.org.", RecordType::A);
+    let wire = hickory_proto::serialize::binary::BinEncodable::to_bytes(&q).unwrap();
+    let small = exchange(post(&wire)).await;
+    assert_eq!(status(&small), "200", "{}", String::from_utf8_lossy(&small));
+}
