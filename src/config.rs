@@ -323,10 +323,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("Corefile:3") && e.contains("only once"), "{e}");
-        let e = parse(".:53 {\n  k8s_external example.org\n}\n")
+        let e = parse(".:53 {\n  dnssec example.org\n}\n")
             .unwrap_err()
             .to_string();
         assert!(e.contains("Corefile:2") && e.contains("not implemented"), "{e}");
+        let e = parse(".:53 {\n  k8s_external example.org\n}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("Corefile:2") && e.contains("needs a 'kubernetes'"),
+            "{e}"
+        );
         // A check against the rest of the block, after every directive is parsed.
         let e = parse(".:53 {\n  autopath @kubernetes\n  kubernetes cluster.local\n}\n")
             .unwrap_err()
@@ -392,8 +399,11 @@ mod tests {
             e.contains("Corefile:2") && e.contains("unknown directive 'frobnicate'"),
             "{e}"
         );
-        let e = parse(".:53 {\n  bind eth0\n}\n").unwrap_err().to_string();
-        assert!(e.contains("Corefile:2") && e.contains("not an IP"), "{e}");
+        let e = parse(".:53 {\n  bind nosuch0\n}\n").unwrap_err().to_string();
+        assert!(
+            e.contains("Corefile:2") && e.contains("neither an IP address"),
+            "{e}"
+        );
         let e = parse("a.:53 b. a {\n}\n").unwrap_err().to_string();
         assert!(e.contains("listed twice") && e.contains("Corefile:1"), "{e}");
         let e = parse("a.:54 {\n}\nb. a.:54 {\n}\n").unwrap_err().to_string();

@@ -78,6 +78,19 @@ pub struct ServiceInfo {
     pub kind: ServiceKind,
     /// The Service ports.
     pub ports: Vec<PortInfo>,
+    /// The addresses it is reached at from outside the cluster (`k8s_external`); `None` for
+    /// the many Services that have none, so they cost one word.
+    pub external: Option<Box<ExternalAddresses>>,
+}
+
+/// Where a Service is reached from outside the cluster: `spec.externalIPs` and
+/// `status.loadBalancer.ingress` (IPs, and hostnames a load balancer gives instead).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExternalAddresses {
+    /// External IPs then load-balancer IPs, without repeats.
+    pub ips: Vec<IpAddr>,
+    /// Load-balancer hostnames, lower-case and absolute.
+    pub hostnames: Vec<Arc<str>>,
 }
 
 /// One ready endpoint of an EndpointSlice.
@@ -227,13 +240,53 @@ impl ServiceInfo {
                 }
             }
         };
+        let external = external_addresses(svc, &kind);
         Ok(Self {
             name,
             namespace,
             kind,
             ports,
+            external,
         })
     }
+}
+
+/// The external addresses of `svc` (none for ExternalName Services). Addresses that do not
+/// parse are left out rather than failing the Service: they are written by controllers, and
+/// the cluster answers must not depend on them.
+fn external_addresses(svc: &Service, kind: &ServiceKind) -> Option<Box<ExternalAddresses>> {
+    if matches!(kind, ServiceKind::ExternalName(_)) {
+        return None;
+    }
+    let mut out = ExternalAddresses::default();
+    let spec_ips = svc.spec.as_ref().and_then(|s| s.external_ips.as_ref());
+    let ingress = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref());
+    let ips = spec_ips
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .chain(ingress.into_iter().flatten().filter_map(|i| i.ip.as_deref()));
+    for ip in ips.filter_map(|s| s.trim().parse::<IpAddr>().ok()) {
+        if !out.ips.contains(&ip) {
+            out.ips.push(ip);
+        }
+    }
+    for host in ingress
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i.hostname.as_deref())
+    {
+        if let Some(h) = external_target(host)
+            && !out.hostnames.contains(&h)
+        {
+            out.hostnames.push(h);
+        }
+    }
+    (!out.ips.is_empty() || !out.hostnames.is_empty()).then(|| Box::new(out))
 }
 
 /// Normalises an `externalName` into an absolute lower-case DNS name, or `None` when it is an IP

@@ -518,6 +518,7 @@ mod tests {
             namespace: ns.into(),
             kind,
             ports: vec![],
+            external: None,
         }
     }
 

@@ -432,6 +432,7 @@ mod tests {
             namespace: ns.into(),
             kind,
             ports: vec![],
+            external: None,
         }
     }
 

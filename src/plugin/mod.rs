@@ -13,6 +13,7 @@ pub mod errors;
 pub mod forward;
 pub mod health;
 pub mod hosts;
+pub mod k8s_external;
 pub mod kubernetes;
 pub mod loadbalance;
 pub mod log;

@@ -12,8 +12,8 @@
 use std::sync::Arc;
 
 use super::{
-    acl, any, autopath, bind, bufsize, cache, dns64, errors, forward, health, hosts, kubernetes, loadbalance,
-    log, loop_detect, metrics, ready, reload, rewrite, template, tls, view,
+    acl, any, autopath, bind, bufsize, cache, dns64, errors, forward, health, hosts, k8s_external,
+    kubernetes, loadbalance, log, loop_detect, metrics, ready, reload, rewrite, template, tls, view,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -82,6 +82,7 @@ pub const PLUGINS: &[Entry] = &[
     entry("rewrite", rewrite::setup::setup),
     with_families("template", template::setup::setup, template::families),
     entry("hosts", hosts::setup::setup),
+    entry("k8s_external", k8s_external::setup::setup),
     with_families("kubernetes", kubernetes::setup::setup, kubernetes::families),
     entry("loop", loop_detect::setup::setup),
     with_families("forward", forward::setup::setup, forward::families),
@@ -94,7 +95,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("chaos", "the chaos plugin"),
     ("debug", "the debug plugin"),
     ("whoami", "the whoami plugin"),
-    ("k8s_external", "the k8s_external plugin"),
     ("file", "the file plugin"),
     ("auto", "the auto plugin"),
     ("secondary", "the secondary plugin"),

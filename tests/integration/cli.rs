@@ -331,7 +331,7 @@ fn check_rejects_each_kind_of_corefile_mistake() {
         ("unknown directive", ".:53 {\n  frobnicate\n}\n", "Corefile:2"),
         (
             "not yet implemented",
-            ".:53 {\n  k8s_external example.org\n}\n",
+            ".:53 {\n  dnssec example.org\n}\n",
             "Corefile:2",
         ),
         (

@@ -17,6 +17,7 @@ mod dropin;
 mod forward;
 mod fuzz_corpus;
 mod image;
+mod k8s_external;
 mod keys;
 mod layers;
 mod memo;
