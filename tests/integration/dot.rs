@@ -32,7 +32,7 @@ impl DotUnbound {
         std::fs::write(dir.join("server.pem"), cert).unwrap();
         std::fs::write(dir.join("server.key"), key).unwrap();
         let conf = format!(
-            "server:\n  interface: 127.0.0.1@{port}\n  tls-port: {port}\n  tls-service-key: \"{d}/server.key\"\n  tls-service-pem: \"{d}/server.pem\"\n  do-ip6: no\n  do-daemonize: no\n  username: \"\"\n  chroot: \"\"\n  directory: \"{d}\"\n  pidfile: \"\"\n  use-syslog: no\n  logfile: \"\"\n  verbosity: 0\n  num-threads: 1\n  access-control: 127.0.0.0/8 allow\n  module-config: \"iterator\"\n  local-zone: \".\" static\n  local-data: \"www.example.com. 300 IN A 192.0.2.10\"\nremote-control:\n  control-enable: no\n",
+            "server:\n  interface: 127.0.0.1@{port}\n  tls-port: {port}\n  tls-service-key: \"{d}/server.key\"\n  tls-service-pem: \"{d}/server.pem\"\n  do-ip6: no\n  do-daemonize: no\n  username: \"\"\n  chroot: \"\"\n  directory: \"{d}\"\n  pidfile: \"\"\n  use-syslog: no\n  logfile: \"\"\n  verbosity: 0\n  num-threads: 1\n  incoming-num-tcp: 100\n  access-control: 127.0.0.0/8 allow\n  module-config: \"iterator\"\n  local-zone: \".\" static\n  local-data: \"www.example.com. 300 IN A 192.0.2.10\"\nremote-control:\n  control-enable: no\n",
             d = dir.display()
         );
         let path = dir.join("unbound.conf");
@@ -127,4 +127,49 @@ fn tls_options_are_checked_when_the_corefile_is_read() {
         check(".:53 {\n forward . tls://127.0.0.1 tls://[::1]:8853 {\n  tls_servername dns.test\n }\n}\n")
             .is_ok()
     );
+}
+
+/// A burst of questions opens connections to the upstream; once they are answered at most 16
+/// stay idle for reuse (`cluster_dns_forward_tls_idle_connections`), the rest are closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_leaves_at_most_sixteen_idle_connections() {
+    let dir = support::temp_dir("dot-burst");
+    let pki = TestPki::new("dot burst CA").unwrap();
+    let server = pki.server(&["dns.test", "127.0.0.1"]).unwrap();
+    std::fs::write(dir.join("ca.pem"), &pki.ca_pem).unwrap();
+    let ub = DotUnbound::start(&dir, &server.cert_pem, &server.key_pem);
+    let up = ub.addr;
+    let corefile = format!(
+        ".:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n forward . tls://{up} {{\n  tls ca.pem\n  tls_servername dns.test\n  max_fails 0\n }}\n}}\n"
+    );
+    let running = support::start(&corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let mut asks = Vec::new();
+    for _ in 0..40 {
+        asks.push(tokio::spawn(async move {
+            support::udp(
+                addr,
+                &support::query("www.example.com.", hickory_proto::rr::RecordType::A),
+            )
+            .await
+            .0
+        }));
+    }
+    for a in asks {
+        let reply = a.await.unwrap();
+        assert_eq!(reply.answers.len(), 1, "{reply:?}");
+    }
+    let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+    let to = format!("to=\"{up}\"");
+    let idle = crate::dropin::sum(&m, "cluster_dns_forward_tls_idle_connections", &[&to]);
+    let tls = "proto=\"tcp-tls\"";
+    let opened = crate::dropin::sum(&m, "coredns_proxy_conn_cache_misses_total", &[&to, tls]);
+    let reused = crate::dropin::sum(&m, "coredns_proxy_conn_cache_hits_total", &[&to, tls]);
+    assert_eq!(opened + reused, 40.0, "one exchange a question");
+    assert!((1.0..=16.0).contains(&idle), "idle {idle}, opened {opened}");
+    if opened > 16.0 {
+        assert_eq!(idle, 16.0, "more were opened than kept: the pool is full");
+    }
+    running.stop().await.unwrap();
+    drop(ub);
 }

@@ -9,14 +9,17 @@
 //! | `coredns_proxy_conn_cache_misses_total` | counter | proxy_name, to, proto |
 //! | `coredns_forward_healthcheck_broken_total` | counter | (none) |
 //! | `coredns_forward_max_concurrent_rejects_total` | counter | (none) |
+//! | `cluster_dns_forward_tls_idle_connections` | gauge | to |
 //!
 //! `proxy_name` is always `forward`; `to` is the upstream as `IP:PORT` (`[IPv6]:PORT`), from the
 //! Corefile; `rcode` is the upstream's rcode name from a fixed list (else `other`); `proto` is
 //! `udp` or `tcp`. (CoreDNS's README gives the health-check counter an `rcode` label too; its
 //! code does not have one, and neither has this.)
 //!
-//! Connections are not reused here (a fresh socket per exchange), so every exchange is a
-//! connection-cache miss and the hits counters stay at 0.
+//! Plain DNS connections are not reused here (a fresh socket per exchange), so every such
+//! exchange is a connection-cache miss and those hits counters stay at 0. DNS-over-TLS
+//! connections are reused (`proto="tcp-tls"`); the idle ones kept per upstream (at most 16) are
+//! the gauge `cluster_dns_forward_tls_idle_connections`, cluster-dns's own.
 //!
 //! [`ForwardMetrics`] holds the families, created and registered once per process; every
 //! [`Forward`](super::Forward) generation gets a clone through
@@ -29,7 +32,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
-use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+};
 
 use crate::telemetry::register_all;
 
@@ -72,6 +77,7 @@ pub struct ForwardMetrics {
     healthcheck_failures: IntCounterVec,
     conn_cache_hits: IntCounterVec,
     conn_cache_misses: IntCounterVec,
+    tls_idle: IntGaugeVec,
     healthcheck_broken: IntCounter,
     max_concurrent_rejects: IntCounter,
 }
@@ -117,6 +123,13 @@ impl ForwardMetrics {
                 ),
                 &["proxy_name", "to", "proto"],
             )?,
+            tls_idle: IntGaugeVec::new(
+                Opts::new(
+                    "cluster_dns_forward_tls_idle_connections",
+                    "Idle DNS-over-TLS connections kept for reuse per upstream (at most 16).",
+                ),
+                &["to"],
+            )?,
             healthcheck_broken: IntCounter::new(
                 "coredns_forward_healthcheck_broken_total",
                 "Counter of the number of complete failures of the healthchecks.",
@@ -133,6 +146,7 @@ impl ForwardMetrics {
                 Box::new(m.healthcheck_failures.clone()),
                 Box::new(m.conn_cache_hits.clone()),
                 Box::new(m.conn_cache_misses.clone()),
+                Box::new(m.tls_idle.clone()),
                 Box::new(m.healthcheck_broken.clone()),
                 Box::new(m.max_concurrent_rejects.clone()),
             ],
@@ -190,13 +204,14 @@ pub(super) struct UpstreamInstruments {
 
 impl UpstreamInstruments {
     /// The connection-cache hit and miss series of DNS over TLS to this upstream
-    /// (`proto="tcp-tls"`, as CoreDNS labels it).
-    pub(super) fn tls_conn_counters(&self, metrics: &ForwardMetrics) -> (IntCounter, IntCounter) {
+    /// (`proto="tcp-tls"`, as CoreDNS labels it), and its idle-connection gauge.
+    pub(super) fn tls_conn_counters(&self, metrics: &ForwardMetrics) -> super::tls::TlsCounters {
         let labels = [PROXY_NAME, self.to.as_str(), "tcp-tls"];
-        (
-            metrics.conn_cache_hits.with_label_values(&labels),
-            metrics.conn_cache_misses.with_label_values(&labels),
-        )
+        super::tls::TlsCounters {
+            hits: metrics.conn_cache_hits.with_label_values(&labels),
+            misses: metrics.conn_cache_misses.with_label_values(&labels),
+            idle: metrics.tls_idle.with_label_values(&[self.to.as_str()]),
+        }
     }
 
     /// Counts one exchange about to start over `tcp` or UDP (always a connection-cache miss).

@@ -199,8 +199,7 @@ impl Forward {
             for up in &self.inner.upstreams {
                 let instruments = metrics.upstream(up.addr);
                 if let Some(tls) = &up.tls {
-                    let (hits, misses) = instruments.tls_conn_counters(&metrics);
-                    tls.count_into(hits, misses);
+                    tls.count_into(instruments.tls_conn_counters(&metrics));
                 }
                 let _ = up.metrics.set(instruments);
             }

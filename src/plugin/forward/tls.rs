@@ -2,7 +2,9 @@
 //! `tls_servername`. Owns the TLS settings read from the Corefile, the rustls client
 //! configuration built from them, and each upstream's idle connections: a connection that
 //! answered goes back to its upstream's pool and is reused until it has been idle for `expire`
-//! (at most [`MAX_IDLE_PER_UPSTREAM`] kept; more are closed).
+//! (at most [`MAX_IDLE_PER_UPSTREAM`] kept; more are closed). At most
+//! [`MAX_BUSY_PER_UPSTREAM`] exchanges run at once per upstream (more wait for one to end), so
+//! the connections a burst of questions opens are bounded too.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -21,6 +23,19 @@ use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 pub const DOT_PORT: u16 = 853;
 /// Idle connections kept per upstream.
 pub const MAX_IDLE_PER_UPSTREAM: usize = 16;
+/// Exchanges (each on its own connection) in flight at once per upstream.
+pub const MAX_BUSY_PER_UPSTREAM: usize = 64;
+
+/// The series one upstream's TLS connections are counted in.
+#[derive(Debug, Clone)]
+pub struct TlsCounters {
+    /// `coredns_proxy_conn_cache_hits_total{proto="tcp-tls"}`.
+    pub hits: prometheus::IntCounter,
+    /// `coredns_proxy_conn_cache_misses_total{proto="tcp-tls"}`.
+    pub misses: prometheus::IntCounter,
+    /// `cluster_dns_forward_tls_idle_connections`.
+    pub idle: prometheus::IntGauge,
+}
 
 /// The TLS settings of a `forward` (files already read, so the Corefile's errors name them).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -81,8 +96,10 @@ pub struct TlsTransport {
     /// whose last exchange completed (no bytes pending) are here; taken out under the lock, so
     /// one connection serves one exchange at a time.
     idle: Mutex<Vec<(TlsStream<TcpStream>, Instant)>>,
-    /// `coredns_proxy_conn_cache_{hits,misses}_total{proto="tcp-tls"}` of this upstream.
-    counters: OnceLock<(prometheus::IntCounter, prometheus::IntCounter)>,
+    /// Permits for the exchanges in flight ([`MAX_BUSY_PER_UPSTREAM`]).
+    busy: tokio::sync::Semaphore,
+    /// This upstream's series, once metrics are attached.
+    counters: OnceLock<TlsCounters>,
 }
 
 impl std::fmt::Debug for TlsTransport {
@@ -113,6 +130,7 @@ impl TlsTransport {
             name,
             expire,
             idle: Mutex::new(Vec::new()),
+            busy: tokio::sync::Semaphore::new(MAX_BUSY_PER_UPSTREAM),
             counters: OnceLock::new(),
         })
     }
@@ -125,7 +143,15 @@ impl TlsTransport {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Instant::now();
         idle.retain(|(_, since)| now.duration_since(*since) < self.expire);
-        idle.pop().map(|(s, _)| s)
+        let taken = idle.pop().map(|(s, _)| s);
+        self.gauge(idle.len());
+        taken
+    }
+
+    fn gauge(&self, idle: usize) {
+        if let Some(c) = self.counters.get() {
+            c.idle.set(i64::try_from(idle).unwrap_or(i64::MAX));
+        }
     }
 
     fn put_idle(&self, stream: TlsStream<TcpStream>) {
@@ -136,11 +162,12 @@ impl TlsTransport {
         if idle.len() < MAX_IDLE_PER_UPSTREAM {
             idle.push((stream, Instant::now()));
         }
+        self.gauge(idle.len());
     }
 
-    /// Counts reused connections in `hits` and new ones in `misses` from now on.
-    pub fn count_into(&self, hits: prometheus::IntCounter, misses: prometheus::IntCounter) {
-        let _ = self.counters.set((hits, misses));
+    /// Counts reused connections, new ones and the idle ones in `counters` from now on.
+    pub fn count_into(&self, counters: TlsCounters) {
+        let _ = self.counters.set(counters);
     }
 
     /// Idle connections held now.
@@ -151,17 +178,22 @@ impl TlsTransport {
     /// Sends the framed `query` to `addr` and returns the reply's bytes: on an idle connection
     /// when one is fresh (a new one if that fails before a reply), else on a new connection.
     pub async fn exchange(&self, addr: SocketAddr, query: &[u8]) -> std::io::Result<Vec<u8>> {
+        let _permit = self
+            .busy
+            .acquire()
+            .await
+            .map_err(|_| std::io::Error::other("the upstream's transport is closed"))?;
         if let Some(mut s) = self.take_idle()
             && let Ok(reply) = round_trip(&mut s, query).await
         {
-            if let Some((hits, _)) = self.counters.get() {
-                hits.inc();
+            if let Some(c) = self.counters.get() {
+                c.hits.inc();
             }
             self.put_idle(s);
             return Ok(reply);
         }
-        if let Some((_, misses)) = self.counters.get() {
-            misses.inc();
+        if let Some(c) = self.counters.get() {
+            c.misses.inc();
         }
         let tcp = TcpStream::connect(addr).await?;
         let _ = tcp.set_nodelay(true);
