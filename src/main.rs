@@ -134,6 +134,12 @@ async fn shutdown_signal() {
     }
 }
 
+/// With the `mimalloc` feature (a measurement build, see BENCHMARKS.md "Allocator"), mimalloc
+/// instead of glibc's malloc.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let action = match parse_args(std::env::args().skip(1)) {
         Ok(a) => a,
