@@ -533,6 +533,17 @@ impl SetupCtx<'_> {
             None => Ok(()),
         }
     }
+
+    /// Checks a directive that takes nothing (`any`, `debug`, `whoami`): once per block, no
+    /// arguments, no block.
+    pub fn bare(&self, d: &Directive) -> Result<(), CorefileError> {
+        self.refuse_twice(d)?;
+        d.args().expect_none()?;
+        if d.has_block {
+            return Err(d.error("takes no block"));
+        }
+        Ok(())
+    }
 }
 
 /// A plugin's setup: parses one directive.

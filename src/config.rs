@@ -228,6 +228,13 @@ impl Config {
         })
     }
 
+    /// True when a block has `debug`: the process logs at debug level.
+    pub fn debug(&self) -> bool {
+        self.blocks
+            .iter()
+            .any(|b| b.get::<crate::plugin::debug::DebugConfig>().is_some())
+    }
+
     /// The HTTP listeners the configuration asks for, each with what it serves (blocks that
     /// name the same address share one listener, as in CoreDNS).
     pub fn http_listeners(&self) -> Vec<(SocketAddr, HttpEndpoints)> {

@@ -95,10 +95,13 @@ const QUIET: [&str; 4] = [
     "kube_runtime::watcher=error",
 ];
 
-fn init_logging() {
+fn init_logging(debug: bool) {
     let env = std::env::var("RUST_LOG").unwrap_or_default();
+    // `debug` in the Corefile puts this crate's own messages at debug level (the crates under
+    // it stay at info); RUST_LOG, when set, decides.
+    let default = if debug { "info,cluster_dns=debug" } else { "info" };
     let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     for directive in QUIET {
         let krate = directive.split(['=', ':']).next().unwrap_or(directive);
         if !env.contains(krate) {
@@ -174,7 +177,7 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    init_logging();
+    init_logging(config.debug());
     // Systemd and containerd 2.x hand out a soft open-file limit of 1,024: raise it to the hard
     // one, as Go (so CoreDNS) does. The TCP connection limit stays below what results.
     match cluster_dns::server::tcp::raise_nofile_limit() {

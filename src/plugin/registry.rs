@@ -12,8 +12,8 @@
 use std::sync::Arc;
 
 use super::{
-    acl, any, autopath, bind, bufsize, cache, dns64, errors, forward, health, hosts, k8s_external,
-    kubernetes, loadbalance, log, loop_detect, metrics, ready, reload, rewrite, template, tls, view,
+    acl, any, autopath, bind, bufsize, cache, debug, dns64, errors, forward, health, hosts, k8s_external,
+    kubernetes, loadbalance, log, loop_detect, metrics, ready, reload, rewrite, template, tls, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -67,6 +67,7 @@ pub const PLUGINS: &[Entry] = &[
     entry("reload", reload::setup),
     entry("bufsize", bufsize::setup),
     entry("bind", bind::setup),
+    entry("debug", debug::setup),
     entry("ready", ready::setup),
     entry("health", health::setup),
     entry("prometheus", metrics::setup),
@@ -86,6 +87,7 @@ pub const PLUGINS: &[Entry] = &[
     with_families("kubernetes", kubernetes::setup::setup, kubernetes::families),
     entry("loop", loop_detect::setup::setup),
     with_families("forward", forward::setup::setup, forward::families),
+    entry("whoami", whoami::setup),
     entry("view", view::setup::setup),
 ];
 
@@ -93,8 +95,6 @@ pub const PLUGINS: &[Entry] = &[
 /// uses one fails to start with a message that says so, rather than "unknown directive".
 pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("chaos", "the chaos plugin"),
-    ("debug", "the debug plugin"),
-    ("whoami", "the whoami plugin"),
     ("file", "the file plugin"),
     ("auto", "the auto plugin"),
     ("secondary", "the secondary plugin"),

@@ -30,3 +30,4 @@ mod transport;
 mod upstream;
 mod view;
 mod watch;
+mod whoami_debug;

@@ -11,11 +11,7 @@ pub struct AnyConfig;
 
 /// The `any` directive's setup (one per block).
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
-    ctx.refuse_twice(d)?;
-    d.args().expect_none()?;
-    if d.has_block {
-        return Err(d.error("takes no block"));
-    }
+    ctx.bare(d)?;
     Ok(Arc::new(AnyConfig))
 }
 
