@@ -177,8 +177,9 @@ async fn external_addresses_answer_under_the_external_zone() {
     running.stop().await.unwrap();
 }
 
-/// A LoadBalancer Service whose address the controller writes later: NXDOMAIN under the
-/// external zone until the watch brings the status, then its address.
+/// A LoadBalancer Service whose address the controller writes later: SERVFAIL before the zone
+/// has synced, NXDOMAIN under the external zone until the watch brings the status, then its
+/// address.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_load_balancer_address_that_comes_later_is_served() {
     let fake = FakeApiServer::start().await.unwrap();
@@ -191,6 +192,8 @@ async fn a_load_balancer_address_that_comes_later_is_served() {
                "status": status})
     };
     fake.create(svc(json!({}))).unwrap();
+    // Stalled until the server has answered once: before the zone syncs, SERVFAIL, not NXDOMAIN.
+    fake.stall(true);
     let corefile = format!(
         ".:0 {{\n bind 127.0.0.1\n kubernetes cluster.local {{\n  endpoint {}\n }}\n k8s_external ext.test\n}}\n",
         fake.url()
@@ -216,6 +219,9 @@ async fn a_load_balancer_address_that_comes_later_is_served() {
         }
         last
     };
+    let before = tokio::task::spawn_blocking(ask).await.unwrap();
+    assert_eq!(before.0, "SERVFAIL", "before the zone synced: {before:?}");
+    fake.stall(false);
     let first = until("NXDOMAIN").await;
     assert_eq!(first.0, "NXDOMAIN", "no address yet: {first:?}");
     fake.update(svc(json!({"loadBalancer": {"ingress": [{"ip": "203.0.113.9"}]}})))

@@ -340,7 +340,14 @@ impl K8sExternal {
                 if falls {
                     return None;
                 }
-                (ResponseCode::NXDomain, Vec::new(), Vec::new())
+                // Before the cluster zone has synced, "no such Service" may be wrong: SERVFAIL,
+                // as the kubernetes plugin answers then (and caches do not keep it).
+                let rcode = if self.zone.is_synced() {
+                    ResponseCode::NXDomain
+                } else {
+                    ResponseCode::ServFail
+                };
+                (rcode, Vec::new(), Vec::new())
             }
         };
         let authority = if answers.is_empty() {
