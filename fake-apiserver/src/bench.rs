@@ -1,4 +1,5 @@
-//! Helpers shared by the benchmark binaries (`watch-bench`, `outage-bench`, `autopath-bench`):
+//! Helpers shared by the benchmark binaries (`watch-bench`, `outage-bench`, `autopath-bench`,
+//! `churn-bench`): dnsperf's QPS and medians,
 //! a tiny blocking DNS client, starting the `cluster-dns` binary under test, `--name N`
 //! arguments and a process's `/proc` status fields.
 
@@ -132,4 +133,28 @@ pub fn status_kb(pid: u32, field: &str) -> u64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
+}
+
+/// dnsperf (pinned to CPU 1, `-c 4 -q 200`) against 127.0.0.1:`port` over `file` for `secs`
+/// seconds; its QPS.
+pub fn dnsperf(port: u16, file: &Path, secs: usize) -> f64 {
+    let out = Command::new("taskset")
+        .args(["-c", "1", "dnsperf", "-s", "127.0.0.1", "-p"])
+        .arg(port.to_string())
+        .arg("-d")
+        .arg(file)
+        .args(["-l", &secs.to_string(), "-c", "4", "-q", "200"])
+        .output()
+        .expect("dnsperf runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Queries per second:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no QPS in dnsperf output:\n{text}"))
+}
+
+/// The median of `v` (the upper one of an even count).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }

@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use fake_apiserver::bench::{Dns, Spawned, spawn_cluster_dns, status_kb, usize_arg};
+use fake_apiserver::bench::{Dns, Spawned, dnsperf, median, spawn_cluster_dns, status_kb, usize_arg};
 use fake_apiserver::synthetic::{self, SyntheticCluster};
 use fake_apiserver::{FakeApiServer, Options};
 use serde_json::{Value, json};
@@ -187,28 +187,6 @@ fn mix(walk: bool) -> (String, usize, usize) {
         lookups += 1;
     }
     (out, lookups, queries)
-}
-
-/// dnsperf against `port` over `file` for `secs` seconds; its QPS.
-fn dnsperf(port: u16, file: &std::path::Path, secs: usize) -> f64 {
-    let out = Command::new("taskset")
-        .args(["-c", "1", "dnsperf", "-s", "127.0.0.1", "-p"])
-        .arg(port.to_string())
-        .arg("-d")
-        .arg(file)
-        .args(["-l", &secs.to_string(), "-c", "4", "-q", "200"])
-        .output()
-        .expect("dnsperf runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix("Queries per second:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no QPS in dnsperf output:\n{text}"))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// Part 2: lookups per second with and without autopath.
