@@ -12,6 +12,20 @@ pub mod zone;
 
 pub use zone::ClusterZone;
 
+/// The environment variable that names this server's own IPs (the Pod IP, from the downward
+/// API), comma-separated. The NS answers of `kubernetes` and `k8s_external` name the Service
+/// whose endpoints hold one of them.
+pub const POD_IP_ENV: &str = "POD_IP";
+
+/// This server's own IPs, from [`POD_IP_ENV`] (addresses that do not parse are left out).
+pub fn self_ips_from_env() -> Vec<std::net::IpAddr> {
+    std::env::var(POD_IP_ENV)
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect()
+}
+
 /// A Kubernetes object that cannot be used for DNS. The source skips it, logs this, and applies
 /// the rest.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

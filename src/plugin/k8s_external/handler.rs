@@ -17,20 +17,6 @@ use crate::cluster::model::ServiceKind;
 use crate::cluster::zone::ServiceEntry;
 use crate::proto::{Answer, ChangeCounter, Question, Reply};
 
-/// The environment variable with this server's own IPs (the Pod IP, from the downward API):
-/// the Service whose endpoints hold one of them is this server's, and its external addresses
-/// are those of `ns1.<apex>.<zone>`.
-pub const POD_IP_ENV: &str = "POD_IP";
-
-/// This server's own IPs, from [`POD_IP_ENV`] (comma-separated).
-pub fn self_ips_from_env() -> Vec<IpAddr> {
-    std::env::var(POD_IP_ENV)
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect()
-}
-
 /// The plugin in a block's chain.
 #[derive(Debug)]
 pub struct K8sExternal {
@@ -235,9 +221,9 @@ impl K8sExternal {
                 RecordType::SOA => Found::Records(vec![self.soa(zone, owner)], Vec::new()),
                 RecordType::NS => match self.ns_name(zone) {
                     Some(ns) => {
-                        let glue_a = self.address_records(&ns, &self.own_addresses(), RecordType::A);
-                        let mut glue = glue_a;
-                        glue.extend(self.address_records(&ns, &self.own_addresses(), RecordType::AAAA));
+                        let own = self.own_addresses();
+                        let mut glue = self.address_records(&ns, &own, RecordType::A);
+                        glue.extend(self.address_records(&ns, &own, RecordType::AAAA));
                         Found::Records(
                             vec![Record::from_rdata(owner.clone(), self.ttl(), RData::NS(NS(ns)))],
                             glue,

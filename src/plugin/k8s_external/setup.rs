@@ -108,7 +108,7 @@ impl Configured for K8sExternalConfig {
             Some(zone) => Built::Plugin(Arc::new(super::K8sExternal::new(
                 self.clone(),
                 zone,
-                super::handler::self_ips_from_env(),
+                crate::cluster::self_ips_from_env(),
             ))),
             None => Built::Nothing,
         }

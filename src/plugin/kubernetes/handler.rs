@@ -15,10 +15,6 @@ use crate::corefile::is_reverse_zone;
 use crate::dns::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
 use crate::proto::{ChangeCounter, Question, Reply};
 
-/// The environment variable that names this server's own IPs (the Pod IP, from the downward
-/// API), comma-separated. The NS record names the Service whose endpoints hold one of them.
-pub const POD_IP_ENV: &str = "POD_IP";
-
 /// The `kubernetes` plugin in a server block's chain.
 #[derive(Debug, Clone)]
 pub struct Kubernetes {
@@ -29,15 +25,6 @@ pub struct Kubernetes {
 
 fn zone_name(zone: &str) -> Option<Name> {
     Name::from_ascii(zone).ok().map(|n| n.to_lowercase())
-}
-
-/// This server's own IPs, from [`POD_IP_ENV`].
-pub fn self_ips_from_env() -> Vec<IpAddr> {
-    std::env::var(POD_IP_ENV)
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect()
 }
 
 impl Kubernetes {

@@ -458,7 +458,7 @@ impl Configured for KubernetesConfig {
             Some(zone) => Built::Plugin(Arc::new(super::Kubernetes::new(
                 self,
                 zone,
-                super::handler::self_ips_from_env(),
+                crate::cluster::self_ips_from_env(),
             ))),
             None => Built::Nothing,
         }
