@@ -56,6 +56,34 @@ pub enum Replay {
     Counted,
     /// Yes, with its address records in a fresh random order each time (`loadbalance`).
     Reordered,
+    /// Yes, when the plugin wrote the reply from a store of its own and said how long it holds
+    /// ([`Next::held_until`]): until then, with its TTLs counted down as they age, and the
+    /// plugin is told of each replay (the cache's hits). Otherwise, never.
+    Timed,
+}
+
+/// How long a reply taken from a store stays what the store would answer ([`Replay::Timed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifetime {
+    /// When the store took it in.
+    pub stored: tokio::time::Instant,
+    /// When the store stops answering with it.
+    pub expires: tokio::time::Instant,
+    /// The whole seconds since `stored` its TTLs were counted down by, or `None` when they are
+    /// sent as stored (`keepttl`).
+    pub aged_by: Option<u32>,
+}
+
+/// A replay a plugin is told of ([`Plugin::replayed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replayed {
+    /// The reply was one the plugin wrote from its store ([`Replay::Timed`]); otherwise the
+    /// plugin passed the question on ([`Replay::Counted`]).
+    pub from_store: bool,
+    /// The rcode sent.
+    pub rcode: ResponseCode,
+    /// Records in the answer section.
+    pub answers: usize,
 }
 
 /// What part of the zones a plugin's answer to a question is made from, so the answer memo
@@ -116,8 +144,9 @@ pub trait Plugin: Any + Send + Sync + fmt::Debug {
     /// Its answer to `q`: a reply it writes itself, or what `next` answers (maybe changed).
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a>;
 
-    /// A reply it declared [`Replay::Counted`] for was sent again from the memo.
-    fn replayed(&self) {}
+    /// A reply it declared [`Replay::Counted`] or [`Replay::Timed`] for was sent again from
+    /// the memo.
+    fn replayed(&self, _replay: Replayed) {}
 
     /// The zones whose change counters its answers depend on (the cluster zone).
     fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {
@@ -172,6 +201,9 @@ pub struct Trace {
     writer: AtomicU32,
     /// A plugin found, while answering, that this reply must not be replayed.
     no_replay: std::sync::atomic::AtomicBool,
+    /// What the store of the plugin that wrote the reply said of it ([`Next::held_until`]);
+    /// set at most once (a second one forbids the replay).
+    lifetime: std::sync::Mutex<Option<Lifetime>>,
     /// How many times the chain was asked again from the start for this question's CNAME
     /// targets ([`Next::chase`]); bounded by [`MAX_CHASES`] so CNAMEs that lead back to
     /// themselves end.
@@ -274,6 +306,20 @@ impl<'a> Next<'a> {
         self.trace.no_replay.store(true, Ordering::Relaxed);
     }
 
+    /// The reply the plugin asking returns comes from its store, which holds it as `lifetime`
+    /// says: with [`Replay::Timed`], the server may replay it until then.
+    pub fn held_until(&self, lifetime: Lifetime) {
+        let mut held = self
+            .trace
+            .lifetime
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if held.replace(lifetime).is_some() {
+            drop(held);
+            self.forbid_replay();
+        }
+    }
+
     /// A handle on the rest of the chain that outlives this question (a cache refresh in the
     /// background).
     pub fn detach(&self) -> DetachedNext {
@@ -321,6 +367,12 @@ pub struct ReplayPlan {
     /// What of the zones the reply is made from: `Some(key)` for one scope, `None` for any
     /// (or none) of it.
     pub scope: Option<u64>,
+    /// For a reply from a plugin's store ([`Replay::Timed`]): how long it holds. Such a plan
+    /// has `reads_zones` false unless a plugin before the store read them.
+    pub lifetime: Option<Lifetime>,
+    /// Some visited plugin's answer is made from the zones ([`Scope::Whole`] or
+    /// [`Scope::Key`]).
+    pub reads_zones: bool,
 }
 
 /// The plugins of one server block, in the registry's order. Cheap to clone.
@@ -381,10 +433,10 @@ impl Chain {
     }
 
     /// Tells the plugins of `counted` (a [`ReplayPlan::counted`] set) of a replay.
-    pub fn replayed(&self, counted: u32) {
+    pub fn replayed(&self, counted: u32, replay: Replayed) {
         for (i, p) in self.plugins.iter().enumerate() {
             if counted & (1 << i) != 0 {
-                p.replayed();
+                p.replayed(replay);
             }
         }
     }
@@ -402,14 +454,17 @@ impl Chain {
         let replay = if trace.no_replay.load(Ordering::Relaxed) {
             None
         } else {
-            self.replay_plan(q, trace.visited.load(Ordering::Relaxed))
+            self.replay_plan(q, &trace)
         };
         Answered { reply, by, replay }
     }
 
-    /// The replay plan of a reply whose walk visited `visited`: each visited plugin must allow
-    /// it.
-    fn replay_plan(&self, q: &Question, visited: u32) -> Option<ReplayPlan> {
+    /// The replay plan of a reply whose walk `trace` recorded: each visited plugin must allow
+    /// it. A [`Replay::Timed`] plugin must have written the reply itself and said how long its
+    /// store holds it.
+    fn replay_plan(&self, q: &Question, trace: &Trace) -> Option<ReplayPlan> {
+        let visited = trace.visited.load(Ordering::Relaxed);
+        let writer = trace.writer.load(Ordering::Relaxed) as usize;
         let mut plan = ReplayPlan::default();
         let mut scope = Scope::Independent;
         for (i, p) in self.plugins.iter().enumerate() {
@@ -421,9 +476,23 @@ impl Chain {
                 Replay::Same => {}
                 Replay::Counted => plan.counted |= 1 << i,
                 Replay::Reordered => plan.reordered = true,
+                Replay::Timed => {
+                    let held = *trace
+                        .lifetime
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if writer != i + 1 || plan.lifetime.is_some() {
+                        return None;
+                    }
+                    plan.lifetime = Some(held?);
+                    plan.counted |= 1 << i;
+                    // What it answers from its store does not read the zones now.
+                    continue;
+                }
             }
             scope = scope.and(p.scope(q));
         }
+        plan.reads_zones = scope != Scope::Independent;
         plan.scope = match scope {
             Scope::Key(k) => Some(k),
             Scope::Independent | Scope::Whole => None,
@@ -633,6 +702,8 @@ mod tests {
         name: &'static str,
         answers: bool,
         replay: Replay,
+        /// What it says its store holds the reply for, when it answers.
+        held: Option<Lifetime>,
     }
 
     impl Plugin for Stub {
@@ -645,6 +716,9 @@ mod tests {
         fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
             Box::pin(async move {
                 if self.answers {
+                    if let Some(l) = self.held {
+                        next.held_until(l);
+                    }
                     Reply::Authoritative(Answer {
                         rcode: ResponseCode::NoError,
                         answers: Vec::new(),
@@ -664,6 +738,16 @@ mod tests {
             name,
             answers,
             replay,
+            held: None,
+        })
+    }
+
+    fn store(answers: bool, held: Option<Lifetime>) -> Arc<dyn Plugin> {
+        Arc::new(Stub {
+            name: "store",
+            answers,
+            replay: Replay::Timed,
+            held,
         })
     }
 
@@ -686,7 +770,7 @@ mod tests {
             Some(ReplayPlan {
                 reordered: true,
                 counted: 0b10,
-                scope: None,
+                ..ReplayPlan::default()
             })
         );
         // A plugin that declares nothing is never replayed.
@@ -694,6 +778,34 @@ mod tests {
             stub("any", false, Replay::Never),
             stub("writer", true, Replay::Same),
         ]);
+        assert_eq!(chain.serve(&q()).await.replay, None);
+    }
+
+    #[tokio::test]
+    async fn a_timed_reply_is_replayed_only_when_its_store_wrote_it_and_said_how_long() {
+        let now = tokio::time::Instant::now();
+        let held = Lifetime {
+            stored: now,
+            expires: now + Duration::from_secs(30),
+            aged_by: Some(0),
+        };
+        // The store answered and said how long: replayable till then, and counted.
+        let chain = Chain::new(vec![stub("first", false, Replay::Same), store(true, Some(held))]);
+        let a = chain.serve(&q()).await;
+        assert_eq!(a.by, "store");
+        assert_eq!(
+            a.replay,
+            Some(ReplayPlan {
+                counted: 0b10,
+                lifetime: Some(held),
+                ..ReplayPlan::default()
+            })
+        );
+        // The store passed the question on (a miss): what answered is not its to time.
+        let chain = Chain::new(vec![store(false, None), stub("writer", true, Replay::Same)]);
+        assert_eq!(chain.serve(&q()).await.replay, None);
+        // The store answered without saying how long it holds the reply.
+        let chain = Chain::new(vec![store(true, None)]);
         assert_eq!(chain.serve(&q()).await.replay, None);
     }
 

@@ -40,6 +40,9 @@ use hickory_proto::op::{Metadata, ResponseCode};
 use hickory_proto::rr::{RData, Record, RecordType};
 use rand::seq::SliceRandom;
 
+use tokio::time::Instant;
+
+use crate::chain::Lifetime;
 use crate::proto::{ChangeCounter, shuffles};
 
 /// The most the memo holds (request and response bytes plus a fixed cost per entry).
@@ -79,6 +82,13 @@ pub struct MemoInfo {
     /// Where the SOA serial of its authority section is, from the start of the response, for a
     /// scoped response that carries one.
     pub serial_at: Option<usize>,
+    /// For a response a plugin wrote from its store (the cache's hit): how long it holds and
+    /// how its TTLs count down ([`crate::chain::Replay::Timed`]).
+    pub lifetime: Option<Lifetime>,
+    /// The response is made from the zones, so their counters decide whether it is current.
+    /// Always for a response without a lifetime; for one with, only when a plugin before the
+    /// store read the zones.
+    pub reads_zones: bool,
 }
 
 /// A run of `count` address records of `len` bytes each, starting `at` bytes into the
@@ -97,8 +107,11 @@ struct Entry {
     generation: u64,
     /// For a scoped response, the scope's counter it was made at.
     scope_generation: u64,
-    /// The response from byte 2 on (the ID is the request's).
+    /// The response from byte 2 on (the ID is the request's). In a response with a lifetime
+    /// that ages, its TTLs are as the store took them in (not yet counted down).
     response: Box<[u8]>,
+    /// Where the TTLs to count down are in `response` (a response with a lifetime that ages).
+    ttl_at: Box<[u16]>,
     info: MemoInfo,
 }
 
@@ -121,16 +134,14 @@ pub struct AnswerMemo {
 }
 
 impl AnswerMemo {
-    /// A memo valid while `zones` are unchanged; off when there are none.
+    /// A memo of responses made from `zones` (whose change counters make them stale) and of
+    /// responses from plugins' stores (which hold until their lifetime ends).
     pub fn new(zones: Vec<Arc<dyn ChangeCounter>>) -> Self {
         Self::with_capacity(zones, MEMO_BYTES)
     }
 
     /// [`AnswerMemo::new`] holding at most `capacity` bytes.
     pub fn with_capacity(zones: Vec<Arc<dyn ChangeCounter>>, capacity: usize) -> Self {
-        if zones.is_empty() {
-            return Self::default();
-        }
         Self {
             inner: Some(Arc::new(Inner {
                 zones,
@@ -177,7 +188,14 @@ impl AnswerMemo {
             return None;
         }
         let entry = inner.entries.get(key)?;
+        let now = entry.info.lifetime.map(|_| Instant::now());
+        if let (Some(held), Some(now)) = (entry.info.lifetime, now)
+            && now >= held.expires
+        {
+            return None;
+        }
         let current = match entry.info.scope {
+            _ if !entry.info.reads_zones => true,
             None => entry.generation == inner.generation(),
             Some(scope) => {
                 entry.generation == inner.structure_generation()
@@ -190,6 +208,18 @@ impl AnswerMemo {
         out.clear();
         out.extend_from_slice(&req[..2]);
         out.extend_from_slice(&entry.response);
+        if let (Some(held), Some(now)) = (entry.info.lifetime, now) {
+            // As the store counts them: the whole seconds since it took the response in.
+            let elapsed =
+                u32::try_from(now.saturating_duration_since(held.stored).as_secs()).unwrap_or(u32::MAX);
+            for &at in entry.ttl_at.iter() {
+                let at = usize::from(at);
+                if let Some(slot) = out.get_mut(at..at + 4) {
+                    let ttl = u32::from_be_bytes([slot[0], slot[1], slot[2], slot[3]]);
+                    slot.copy_from_slice(&ttl.saturating_sub(elapsed).to_be_bytes());
+                }
+            }
+        }
         let info = entry.info;
         drop(entry);
         if let Some(s) = info.shuffle {
@@ -225,7 +255,31 @@ impl AnswerMemo {
         if inner.generation() != generation {
             return;
         }
-        let cost = key.len() + body.len() + ENTRY_OVERHEAD;
+        let mut body: Box<[u8]> = body.into();
+        let mut ttl_at: Box<[u16]> = Box::default();
+        if let Some(Lifetime {
+            aged_by: Some(aged_by),
+            ..
+        }) = info.lifetime
+        {
+            // Kept as the store took them in; each hit counts them down again.
+            let Some(at) = ttl_offsets(response) else {
+                return;
+            };
+            for &a in &at {
+                let Some(slot) = usize::from(a).checked_sub(2).and_then(|i| body.get_mut(i..i + 4)) else {
+                    return;
+                };
+                let ttl = u32::from_be_bytes([slot[0], slot[1], slot[2], slot[3]]);
+                if ttl == 0 {
+                    // Counted down to nothing: which TTL it had cannot be told.
+                    return;
+                }
+                slot.copy_from_slice(&ttl.saturating_add(aged_by).to_be_bytes());
+            }
+            ttl_at = at.into();
+        }
+        let cost = key.len() + body.len() + 2 * ttl_at.len() + ENTRY_OVERHEAD;
         if cost > inner.capacity {
             return;
         }
@@ -249,14 +303,13 @@ impl AnswerMemo {
             Entry {
                 generation: entry_generation,
                 scope_generation,
-                response: body.into(),
+                response: body,
+                ttl_at,
                 info,
             },
         );
         if let Some(old) = old {
-            inner
-                .bytes
-                .fetch_sub(old.response.len() + key.len() + ENTRY_OVERHEAD, Ordering::AcqRel);
+            inner.bytes.fetch_sub(old.cost(key.len()), Ordering::AcqRel);
         }
         drop(held);
     }
@@ -268,12 +321,57 @@ impl AnswerMemo {
             return (0, 0);
         };
         let _emptying = inner.emptying.write().unwrap_or_else(PoisonError::into_inner);
-        let held = inner
-            .entries
-            .iter()
-            .map(|e| e.key().len() + e.value().response.len() + ENTRY_OVERHEAD)
-            .sum();
+        let held = inner.entries.iter().map(|e| e.value().cost(e.key().len())).sum();
         (inner.bytes.load(Ordering::Acquire), held)
+    }
+}
+
+impl Entry {
+    /// What it counts against the capacity, with a key of `key_len` bytes.
+    fn cost(&self, key_len: usize) -> usize {
+        key_len + self.response.len() + 2 * self.ttl_at.len() + ENTRY_OVERHEAD
+    }
+}
+
+/// Where the TTL of each record of `msg` (a whole DNS message) is, from its first byte; the
+/// OPT pseudo-record's is not a TTL and is left out. `None` when `msg` does not parse that far.
+pub fn ttl_offsets(msg: &[u8]) -> Option<Vec<u16>> {
+    let count = |at: usize| -> Option<usize> {
+        Some(usize::from(u16::from_be_bytes([
+            *msg.get(at)?,
+            *msg.get(at + 1)?,
+        ])))
+    };
+    let questions = count(4)?;
+    let records = count(6)? + count(8)? + count(10)?;
+    let mut at = QNAME_AT;
+    for _ in 0..questions {
+        at = skip_name(msg, at)? + 4;
+    }
+    let mut offsets = Vec::with_capacity(records);
+    for _ in 0..records {
+        at = skip_name(msg, at)?;
+        let rtype = u16::from_be_bytes([*msg.get(at)?, *msg.get(at + 1)?]);
+        let rdlen = count(at + 8)?;
+        if rtype != u16::from(RecordType::OPT) {
+            offsets.push(u16::try_from(at + 4).ok()?);
+        }
+        at += 10 + rdlen;
+    }
+    (at <= msg.len()).then_some(offsets)
+}
+
+/// The offset just past the name that starts at `at` in `msg` (labels, then a root label or
+/// a compression pointer).
+fn skip_name(msg: &[u8], mut at: usize) -> Option<usize> {
+    loop {
+        let len = *msg.get(at)?;
+        match len {
+            0 => return Some(at + 1),
+            l if l & 0xC0 == 0xC0 => return msg.get(at + 1).map(|_| at + 2),
+            l if l & 0xC0 == 0 => at += 1 + usize::from(l),
+            _ => return None,
+        }
     }
 }
 
@@ -431,6 +529,8 @@ mod tests {
             shuffle: None,
             scope: None,
             serial_at: None,
+            lifetime: None,
+            reads_zones: true,
         }
     }
 
@@ -611,12 +711,105 @@ mod tests {
         assert_eq!(counted, held);
     }
 
+    /// A response with an A record (TTL `ttl`), a SOA in the authority section (TTL `ttl`)
+    /// and an OPT, as the server sends them.
+    fn response_with_ttls(ttl: u32) -> Vec<u8> {
+        use hickory_proto::op::{Edns, Message, Query};
+        use hickory_proto::rr::rdata::{A, SOA};
+        use hickory_proto::rr::{Name, RData, Record};
+        use hickory_proto::serialize::binary::BinEncodable;
+        let name = Name::from_ascii("a.example.").unwrap();
+        let mut m = Message::new(0xABCD, MessageType::Response, hickory_proto::op::OpCode::Query);
+        m.add_query(Query::query(name.clone(), RecordType::A));
+        m.add_answer(Record::from_rdata(
+            name.clone(),
+            ttl,
+            RData::A(A::new(192, 0, 2, 1)),
+        ));
+        let soa = SOA::new(name.clone(), name.clone(), 1, 2, 3, 4, 5);
+        m.add_authority(Record::from_rdata(name, ttl, RData::SOA(soa)));
+        m.set_edns(Edns::new());
+        m.to_bytes().unwrap()
+    }
+
+    fn ttls(msg: &[u8]) -> Vec<u32> {
+        ttl_offsets(msg)
+            .unwrap()
+            .iter()
+            .map(|&at| {
+                let at = usize::from(at);
+                u32::from_be_bytes(msg[at..at + 4].try_into().unwrap())
+            })
+            .collect()
+    }
+
     #[test]
-    fn no_zones_no_memo() {
+    fn the_ttls_of_a_message_are_found_and_the_opts_left_out() {
+        let msg = response_with_ttls(0x0102_0304);
+        assert_eq!(ttls(&msg), vec![0x0102_0304; 2], "A and SOA, not the OPT");
+        assert_eq!(ttl_offsets(&msg[..msg.len() - 1]), None, "cut short");
+        assert_eq!(ttl_offsets(&msg[..5]), None);
+    }
+
+    /// A response from a store (the cache) counts its TTLs down as the store would, whatever
+    /// the zones do, and goes when the store's entry expires. No zones are needed for it.
+    #[tokio::test(start_paused = true)]
+    async fn a_timed_entry_counts_its_ttls_down_and_ends_with_its_lifetime() {
+        let zone = Arc::new(Zone::default());
+        for zones in [vec![zone.clone() as Arc<dyn ChangeCounter>], Vec::new()] {
+            let memo = AnswerMemo::new(zones);
+            assert!(memo.is_on());
+            let stored = Instant::now();
+            tokio::time::advance(std::time::Duration::from_millis(4_500)).await;
+            // The store answered 4 whole seconds after taking it in, with TTL 30: 26.
+            let info = MemoInfo {
+                by: "cache",
+                lifetime: Some(Lifetime {
+                    stored,
+                    expires: stored + std::time::Duration::from_secs(30),
+                    aged_by: Some(4),
+                }),
+                reads_zones: false,
+                ..info()
+            };
+            memo.insert(REQ, memo.generation(), &response_with_ttls(26), info);
+            let mut out = Vec::new();
+            assert!(memo.lookup(REQ, &mut out).is_some());
+            assert_eq!(ttls(&out), vec![26, 26]);
+            assert_eq!(&out[..2], &REQ[..2], "the request's ID");
+            zone.change();
+            tokio::time::advance(std::time::Duration::from_secs(10)).await;
+            assert!(memo.lookup(REQ, &mut out).is_some(), "gone with a zone change");
+            assert_eq!(ttls(&out), vec![16, 16], "14.5 s after it was stored");
+            tokio::time::advance(std::time::Duration::from_millis(15_499)).await;
+            assert!(memo.lookup(REQ, &mut out).is_some());
+            assert_eq!(ttls(&out), vec![1, 1]);
+            tokio::time::advance(std::time::Duration::from_millis(1)).await;
+            assert!(memo.lookup(REQ, &mut out).is_none(), "served past its lifetime");
+        }
+    }
+
+    /// `keepttl`: the TTLs go out as stored; the lifetime still ends the entry.
+    #[tokio::test(start_paused = true)]
+    async fn a_timed_entry_that_keeps_its_ttls() {
         let memo = AnswerMemo::new(Vec::new());
-        assert!(!memo.is_on());
-        memo.insert(REQ, 0, REQ, info());
-        assert!(memo.lookup(REQ, &mut Vec::new()).is_none());
+        let stored = Instant::now();
+        let info = MemoInfo {
+            lifetime: Some(Lifetime {
+                stored,
+                expires: stored + std::time::Duration::from_secs(5),
+                aged_by: None,
+            }),
+            reads_zones: false,
+            ..info()
+        };
+        memo.insert(REQ, 0, &response_with_ttls(300), info);
+        tokio::time::advance(std::time::Duration::from_secs(4)).await;
+        let mut out = Vec::new();
+        assert!(memo.lookup(REQ, &mut out).is_some());
+        assert_eq!(ttls(&out), vec![300, 300]);
+        tokio::time::advance(std::time::Duration::from_secs(1)).await;
+        assert!(memo.lookup(REQ, &mut out).is_none());
     }
 
     #[test]

@@ -392,7 +392,14 @@ impl DnsHandler {
         let info = router.memo.lookup(req, out)?;
         let block = router.blocks.get(info.block)?;
         let zone = block.zones.get(info.zone);
-        block.chain.replayed(info.counted);
+        block.chain.replayed(
+            info.counted,
+            crate::chain::Replayed {
+                from_store: info.lifetime.is_some(),
+                rcode: info.rcode,
+                answers: info.answers,
+            },
+        );
         let served = Served {
             request_len: req.len(),
             response_len: out.len(),
@@ -476,6 +483,8 @@ fn memo_info(
         shuffle,
         scope,
         serial_at,
+        lifetime: plan.lifetime,
+        reads_zones: plan.lifetime.is_none() || plan.reads_zones,
     })
 }
 

@@ -230,18 +230,7 @@ async fn pods_get_their_search_path_walked_in_one_round_trip() {
         ])
     );
 
-    let metrics = running.http_addr("metrics").expect("/metrics listener");
-    let (_, text) = crate::dropin::http_get(metrics, "/metrics").await;
-    let success: f64 = text
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("coredns_autopath_success_total{")?
-                .split(' ')
-                .nth(1)?
-                .parse()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("no coredns_autopath_success_total in\n{text}"));
+    let (success, text) = crate::dropin::counter(&running, "coredns_autopath_success_total").await;
     // web.ns-a, api.example.com A, AAAA (NODATA), the second pod ask, and after the move.
     assert_eq!(success, 5.0, "{text}");
     running.stop().await.unwrap();

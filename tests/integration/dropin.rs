@@ -24,6 +24,25 @@ use crate::cli::Server;
 use crate::support::{self, show};
 use crate::upstream::Unbound;
 
+/// The value of the first series of the counter `family` on `running`'s `/metrics`, and the
+/// whole text (for the failure message).
+pub(crate) async fn counter(running: &cluster_dns::app::Running, family: &str) -> (f64, String) {
+    let metrics = running.http_addr("metrics").expect("/metrics listener");
+    let (_, text) = http_get(metrics, "/metrics").await;
+    let value = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(family)?
+                .strip_prefix('{')?
+                .split(' ')
+                .nth(1)?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no {family} in\n{text}"));
+    (value, text)
+}
+
 /// `GET path` over HTTP/1.0; the status code and the body.
 pub(crate) async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("http connect");

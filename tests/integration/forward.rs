@@ -263,7 +263,13 @@ async fn nxdomain_is_cached_then_expires() {
     let m = ask(addr, "nxcache.example.com.", RecordType::A).await;
     assert_eq!(m.metadata.response_code, ResponseCode::NXDomain);
     assert_eq!(up.udp_queries(), n, "served from the cache");
-    // SOA TTL and MINIMUM are 2 s: after that the upstream is asked again.
+    // The same request again: replayed from the answer memo, which holds the cache's hit.
+    let m = ask(addr, "nxcache.example.com.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NXDomain);
+    assert_eq!(up.udp_queries(), n);
+    assert_eq!(running.memoized(), 1, "the cache's hit was not memoized");
+    // SOA TTL and MINIMUM are 2 s: after that the upstream is asked again (the memo's copy
+    // expired with the cache's entry).
     tokio::time::sleep(Duration::from_millis(2300)).await;
     let m = ask(addr, "nxcache.example.com.", RecordType::A).await;
     assert_eq!(m.metadata.response_code, ResponseCode::NXDomain);
@@ -280,6 +286,16 @@ async fn cache_ttl_counts_down_and_respects_do_bit() {
     tokio::time::sleep(Duration::from_millis(2100)).await;
     let m = ask(addr, "ttl.example.com.", RecordType::A).await;
     assert!((27..=28).contains(&m.answers[0].ttl), "{}", m.answers[0].ttl);
+    assert_eq!(up.udp_queries(), 1);
+    // Replayed from the answer memo from now on, its TTL still counted down.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let again = ask(addr, "ttl.example.com.", RecordType::A).await;
+    assert_eq!(running.memoized(), 1, "the cache's hit was not memoized");
+    assert!(
+        again.answers[0].ttl < m.answers[0].ttl,
+        "{}",
+        again.answers[0].ttl
+    );
     assert_eq!(up.udp_queries(), 1);
     // A DO query is another cache key.
     let mut q = support::query_edns("ttl.example.com.", RecordType::A, 1232);

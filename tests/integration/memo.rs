@@ -254,8 +254,7 @@ fn blocks_whose_answers_change_without_the_zone_do_not_memoize() {
         ".:53 {{\n hosts {} {{\n  fallthrough\n }}\n kubernetes cluster.local\n}}\n",
         hosts.display()
     );
-    let with_cache = ".:53 {\n cache 30\n kubernetes cluster.local\n}\n";
-    for block in [with_hosts.as_str(), with_cache] {
+    for block in [with_hosts.as_str()] {
         let (h, _) = handler_with_zone(block, FIXTURE_YAML, true).unwrap();
         for id in 0..3 {
             ask(
@@ -267,12 +266,8 @@ fn blocks_whose_answers_change_without_the_zone_do_not_memoize() {
     }
 }
 
-#[test]
-fn a_pass_through_cache_counts_memoized_questions() {
-    // kubeadm's newer form: the cache never stores cluster answers, but counts them.
-    let block = ".:53 {\n cache 30 {\n  disable success cluster.local\n  disable denial cluster.local\n }\n kubernetes cluster.local\n}\n";
-    let (h, _) = handler_with_zone(block, FIXTURE_YAML, true).unwrap();
-    // The cache's exported counters, attached to the cache the chain holds.
+/// The cache's exported counters, attached to the cache of `h`'s first block.
+fn cache_counters(h: &DnsHandler) -> prometheus::Registry {
     let registry = prometheus::Registry::new();
     let families = cluster_dns::plugin::cache::CacheMetrics::register(&registry).unwrap();
     let router = h.router();
@@ -281,6 +276,61 @@ fn a_pass_through_cache_counts_memoized_questions() {
         .find::<cluster_dns::plugin::cache::Cache>()
         .unwrap();
     let _ = cache.clone().with_metrics(families, "dns://:53");
+    registry
+}
+
+/// A cache hit is memoized for as long as the cache holds the entry: each replay is the
+/// bytes the cache itself gives at that moment (TTLs counted down, asked over TCP, which never
+/// replays), it is counted as a cache hit, a zone change does not end it (the cache would not
+/// either) and the entry's expiry does. Paused time: the seconds are exact.
+#[tokio::test(start_paused = true)]
+async fn a_cache_hit_is_replayed_with_the_caches_ttls_until_it_expires() {
+    let block = ".:53 {\n cache 30\n kubernetes cluster.local {\n  ttl 20\n }\n}\n";
+    let (h, zone) = handler_with_zone(block, FIXTURE_YAML, true).unwrap();
+    let registry = cache_counters(&h);
+    let router = h.router();
+    let src: SocketAddr = CLIENT.parse().unwrap();
+    let name = "svc1.testns.svc.cluster.local.";
+    let udp = async |id: u16| {
+        let bytes = wire(name, RecordType::A, id, Some(1232));
+        h.answer_wire_async(&bytes, src, Transport::Udp).await.unwrap()
+    };
+    let tcp = async |id: u16| {
+        let bytes = wire(name, RecordType::A, id, Some(1232));
+        h.answer_wire_async(&bytes, src, Transport::Tcp).await.unwrap()
+    };
+    let ttl = |bytes: &[u8]| Message::from_bytes(bytes).unwrap().answers[0].ttl;
+
+    udp(1).await; // the cache's miss: the kubernetes answer, stored
+    assert_eq!(router.memo.len(), 0, "a miss is not the cache's to time");
+    assert_eq!(ttl(&udp(2).await), 20); // its first hit, memoized
+    assert_eq!(router.memo.len(), 1, "the hit was not memoized");
+    tokio::time::advance(std::time::Duration::from_millis(7_300)).await;
+    // A zone change elsewhere: the cache keeps its entry, and so does the memo.
+    zone.delete_service("testns", "hdls");
+    let (replayed, cached) = (udp(3).await, tcp(3).await);
+    assert_eq!(ttl(&replayed), 13);
+    assert_eq!(replayed, cached, "the replay is not the cache's answer");
+    tokio::time::advance(std::time::Duration::from_millis(12_700)).await;
+    // 20 s: the entry expired; the full path asks the zone again and stores it anew.
+    assert_eq!(ttl(&udp(4).await), 20);
+    let text = cluster_dns::telemetry::render_registry(&registry);
+    for line in [
+        "coredns_cache_requests_total{server=\"dns://:53\",view=\"\",zones=\".\"} 5",
+        "coredns_cache_hits_total{server=\"dns://:53\",type=\"success\",view=\"\",zones=\".\"} 3",
+        "coredns_cache_misses_total{server=\"dns://:53\",view=\"\",zones=\".\"} 2",
+    ] {
+        assert!(text.contains(line), "{line} not in:\n{text}");
+    }
+}
+
+#[test]
+fn a_pass_through_cache_counts_memoized_questions() {
+    // kubeadm's newer form: the cache never stores cluster answers, but counts them.
+    let block = ".:53 {\n cache 30 {\n  disable success cluster.local\n  disable denial cluster.local\n }\n kubernetes cluster.local\n}\n";
+    let (h, _) = handler_with_zone(block, FIXTURE_YAML, true).unwrap();
+    let registry = cache_counters(&h);
+    let router = h.router();
     for id in 0..5 {
         ask(
             &h,

@@ -176,3 +176,31 @@ async fn upstream_resolves_cname_targets_through_the_server() {
     );
     running.stop().await.unwrap();
 }
+
+/// A template that matches is counted on every question (`coredns_template_matches_total`),
+/// also in a block whose other answers the memo replays (with `kubernetes`): a matched
+/// template's answer is not replayed, since a replay would not count it. (Before, the second
+/// and later questions were replayed and the counter stayed at 1.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_match_is_counted_beside_the_memo() {
+    let dir = support::temp_dir("template-metrics");
+    let corefile = format!(
+        ".:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n template IN A example.org {{\n  answer \"{{{{ .Name }}}} 60 IN A 192.0.2.80\"\n }}\n kubernetes cluster.local {{\n  manifests {}\n }}\n}}\n",
+        support::data_dir().join("conformance-fixture.yaml").display()
+    );
+    let running = support::start(&corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let got = tokio::task::spawn_blocking(move || {
+        (0..4)
+            .map(|_| support::dig(addr, &["+nocookie", "+noall", "+answer", "A", "www.example.org"]))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    for g in &got {
+        assert_eq!(lines(g), ["www.example.org. 60 IN A 192.0.2.80"], "{g}");
+    }
+    let (matches, text) = crate::dropin::counter(&running, "coredns_template_matches_total").await;
+    assert_eq!(matches, 4.0, "{text}");
+    running.stop().await.unwrap();
+}

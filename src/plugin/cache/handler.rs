@@ -19,6 +19,7 @@ use tokio::time::Instant;
 
 use super::metrics::StoreInstruments;
 use super::setup::{Prefetch, Section};
+use crate::chain::Lifetime;
 use crate::proto::{Failure, Question, Reply};
 
 /// The TTL of records served stale (RFC 8767 recommends 30 s).
@@ -79,6 +80,8 @@ pub enum Lookup {
         reply: Reply,
         /// Refresh it in the background.
         prefetch: bool,
+        /// How long the entry holds, and how its TTLs were counted down.
+        held: Lifetime,
     },
     /// An expired entry within the serve-stale window, with TTLs set to [`STALE_TTL`].
     Stale(Reply),
@@ -280,6 +283,11 @@ impl Store {
             return Lookup::Fresh {
                 reply: aged(&e.reply, entry_ttl, elapsed, None),
                 prefetch: due,
+                held: Lifetime {
+                    stored: e.stored,
+                    expires: e.stored + e.ttl,
+                    aged_by: (!self.keep_ttl).then_some(elapsed),
+                },
             };
         }
         match stale_for {

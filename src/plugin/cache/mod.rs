@@ -21,7 +21,7 @@ use self::handler::{Key, Kind, Lookup, Store, classify};
 pub use self::metrics::CacheMetrics;
 use self::metrics::{CacheInstruments, StoreInstruments};
 pub use self::setup::CacheConfig;
-use crate::chain::{DetachedNext, Next, Plugin, Replay, ReplyFuture};
+use crate::chain::{DetachedNext, Next, Plugin, Replay, Replayed, ReplyFuture};
 use crate::proto::{Question, Reply};
 
 /// How long a `serve_stale verify` lookup waits for the upstream before answering stale (RFC
@@ -184,7 +184,14 @@ impl Cache {
             s.hits.inc();
         }
         match found {
-            Lookup::Fresh { reply, prefetch } => {
+            Lookup::Fresh {
+                reply,
+                prefetch,
+                held,
+            } => {
+                if self.inner.config.prefetch.is_none() {
+                    next.held_until(held);
+                }
                 if prefetch {
                     if let Some(m) = self.metrics() {
                         m.prefetch.inc();
@@ -240,19 +247,36 @@ impl Plugin for Cache {
         "cache"
     }
 
-    /// Replayable only for names it never stores (`disable success` and `disable denial`, as
-    /// kubeadm's Corefile has for the cluster zone): it then passes them on, and a replay is
-    /// counted as that pass-through would be. Names it may store depend on the clock.
+    /// Names it never stores (`disable success` and `disable denial`, as kubeadm's Corefile
+    /// has for the cluster zone) it passes on, and a replay is counted as that pass-through
+    /// would be. Names it may store: a fresh hit may be replayed until the entry expires, its
+    /// TTLs counted down as the cache counts them, and each replay counted as a hit. Not with
+    /// `prefetch`, which must see every hit of an entry to decide when to refresh it.
     fn replay(&self, q: &Question) -> Replay {
         match self.passes_through(&q.name.to_lowercase()) {
             Some(true) => Replay::Counted,
             Some(false) => Replay::Same,
+            None if self.inner.config.prefetch.is_none() => Replay::Timed,
             None => Replay::Never,
         }
     }
 
-    fn replayed(&self) {
-        self.count_pass_through();
+    fn replayed(&self, replay: Replayed) {
+        if !replay.from_store {
+            self.count_pass_through();
+            return;
+        }
+        let kind = if replay.rcode == ResponseCode::NoError && replay.answers > 0 {
+            Kind::Success
+        } else {
+            Kind::Denial
+        };
+        if let Some(m) = self.metrics() {
+            m.requests.inc();
+        }
+        if let Some(s) = self.store_metrics(kind) {
+            s.hits.inc();
+        }
     }
 
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {

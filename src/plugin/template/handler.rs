@@ -209,7 +209,13 @@ impl Plugin for TemplatePlugin {
     }
 
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
-        match self.decide(q) {
+        let outcome = self.decide(q);
+        if matches!(outcome, Outcome::Answer(_)) && self.metrics.is_some() {
+            // A rule matched and was counted (`coredns_template_matches_total`): a replay from
+            // the memo would not count it.
+            next.forbid_replay();
+        }
+        match outcome {
             Outcome::Answer(Reply::Authoritative(mut a)) if a.external_target.is_some() => {
                 Box::pin(async move {
                     match a.external_target.take() {
