@@ -202,8 +202,11 @@ RSS0=$(awk '/VmRSS/ {print $2}' "/proc/$MEMPID/status")
 perf "$MEM" "$DIR/mem.txt" >/dev/null
 RSS1=$(awk '/VmRSS/ {print $2}' "/proc/$MEMPID/status")
 HWM1=$(awk '/VmHWM/ {print $2}' "/proc/$MEMPID/status")
-# Every one of the 10,000 names answered from the cache now (no upstream query).
+# Every one of the 10,000 names answered from the cache now (no upstream query); from the
+# second hit on each is replayed from the answer memo, which keeps its own copy.
 perf "$MEM" "$DIR/mem.txt" >/dev/null
+perf "$MEM" "$DIR/mem.txt" >/dev/null
+RSS2=$(awk '/VmRSS/ {print $2}' "/proc/$MEMPID/status")
 
 OUT=${BENCH_OUT:-$DIR/section.md}
 {
@@ -227,6 +230,7 @@ OUT=${BENCH_OUT:-$DIR/section.md}
     echo
     echo "Memory (fresh cluster-dns, \`cache 30\`, after 10,000 distinct names were forwarded and cached):"
     echo "VmRSS $RSS0 KiB at start, $RSS1 KiB with the full cache (VmHWM $HWM1 KiB): the cache and its traffic cost"
-    echo "$(( (RSS1 - RSS0) / 1024 )) MiB ($((RSS1 - RSS0)) KiB); goal under 10 MB (CoreDNS budgets 30 MB)."
+    echo "$(( (RSS1 - RSS0) / 1024 )) MiB ($((RSS1 - RSS0)) KiB); goal under 5 MB (CoreDNS budgets 30 MB). After two more passes"
+    echo "answered from the cache (the answer memo then holds a copy of each hit): VmRSS $RSS2 KiB, $((RSS2 - RSS0)) KiB over the start."
 } >"$OUT"
 cat "$OUT"

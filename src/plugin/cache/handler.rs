@@ -14,39 +14,171 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
 use tokio::time::Instant;
 
 use super::metrics::StoreInstruments;
 use super::setup::{Prefetch, Section};
 use crate::chain::Lifetime;
-use crate::proto::{Failure, Question, Reply};
+use crate::proto::{Answer, Failure, Forwarded, Question, Reply};
 
 /// The TTL of records served stale (RFC 8767 recommends 30 s).
 pub const STALE_TTL: u32 = 30;
 /// Shards per store.
 const SHARDS: usize = 64;
 
-/// What a cache entry is looked up by.
+/// What a cache entry is looked up by: the lower-case name in wire form (labels with their
+/// lengths; a parsed `Name` costs about three times the bytes), the type, class and the DO
+/// and CD bits.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Key {
-    name: Name,
-    qtype: RecordType,
-    qclass: DNSClass,
-    dnssec_ok: bool,
-    checking_disabled: bool,
+    name: Box<[u8]>,
+    qtype: u16,
+    qclass: u16,
+    /// Bit 0: DO; bit 1: CD.
+    bits: u8,
 }
 
 impl Key {
     /// The key of `q`.
     pub fn of(q: &Question) -> Self {
-        Self {
-            name: q.name.to_lowercase(),
-            qtype: q.qtype,
-            qclass: q.qclass,
-            dnssec_ok: q.dnssec_ok,
-            checking_disabled: q.checking_disabled,
+        let mut name = Vec::with_capacity(q.name.len() + 1);
+        for label in q.name.iter() {
+            // A label is at most 63 bytes: its length fits.
+            name.push(u8::try_from(label.len()).unwrap_or(u8::MAX));
+            name.extend(label.iter().map(u8::to_ascii_lowercase));
         }
+        name.push(0);
+        Self {
+            name: name.into(),
+            qtype: u16::from(q.qtype),
+            qclass: u16::from(q.qclass),
+            bits: u8::from(q.dnssec_ok) | (u8::from(q.checking_disabled) << 1),
+        }
+    }
+}
+
+/// A reply as an entry keeps it: its records in wire form (a parsed `Record` with its names
+/// and rdata costs about ten times its wire bytes), decoded again when it is served.
+#[derive(Debug)]
+struct Packed {
+    /// The reply's kind, rcode and flags.
+    head: Head,
+    /// An authoritative answer's ExternalName target outside the zones (rare).
+    external_target: Option<Box<Name>>,
+    /// Records in the answer, authority and additional sections.
+    counts: [u16; 3],
+    /// The records, one after the other (names compressed within this buffer).
+    records: Box<[u8]>,
+}
+
+/// What a [`Packed`] reply is, without its records.
+#[derive(Debug, Clone, Copy)]
+enum Head {
+    Authoritative(ResponseCode),
+    Forwarded {
+        rcode: ResponseCode,
+        recursion_available: bool,
+        authentic_data: bool,
+        truncated: bool,
+    },
+    Rcode(ResponseCode),
+}
+
+impl Packed {
+    /// `reply` packed, or `None` when its records cannot be encoded.
+    fn of(reply: &Reply) -> Option<Self> {
+        let mut external_target = None;
+        let (head, sections): (Head, [&[Record]; 3]) = match reply {
+            Reply::Authoritative(a) => {
+                external_target = a.external_target.clone().map(Box::new);
+                (
+                    Head::Authoritative(a.rcode),
+                    [&a.answers, &a.authority, &a.additional],
+                )
+            }
+            Reply::Forwarded(f) => (
+                Head::Forwarded {
+                    rcode: f.rcode,
+                    recursion_available: f.recursion_available,
+                    authentic_data: f.authentic_data,
+                    truncated: f.truncated,
+                },
+                [&f.answers, &f.authority, &f.additional],
+            ),
+            Reply::Rcode(r) => (Head::Rcode(*r), [&[], &[], &[]]),
+            Reply::Failed(f) => (Head::Rcode(f.rcode), [&[], &[], &[]]),
+        };
+        let mut bytes = Vec::new();
+        let mut encoder = BinEncoder::new(&mut bytes);
+        let mut counts = [0u16; 3];
+        for (count, records) in counts.iter_mut().zip(sections) {
+            *count = u16::try_from(records.len()).ok()?;
+            for r in records {
+                r.emit(&mut encoder).ok()?;
+            }
+        }
+        Some(Self {
+            head,
+            external_target,
+            counts,
+            records: bytes.into(),
+        })
+    }
+
+    /// The reply again, every TTL set to `min(ttl, entry_ttl) - elapsed` (or `fixed`); `None`
+    /// if its records do not decode (they always should: they were encoded here).
+    fn unpack(&self, entry_ttl: u32, elapsed: u32, fixed: Option<u32>) -> Option<Reply> {
+        let mut reply = match self.head {
+            Head::Authoritative(rcode) => Reply::Authoritative(Answer {
+                rcode,
+                answers: Vec::new(),
+                authority: Vec::new(),
+                additional: Vec::new(),
+                external_target: self.external_target.as_deref().cloned(),
+            }),
+            Head::Forwarded {
+                rcode,
+                recursion_available,
+                authentic_data,
+                truncated,
+            } => Reply::Forwarded(Forwarded {
+                rcode,
+                recursion_available,
+                authentic_data,
+                truncated,
+                answers: Vec::new(),
+                authority: Vec::new(),
+                additional: Vec::new(),
+            }),
+            Head::Rcode(rcode) => Reply::Rcode(rcode),
+        };
+        let mut decoder = BinDecoder::new(&self.records);
+        let mut read = |n: u16| -> Option<Vec<Record>> {
+            (0..n)
+                .map(|_| {
+                    let mut r = Record::read(&mut decoder).ok()?;
+                    r.ttl = fixed.unwrap_or_else(|| r.ttl.min(entry_ttl).saturating_sub(elapsed));
+                    Some(r)
+                })
+                .collect()
+        };
+        let [an, ns, ar] = self.counts;
+        match &mut reply {
+            Reply::Authoritative(a) => {
+                a.answers = read(an)?;
+                a.authority = read(ns)?;
+                a.additional = read(ar)?;
+            }
+            Reply::Forwarded(f) => {
+                f.answers = read(an)?;
+                f.authority = read(ns)?;
+                f.additional = read(ar)?;
+            }
+            Reply::Rcode(_) | Reply::Failed(_) => {}
+        }
+        Some(reply)
     }
 }
 
@@ -63,7 +195,7 @@ pub enum Kind {
 
 #[derive(Debug)]
 struct Entry {
-    reply: Reply,
+    reply: Packed,
     stored: Instant,
     ttl: Duration,
     window_start: Instant,
@@ -196,7 +328,8 @@ impl Store {
 
     /// Stores `reply` for `ttl`, evicting to stay within capacity. `keep_for` is how long past
     /// expiry entries stay (the serve-stale window).
-    pub fn insert(&self, key: Key, reply: Reply, ttl: Duration, now: Instant, keep_for: Duration) {
+    pub fn insert(&self, key: Key, reply: &Reply, ttl: Duration, now: Instant, keep_for: Duration) {
+        let Some(reply) = Packed::of(reply) else { return };
         let Some(shard) = self.shard(&key) else { return };
         let Ok(mut map) = shard.lock() else { return };
         let before = map.len();
@@ -280,8 +413,11 @@ impl Store {
                     due = true;
                 }
             }
+            let Some(reply) = e.reply.unpack(entry_ttl, elapsed, None) else {
+                return Lookup::Miss;
+            };
             return Lookup::Fresh {
-                reply: aged(&e.reply, entry_ttl, elapsed, None),
+                reply,
                 prefetch: due,
                 held: Lifetime {
                     stored: e.stored,
@@ -291,7 +427,10 @@ impl Store {
             };
         }
         match stale_for {
-            Some(window) if age < e.ttl + window => Lookup::Stale(aged(&e.reply, 0, 0, Some(STALE_TTL))),
+            Some(window) if age < e.ttl + window => match e.reply.unpack(0, 0, Some(STALE_TTL)) {
+                Some(reply) => Lookup::Stale(reply),
+                None => Lookup::Miss,
+            },
             _ => {
                 map.remove(key);
                 drop(map);
@@ -382,7 +521,6 @@ pub fn classify(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::Forwarded;
     use hickory_proto::rr::rdata::A;
     use std::net::Ipv4Addr;
 
@@ -401,6 +539,95 @@ mod tests {
             authority: Vec::new(),
             additional: Vec::new(),
         })
+    }
+
+    /// An entry gives back exactly the reply it was given: every section, the names as the
+    /// upstream spelled them, the flags and rcode, only the TTLs counted down.
+    #[test]
+    fn a_packed_reply_unpacks_to_the_same_records() {
+        use hickory_proto::rr::rdata::{CNAME, SOA, SRV, TXT};
+        let n = |s: &str| Name::from_ascii(s).unwrap();
+        let answers = vec![
+            Record::from_rdata(
+                n("WWW.Example.com."),
+                300,
+                RData::CNAME(CNAME(n("edge.example.NET."))),
+            ),
+            Record::from_rdata(
+                n("edge.example.NET."),
+                60,
+                RData::A(A(Ipv4Addr::new(192, 0, 2, 9))),
+            ),
+            Record::from_rdata(
+                n("edge.example.NET."),
+                60,
+                RData::TXT(TXT::new(vec!["a b".into()])),
+            ),
+        ];
+        let authority = vec![Record::from_rdata(
+            n("example.NET."),
+            3600,
+            RData::SOA(SOA::new(
+                n("ns.example.NET."),
+                n("host.example.NET."),
+                7,
+                1,
+                2,
+                3,
+                4,
+            )),
+        )];
+        let additional = vec![Record::from_rdata(
+            n("_x._tcp.example.NET."),
+            10,
+            RData::SRV(SRV::new(1, 2, 53, n("edge.example.NET."))),
+        )];
+        let forwarded = Reply::Forwarded(Forwarded {
+            rcode: ResponseCode::NoError,
+            recursion_available: true,
+            authentic_data: true,
+            truncated: false,
+            answers: answers.clone(),
+            authority: authority.clone(),
+            additional: additional.clone(),
+        });
+        let authoritative = Reply::Authoritative(Answer {
+            rcode: ResponseCode::NXDomain,
+            answers,
+            authority,
+            additional,
+            external_target: Some(n("edge.example.NET.")),
+        });
+        for reply in [forwarded, authoritative] {
+            let packed = Packed::of(&reply).unwrap();
+            assert_eq!(packed.unpack(u32::MAX, 0, None).unwrap(), reply);
+            assert_eq!(packed.unpack(30, 5, None).unwrap(), aged(&reply, 30, 5, None));
+            assert_eq!(
+                packed.unpack(0, 0, Some(30)).unwrap(),
+                aged(&reply, 0, 0, Some(30))
+            );
+        }
+        let failed = Reply::Failed(Failure {
+            rcode: ResponseCode::ServFail,
+            reason: "x",
+        });
+        assert_eq!(
+            Packed::of(&failed).unwrap().unpack(30, 0, None),
+            Some(Reply::Rcode(ResponseCode::ServFail))
+        );
+    }
+
+    #[test]
+    fn keys_ignore_case_and_tell_types_and_bits_apart() {
+        assert_eq!(key("WWW.Example.COM."), key("www.example.com."));
+        assert_ne!(key("www.example.com."), key("www.example.co."));
+        assert_ne!(key("ab.c."), key("a.bc."));
+        let aaaa = Key::of(&Question::new(n_("www.example.com."), RecordType::AAAA));
+        assert_ne!(aaaa, key("www.example.com."));
+    }
+
+    fn n_(s: &str) -> Name {
+        Name::from_ascii(s).unwrap()
     }
 
     fn key(name: &str) -> Key {
@@ -425,7 +652,7 @@ mod tests {
             (Kind::Success, Duration::from_secs(30)),
             "capped by cache 30"
         );
-        s.insert(key("www.example.com."), r, ttl, Instant::now(), Duration::ZERO);
+        s.insert(key("www.example.com."), &r, ttl, Instant::now(), Duration::ZERO);
         tokio::time::advance(Duration::from_secs(12)).await;
         match s.lookup(&key("WWW.example.com."), Instant::now(), None, None) {
             Lookup::Fresh { reply, .. } => assert_eq!(reply.answers()[0].ttl, 18),
@@ -444,7 +671,7 @@ mod tests {
         let s = Store::new(10).keeping_ttl(true);
         let r = a_reply(300);
         let (_, ttl) = classify(&r, &section(10), &section(10), Duration::from_secs(5)).unwrap();
-        s.insert(key("www.example.com."), r, ttl, Instant::now(), Duration::ZERO);
+        s.insert(key("www.example.com."), &r, ttl, Instant::now(), Duration::ZERO);
         tokio::time::advance(Duration::from_secs(12)).await;
         match s.lookup(&key("www.example.com."), Instant::now(), None, None) {
             Lookup::Fresh { reply, .. } => assert_eq!(reply.answers()[0].ttl, 30, "capped, not aged"),
@@ -467,7 +694,7 @@ mod tests {
         };
         s.insert(
             key("a.example."),
-            a_reply(10),
+            &a_reply(10),
             Duration::from_secs(10),
             Instant::now(),
             Duration::from_secs(60),
@@ -515,7 +742,7 @@ mod tests {
         for i in 0..1000 {
             s.insert(
                 key(&format!("n{i}.example.")),
-                a_reply(60),
+                &a_reply(60),
                 Duration::from_secs(60),
                 Instant::now(),
                 Duration::ZERO,
