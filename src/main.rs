@@ -178,6 +178,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     init_logging(config.debug());
+    cluster_dns::cluster::heap::fix_mmap_threshold();
     // Systemd and containerd 2.x hand out a soft open-file limit of 1,024: raise it to the hard
     // one, as Go (so CoreDNS) does. The TCP connection limit stays below what results.
     match cluster_dns::server::tcp::raise_nofile_limit() {

@@ -687,18 +687,38 @@ struct WatchTask {
     last_error: Option<String>,
 }
 
-/// Hands the heap pages a completed list freed back to the kernel. A list of 150,000 Pods
-/// decodes every object and keeps a set of their keys; glibc keeps those freed pages in its
-/// arenas, which was 15 MB of steady RSS that the zone does not use. Once per list, so the cost
-/// (a walk of the arenas) does not matter. The crate's one `unsafe` block (`unsafe_code` is
-/// denied everywhere else): an FFI call with no arguments to uphold.
-#[allow(unsafe_code)]
-fn release_freed_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases memory glibc's allocator holds free; it takes no
-    // pointers and is thread-safe.
-    unsafe {
-        libc::malloc_trim(0);
+/// What a list has brought so far, so that at its end what it lacks is deleted. Pods are kept
+/// by the pod index's identity (8 bytes, where a key is two strings): a list of 150,000 Pods
+/// would otherwise allocate about 20 MB of keys and leave the heap they were in fragmented.
+enum Seen {
+    Keys(HashSet<Key>),
+    Pods(HashSet<u64>),
+}
+
+impl Seen {
+    fn new(resource: Resource) -> Self {
+        match resource {
+            Resource::Pods => Self::Pods(HashSet::new()),
+            _ => Self::Keys(HashSet::new()),
+        }
+    }
+
+    fn insert(&mut self, zone: &ClusterZone, key: Key) {
+        match self {
+            Self::Keys(keys) => {
+                keys.insert(key);
+            }
+            Self::Pods(ids) => {
+                ids.insert(zone.pod_identity(&key.0, &key.1));
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Self::Keys(keys) => keys.len(),
+            Self::Pods(ids) => ids.len(),
+        }
     }
 }
 
@@ -713,23 +733,23 @@ impl WatchTask {
         // waits out its own schedule instead, and does not poll the watcher meanwhile (the
         // watcher only makes requests when polled).
         let mut stream = watcher::watcher(api, wc).boxed();
-        let mut seen: Option<HashSet<Key>> = None;
+        let mut seen: Option<Seen> = None;
         let mut synced_once = false;
         while let Some(item) = stream.next().await {
             match item {
-                Ok(Event::Init) => seen = Some(HashSet::new()),
+                Ok(Event::Init) => seen = Some(Seen::new(self.spec.resource)),
                 Ok(Event::InitApply(obj)) => {
                     let key = self.apply(obj);
                     if let (Some(seen), Some(key)) = (seen.as_mut(), key) {
-                        seen.insert(key);
+                        seen.insert(&self.zone, key);
                     }
                 }
                 Ok(Event::InitDone) => {
-                    let seen = seen.take().unwrap_or_default();
+                    let seen = seen.take().unwrap_or_else(|| Seen::new(self.spec.resource));
                     let removed = self.remove_unseen(&seen);
                     let objects = seen.len();
                     drop(seen);
-                    release_freed_heap();
+                    super::heap::release_freed_heap();
                     self.recovered();
                     if !synced_once {
                         synced_once = true;
@@ -972,8 +992,13 @@ impl WatchTask {
     }
 
     /// After a (re)list: deletes what the zone holds in this watch's scope but the list lacked.
-    fn remove_unseen(&self, seen: &HashSet<Key>) -> usize {
+    fn remove_unseen(&self, seen: &Seen) -> usize {
         let in_scope = |ns: &str| self.spec.namespace.as_deref().is_none_or(|s| s == ns);
+        let seen = match seen {
+            // The pod index keeps no names: it is swept by identity.
+            Seen::Pods(ids) => return self.zone.retain_pods(ids, in_scope),
+            Seen::Keys(keys) => keys,
+        };
         let stored: Vec<Key> = match self.spec.resource {
             Resource::Namespaces => self
                 .zone
@@ -983,14 +1008,8 @@ impl WatchTask {
                 .collect(),
             Resource::Services => self.zone.service_keys(),
             Resource::EndpointSlices => self.zone.slice_keys(),
-            Resource::Pods => {
-                // The pod index keeps no names: it is swept by identity.
-                let seen = seen
-                    .iter()
-                    .map(|(ns, name)| self.zone.pod_identity(ns, name))
-                    .collect();
-                return self.zone.retain_pods(&seen, in_scope);
-            }
+            // Swept by identity above.
+            Resource::Pods => Vec::new(),
         };
         let mut removed = 0;
         for key in stored {

@@ -113,6 +113,25 @@ fn kubernetes_block(url: &str) -> String {
     )
 }
 
+/// Resident KiB of the process's `[heap]` mapping (glibc's main arena; the runtime threads'
+/// arenas are other anonymous mappings).
+fn heap_kb(pid: u32) -> u64 {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let mut in_heap = false;
+    for line in smaps.lines() {
+        if line.contains(" [heap]") {
+            in_heap = true;
+        } else if in_heap && let Some(v) = line.strip_prefix("Rss:") {
+            return v
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+        }
+    }
+    0
+}
+
 /// Part 1: steady RSS with no pods and with `pods`.
 fn memory(bin: &str, dir: &std::path::Path, rt: &tokio::runtime::Runtime, pods: usize) {
     println!("\n## 1. Pod index memory (`pods verified`)");
@@ -129,7 +148,13 @@ fn memory(bin: &str, dir: &std::path::Path, rt: &tokio::runtime::Runtime, pods: 
         }
         std::thread::sleep(Duration::from_secs(2));
         let kb = status_kb(s.child.id(), "VmRSS:");
-        println!("{n} pods: steady RSS {:.1} MB", kb as f64 / 1024.0);
+        let heap = heap_kb(s.child.id());
+        println!(
+            "{n} pods: steady RSS {:.1} MB (of it the main heap {:.1} MB, other anonymous {:.1} MB)",
+            kb as f64 / 1024.0,
+            heap as f64 / 1024.0,
+            status_kb(s.child.id(), "RssAnon:").saturating_sub(heap) as f64 / 1024.0
+        );
         rss.push(kb);
         let _ = s.child.kill();
         let _ = s.child.wait();
@@ -271,6 +296,9 @@ fn main() {
         "cluster: {} Services in {} namespaces, {} endpoints; client pod 127.0.0.1 in ns-0",
         c.services, c.namespaces, c.endpoints
     );
-    throughput(&bin, &dir, &rt, upstream, secs, repeats);
+    // `--repeats 0`: the memory part only.
+    if repeats > 0 {
+        throughput(&bin, &dir, &rt, upstream, secs, repeats);
+    }
     memory(&bin, &dir, &rt, pods);
 }
