@@ -135,7 +135,7 @@ pub fn k8s_objects(data: &[u8]) {
                     continue;
                 };
                 for ep in &info.endpoints {
-                    for ip in &ep.addresses {
+                    for ip in ep.addresses.iter() {
                         let ptr = match ip {
                             std::net::IpAddr::V4(v4) => {
                                 let o = v4.octets();

@@ -939,7 +939,6 @@ impl WatchTask {
                 // Store only what DNS needs, without spare capacity: this is most of the zone.
                 info.endpoints.shrink_to_fit();
                 for ep in &mut info.endpoints {
-                    ep.addresses.shrink_to_fit();
                     if !self.keep_pod_names {
                         // Only `endpoint_pod_names` reads them: no string per endpoint otherwise.
                         ep.pod_name = None;

@@ -530,7 +530,7 @@ mod tests {
             endpoints: ips
                 .iter()
                 .map(|ip| EndpointInfo {
-                    addresses: vec![ip.parse().unwrap()],
+                    addresses: vec![ip.parse().unwrap()].into(),
                     hostname: None,
                     pod_name: None,
                 })

@@ -572,7 +572,7 @@ mod tests {
             namespace: "kube-system".into(),
             service: Some("my-dns".into()),
             endpoints: vec![EndpointInfo {
-                addresses: vec!["10.244.0.9".parse().unwrap()],
+                addresses: vec!["10.244.0.9".parse().unwrap()].into(),
                 hostname: None,
                 pod_name: None,
             }],
