@@ -94,15 +94,38 @@ impl ServiceEntry {
     }
 }
 
+/// A Service as the reverse index names it: one allocation, shared by the IPs that one change
+/// to that Service indexes (an owner is then a pointer and a flag, 16 bytes, not two strings).
+#[derive(Debug, PartialEq, Eq)]
+struct ServiceName {
+    namespace: Arc<str>,
+    service: Arc<str>,
+}
+
 /// One service that owns an IP, as the reverse index records it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReverseOwner {
-    /// Namespace of the service.
-    pub namespace: Arc<str>,
-    /// Service name.
-    pub service: Arc<str>,
+    name: Arc<ServiceName>,
     /// True when the IP is one of the service's ClusterIPs, false for an endpoint address.
     pub cluster_ip: bool,
+}
+
+impl ReverseOwner {
+    /// Namespace of the service.
+    pub fn namespace(&self) -> &Arc<str> {
+        &self.name.namespace
+    }
+
+    /// Service name.
+    pub fn service(&self) -> &Arc<str> {
+        &self.name.service
+    }
+
+    /// The order [`ClusterZone::reverse`] gives owners in: ClusterIP owners first, then by
+    /// namespace and name.
+    fn order(&self) -> (bool, &str, &str) {
+        (!self.cluster_ip, &self.name.namespace, &self.name.service)
+    }
 }
 
 /// The owners of one IP in the reverse index: almost always one, kept inline (a `Vec` of its
@@ -139,18 +162,65 @@ impl Owners {
         }
     }
 
-    /// Adds `owner` in its place: ClusterIP owners first, then by namespace and name.
+    /// Adds `owner` in its place ([`ReverseOwner::order`]).
     fn insert(&mut self, owner: ReverseOwner) {
-        let order = |o: &ReverseOwner| (!o.cluster_ip, o.namespace.clone(), o.service.clone());
         let mut all = match std::mem::replace(self, Self::Many(Vec::new())) {
             Self::One(o) => vec![o],
             Self::Many(v) => v,
         };
         let at = all
-            .binary_search_by(|o| order(o).cmp(&order(&owner)))
+            .binary_search_by(|o| o.order().cmp(&owner.order()))
             .unwrap_or_else(|p| p);
         all.insert(at, owner);
         *self = Self::Many(all);
+    }
+}
+
+/// IP → the services owning it, IPv4 keyed by 4 bytes (an `IpAddr` key is 17, and with the
+/// value's alignment a 48-byte slot where a `u32` makes 32; at 150,000 endpoints the table has
+/// 262,144 slots).
+#[derive(Debug, Default)]
+struct ReverseIndex {
+    v4: Map<u32, Owners>,
+    v6: Map<u128, Owners>,
+}
+
+impl ReverseIndex {
+    fn owners(&self, ip: &IpAddr) -> Vec<ReverseOwner> {
+        let found = match ip {
+            IpAddr::V4(a) => self.v4.get(&u32::from(*a)).map(|o| o.as_slice().to_vec()),
+            IpAddr::V6(a) => self.v6.get(&u128::from(*a)).map(|o| o.as_slice().to_vec()),
+        };
+        found.unwrap_or_default()
+    }
+
+    /// Takes out the owners of `ip` that `gone` accepts.
+    fn remove(&self, ip: &IpAddr, gone: impl Fn(&ReverseOwner) -> bool) {
+        fn on<K: std::hash::Hash + Eq>(map: &Map<K, Owners>, k: K, gone: impl Fn(&ReverseOwner) -> bool) {
+            let empty = map.get_mut(&k).is_some_and(|mut o| o.retain(|x| !gone(x)));
+            if empty {
+                map.remove(&k);
+            }
+        }
+        match ip {
+            IpAddr::V4(a) => on(&self.v4, u32::from(*a), gone),
+            IpAddr::V6(a) => on(&self.v6, u128::from(*a), gone),
+        }
+    }
+
+    fn add(&self, ip: &IpAddr, owner: ReverseOwner) {
+        fn on<K: std::hash::Hash + Eq>(map: &Map<K, Owners>, k: K, owner: ReverseOwner) {
+            match map.entry(k) {
+                dashmap::Entry::Occupied(mut owners) => owners.get_mut().insert(owner),
+                dashmap::Entry::Vacant(slot) => {
+                    slot.insert(Owners::One(owner));
+                }
+            }
+        }
+        match ip {
+            IpAddr::V4(a) => on(&self.v4, u32::from(*a), owner),
+            IpAddr::V6(a) => on(&self.v6, u128::from(*a), owner),
+        }
     }
 }
 
@@ -168,7 +238,7 @@ pub struct ClusterZone {
     /// Which service name each slice was last joined to, by (namespace, slice name).
     slice_owner: Map<ObjectKey, Option<Arc<str>>>,
     /// IP → the services owning it as a ClusterIP or ready endpoint address.
-    reverse: Map<IpAddr, Owners>,
+    reverse: ReverseIndex,
     /// Live pod IPs → namespaces (`pods verified`, autopath). Written only under `writer`;
     /// its own lock lets readers in between writes.
     pods: RwLock<PodIndex>,
@@ -232,7 +302,7 @@ impl ClusterZone {
             namespaces: Map::default(),
             services: Map::default(),
             slice_owner: Map::default(),
-            reverse: Map::default(),
+            reverse: ReverseIndex::default(),
             pods: RwLock::new(PodIndex::default()),
             serial: AtomicU32::new(unix_now()),
             synced: AtomicBool::new(false),
@@ -281,10 +351,7 @@ impl ClusterZone {
     /// The services that own `ip`, ClusterIP owners first, then endpoint owners, each group
     /// sorted by namespace and name.
     pub fn reverse(&self, ip: &IpAddr) -> Vec<ReverseOwner> {
-        self.reverse
-            .get(ip)
-            .map(|v| v.as_slice().to_vec())
-            .unwrap_or_default()
+        self.reverse.owners(ip)
     }
 
     /// True when a live pod in `namespace` has `ip` as its primary IP.
@@ -522,28 +589,20 @@ impl ClusterZone {
         // Both lists are sorted and deduplicated (`reverse_ips`): binary search keeps a change to a
         // service with thousands of endpoints linear-logarithmic.
         for (ip, cluster_ip) in old.iter().filter(|x| new.binary_search(x).is_err()) {
-            let empty = match self.reverse.get_mut(ip) {
-                Some(mut owners) => owners.retain(|o| {
-                    !(o.cluster_ip == *cluster_ip && &o.namespace == namespace && &o.service == name)
-                }),
-                None => false,
-            };
-            if empty {
-                self.reverse.remove(ip);
-            }
+            self.reverse.remove(ip, |o| {
+                o.cluster_ip == *cluster_ip && o.namespace() == namespace && o.service() == name
+            });
         }
+        let added = Arc::new(ServiceName {
+            namespace: namespace.clone(),
+            service: name.clone(),
+        });
         for (ip, cluster_ip) in new.iter().filter(|x| old.binary_search(x).is_err()) {
             let owner = ReverseOwner {
-                namespace: namespace.clone(),
-                service: name.clone(),
+                name: added.clone(),
                 cluster_ip: *cluster_ip,
             };
-            match self.reverse.entry(*ip) {
-                dashmap::Entry::Occupied(mut owners) => owners.get_mut().insert(owner),
-                dashmap::Entry::Vacant(slot) => {
-                    slot.insert(Owners::One(owner));
-                }
-            }
+            self.reverse.add(ip, owner);
         }
     }
 }
@@ -556,23 +615,25 @@ mod tests {
     #[test]
     fn owners_stay_sorted_and_shrink_back_to_one() {
         let owner = |ns: &str, svc: &str, cluster_ip: bool| ReverseOwner {
-            namespace: ns.into(),
-            service: svc.into(),
+            name: Arc::new(ServiceName {
+                namespace: ns.into(),
+                service: svc.into(),
+            }),
             cluster_ip,
         };
         let mut o = Owners::One(owner("b", "x", false));
         o.insert(owner("a", "y", false));
         o.insert(owner("c", "z", true));
-        let names: Vec<&str> = o.as_slice().iter().map(|o| &*o.service).collect();
+        let names: Vec<&str> = o.as_slice().iter().map(|o| &**o.service()).collect();
         assert_eq!(
             names,
             ["z", "y", "x"],
             "ClusterIP owners first, then by namespace"
         );
-        assert!(!o.retain(|x| &*x.service != "z"));
-        assert!(!o.retain(|x| &*x.service != "y"));
-        assert!(matches!(&o, Owners::One(x) if &*x.service == "x"));
-        assert!(o.retain(|x| &*x.service != "x"), "the last one gone");
+        assert!(!o.retain(|x| &**x.service() != "z"));
+        assert!(!o.retain(|x| &**x.service() != "y"));
+        assert!(matches!(&o, Owners::One(x) if &**x.service() == "x"));
+        assert!(o.retain(|x| &**x.service() != "x"), "the last one gone");
     }
 
     fn svc(ns: &str, name: &str, kind: ServiceKind) -> ServiceInfo {
@@ -623,7 +684,7 @@ mod tests {
         assert_eq!(z.service("n", "api").unwrap().slices.len(), 1);
         let owners = z.reverse(&"10.0.0.1".parse().unwrap());
         assert_eq!(owners.len(), 1);
-        assert_eq!(&*owners[0].service, "api");
+        assert_eq!(&**owners[0].service(), "api");
         z.delete_slice("n", "s1");
         assert!(z.reverse(&"10.0.0.1".parse().unwrap()).is_empty());
     }
@@ -636,7 +697,7 @@ mod tests {
         z.apply_slice(slice("a", "hd-1", Some("hd"), &["10.0.0.9"]));
         z.apply_service(svc("z", "cip", ServiceKind::ClusterIp(vec![ip])));
         let owners = z.reverse(&ip);
-        assert!(owners[0].cluster_ip && &*owners[0].service == "cip");
+        assert!(owners[0].cluster_ip && &**owners[0].service() == "cip");
         assert!(!owners[1].cluster_ip);
         z.delete_service("z", "cip");
         assert_eq!(z.reverse(&ip).len(), 1);
@@ -753,7 +814,7 @@ mod tests {
             let whole = zone
                 .service("n", &name)
                 .is_some_and(|e| e.service.is_some() && e.ready_ips == [ip]);
-            let reverse = zone.reverse(&ip).first().map(|o| o.service.to_string()) == Some(name);
+            let reverse = zone.reverse(&ip).first().map(|o| o.service().to_string()) == Some(name);
             if !whole || !reverse {
                 lost.push(i);
             }

@@ -21,12 +21,12 @@ impl ClusterAnswerer {
         }
         for ip in &self.settings.self_ips {
             for o in self.zone.reverse(ip).iter().filter(|o| !o.cluster_ip) {
-                let Some(entry) = self.zone.service(&o.namespace, &o.service) else {
+                let Some(entry) = self.zone.service(o.namespace(), o.service()) else {
                     continue;
                 };
                 match entry.service.as_ref().map(|s| &s.kind) {
                     Some(ServiceKind::ClusterIp(ips)) => {
-                        if let Some(t) = name_under(&[&o.service, &o.namespace, "svc"], zone_spelt) {
+                        if let Some(t) = name_under(&[o.service(), o.namespace(), "svc"], zone_spelt) {
                             push(&mut out, t, ips.clone());
                         }
                     }
@@ -34,7 +34,7 @@ impl ClusterAnswerer {
                         for (_, ep, addr) in Self::ready_addresses(&entry).filter(|(_, _, a)| *a == ip) {
                             let ep_name = self.endpoint_name(ep, addr);
                             if let Some(t) =
-                                name_under(&[&ep_name, &o.service, &o.namespace, "svc"], zone_spelt)
+                                name_under(&[&ep_name, o.service(), o.namespace(), "svc"], zone_spelt)
                             {
                                 push(&mut out, t, vec![*addr]);
                             }

@@ -52,8 +52,8 @@ impl ClusterAnswerer {
         };
         let primary = &self.settings.primary;
         let owners = self.zone.reverse(&ip);
-        if let Some(o) = owners.iter().find(|o| o.cluster_ip && allowed(&o.namespace)) {
-            return name_under(&[&o.service, &o.namespace, "svc"], primary)
+        if let Some(o) = owners.iter().find(|o| o.cluster_ip && allowed(o.namespace())) {
+            return name_under(&[o.service(), o.namespace(), "svc"], primary)
                 .into_iter()
                 .collect();
         }
@@ -61,8 +61,8 @@ impl ClusterAnswerer {
             return Vec::new();
         }
         let mut out: Vec<Name> = Vec::new();
-        for o in owners.iter().filter(|o| !o.cluster_ip && allowed(&o.namespace)) {
-            let Some(entry) = self.zone.service(&o.namespace, &o.service) else {
+        for o in owners.iter().filter(|o| !o.cluster_ip && allowed(o.namespace())) {
+            let Some(entry) = self.zone.service(o.namespace(), o.service()) else {
                 continue;
             };
             for (_, ep, addr) in Self::ready_addresses(&entry) {
@@ -70,7 +70,7 @@ impl ClusterAnswerer {
                     continue;
                 }
                 let ep_name = self.endpoint_name(ep, addr);
-                if let Some(t) = name_under(&[&ep_name, &o.service, &o.namespace, "svc"], primary)
+                if let Some(t) = name_under(&[&ep_name, o.service(), o.namespace(), "svc"], primary)
                     && !out.contains(&t)
                 {
                     out.push(t);

@@ -77,7 +77,7 @@ impl K8sExternal {
         let mut out = Vec::new();
         for ip in &self.self_ips {
             for owner in self.zone.reverse(ip) {
-                let Some(entry) = self.zone.service(&owner.namespace, &owner.service) else {
+                let Some(entry) = self.zone.service(owner.namespace(), owner.service()) else {
                     continue;
                 };
                 let ext = entry.service.as_ref().and_then(|s| s.external.as_ref());
