@@ -93,7 +93,14 @@ pub(super) async fn build(
         }
     }
     // Each address gets its answer memo once its blocks are known.
-    let routers = routers.into_iter().map(|(k, r)| (k, r.with_memo())).collect();
+    let routers = routers
+        .into_iter()
+        .map(|(k, r)| {
+            let r = r.with_memo();
+            r.memo.attach(shared.memo.listener(&server_label(&k)));
+            (k, r)
+        })
+        .collect();
     Ok(Generation {
         config,
         sources,

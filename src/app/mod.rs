@@ -38,6 +38,7 @@ use crate::server::observe::Observers;
 use crate::server::{self, BlockRoute, Router, RouterCell, ServerError};
 use crate::telemetry::BlockMetrics;
 use crate::telemetry::DnsMetrics;
+use crate::telemetry::memo::MemoMetrics;
 use crate::telemetry::tcp::TcpMetrics;
 
 mod build;
@@ -94,6 +95,7 @@ struct Shared {
     readiness: Readiness,
     reload: ReloadMetrics,
     tcp: TcpMetrics,
+    memo: MemoMetrics,
 }
 
 impl Shared {
@@ -104,12 +106,14 @@ impl Shared {
         let reload = ReloadMetrics::register(metrics.registry())?;
         let health_metrics = health::HealthMetrics::register(metrics.registry())?;
         let tcp = TcpMetrics::register(metrics.registry())?;
+        let memo = MemoMetrics::register(metrics.registry())?;
         Ok(Self {
             metrics,
             health_metrics,
             readiness: Readiness::default(),
             reload,
             tcp,
+            memo,
         })
     }
 }

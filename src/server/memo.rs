@@ -24,7 +24,9 @@
 //! it would shuffle otherwise (SRV glue, a truncated answer) is not memoized.
 //!
 //! The memo holds at most [`MEMO_BYTES`]; when an insert would go beyond, it is emptied first
-//! (stale entries are replaced as their requests come again, and dropped then).
+//! (stale entries are replaced as their requests come again, and dropped then). What it holds
+//! and how often it was emptied are exported per listen address
+//! ([`crate::telemetry::memo`]: `cluster_dns_answer_memo_{bytes,entries,limit_bytes,emptied_total}`).
 //! One memo per listen address (router), shared by its UDP workers; a reload builds a new one.
 //!
 //! Concurrency: every UDP worker inserts. The byte count must always be the cost of the entries
@@ -33,7 +35,7 @@
 //! never straddles an emptying. Lookups take no lock.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use dashmap::DashMap;
 use hickory_proto::op::{Metadata, ResponseCode};
@@ -44,6 +46,7 @@ use tokio::time::Instant;
 
 use crate::chain::Lifetime;
 use crate::proto::{ChangeCounter, shuffles};
+use crate::telemetry::memo::ListenerMemoMetrics;
 
 /// The most the memo holds (request and response bytes plus a fixed cost per entry).
 pub const MEMO_BYTES: usize = 24 << 20;
@@ -125,6 +128,11 @@ struct Inner {
     /// held (or more, for an insert between its count and its entry).
     emptying: RwLock<()>,
     capacity: usize,
+    /// Entries held: counted as `bytes` is (an insert that adds one, an emptying that zeroes
+    /// it), for the metrics.
+    count: AtomicUsize,
+    /// The listener's series, once attached ([`AnswerMemo::attach`]).
+    metrics: OnceLock<ListenerMemoMetrics>,
 }
 
 /// The memo of one listen address. The default is off (nothing is memoized).
@@ -149,7 +157,18 @@ impl AnswerMemo {
                 bytes: AtomicUsize::new(0),
                 emptying: RwLock::new(()),
                 capacity,
+                count: AtomicUsize::new(0),
+                metrics: OnceLock::new(),
             })),
+        }
+    }
+
+    /// Reports what it holds to `metrics` from now on (only the first call takes effect).
+    pub fn attach(&self, metrics: ListenerMemoMetrics) {
+        if let Some(inner) = self.inner.as_ref()
+            && inner.metrics.set(metrics).is_ok()
+        {
+            inner.report();
         }
     }
 
@@ -291,6 +310,10 @@ impl AnswerMemo {
                 let _emptying = inner.emptying.write().unwrap_or_else(PoisonError::into_inner);
                 inner.entries.clear();
                 inner.bytes.store(0, Ordering::Release);
+                inner.count.store(0, Ordering::Release);
+            }
+            if let Some(m) = inner.metrics.get() {
+                m.emptied();
             }
             held = inner.emptying.read().unwrap_or_else(PoisonError::into_inner);
             if inner.bytes.fetch_add(cost, Ordering::AcqRel) + cost > inner.capacity {
@@ -308,10 +331,16 @@ impl AnswerMemo {
                 info,
             },
         );
-        if let Some(old) = old {
-            inner.bytes.fetch_sub(old.cost(key.len()), Ordering::AcqRel);
+        match old {
+            Some(old) => {
+                inner.bytes.fetch_sub(old.cost(key.len()), Ordering::AcqRel);
+            }
+            None => {
+                inner.count.fetch_add(1, Ordering::AcqRel);
+            }
         }
         drop(held);
+        inner.report();
     }
 
     /// The bytes counted against the capacity, and the cost of the entries really held.
@@ -322,6 +351,11 @@ impl AnswerMemo {
         };
         let _emptying = inner.emptying.write().unwrap_or_else(PoisonError::into_inner);
         let held = inner.entries.iter().map(|e| e.value().cost(e.key().len())).sum();
+        assert_eq!(
+            inner.count.load(Ordering::Acquire),
+            inner.entries.len(),
+            "the entry count is not the entries held"
+        );
         (inner.bytes.load(Ordering::Acquire), held)
     }
 }
@@ -376,6 +410,17 @@ fn skip_name(msg: &[u8], mut at: usize) -> Option<usize> {
 }
 
 impl Inner {
+    /// Sets the listener's gauges to what it holds now (a no-op before metrics are attached).
+    fn report(&self) {
+        if let Some(m) = self.metrics.get() {
+            m.set(
+                self.bytes.load(Ordering::Acquire),
+                self.count.load(Ordering::Acquire),
+                self.capacity,
+            );
+        }
+    }
+
     fn generation(&self) -> u64 {
         self.zones
             .iter()
@@ -810,6 +855,40 @@ mod tests {
         assert_eq!(ttls(&out), vec![300, 300]);
         tokio::time::advance(std::time::Duration::from_secs(1)).await;
         assert!(memo.lookup(REQ, &mut out).is_none());
+    }
+
+    /// The gauges follow what the memo holds, and an emptying to stay within the bound is
+    /// counted.
+    #[test]
+    fn what_it_holds_is_exported() {
+        let registry = prometheus::Registry::new();
+        let families = crate::telemetry::memo::MemoMetrics::register(&registry).unwrap();
+        let zone = Arc::new(Zone::default());
+        let capacity = 2 * (REQ.len() * 2 + ENTRY_OVERHEAD);
+        let memo = AnswerMemo::with_capacity(vec![zone as Arc<dyn ChangeCounter>], capacity);
+        memo.attach(families.listener("dns://:53"));
+        let g = memo.generation();
+        let value = |family: &str| -> String {
+            let text = crate::telemetry::render_registry(&registry);
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{family}{{server=\"dns://:53\"}} ")))
+                .unwrap_or_else(|| panic!("no {family} in {text}"))
+                .to_owned()
+        };
+        assert_eq!(value("cluster_dns_answer_memo_entries"), "0");
+        assert_eq!(value("cluster_dns_answer_memo_limit_bytes"), capacity.to_string());
+        memo.insert(&named(b'a'), g, &named(b'a'), info());
+        memo.insert(&named(b'b'), g, &named(b'b'), info());
+        assert_eq!(value("cluster_dns_answer_memo_entries"), "2");
+        let two = 2 * ((REQ.len() - 2) * 2 + ENTRY_OVERHEAD);
+        assert_eq!(value("cluster_dns_answer_memo_bytes"), two.to_string());
+        assert_eq!(value("cluster_dns_answer_memo_emptied_total"), "0");
+        memo.insert(&named(b'c'), g, &named(b'c'), info());
+        assert_eq!(value("cluster_dns_answer_memo_entries"), "1");
+        assert_eq!(value("cluster_dns_answer_memo_emptied_total"), "1");
+        let (counted, held) = memo.accounting();
+        assert_eq!(value("cluster_dns_answer_memo_bytes"), counted.to_string());
+        assert_eq!(counted, held);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! turns it on is the plugin in `plugin/metrics`. Imports only `proto`.
 
 #[cfg(target_os = "linux")]
+pub mod memo;
 pub mod process;
 pub mod tcp;
 
