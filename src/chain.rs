@@ -29,7 +29,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use hickory_proto::op::{Metadata, ResponseCode};
+use hickory_proto::op::{Edns, Metadata, ResponseCode};
+use hickory_proto::rr::rdata::opt::EdnsOption;
 use hickory_proto::rr::{DNSClass, Name, RData, RecordType};
 
 use crate::corefile::{CorefileError, Directive};
@@ -141,8 +142,23 @@ pub trait Plugin: Any + Send + Sync + fmt::Debug {
         Replay::Never
     }
 
+    /// The classes other than IN it answers (`chaos`: CH). The server refuses a question of
+    /// another class unless a plugin of the block that takes it lists the class; every plugin
+    /// may assume IN otherwise.
+    fn classes(&self) -> &'static [DNSClass] {
+        &[]
+    }
+
     /// Its answer to `q`: a reply it writes itself, or what `next` answers (maybe changed).
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a>;
+
+    /// EDNS options it adds to the reply's OPT, given the request's OPT (`nsid`: its NSID
+    /// when the request carries one). Called for every reply of its block to a request with an
+    /// OPT, after the chain answered; they must depend on the request alone (the answer memo
+    /// replays them with the reply).
+    fn edns_options(&self, _request: &Edns) -> Vec<EdnsOption> {
+        Vec::new()
+    }
 
     /// A reply it declared [`Replay::Counted`] or [`Replay::Timed`] for was sent again from
     /// the memo.
@@ -415,6 +431,20 @@ impl Chain {
         self.plugins.iter().any(|p| p.awaits_io())
     }
 
+    /// The EDNS options its plugins add to a reply to `request` ([`Plugin::edns_options`]).
+    pub fn edns_options(&self, request: &Edns) -> Vec<EdnsOption> {
+        self.plugins
+            .iter()
+            .flat_map(|p| p.edns_options(request))
+            .collect()
+    }
+
+    /// True when the chain takes questions of `class`: IN, or a class a plugin lists
+    /// ([`Plugin::classes`]).
+    pub fn answers_class(&self, class: DNSClass) -> bool {
+        class == DNSClass::IN || self.plugins.iter().any(|p| p.classes().contains(&class))
+    }
+
     /// The zones the plugins' answers depend on.
     pub fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {
         self.plugins.iter().flat_map(|p| p.zones()).collect()
@@ -608,10 +638,7 @@ impl SetupCtx<'_> {
     pub fn bare(&self, d: &Directive) -> Result<(), CorefileError> {
         self.refuse_twice(d)?;
         d.args().expect_none()?;
-        if d.has_block {
-            return Err(d.error("takes no block"));
-        }
-        Ok(())
+        d.expect_no_block()
     }
 }
 
@@ -631,6 +658,8 @@ pub struct BuildCtx<'a> {
     /// What the block's data source filled, owned by the runtime because it outlives
     /// configurations (for `kubernetes`: its cluster zone).
     pub source: Option<Arc<dyn Any + Send + Sync>>,
+    /// The host's name, as the OS tells it (`chaos`'s `hostname.bind`, `nsid`'s default).
+    pub hostname: &'a str,
 }
 
 /// What a configured directive becomes in a built configuration.

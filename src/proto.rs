@@ -36,7 +36,7 @@ pub struct Question {
     pub name: Name,
     /// The type asked.
     pub qtype: RecordType,
-    /// The class asked (the server lets only IN through).
+    /// The class asked: IN, or a class a plugin of the block declares it answers (`chaos`: CH).
     pub qclass: DNSClass,
     /// The EDNS DO bit.
     pub dnssec_ok: bool,

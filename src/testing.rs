@@ -65,6 +65,7 @@ pub fn handler_on_zone(corefile: &str, zone: &Arc<ClusterZone>, memo: bool) -> R
             source: block
                 .get::<KubernetesConfig>()
                 .map(|_| zone.clone() as Arc<dyn std::any::Any + Send + Sync>),
+            hostname: "localhost",
         };
         let (chain, plugins) = build_chain(&block.plugins, &ctx);
         let zones = block

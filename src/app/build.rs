@@ -60,6 +60,7 @@ pub(super) async fn build(
         // The plugin order and composition live in the registry (`plugin::registry`). One chain
         // serves every address of the block; its metrics carry the first address's label.
         let first_server = keys.first().map(server_label).unwrap_or_default();
+        let hostname = super::host_name();
         let ctx = BuildCtx {
             first_zone: block
                 .zones
@@ -69,6 +70,7 @@ pub(super) async fn build(
             server: &first_server,
             metrics: Some(&shared.metrics),
             source: cluster_zone.map(|z| z as Arc<dyn std::any::Any + Send + Sync>),
+            hostname: &hostname,
         };
         let (chain, observing) = build_chain(&block.plugins, &ctx);
         for o in &observing {

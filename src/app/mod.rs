@@ -337,6 +337,17 @@ impl Drop for Running {
     }
 }
 
+/// The host's name as the kernel holds it (what Go's `os.Hostname` reads on Linux), or
+/// `localhost` when it cannot be read, as CoreDNS's `chaos` falls back.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
 /// Loads the zones, binds every listener of `config` and starts serving.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     start_with_port(config, crate::config::DEFAULT_DNS_PORT).await

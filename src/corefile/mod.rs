@@ -108,6 +108,14 @@ pub struct Directive {
 }
 
 impl Directive {
+    /// No braces after it, or `NAME: takes no block` at its line.
+    pub fn expect_no_block(&self) -> Result<(), CorefileError> {
+        match self.has_block {
+            true => Err(self.error("takes no block")),
+            false => Ok(()),
+        }
+    }
+
     /// An error at this directive's line: displays as `file:line: name: msg`.
     pub fn error(&self, msg: impl Into<String>) -> CorefileError {
         CorefileError::Directive {

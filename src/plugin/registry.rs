@@ -12,8 +12,9 @@
 use std::sync::Arc;
 
 use super::{
-    acl, any, autopath, bind, bufsize, cache, debug, dns64, errors, forward, health, hosts, k8s_external,
-    kubernetes, loadbalance, log, loop_detect, metrics, ready, reload, rewrite, template, tls, view, whoami,
+    acl, any, autopath, bind, bufsize, cache, chaos, debug, dns64, errors, forward, health, hosts,
+    k8s_external, kubernetes, loadbalance, log, loop_detect, metrics, minimal, nsid, ready, reload, rewrite,
+    template, tls, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -65,6 +66,7 @@ pub fn register_families(metrics: &DnsMetrics) -> Result<(), prometheus::Error> 
 pub const PLUGINS: &[Entry] = &[
     entry("tls", tls::setup),
     entry("reload", reload::setup),
+    entry("nsid", nsid::setup),
     entry("bufsize", bufsize::setup),
     entry("bind", bind::setup),
     entry("debug", debug::setup),
@@ -76,11 +78,13 @@ pub const PLUGINS: &[Entry] = &[
     with_families("dns64", dns64::setup::setup, dns64::families),
     with_families("acl", acl::setup::setup, acl::families),
     entry("any", any::setup::setup),
+    entry("chaos", chaos::setup::setup),
     entry("loadbalance", loadbalance::setup::setup),
     // Before the cache: its answers depend on the client, the tries it makes below do not.
     with_families("autopath", autopath::setup::setup, autopath::families),
     with_families("cache", cache::setup::setup, cache::families),
     entry("rewrite", rewrite::setup::setup),
+    entry("minimal", minimal::setup::setup),
     with_families("template", template::setup::setup, template::families),
     entry("hosts", hosts::setup::setup),
     entry("k8s_external", k8s_external::setup::setup),
@@ -94,7 +98,6 @@ pub const PLUGINS: &[Entry] = &[
 /// CoreDNS directives that cluster-dns recognises but does not implement yet: a Corefile that
 /// uses one fails to start with a message that says so, rather than "unknown directive".
 pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
-    ("chaos", "the chaos plugin"),
     ("file", "the file plugin"),
     ("auto", "the auto plugin"),
     ("secondary", "the secondary plugin"),
@@ -102,9 +105,7 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("dnssec", "DNSSEC signing"),
     ("local", "the local plugin"),
     ("metadata", "the metadata plugin"),
-    ("nsid", "the nsid plugin"),
     ("timeouts", "the timeouts plugin"),
-    ("minimal", "the minimal plugin"),
     ("root", "the root plugin"),
     ("trace", "the trace plugin"),
     ("geoip", "the geoip plugin"),

@@ -111,7 +111,15 @@ fn count(n: usize) -> Result<u16, ProtoError> {
 /// that was written.
 pub fn encode(parts: &Parts<'_>, limit: u16, out: &mut Vec<u8>) -> Result<Header, ProtoError> {
     out.clear();
-    let reserve = if parts.edns.is_some() { OPT_LEN } else { 0 };
+    // The OPT and its options (`nsid`'s) are kept when records are cut: room for them first.
+    let reserve = parts.edns.map_or(0, |e| {
+        OPT_LEN
+            + e.options()
+                .as_ref()
+                .iter()
+                .map(|(_, o)| 4 + usize::from(o.len()))
+                .sum::<usize>()
+    });
     let records_max = u16::try_from(usize::from(limit).saturating_sub(reserve)).unwrap_or(0);
     let mut enc = BinEncoder::new(out);
     enc.set_max_size(limit);

@@ -1,4 +1,5 @@
-//! The DNS server: request validation (opcode, question count, class, EDNS version and COOKIE
+//! The DNS server: request validation (opcode, question count, class (IN, or one the block's
+//! plugins declare), EDNS version and COOKIE
 //! option lengths), routing to
 //! the server block whose zone matches, and response encoding with EDNS and truncation, all in
 //! [`DnsHandler::answer_into`], the one function every transport calls to go from request bytes
@@ -30,7 +31,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt as _;
 
 use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
-use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
+use hickory_proto::rr::{Name, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
 
 use crate::chain::{Answered, ReplayPlan};
@@ -161,9 +162,6 @@ impl DnsHandler {
             (0, _) => return Response::rcode(meta, ResponseCode::ServFail),
             _ => return Response::rcode(meta, ResponseCode::FormErr),
         };
-        if query.query_class != DNSClass::IN {
-            return Response::rcode(meta, ResponseCode::Refused);
-        }
         let qtype = query.query_type;
         if matches!(qtype, RecordType::AXFR | RecordType::IXFR) {
             return Response::rcode(meta, ResponseCode::Refused);
@@ -184,6 +182,10 @@ impl DnsHandler {
         let Some((index, zone, block)) = router.route_question(&question) else {
             return Response::rcode(meta, ResponseCode::Refused);
         };
+        // Classes other than IN only where a plugin of the block answers them (`chaos`: CH).
+        if !block.chain.answers_class(question.qclass) {
+            return Response::rcode(meta, ResponseCode::Refused);
+        }
         let routed = Some((index, zone.clone()));
         let chain = &block.chain;
         // A panicking plugin costs one SERVFAIL, counted in coredns_panics_total, never the
@@ -311,16 +313,17 @@ impl DnsHandler {
         }
         // Our OPT, sent only when the query had one: the client's payload capped at the
         // answering block's (`bufsize`, 1232 by default) and never below 512.
-        let ours_max = resp
-            .block
-            .as_ref()
-            .and_then(|(i, _)| router.blocks.get(*i))
-            .map_or(MAX_UDP_PAYLOAD, |b| b.udp_payload);
+        let block = resp.block.as_ref().and_then(|(i, _)| router.blocks.get(*i));
+        let ours_max = block.map_or(MAX_UDP_PAYLOAD, |b| b.udp_payload);
         let edns = parsed.edns.as_ref().map(|client| {
             let mut ours = Edns::new();
             ours.set_version(0);
             ours.set_max_payload(client.max_payload().clamp(PLAIN_UDP_LIMIT, ours_max));
             ours.set_dnssec_ok(client.flags().dnssec_ok);
+            // Options the block's plugins add (`nsid`).
+            for option in block.map(|b| b.chain.edns_options(client)).unwrap_or_default() {
+                ours.options_mut().insert(option);
+            }
             ours
         });
         let limit = match (&edns, protocol) {
@@ -599,8 +602,8 @@ mod tests {
     use std::sync::Mutex;
 
     use hickory_proto::op::{Message, Query};
-    use hickory_proto::rr::RData;
     use hickory_proto::rr::rdata::A;
+    use hickory_proto::rr::{DNSClass, RData};
 
     use super::*;
     use crate::chain::{Chain, Exchange, Next, Observer, Plugin, ReplyFuture};
