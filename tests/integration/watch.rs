@@ -164,7 +164,7 @@ async fn conformance_table_through_the_fake_api_server() {
     let reqs = fake.requests();
     for want in [
         "GET /api/v1/services?&limit=500",
-        "GET /apis/discovery.k8s.io/v1/endpointslices?&limit=50",
+        "GET /apis/discovery.k8s.io/v1/endpointslices?&limit=20",
         "GET /api/v1/namespaces?&limit=500",
         "GET /api/v1/pods?&limit=500",
         "GET /api/v1/namespaces/testns/services?&limit=500",
