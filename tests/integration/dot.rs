@@ -5,7 +5,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use fake_apiserver::tls::TestPki;
@@ -31,21 +31,13 @@ impl DotUnbound {
         let port = free_port();
         std::fs::write(dir.join("server.pem"), cert).unwrap();
         std::fs::write(dir.join("server.key"), key).unwrap();
-        let conf = format!(
-            "server:\n  interface: 127.0.0.1@{port}\n  tls-port: {port}\n  tls-service-key: \"{d}/server.key\"\n  tls-service-pem: \"{d}/server.pem\"\n  do-ip6: no\n  do-daemonize: no\n  username: \"\"\n  chroot: \"\"\n  directory: \"{d}\"\n  pidfile: \"\"\n  use-syslog: no\n  logfile: \"\"\n  verbosity: 0\n  num-threads: 1\n  incoming-num-tcp: 100\n  access-control: 127.0.0.0/8 allow\n  module-config: \"iterator\"\n  local-zone: \".\" static\n  local-data: \"www.example.com. 300 IN A 192.0.2.10\"\nremote-control:\n  control-enable: no\n",
+        let mut conf = crate::upstream::unbound_server_conf(dir, port);
+        conf.push_str(&format!(
+            "  tls-port: {port}\n  tls-service-key: \"{d}/server.key\"\n  tls-service-pem: \"{d}/server.pem\"\n  incoming-num-tcp: 100\n  local-data: \"www.example.com. 300 IN A 192.0.2.10\"\nremote-control:\n  control-enable: no\n",
             d = dir.display()
-        );
-        let path = dir.join("unbound.conf");
-        std::fs::write(&path, conf).unwrap();
-        let child = Command::new("unbound")
-            .arg("-d")
-            .arg("-c")
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("unbound is installed (test.sh installs it)");
+        ));
+        let child =
+            crate::upstream::spawn_unbound(dir, &conf).expect("unbound is installed (test.sh installs it)");
         let addr: SocketAddr = (Ipv4Addr::LOCALHOST, port).into();
         // Owned before the wait, so a panic below still stops it (Drop).
         let ub = Self { addr, child };

@@ -336,18 +336,42 @@ pub const UNBOUND_DATA: &[&str] = &[
     "8.8.8.8.in-addr.arpa. 300 IN PTR dns.google.",
 ];
 
+/// The `server:` lines every test `unbound` shares: on `port` of 127.0.0.1, in the foreground,
+/// no user switch or chroot, files in `dir`, one thread, loopback clients, and only the local
+/// data the caller adds (`local-zone: "." static`).
+pub fn unbound_server_conf(dir: &Path, port: u16) -> String {
+    format!(
+        "server:\n  interface: 127.0.0.1@{port}\n  do-ip6: no\n  do-daemonize: no\n  username: \"\"\n  chroot: \"\"\n  directory: \"{dir}\"\n  pidfile: \"\"\n  use-syslog: no\n  logfile: \"\"\n  verbosity: 0\n  num-threads: 1\n  access-control: 127.0.0.0/8 allow\n  module-config: \"iterator\"\n  local-zone: \".\" static\n",
+        dir = dir.display()
+    )
+}
+
+/// Runs `unbound -d -c CONF` (the config written to `dir/unbound.conf`), its output discarded.
+pub fn spawn_unbound(dir: &Path, conf: &str) -> std::io::Result<Child> {
+    let path = dir.join("unbound.conf");
+    std::fs::write(&path, conf)?;
+    // Debian puts it in /usr/sbin, which a non-root PATH may lack.
+    let bin = ["/usr/sbin/unbound", "/usr/local/sbin/unbound"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap_or("unbound");
+    Command::new(bin)
+        .arg("-d")
+        .arg("-c")
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+}
+
 impl Unbound {
     /// Starts `unbound` on a free port of 127.0.0.1 with its config in `dir`; waits until it
-    /// answers. `None` when the binary is missing (test.sh installs it).
+    /// answers. `None` when it cannot be started (test.sh installs it; callers panic then).
     pub async fn start(dir: &Path) -> Option<Self> {
-        let bin = ["/usr/sbin/unbound", "/usr/local/sbin/unbound"]
-            .into_iter()
-            .find(|p| Path::new(p).exists())?;
         let port = free_port();
-        let mut conf = format!(
-            "server:\n  interface: 127.0.0.1@{port}\n  port: {port}\n  do-ip6: no\n  do-daemonize: no\n  username: \"\"\n  chroot: \"\"\n  directory: \"{dir}\"\n  pidfile: \"\"\n  use-syslog: no\n  logfile: \"\"\n  verbosity: 0\n  num-threads: 1\n  access-control: 127.0.0.0/8 allow\n  module-config: \"iterator\"\n  local-zone: \".\" static\n",
-            dir = dir.display()
-        );
+        let mut conf = unbound_server_conf(dir, port);
+        conf.push_str(&format!("  port: {port}\n"));
         for d in UNBOUND_DATA {
             conf.push_str(&format!("  local-data: \"{d}\"\n"));
         }
@@ -357,17 +381,7 @@ impl Unbound {
             ));
         }
         conf.push_str("remote-control:\n  control-enable: no\n");
-        let path = dir.join("unbound.conf");
-        std::fs::write(&path, conf).unwrap();
-        let child = Command::new(bin)
-            .arg("-d")
-            .arg("-c")
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
+        let child = spawn_unbound(dir, &conf).ok()?;
         let addr: SocketAddr = (Ipv4Addr::LOCALHOST, port).into();
         let ub = Self { addr, child };
         let probe = crate::support::query("www.example.com.", RecordType::A)
