@@ -159,7 +159,7 @@ impl Packed {
             (0..n)
                 .map(|_| {
                     let mut r = Record::read(&mut decoder).ok()?;
-                    r.ttl = fixed.unwrap_or_else(|| r.ttl.min(entry_ttl).saturating_sub(elapsed));
+                    r.ttl = aged_ttl(r.ttl, entry_ttl, elapsed, fixed);
                     Some(r)
                 })
                 .collect()
@@ -242,12 +242,17 @@ fn min_record_ttl<'a>(records: impl Iterator<Item = &'a Record>) -> Option<u32> 
         .min()
 }
 
+/// A record's TTL as served: `min(ttl, entry_ttl) - elapsed`, or `fixed`.
+fn aged_ttl(ttl: u32, entry_ttl: u32, elapsed: u32, fixed: Option<u32>) -> u32 {
+    fixed.unwrap_or_else(|| ttl.min(entry_ttl).saturating_sub(elapsed))
+}
+
 /// Sets every TTL to `min(ttl, entry_ttl) - elapsed` (or `fixed`).
 pub fn aged(reply: &Reply, entry_ttl: u32, elapsed: u32, fixed: Option<u32>) -> Reply {
     let mut out = reply.clone();
     let adjust = |records: &mut Vec<Record>| {
         for r in records {
-            r.ttl = fixed.unwrap_or_else(|| r.ttl.min(entry_ttl).saturating_sub(elapsed));
+            r.ttl = aged_ttl(r.ttl, entry_ttl, elapsed, fixed);
         }
     };
     match &mut out {
@@ -455,6 +460,17 @@ fn gauge_delta(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// The store a reply of `rcode` goes to, with `answered` when its answer section has records;
+/// `None` for an rcode that is never cached.
+pub fn kind_of(rcode: ResponseCode, answered: bool) -> Option<Kind> {
+    match rcode {
+        ResponseCode::NoError if answered => Some(Kind::Success),
+        ResponseCode::NoError | ResponseCode::NXDomain => Some(Kind::Denial),
+        ResponseCode::ServFail => Some(Kind::ServFail),
+        _ => None,
+    }
+}
+
 /// Sorts `reply` into a store and gives how long to keep it, or `None` when it must not be
 /// cached. Cluster answers keep at most their own smallest TTL (so a change in the zone shows
 /// after that TTL, whatever the cache's cap); forwarded ones are clamped to `[min_ttl, max_ttl]`.
@@ -464,12 +480,6 @@ pub fn classify(
     denial: &Section,
     servfail: Duration,
 ) -> Option<(Kind, Duration)> {
-    let kind_of = |rcode: ResponseCode, empty: bool| match rcode {
-        ResponseCode::NoError if !empty => Some(Kind::Success),
-        ResponseCode::NoError | ResponseCode::NXDomain => Some(Kind::Denial),
-        ResponseCode::ServFail => Some(Kind::ServFail),
-        _ => None,
-    };
     match reply {
         Reply::Rcode(ResponseCode::ServFail)
         | Reply::Failed(Failure {
@@ -478,7 +488,7 @@ pub fn classify(
         }) => (!servfail.is_zero()).then_some((Kind::ServFail, servfail)),
         Reply::Rcode(_) | Reply::Failed(_) => None,
         Reply::Authoritative(a) => {
-            let kind = kind_of(a.rcode, a.answers.is_empty())?;
+            let kind = kind_of(a.rcode, !a.answers.is_empty())?;
             if kind == Kind::ServFail {
                 // The zone is not synced yet: never hold that past the sync.
                 return None;
@@ -496,7 +506,7 @@ pub fn classify(
             if f.truncated {
                 return None;
             }
-            let kind = kind_of(f.rcode, f.answers.is_empty())?;
+            let kind = kind_of(f.rcode, !f.answers.is_empty())?;
             let d = match kind {
                 Kind::ServFail => return (!servfail.is_zero()).then_some((Kind::ServFail, servfail)),
                 Kind::Success => {

@@ -17,7 +17,7 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::Name;
 use tokio::time::Instant;
 
-use self::handler::{Key, Kind, Lookup, Store, classify};
+use self::handler::{Key, Kind, Lookup, Store, classify, kind_of};
 pub use self::metrics::CacheMetrics;
 use self::metrics::{CacheInstruments, StoreInstruments};
 pub use self::setup::CacheConfig;
@@ -264,15 +264,13 @@ impl Plugin for Cache {
             self.count_pass_through();
             return;
         }
-        let kind = if replay.rcode == ResponseCode::NoError && replay.answers > 0 {
-            Kind::Success
-        } else {
-            Kind::Denial
-        };
         if let Some(m) = self.metrics() {
             m.requests.inc();
         }
-        if let Some(s) = self.store_metrics(kind) {
+        // Failures are never replayed: the kind is that of the store the hit came from.
+        if let Some(kind) = kind_of(replay.rcode, replay.answers > 0)
+            && let Some(s) = self.store_metrics(kind)
+        {
             s.hits.inc();
         }
     }
