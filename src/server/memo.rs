@@ -207,12 +207,18 @@ impl AnswerMemo {
             return None;
         }
         let entry = inner.entries.get(key)?;
-        let now = entry.info.lifetime.map(|_| Instant::now());
-        if let (Some(held), Some(now)) = (entry.info.lifetime, now)
-            && now >= held.expires
-        {
-            return None;
-        }
+        // For a response from a store: the whole seconds since it took the response in (how
+        // the store counts TTLs down), or a miss once the store's entry expired.
+        let elapsed = match entry.info.lifetime {
+            None => None,
+            Some(held) => {
+                let now = Instant::now();
+                if now >= held.expires {
+                    return None;
+                }
+                Some(u32::try_from(now.saturating_duration_since(held.stored).as_secs()).unwrap_or(u32::MAX))
+            }
+        };
         let current = match entry.info.scope {
             _ if !entry.info.reads_zones => true,
             None => entry.generation == inner.generation(),
@@ -227,15 +233,10 @@ impl AnswerMemo {
         out.clear();
         out.extend_from_slice(&req[..2]);
         out.extend_from_slice(&entry.response);
-        if let (Some(held), Some(now)) = (entry.info.lifetime, now) {
-            // As the store counts them: the whole seconds since it took the response in.
-            let elapsed =
-                u32::try_from(now.saturating_duration_since(held.stored).as_secs()).unwrap_or(u32::MAX);
+        if let Some(elapsed) = elapsed {
             for &at in entry.ttl_at.iter() {
-                let at = usize::from(at);
-                if let Some(slot) = out.get_mut(at..at + 4) {
-                    let ttl = u32::from_be_bytes([slot[0], slot[1], slot[2], slot[3]]);
-                    slot.copy_from_slice(&ttl.saturating_sub(elapsed).to_be_bytes());
+                if let Some(w) = word(out, usize::from(at)) {
+                    *w = u32::from_be_bytes(*w).saturating_sub(elapsed).to_be_bytes();
                 }
             }
         }
@@ -246,9 +247,9 @@ impl AnswerMemo {
         }
         if let Some(at) = info.serial_at
             && let Some(serial) = inner.serial()
-            && let Some(slot) = out.get_mut(at..at + 4)
+            && let Some(w) = word(out, at)
         {
-            slot.copy_from_slice(&serial.to_be_bytes());
+            *w = serial.to_be_bytes();
         }
         Some(info)
     }
@@ -286,15 +287,15 @@ impl AnswerMemo {
                 return;
             };
             for &a in &at {
-                let Some(slot) = usize::from(a).checked_sub(2).and_then(|i| body.get_mut(i..i + 4)) else {
+                let Some(w) = usize::from(a).checked_sub(2).and_then(|i| word(&mut body, i)) else {
                     return;
                 };
-                let ttl = u32::from_be_bytes([slot[0], slot[1], slot[2], slot[3]]);
+                let ttl = u32::from_be_bytes(*w);
                 if ttl == 0 {
                     // Counted down to nothing: which TTL it had cannot be told.
                     return;
                 }
-                slot.copy_from_slice(&ttl.saturating_add(aged_by).to_be_bytes());
+                *w = ttl.saturating_add(aged_by).to_be_bytes();
             }
             ttl_at = at.into();
         }
@@ -395,18 +396,14 @@ pub fn ttl_offsets(msg: &[u8]) -> Option<Vec<u16>> {
     (at <= msg.len()).then_some(offsets)
 }
 
-/// The offset just past the name that starts at `at` in `msg` (labels, then a root label or
-/// a compression pointer).
-fn skip_name(msg: &[u8], mut at: usize) -> Option<usize> {
-    loop {
-        let len = *msg.get(at)?;
-        match len {
-            0 => return Some(at + 1),
-            l if l & 0xC0 == 0xC0 => return msg.get(at + 1).map(|_| at + 2),
-            l if l & 0xC0 == 0 => at += 1 + usize::from(l),
-            _ => return None,
-        }
-    }
+/// The offset just past the name that starts at `at` in `msg`.
+fn skip_name(msg: &[u8], at: usize) -> Option<usize> {
+    super::request::name_end(msg, at).map(|(end, _)| end)
+}
+
+/// The four bytes at `at` of `buf` (a TTL or a SOA serial, big-endian), if it holds them.
+fn word(buf: &mut [u8], at: usize) -> Option<&mut [u8; 4]> {
+    buf.get_mut(at..at.checked_add(4)?)?.try_into().ok()
 }
 
 impl Inner {

@@ -71,20 +71,29 @@ fn echoable<'a>(raw: &'a [u8], queries: &[Query]) -> Result<Cow<'a, [u8]>, Decod
 fn has_pointer(raw: &[u8], count: usize) -> bool {
     let mut at = 0;
     for _ in 0..count {
-        loop {
-            let Some(&len) = raw.get(at) else { return false };
-            if len & 0xC0 != 0 {
-                return true;
-            }
-            at += 1 + usize::from(len);
-            if len == 0 {
-                break;
-            }
+        match name_end(raw, at) {
+            Some((_, true)) => return true,
+            // Type and class.
+            Some((end, false)) => at = end + 4,
+            None => return false,
         }
-        // Type and class.
-        at += 4;
     }
     false
+}
+
+/// Where the wire-format name that starts at `at` in `msg` ends (the offset just past its root
+/// label or its compression pointer), and whether it ends in a pointer. `None` when `msg` ends
+/// first or a label has the reserved 0x40 or 0x80 type (RFC 6891 §5).
+pub(super) fn name_end(msg: &[u8], mut at: usize) -> Option<(usize, bool)> {
+    loop {
+        let len = *msg.get(at)?;
+        match len {
+            0 => return Some((at + 1, false)),
+            l if l & 0xC0 == 0xC0 => return msg.get(at + 1).map(|_| (at + 2, true)),
+            l if l & 0xC0 == 0 => at += 1 + usize::from(l),
+            _ => return None,
+        }
+    }
 }
 
 /// RFC 7873 §5.2.2: every COOKIE option is a client cookie of 8 bytes, alone or followed by a
