@@ -206,9 +206,9 @@ pub trait SearchPaths: Send + Sync {
     fn search_path(&self, client: std::net::IpAddr) -> Option<Vec<Name>>;
 }
 
-/// What one question's walk through the chain touched: the plugins visited and the one that
-/// wrote the reply. Written by the one task answering that question (atomics only so the
-/// future stays `Send`).
+/// What one question's walk through the chain touched: the plugins visited, the one that
+/// wrote the reply and what its store said of it. Written by the one task answering that
+/// question (atomics and a mutex that is never contended, only so the future stays `Send`).
 #[derive(Debug, Default)]
 pub struct Trace {
     /// Bit `i`: plugin `i` was asked.

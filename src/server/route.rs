@@ -31,8 +31,9 @@ pub struct BlockRoute {
 pub struct Router {
     /// The blocks.
     pub blocks: Vec<BlockRoute>,
-    /// Responses to UDP queries the cluster zones answered, kept while the zones are unchanged
-    /// (off by default; see [`Router::with_memo`]).
+    /// Responses to UDP queries that may be sent again: cluster answers while the zones are
+    /// unchanged, a store's (the cache's) until its entry expires (off by default; see
+    /// [`Router::with_memo`]).
     pub memo: memo::AnswerMemo,
 }
 
@@ -44,7 +45,7 @@ fn memo_turned_off() -> bool {
 }
 
 impl Router {
-    /// `blocks`, with the answer memo on over the zones their plugins answer from.
+    /// `blocks`, with the answer memo on (see [`Router::with_memo`]).
     pub fn new(blocks: Vec<BlockRoute>) -> Self {
         Self {
             blocks,
@@ -53,8 +54,9 @@ impl Router {
         .with_memo()
     }
 
-    /// This router with a new answer memo over the zones its blocks' plugins answer from
-    /// (their change counters, [`crate::chain::Plugin::zones`]).
+    /// This router with a new answer memo, kept current by the change counters of the zones its
+    /// blocks' plugins answer from ([`crate::chain::Plugin::zones`]) and by the lifetimes of
+    /// stored replies; off with a `view` or `CLUSTER_DNS_ANSWER_MEMO=off`.
     pub fn with_memo(mut self) -> Self {
         // A view routes by more than the request bytes (the client's address): no memo. And
         // none when the operator turned it off (to measure the full path).
