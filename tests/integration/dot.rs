@@ -4,7 +4,7 @@
 //! missing file.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::Duration;
 
@@ -27,6 +27,17 @@ impl Drop for DotUnbound {
 }
 
 impl DotUnbound {
+    /// A fresh test dir holding `ca.pem`, a CA made for the test, and unbound serving a
+    /// certificate from it for `dns.test` and 127.0.0.1.
+    fn with_test_ca(tag: &str) -> (PathBuf, Self) {
+        let dir = support::temp_dir(tag);
+        let pki = TestPki::new(&format!("{tag} test CA")).unwrap();
+        let server = pki.server(&["dns.test", "127.0.0.1"]).unwrap();
+        std::fs::write(dir.join("ca.pem"), &pki.ca_pem).unwrap();
+        let ub = Self::start(&dir, &server.cert_pem, &server.key_pem);
+        (dir, ub)
+    }
+
     fn start(dir: &Path, cert: &str, key: &str) -> Self {
         let port = free_port();
         std::fs::write(dir.join("server.pem"), cert).unwrap();
@@ -59,11 +70,7 @@ fn answer(addr: SocketAddr, name: &str) -> (String, Vec<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forward_over_tls_verifies_the_upstream_and_answers() {
-    let dir = support::temp_dir("dot");
-    let pki = TestPki::new("dot test CA").unwrap();
-    let server = pki.server(&["dns.test", "127.0.0.1"]).unwrap();
-    std::fs::write(dir.join("ca.pem"), &pki.ca_pem).unwrap();
-    let ub = DotUnbound::start(&dir, &server.cert_pem, &server.key_pem);
+    let (dir, ub) = DotUnbound::with_test_ca("dot");
     let up = ub.addr;
     for (options, ok) in [
         ("  tls ca.pem\n  tls_servername dns.test\n", true),
@@ -125,11 +132,7 @@ fn tls_options_are_checked_when_the_corefile_is_read() {
 /// stay idle for reuse (`cluster_dns_forward_tls_idle_connections`), the rest are closed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_leaves_at_most_sixteen_idle_connections() {
-    let dir = support::temp_dir("dot-burst");
-    let pki = TestPki::new("dot burst CA").unwrap();
-    let server = pki.server(&["dns.test", "127.0.0.1"]).unwrap();
-    std::fs::write(dir.join("ca.pem"), &pki.ca_pem).unwrap();
-    let ub = DotUnbound::start(&dir, &server.cert_pem, &server.key_pem);
+    let (dir, ub) = DotUnbound::with_test_ca("dot-burst");
     let up = ub.addr;
     let corefile = format!(
         ".:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n forward . tls://{up} {{\n  tls ca.pem\n  tls_servername dns.test\n  max_fails 0\n }}\n}}\n"
