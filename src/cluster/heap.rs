@@ -6,9 +6,8 @@
 /// when freed, for the life of the process. glibc starts with that threshold but raises it to
 /// the size of each large block freed, up to 32 MiB: the hash tables a list of 150,000 Pods
 /// grows through (1 to 4 MiB each, freed as they double) then land in the arenas, where the
-/// smaller allocations around them keep their pages. With the threshold fixed,
-/// `autopath-bench`'s 150,000 pods cost 4.1 to 8.6 MB instead of 8.1 to 12.2 MB (BENCHMARKS.md).
-/// Called once at start-up, before the runtime's threads exist.
+/// smaller allocations around them keep their pages (BENCHMARKS.md, "autopath", has what the
+/// pod index costs with it). Called once at start-up, before the runtime's threads exist.
 #[allow(unsafe_code)]
 pub fn fix_mmap_threshold() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -179,6 +179,11 @@ impl Owners {
 /// IP → the services owning it, IPv4 keyed by 4 bytes (an `IpAddr` key is 17, and with the
 /// value's alignment a 48-byte slot where a `u32` makes 32; at 150,000 endpoints the table has
 /// 262,144 slots).
+///
+/// Invariant: written only under [`ClusterZone`]'s writer lock, so by one task at a time (an
+/// IP whose last owner [`ReverseIndex::remove`] takes out is removed in a second step, which no
+/// other writer can come between); readers take the map's shard locks and see an IP's owners
+/// before or after a change, never a half-sorted list.
 #[derive(Debug, Default)]
 struct ReverseIndex {
     v4: Map<u32, Owners>,
