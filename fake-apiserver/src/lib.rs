@@ -14,6 +14,12 @@
 //!   a resourceVersion older than the log gets an in-stream `ERROR` 410 Expired (HTTP 200);
 //!   BOOKMARKs with kind and apiVersion when `allowWatchBookmarks=true`; the stream ends after
 //!   `timeoutSeconds`; one JSON object per line;
+//! - streaming lists ([`StreamingLists`]): a watch with `sendInitialEvents=true` (which needs
+//!   `resourceVersionMatch=NotOlderThan` and `allowWatchBookmarks=true`, as the real server
+//!   checks) gets the current state as ADDED events, then a BOOKMARK annotated
+//!   `k8s.io/initial-events-end: "true"` at the state's resourceVersion, then live events. Or,
+//!   as servers without the WatchList feature do, it answers 422 (the feature gate off) or
+//!   ignores the parameter (servers before 1.27); `GET /version` says which version it is;
 //! - `labelSelector` (equality and set-based) and `fieldSelector` on `metadata.name` and
 //!   `metadata.namespace`;
 //! - faults on demand: the next N requests answer an HTTP error (500, 403, ...), a resource is
@@ -212,6 +218,8 @@ struct Shared {
     control: broadcast::Sender<Control>,
     stalled: watch::Sender<bool>,
     bookmark_interval: Duration,
+    streaming_lists: StreamingLists,
+    version: String,
     /// Every request: when it arrived, and `GET /path?query`.
     requests: Mutex<Vec<(Instant, String)>>,
     open_watches: AtomicUsize,
@@ -249,6 +257,26 @@ pub struct Options {
     pub port: u16,
     /// Serve HTTPS with this (default: plain HTTP).
     pub tls: Option<tls::ServerTls>,
+    /// What a watch with `sendInitialEvents=true` gets (default: the streaming list).
+    pub streaming_lists: StreamingLists,
+    /// The `gitVersion` that `GET /version` answers (default `v1.34.2`).
+    pub version: String,
+}
+
+/// How the fake answers a streaming list (`sendInitialEvents=true`), as the three kinds of
+/// API server in the field do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamingLists {
+    /// The WatchList feature is on (the default from Kubernetes 1.32): the current state, the
+    /// initial-events-end bookmark, then live events.
+    #[default]
+    Offered,
+    /// The feature gate is off (1.27 to 1.31 by default): `422 Invalid`, as the real server's
+    /// ListOptions validation answers.
+    Rejected,
+    /// The parameter is unknown (before 1.27) and ignored: a plain watch, so no bookmark ever
+    /// marks the end of the initial events.
+    Ignored,
 }
 
 impl Default for Options {
@@ -258,6 +286,8 @@ impl Default for Options {
             bookmark_interval: Duration::from_secs(5),
             port: 0,
             tls: None,
+            streaming_lists: StreamingLists::Offered,
+            version: "v1.34.2".to_owned(),
         }
     }
 }
@@ -282,6 +312,8 @@ impl FakeApiServer {
             control: broadcast::channel(64).0,
             stalled: watch::channel(false).0,
             bookmark_interval: options.bookmark_interval,
+            streaming_lists: options.streaming_lists,
+            version: options.version.clone(),
             requests: Mutex::new(Vec::new()),
             open_watches: AtomicUsize::new(0),
             tls_failures: AtomicUsize::new(0),
@@ -774,6 +806,8 @@ struct Query {
     continue_: Option<String>,
     timeout: Option<u64>,
     bookmarks: bool,
+    send_initial_events: bool,
+    resource_version_match: Option<String>,
     labels: Selector,
     fields: Vec<(String, String)>,
 }
@@ -789,6 +823,8 @@ fn parse_query(q: &str) -> Result<Query, String> {
             "continue" => out.continue_ = Some(v.into_owned()).filter(|c| !c.is_empty()),
             "timeoutSeconds" => out.timeout = v.parse().ok(),
             "allowWatchBookmarks" => out.bookmarks = v == "true",
+            "sendInitialEvents" => out.send_initial_events = v == "true",
+            "resourceVersionMatch" => out.resource_version_match = Some(v.into_owned()),
             "labelSelector" => out.labels = Selector::parse(&v).map_err(|e| e.to_string())?,
             "fieldSelector" => {
                 for part in v.split(',').filter(|p| !p.is_empty()) {
@@ -832,6 +868,9 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     if req.method() != hyper::Method::GET {
         return status_response(405, "MethodNotAllowed", "the fake API server only serves GET");
     }
+    if path == "/version" {
+        return full(StatusCode::OK, version_json(&shared.version).to_string());
+    }
     let Some((resource, namespace)) = route(&path) else {
         return status_response(
             404,
@@ -868,6 +907,16 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             return status_response(403, "Forbidden", &msg);
         }
     }
+    if q.send_initial_events
+        && shared.streaming_lists != StreamingLists::Ignored
+        && let Some(message) = streaming_list_invalid(&q, shared.streaming_lists)
+    {
+        return status_response(
+            422,
+            "Invalid",
+            &format!("ListOptions.meta.k8s.io \"\" is invalid: {message}"),
+        );
+    }
     let filter = Filter {
         namespace,
         labels: q.labels.clone(),
@@ -878,6 +927,38 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     } else {
         list_response(&shared, resource, &filter, &q)
     }
+}
+
+/// What the real server's ListOptions validation says of a streaming list, if anything.
+fn streaming_list_invalid(q: &Query, mode: StreamingLists) -> Option<&'static str> {
+    if mode == StreamingLists::Rejected {
+        Some(
+            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+        )
+    } else if !q.watch {
+        Some("sendInitialEvents: Forbidden: sendInitialEvents is allowed for watch requests only")
+    } else if q.resource_version_match.as_deref() != Some("NotOlderThan") {
+        Some(
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        )
+    } else if !q.bookmarks {
+        Some(
+            "allowWatchBookmarks: Required value: sendInitialEvents requires setting allowWatchBookmarks to true",
+        )
+    } else {
+        None
+    }
+}
+
+/// `GET /version`'s answer for `git_version` (`v1.34.2`).
+fn version_json(git_version: &str) -> Value {
+    let digits = |s: &str| s.chars().take_while(char::is_ascii_digit).collect::<String>();
+    let mut parts = git_version.trim_start_matches('v').split('.');
+    let major = digits(parts.next().unwrap_or_default());
+    let minor = digits(parts.next().unwrap_or_default());
+    json!({"major": major, "minor": minor, "gitVersion": git_version, "gitCommit": "0000000000000000000000000000000000000000",
+           "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24.0", "compiler": "gc",
+           "platform": "linux/amd64"})
 }
 
 fn list_response(shared: &Shared, resource: Resource, filter: &Filter, q: &Query) -> Response<Body> {
@@ -957,10 +1038,13 @@ fn watch_response(shared: Arc<Shared>, resource: Resource, filter: Filter, q: Qu
         let store = &st.stores[resource.index()];
         let mut first: Vec<Bytes> = Vec::new();
         let mut expired = None;
+        // A streaming list starts from the current state whatever resourceVersion it names
+        // (NotOlderThan: the state is at least as new), and ends it with the bookmark.
+        let streaming = q.send_initial_events && shared.streaming_lists == StreamingLists::Offered;
         match q
             .resource_version
             .as_deref()
-            .filter(|v| !v.is_empty() && *v != "0")
+            .filter(|v| !v.is_empty() && *v != "0" && !streaming)
         {
             None => {
                 for ((ns, name), o) in &store.objects {
@@ -970,6 +1054,14 @@ fn watch_response(shared: Arc<Shared>, resource: Resource, filter: Filter, q: Qu
                         line.extend_from_slice(b"}\n");
                         first.push(Bytes::from(line));
                     }
+                }
+                if streaming {
+                    let line = format!(
+                        "{}\n",
+                        json!({"type": "BOOKMARK", "object": {"kind": resource.kind(), "apiVersion": resource.api_version(),
+                               "metadata": {"resourceVersion": st.rv.to_string(), "annotations": {"k8s.io/initial-events-end": "true"}}}})
+                    );
+                    first.push(Bytes::from(line));
                 }
             }
             Some(v) => match v.parse::<u64>() {
@@ -1102,5 +1194,38 @@ mod tests {
         let mut l = BTreeMap::new();
         l.insert("app".to_owned(), "dns".to_owned());
         assert!(q.labels.matches(&l));
+    }
+
+    #[test]
+    fn streaming_lists_are_validated_as_the_real_server_does() {
+        let q = parse_query("&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0").unwrap();
+        assert!(q.send_initial_events);
+        assert_eq!(streaming_list_invalid(&q, StreamingLists::Offered), None);
+        assert!(
+            streaming_list_invalid(&q, StreamingLists::Rejected)
+                .unwrap()
+                .contains("WatchList feature gate")
+        );
+        let q = parse_query("watch=true&allowWatchBookmarks=true&sendInitialEvents=true").unwrap();
+        assert!(
+            streaming_list_invalid(&q, StreamingLists::Offered)
+                .unwrap()
+                .contains("NotOlderThan")
+        );
+        let q = parse_query("watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan").unwrap();
+        assert!(
+            streaming_list_invalid(&q, StreamingLists::Offered)
+                .unwrap()
+                .contains("allowWatchBookmarks")
+        );
+    }
+
+    #[test]
+    fn version_names_major_and_minor() {
+        let v = version_json("v1.30.4-eks-1234");
+        assert_eq!(
+            (v["major"].as_str(), v["minor"].as_str()),
+            (Some("1"), Some("30"))
+        );
     }
 }

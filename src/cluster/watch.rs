@@ -11,6 +11,12 @@
 //! - applying events object by object. Objects are watched as [`DynamicObject`]s and converted
 //!   one at a time, so a malformed object is skipped with a warning that names it instead of
 //!   failing the whole list;
+//! - streaming lists: the first list of each watch (and each relist) is a watch with
+//!   `sendInitialEvents=true`, whose objects arrive one at a time and end with the
+//!   initial-events-end bookmark, so no page of decoded objects is ever held. The paginated
+//!   list is the fallback: for an API server older than 1.27 by `GET /version` (it would ignore
+//!   the parameter), and for one that refuses it (`422 Invalid`: the WatchList feature gate is
+//!   off), which the watch then lists in pages for good ([`ListMode`]);
 //! - relists without two copies: on `Init` a set of the keys seen starts, every `InitApply` is
 //!   applied in place (the zone swaps each service's record set whole), and on `InitDone` what
 //!   the zone holds in that watch's scope but the list did not have is deleted;
@@ -585,6 +591,7 @@ pub async fn start_with_metrics(
         "watching the Kubernetes API"
     );
     let mut tasks = Vec::new();
+    let list_mode = Arc::new(tokio::sync::OnceCell::new());
     for (index, spec) in specs.into_iter().enumerate() {
         let ar = spec.resource.api_resource();
         let api: Api<DynamicObject> = match &spec.namespace {
@@ -613,9 +620,80 @@ pub async fn start_with_metrics(
             probe: probe.clone(),
             last_error: None,
         };
-        tasks.push(tokio::spawn(task.run(api, wc)));
+        tasks.push(tokio::spawn(task.run(api, wc, client.clone(), list_mode.clone())));
     }
     Ok(WatchSource { sync, tasks })
+}
+
+/// How a watch asks for its initial state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListMode {
+    /// A watch with `sendInitialEvents=true`: the state comes as events, one object at a time,
+    /// and a bookmark marks its end (the WatchList API, on by default from Kubernetes 1.32).
+    Streaming,
+    /// `list` in pages, then a watch from the list's resourceVersion.
+    Pages,
+}
+
+/// The first Kubernetes version whose API server knows `sendInitialEvents`; older ones ignore
+/// it, and their watch would never end its initial events.
+const STREAMING_SINCE: (u32, u32) = (1, 27);
+
+/// How long the API server's version may take before the watches go on without it.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl ListMode {
+    /// The mode to start with, from the API server's `GET /version`: pages for a server older
+    /// than [`STREAMING_SINCE`], streaming otherwise, also when the version cannot be had
+    /// (every supported Kubernetes release knows the parameter; one with the feature off refuses
+    /// it with 422, and [`ListMode::refused`] falls back).
+    async fn of_server(client: &kube::Client) -> Self {
+        match tokio::time::timeout(VERSION_TIMEOUT, client.apiserver_version()).await {
+            Ok(Ok(info)) => Self::of_version(&info.major, &info.minor),
+            Ok(Err(e)) => {
+                tracing::debug!(target: "cluster_dns::watch", error = %describe_error(&e), "no API server version: trying streaming lists");
+                Self::Streaming
+            }
+            Err(_) => Self::Streaming,
+        }
+    }
+
+    /// [`ListMode::of_server`] for a version's major and minor fields (`"1"`, `"30+"`: managed
+    /// clusters add suffixes).
+    fn of_version(major: &str, minor: &str) -> Self {
+        let number = |s: &str| {
+            s.trim_start_matches('v')
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse::<u32>()
+                .ok()
+        };
+        match (number(major), number(minor)) {
+            (Some(major), Some(minor)) if (major, minor) < STREAMING_SINCE => Self::Pages,
+            _ => Self::Streaming,
+        }
+    }
+
+    /// The API server's refusal of a streaming list, if `e` is one: an HTTP 422 (or 400) to the
+    /// watch request (the real server's answer when its WatchList feature gate is off).
+    fn refusal(e: &watcher::Error) -> Option<&kube::core::Status> {
+        match e {
+            watcher::Error::WatchStartFailed(kube::Error::Api(status))
+                if status.code == 422 || status.code == 400 =>
+            {
+                Some(status)
+            }
+            _ => None,
+        }
+    }
+
+    /// `wc` set for this mode.
+    fn config(self, wc: &watcher::Config) -> watcher::Config {
+        match self {
+            Self::Streaming => wc.clone().streaming_lists(),
+            Self::Pages => wc.clone(),
+        }
+    }
 }
 
 /// How often a watch whose last attempt was refused checks whether the API server's port
@@ -729,12 +807,22 @@ fn lower(s: &str) -> String {
 }
 
 impl WatchTask {
-    async fn run(mut self, api: Api<DynamicObject>, wc: watcher::Config) {
+    /// Follows the watch for good. `first_mode` is shared by every watch of the source: the
+    /// first to need it asks the API server's version.
+    async fn run(
+        mut self,
+        api: Api<DynamicObject>,
+        wc: watcher::Config,
+        client: kube::Client,
+        first_mode: Arc<tokio::sync::OnceCell<ListMode>>,
+    ) {
+        let mut mode = *first_mode.get_or_init(|| ListMode::of_server(&client)).await;
+        drop(client);
         // No `.default_backoff()`: it starts over on every `Init`, which kube emits before each
         // list attempt, so a failing list was retried about once a second forever. The task
         // waits out its own schedule instead, and does not poll the watcher meanwhile (the
         // watcher only makes requests when polled).
-        let mut stream = watcher::watcher(api, wc).boxed();
+        let mut stream = watcher::watcher(api.clone(), mode.config(&wc)).boxed();
         let mut seen: Option<Seen> = None;
         let mut synced_once = false;
         while let Some(item) = stream.next().await {
@@ -773,6 +861,13 @@ impl WatchTask {
                 Ok(Event::Delete(obj)) => {
                     self.recovered();
                     self.delete(&obj);
+                }
+                Err(e) if mode == ListMode::Streaming && ListMode::refusal(&e).is_some() => {
+                    let reason = ListMode::refusal(&e).map(describe_status).unwrap_or_default();
+                    tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), %reason, "the API server does not offer streaming lists: listing in pages");
+                    mode = ListMode::Pages;
+                    seen = None;
+                    stream = watcher::watcher(api.clone(), mode.config(&wc)).boxed();
                 }
                 Err(e) => {
                     let delay = self.failed(&e);
@@ -1235,6 +1330,29 @@ mod tests {
 
     /// The pending-watches gauge is decremented exactly once per watch, whether its first list
     /// or the source's stop comes first, even when they race on different threads.
+    #[test]
+    fn streaming_lists_from_1_27_and_when_the_version_is_unclear() {
+        assert_eq!(ListMode::of_version("1", "26"), ListMode::Pages);
+        assert_eq!(ListMode::of_version("1", "20+"), ListMode::Pages);
+        assert_eq!(ListMode::of_version("1", "27"), ListMode::Streaming);
+        assert_eq!(ListMode::of_version("1", "30+"), ListMode::Streaming);
+        assert_eq!(ListMode::of_version("2", "0"), ListMode::Streaming);
+        assert_eq!(ListMode::of_version("", ""), ListMode::Streaming);
+        let status = |code| {
+            watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                ..Default::default()
+            })))
+        };
+        assert!(ListMode::refusal(&status(422)).is_some());
+        assert!(ListMode::refusal(&status(400)).is_some());
+        assert!(
+            ListMode::refusal(&status(403)).is_none(),
+            "RBAC is not a refusal of the mode"
+        );
+        assert!(ListMode::refusal(&status(500)).is_none());
+    }
+
     #[test]
     fn pending_gauge_counts_each_watch_out_once() {
         let gauge = prometheus::IntGauge::new("pending", "test").unwrap();

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use cluster_dns::app::Running;
-use fake_apiserver::{FakeApiServer, Resource};
+use fake_apiserver::{FakeApiServer, Resource, StreamingLists};
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
 use serde_json::{Value, json};
@@ -126,9 +126,68 @@ fn namespace(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 }
 
+/// The conformance table through streaming lists (the default of a current API server).
 #[tokio::test]
 async fn conformance_table_through_the_fake_api_server() {
     let fake = fake_with(&fixture()).await;
+    conformance_through(&fake).await;
+    // The first state of every watch came as a streaming list; nothing was listed in pages.
+    let reqs = fake.requests();
+    for want in [
+        "GET /api/v1/services?&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0",
+        "GET /apis/discovery.k8s.io/v1/endpointslices?&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0",
+        "GET /api/v1/namespaces?&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0",
+        "GET /api/v1/pods?&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0",
+        "GET /api/v1/namespaces/testns/services?&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0",
+    ] {
+        assert!(reqs.iter().any(|r| r == want), "no request {want}: {reqs:#?}");
+    }
+    assert!(!reqs.iter().any(|r| r.contains("limit=")), "{reqs:#?}");
+}
+
+/// The conformance table through paginated lists: the API server's WatchList feature gate is
+/// off, so it refuses the streaming list with 422 and each watch lists in pages instead.
+#[tokio::test]
+async fn conformance_table_through_paged_lists_when_streaming_is_refused() {
+    let fake = FakeApiServer::start_with(fake_apiserver::Options {
+        streaming_lists: StreamingLists::Rejected,
+        version: "v1.30.4".to_owned(),
+        ..fake_apiserver::Options::default()
+    })
+    .await
+    .unwrap();
+    for o in fixture() {
+        fake.create(o).unwrap();
+    }
+    conformance_through(&fake).await;
+    // The watches use the collection paths and the watch protocol.
+    let reqs = fake.requests();
+    for want in [
+        "GET /api/v1/services?&limit=500",
+        "GET /apis/discovery.k8s.io/v1/endpointslices?&limit=20",
+        "GET /api/v1/namespaces?&limit=500",
+        "GET /api/v1/pods?&limit=500",
+        "GET /api/v1/namespaces/testns/services?&limit=500",
+    ] {
+        assert!(reqs.iter().any(|r| r == want), "no request {want}: {reqs:#?}");
+    }
+    assert!(reqs.iter().any(|r| r.contains("watch=true")
+        && r.contains("allowWatchBookmarks=true")
+        && !r.contains("sendInitialEvents")));
+    // Each watch of each run asked for a streaming list once, and listed in pages after that.
+    let streaming = reqs
+        .iter()
+        .filter(|r| r.contains("sendInitialEvents=true"))
+        .count();
+    let first_pages = reqs
+        .iter()
+        .filter(|r| r.contains("?&limit=") && !r.contains("continue="))
+        .count();
+    assert_eq!(streaming, first_pages, "{reqs:#?}");
+}
+
+/// Runs every profile of the conformance table against a server watching `fake`.
+async fn conformance_through(fake: &FakeApiServer) {
     let cases = conformance::cases();
     let mut profiles: Vec<&str> = cases
         .iter()
@@ -159,21 +218,6 @@ async fn conformance_table_through_the_fake_api_server() {
         "{} failures:\n{}",
         failures.len(),
         failures.join("\n")
-    );
-    // The watches use the collection paths and the watch protocol.
-    let reqs = fake.requests();
-    for want in [
-        "GET /api/v1/services?&limit=500",
-        "GET /apis/discovery.k8s.io/v1/endpointslices?&limit=20",
-        "GET /api/v1/namespaces?&limit=500",
-        "GET /api/v1/pods?&limit=500",
-        "GET /api/v1/namespaces/testns/services?&limit=500",
-    ] {
-        assert!(reqs.iter().any(|r| r == want), "no request {want}: {reqs:#?}");
-    }
-    assert!(
-        reqs.iter()
-            .any(|r| r.contains("watch=true") && r.contains("allowWatchBookmarks=true"))
     );
 }
 
@@ -467,7 +511,11 @@ async fn gone_after_compaction_relists_without_dropping_the_zone() {
     }
     eventually(addr, doomed, RecordType::A, 1, rcode_is(ResponseCode::NXDomain)).await;
     eventually(addr, born, RecordType::A, 1, rcode_is(ResponseCode::NoError)).await;
-    let lists = requests_starting(&fake, "GET /api/v1/services?&limit");
+    let lists = fake
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("GET /api/v1/services?") && r.contains("sendInitialEvents=true"))
+        .count();
     assert!(lists >= 2, "expected a relist of services after the 410");
 
     // A compaction while connected: every open watch gets the in-stream 410 and relists.
@@ -562,7 +610,7 @@ async fn the_binary_follows_the_fake_api_server() {
     let rbac: Vec<String> = server
         .log_lines()
         .into_iter()
-        .filter(|l| l.contains("RBAC: cannot list endpointslices.discovery.k8s.io at the cluster scope"))
+        .filter(|l| l.contains("RBAC: cannot watch endpointslices.discovery.k8s.io at the cluster scope"))
         .collect();
     assert_eq!(rbac.len(), 1, "{rbac:#?}\nall: {:#?}", server.log_lines());
     assert!(
@@ -603,19 +651,18 @@ async fn the_binary_follows_the_fake_api_server() {
     );
 }
 
+/// A cluster larger than a page of every list, through an API server older than 1.27 (by its
+/// `/version`), which would ignore `sendInitialEvents`: listed in pages from the start.
 #[tokio::test]
 async fn paged_lists_bring_every_object() {
-    use fake_apiserver::synthetic::{self, SyntheticCluster};
-    let fake = FakeApiServer::start().await.unwrap();
-    let c = SyntheticCluster {
-        services: 1_200,
-        endpoints: 12_000,
-        ..SyntheticCluster::default()
-    };
-    fake.load(c.objects()).unwrap();
-    let (running, addr) = start_dns(&fake.url(), K).await;
-    wait_synced(&running).await;
-    assert_eq!(running.zones()[0].service_count(), 1_200);
+    let fake = FakeApiServer::start_with(fake_apiserver::Options {
+        streaming_lists: StreamingLists::Ignored,
+        version: "v1.26.15".to_owned(),
+        ..fake_apiserver::Options::default()
+    })
+    .await
+    .unwrap();
+    large_cluster_answers(&fake).await;
     let reqs = fake.requests();
     assert!(
         reqs.iter().any(
@@ -627,6 +674,41 @@ async fn paged_lists_bring_every_object() {
         reqs.iter()
             .any(|r| r.starts_with("GET /api/v1/services?") && r.contains("continue="))
     );
+    assert!(!reqs.iter().any(|r| r.contains("sendInitialEvents")), "{reqs:#?}");
+    assert_eq!(reqs.iter().filter(|r| r.starts_with("GET /version")).count(), 1);
+}
+
+/// The same cluster through streaming lists: every object arrives as an event, no list request
+/// is made, and the zone is synced by the initial-events-end bookmark.
+#[tokio::test]
+async fn streaming_lists_bring_every_object() {
+    let fake = FakeApiServer::start().await.unwrap();
+    large_cluster_answers(&fake).await;
+    let reqs = fake.requests();
+    assert!(!reqs.iter().any(|r| r.contains("limit=")), "{reqs:#?}");
+    assert_eq!(
+        reqs.iter()
+            .filter(|r| r.starts_with("GET /apis/discovery.k8s.io/v1/endpointslices?")
+                && r.contains("sendInitialEvents=true"))
+            .count(),
+        1,
+        "{reqs:#?}"
+    );
+}
+
+/// Serves a synthetic cluster of 1,200 Services and 12,000 endpoints from `fake` and checks
+/// that every Service and the endpoints of the last slices are answered.
+async fn large_cluster_answers(fake: &FakeApiServer) {
+    use fake_apiserver::synthetic::{self, SyntheticCluster};
+    let c = SyntheticCluster {
+        services: 1_200,
+        endpoints: 12_000,
+        ..SyntheticCluster::default()
+    };
+    fake.load(c.objects()).unwrap();
+    let (running, addr) = start_dns(&fake.url(), K).await;
+    wait_synced(&running).await;
+    assert_eq!(running.zones()[0].service_count(), 1_200);
     // The last Service, and an endpoint of a headless Service from the last page of slices.
     let name = "svc-1199.ns-99.svc.cluster.local.";
     let m = ask(addr, name, RecordType::A).await;
@@ -783,7 +865,7 @@ async fn failing_first_lists_back_off_say_why_and_recover() {
     assert_eq!(lines.len(), 4, "one line per waiting watch: {body}");
     for want in [
         "kubernetes: namespaces: 401 Unauthorized: injected failure 401 (",
-        "kubernetes: services: 403 Forbidden: services is forbidden: User \"system:serviceaccount:kube-system:coredns\" cannot list resource \"services\"",
+        "kubernetes: services: 403 Forbidden: services is forbidden: User \"system:serviceaccount:kube-system:coredns\" cannot watch resource \"services\"",
         "kubernetes: endpointslices.discovery.k8s.io: 500 InternalError: injected failure 500 (",
         "kubernetes: pods: 503 ServiceUnavailable: injected failure 503 (",
     ] {
@@ -798,19 +880,19 @@ async fn failing_first_lists_back_off_say_why_and_recover() {
     for parts in [
         &[
             "WARN",
-            "cannot list namespaces at the cluster scope: 401 Unauthorized: injected failure 401",
+            "cannot watch namespaces at the cluster scope: 401 Unauthorized: injected failure 401",
         ][..],
         &[
             "ERROR",
-            "RBAC: cannot list services at the cluster scope: grant list/watch on services",
+            "RBAC: cannot watch services at the cluster scope: grant list/watch on services",
         ][..],
         &[
             "WARN",
-            "cannot list endpointslices.discovery.k8s.io at the cluster scope: 500 InternalError",
+            "cannot watch endpointslices.discovery.k8s.io at the cluster scope: 500 InternalError",
         ][..],
         &[
             "WARN",
-            "cannot list pods at the cluster scope: 503 ServiceUnavailable",
+            "cannot watch pods at the cluster scope: 503 ServiceUnavailable",
         ][..],
     ] {
         let found = lines_with(&log, parts);

@@ -12,7 +12,9 @@
 //!    being served (polled every 0.2 ms), p50/p99 over 1,000 new Services, and 100 readiness
 //!    flips each of the first and the last endpoint of a 1,000-endpoint headless Service.
 //!
-//! Usage: `watch-bench PATH/TO/cluster-dns [--services N] [--endpoints M] [--per-slice K] [--changes C]`
+//! Usage: `watch-bench PATH/TO/cluster-dns [--services N] [--endpoints M] [--per-slice K] [--changes C]
+//! [--lists streaming|pages]`: with `pages` the fake refuses streaming lists (422, as an API
+//! server with the WatchList feature gate off), so cluster-dns lists in pages.
 
 #![allow(clippy::unwrap_used)]
 
@@ -22,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use fake_apiserver::bench::{Dns, Spawned, spawn_cluster_dns, status_kb, usize_arg};
 use fake_apiserver::synthetic::{self, SyntheticCluster};
-use fake_apiserver::{FakeApiServer, Options};
+use fake_apiserver::{FakeApiServer, Options, StreamingLists};
 use serde_json::Value;
 
 const NXDOMAIN: u8 = 3;
@@ -74,7 +76,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let Some(bin) = args.get(1).filter(|a| !a.starts_with("--")).cloned() else {
         eprintln!(
-            "usage: watch-bench PATH/TO/cluster-dns [--services N] [--endpoints M] [--per-slice K] [--changes C]"
+            "usage: watch-bench PATH/TO/cluster-dns [--services N] [--endpoints M] [--per-slice K] [--changes C] [--lists streaming|pages]"
         );
         std::process::exit(2);
     };
@@ -85,6 +87,19 @@ fn main() {
         ..SyntheticCluster::default()
     };
     let changes = usize_arg(&args, "--changes", 1_000);
+    let streaming_lists = match args
+        .iter()
+        .position(|a| a == "--lists")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+    {
+        None | Some("streaming") => StreamingLists::Offered,
+        Some("pages") => StreamingLists::Rejected,
+        Some(other) => {
+            eprintln!("watch-bench: --lists takes streaming or pages, not {other}");
+            std::process::exit(2);
+        }
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -93,12 +108,21 @@ fn main() {
     let fake = rt
         .block_on(FakeApiServer::start_with(Options {
             bookmark_interval: Duration::from_secs(60),
+            streaming_lists,
             ..Options::default()
         }))
         .unwrap();
     let n = fake.load(cluster.objects()).unwrap();
     fake.load((0..10).map(|j| big_slice(j, None))).unwrap();
     fake.load([synthetic::service("ns-0", "big", None)]).unwrap();
+    println!(
+        "lists: {}",
+        if streaming_lists == StreamingLists::Offered {
+            "streaming (sendInitialEvents, the WatchList API)"
+        } else {
+            "in pages (the fake refuses streaming lists with 422)"
+        }
+    );
     let headless = (0..cluster.services).filter(|i| cluster.is_headless(*i)).count();
     println!(
         "cluster: {} Services ({} headless) in {} namespaces, {} endpoints in {} EndpointSlices of {}, plus a headless Service of 1,000 endpoints ({} objects)",
