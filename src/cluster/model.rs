@@ -129,15 +129,49 @@ impl FromIterator<IpAddr> for Addresses {
     }
 }
 
-/// One ready endpoint of an EndpointSlice.
+/// One ready endpoint of an EndpointSlice: 40 bytes (there is one per endpoint, so this is most
+/// of the zone; two `Option<Arc<str>>` made it 56).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointInfo {
     /// Its addresses (normally one); non-IP addresses (FQDN slices) are dropped.
     pub addresses: Addresses,
+    /// The hostname and the pod name in one block, `HOSTNAME/POD` with either side empty when
+    /// absent (neither a DNS label nor a Pod name can hold a `/`); `None` when both are.
+    names: Option<Box<str>>,
+}
+
+impl EndpointInfo {
+    /// An endpoint with `addresses`, its `hostname` and its Pod's name (both lower-case).
+    pub fn new(addresses: Addresses, hostname: Option<&str>, pod_name: Option<&str>) -> Self {
+        let (h, p) = (hostname.unwrap_or_default(), pod_name.unwrap_or_default());
+        let names = (!h.is_empty() || !p.is_empty()).then(|| format!("{h}/{p}").into_boxed_str());
+        Self { addresses, names }
+    }
+
     /// `hostname`, lower-case.
-    pub hostname: Option<Arc<str>>,
+    pub fn hostname(&self) -> Option<&str> {
+        self.split().0
+    }
+
     /// `targetRef.name` when the target is a Pod, lower-case (used by `endpoint_pod_names`).
-    pub pod_name: Option<Arc<str>>,
+    pub fn pod_name(&self) -> Option<&str> {
+        self.split().1
+    }
+
+    /// Drops the pod name (only `endpoint_pod_names` reads it).
+    pub fn forget_pod_name(&mut self) {
+        if self.pod_name().is_some() {
+            let names = self.hostname().map(|h| format!("{h}/").into_boxed_str());
+            self.names = names;
+        }
+    }
+
+    fn split(&self) -> (Option<&str>, Option<&str>) {
+        let Some((h, p)) = self.names.as_deref().and_then(|n| n.split_once('/')) else {
+            return (None, None);
+        };
+        ((!h.is_empty()).then_some(h), (!p.is_empty()).then_some(p))
+    }
 }
 
 /// The DNS view of an EndpointSlice: only ready endpoints are kept.
@@ -387,18 +421,23 @@ impl SliceInfo {
             if addresses.is_empty() {
                 continue;
             }
-            let hostname = ep.hostname.as_deref().filter(|h| is_dns_label(h)).map(lower);
+            let hostname = ep
+                .hostname
+                .as_deref()
+                .filter(|h| is_dns_label(h))
+                .map(str::to_ascii_lowercase);
             let pod_name = ep
                 .target_ref
                 .as_ref()
                 .filter(|r| r.kind.as_deref() == Some("Pod"))
                 .and_then(|r| r.name.as_deref())
-                .map(lower);
-            endpoints.push(EndpointInfo {
+                .filter(|n| !n.contains('/'))
+                .map(str::to_ascii_lowercase);
+            endpoints.push(EndpointInfo::new(
                 addresses,
-                hostname,
-                pod_name,
-            });
+                hostname.as_deref(),
+                pod_name.as_deref(),
+            ));
         }
         Ok(Self {
             name,
@@ -537,8 +576,18 @@ mod tests {
         let info = SliceInfo::from_k8s(&s).unwrap();
         assert_eq!(info.service.as_deref(), Some("web"));
         assert_eq!(info.endpoints.len(), 2);
-        assert_eq!(info.endpoints[0].hostname.as_deref(), Some("web-0"));
-        assert_eq!(info.endpoints[1].pod_name.as_deref(), Some("p3"));
+        assert_eq!(info.endpoints[0].hostname(), Some("web-0"));
+        assert_eq!(info.endpoints[0].pod_name(), None);
+        assert_eq!(info.endpoints[1].pod_name(), Some("p3"));
+        assert_eq!(info.endpoints[1].hostname(), None);
+        assert_eq!(std::mem::size_of::<EndpointInfo>(), 40);
+        let mut both = EndpointInfo::new(info.endpoints[0].addresses.clone(), Some("web-0"), Some("p0"));
+        assert_eq!((both.hostname(), both.pod_name()), (Some("web-0"), Some("p0")));
+        both.forget_pod_name();
+        assert_eq!((both.hostname(), both.pod_name()), (Some("web-0"), None));
+        let mut pod_only = EndpointInfo::new(both.addresses.clone(), None, Some("p0"));
+        pod_only.forget_pod_name();
+        assert_eq!(pod_only, EndpointInfo::new(both.addresses.clone(), None, None));
         assert_eq!(
             info.ports,
             vec![PortInfo {

@@ -52,7 +52,7 @@ use kube::runtime::watcher::{self, Event};
 use tokio::task::JoinHandle;
 
 use super::ClusterZone;
-use super::model::{PodInfo, ServiceInfo, SliceInfo, namespace_name};
+use super::model::{EndpointInfo, PodInfo, ServiceInfo, SliceInfo, namespace_name};
 use crate::cluster::metrics::{
     KubernetesMetrics, ProgrammedKind, last_change_trigger_time, programming_latency,
 };
@@ -1035,11 +1035,9 @@ impl WatchTask {
                 info.namespace = self.intern(&info.namespace);
                 // Store only what DNS needs, without spare capacity: this is most of the zone.
                 info.endpoints.shrink_to_fit();
-                for ep in &mut info.endpoints {
-                    if !self.keep_pod_names {
-                        // Only `endpoint_pod_names` reads them: no string per endpoint otherwise.
-                        ep.pod_name = None;
-                    }
+                if !self.keep_pod_names {
+                    // Only `endpoint_pod_names` reads them: no string per endpoint otherwise.
+                    info.endpoints.iter_mut().for_each(EndpointInfo::forget_pod_name);
                 }
                 let owner = trigger.and_then(|t| Some((t, info.namespace.clone(), info.service.clone()?)));
                 self.zone.apply_slice(info);

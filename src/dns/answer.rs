@@ -571,11 +571,11 @@ mod tests {
             name: "my-dns-1".into(),
             namespace: "kube-system".into(),
             service: Some("my-dns".into()),
-            endpoints: vec![EndpointInfo {
-                addresses: vec!["10.244.0.9".parse().unwrap()].into(),
-                hostname: None,
-                pod_name: None,
-            }],
+            endpoints: vec![EndpointInfo::new(
+                vec!["10.244.0.9".parse().unwrap()].into(),
+                None,
+                None,
+            )],
             ports: vec![],
         });
         let a = ClusterAnswerer::new(settings(), z.clone());

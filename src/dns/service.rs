@@ -54,13 +54,12 @@ impl ClusterAnswerer {
 
     /// The endpoint name of one address of `ep` (§4.3).
     pub(super) fn endpoint_name(&self, ep: &EndpointInfo, ip: &IpAddr) -> String {
-        if let Some(h) = &ep.hostname {
-            return h.to_string();
+        if let Some(h) = ep.hostname() {
+            return h.to_owned();
         }
         if self.settings.endpoint_pod_names
             && let Some(p) = ep
-                .pod_name
-                .as_deref()
+                .pod_name()
                 .filter(|p| p.len() < 64 && crate::proto::is_dns_label(p))
         {
             return p.to_owned();

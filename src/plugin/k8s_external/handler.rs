@@ -284,7 +284,7 @@ impl K8sExternal {
             .slices
             .values()
             .flat_map(|s| s.endpoints.iter())
-            .filter(|e| e.hostname.as_deref() == Some(host))
+            .filter(|e| e.hostname() == Some(host))
             .flat_map(|e| e.addresses.iter().copied())
             .collect();
         if ips.is_empty() {
