@@ -13,7 +13,9 @@
 # Servers are pinned to CPU 0 (one worker/thread where the server has the knob); dnsperf and
 # the upstream to CPU 1. Installs nsd, unbound, dnsmasq-base, dnsperf with apt-get when missing
 # (without starting their services). Builds cluster-dns with `cargo build --release`.
-# Knobs: BENCH_CLIENTS (dnsperf -c, 4), BENCH_OUTSTANDING (dnsperf -q, 200), BENCH_OUT.
+# Knobs: BENCH_CLIENTS (dnsperf -c, 4), BENCH_OUTSTANDING (dnsperf -q, 200), BENCH_OUT,
+# BENCH_BIN (a cluster-dns binary to measure instead of building one), BENCH_MEMORY_ONLY=1 (the
+# memory part alone, printed; no section written).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -51,11 +53,15 @@ cleanup() {
     rm -rf "$DIR"
 }
 trap cleanup EXIT
-log "cargo build --release"
-cargo build --release --quiet
-# A private copy: the shared target dir may be rebuilt by someone else during the run.
-cp "$ROOT/target/release/cluster-dns" "$DIR/cluster-dns"
-BIN=$DIR/cluster-dns
+if [[ -n ${BENCH_BIN:-} ]]; then
+    BIN=$BENCH_BIN
+else
+    log "cargo build --release"
+    cargo build --release --quiet
+    # A private copy: the shared target dir may be rebuilt by someone else during the run.
+    cp "$ROOT/target/release/cluster-dns" "$DIR/cluster-dns"
+    BIN=$DIR/cluster-dns
+fi
 "$BIN" --version >/dev/null
 
 free_port() { python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -153,12 +159,14 @@ wait_up() { # port name
 # ------------------------------------------------------------------ servers
 taskset -c 1 nsd -d -c "$DIR/nsd.conf" >"$DIR/nsd.out" 2>&1 & PIDS+=($!)
 sleep 0.5; wait_up "$UP" nsd
-RUST_LOG=warn taskset -c 0 "$BIN" -conf "$DIR/Corefile-$CD" >"$DIR/cd.out" 2>&1 & PIDS+=($!)
-taskset -c 0 unbound -d -c "$DIR/unbound.conf" >"$DIR/ub.out" 2>&1 & PIDS+=($!)
-taskset -c 0 dnsmasq -k --no-resolv --no-hosts --server="127.0.0.1#$UP" --listen-address=127.0.0.1 \
-    --bind-interfaces --port="$DM" --cache-size=10000 --dns-forward-max=1000 --pid-file= \
-    --user="$(id -un)" >"$DIR/dm.out" 2>&1 & PIDS+=($!)
-wait_up "$CD" cluster-dns; wait_up "$UB" unbound; wait_up "$DM" dnsmasq
+if [[ -z ${BENCH_MEMORY_ONLY:-} ]]; then
+    RUST_LOG=warn taskset -c 0 "$BIN" -conf "$DIR/Corefile-$CD" >"$DIR/cd.out" 2>&1 & PIDS+=($!)
+    taskset -c 0 unbound -d -c "$DIR/unbound.conf" >"$DIR/ub.out" 2>&1 & PIDS+=($!)
+    taskset -c 0 dnsmasq -k --no-resolv --no-hosts --server="127.0.0.1#$UP" --listen-address=127.0.0.1 \
+        --bind-interfaces --port="$DM" --cache-size=10000 --dns-forward-max=1000 --pid-file= \
+        --user="$(id -un)" >"$DIR/dm.out" 2>&1 & PIDS+=($!)
+    wait_up "$CD" cluster-dns; wait_up "$UB" unbound; wait_up "$DM" dnsmasq
+fi
 
 # dnsperf over FILE once against PORT; prints "qps p99_ms lost"
 perf() { # port file
@@ -182,31 +190,55 @@ PY
 
 declare -A PORT=([cluster-dns]=$CD [unbound]=$UB [dnsmasq]=$DM)
 declare -A WARM COLD
-for s in cluster-dns unbound dnsmasq; do
+[[ -n ${BENCH_MEMORY_ONLY:-} ]] || for s in cluster-dns unbound dnsmasq; do
     log "$s: warming 1,000 names"
     perf "${PORT[$s]}" "$DIR/hot.txt" >/dev/null
 done
-for s in cluster-dns unbound dnsmasq; do
+[[ -n ${BENCH_MEMORY_ONLY:-} ]] || for s in cluster-dns unbound dnsmasq; do
     log "$s: warm run (95% hits)"
     WARM[$s]=$(perf "${PORT[$s]}" "$DIR/warm.txt")
 done
-for s in cluster-dns unbound dnsmasq; do
+[[ -n ${BENCH_MEMORY_ONLY:-} ]] || for s in cluster-dns unbound dnsmasq; do
     log "$s: cold run"
     COLD[$s]=$(perf "${PORT[$s]}" "$DIR/cold.txt")
 done
+
+# Where the resident memory of PID is (main heap, other anonymous maps: thread arenas and
+# stacks, and the binary's pages), with a LABEL, on stderr.
+resident() { # pid label
+    python3 - "/proc/$1/smaps" "$2" <<'PY'
+import sys
+kinds = {}
+kind = None
+for line in open(sys.argv[1]):
+    parts = line.split()
+    if len(parts) >= 5 and "-" in parts[0] and ":" not in parts[0]:
+        path = parts[5] if len(parts) > 5 else ""
+        kind = "heap" if path == "[heap]" else ("anon" if path == "" else ("stack" if path.startswith("[stack") else "file"))
+    elif parts and parts[0] == "Rss:":
+        kinds[kind] = kinds.get(kind, 0) + int(parts[1])
+print(f"resident {sys.argv[2]}, KiB:", kinds, file=sys.stderr)
+PY
+}
 
 log "memory: fresh cluster-dns, 10,000 names"
 RUST_LOG=warn taskset -c 0 "$BIN" -conf "$DIR/Corefile-$MEM" >"$DIR/mem.out" 2>&1 & MEMPID=$!; PIDS+=($MEMPID)
 wait_up "$MEM" cluster-dns
 RSS0=$(awk '/VmRSS/ {print $2}' "/proc/$MEMPID/status")
+[[ -z ${BENCH_MEMORY_ONLY:-} ]] || resident "$MEMPID" "at start"
 perf "$MEM" "$DIR/mem.txt" >/dev/null
 RSS1=$(awk '/VmRSS/ {print $2}' "/proc/$MEMPID/status")
+[[ -z ${BENCH_MEMORY_ONLY:-} ]] || resident "$MEMPID" "after 10,000 names"
 HWM1=$(awk '/VmHWM/ {print $2}' "/proc/$MEMPID/status")
 # Every one of the 10,000 names answered from the cache now (no upstream query); from the
 # second hit on each is replayed from the answer memo, which keeps its own copy.
 perf "$MEM" "$DIR/mem.txt" >/dev/null
 perf "$MEM" "$DIR/mem.txt" >/dev/null
 RSS2=$(awk '/VmRSS/ {print $2}' "/proc/$MEMPID/status")
+if [[ -n ${BENCH_MEMORY_ONLY:-} ]]; then
+    echo "VmRSS $RSS0 KiB at start, $RSS1 KiB after 10,000 names ($(( RSS1 - RSS0 )) KiB over the start; VmHWM $HWM1 KiB), $RSS2 KiB after two more passes ($(( RSS2 - RSS0 )) KiB)"
+    exit 0
+fi
 
 OUT=${BENCH_OUT:-$DIR/section.md}
 {
