@@ -220,3 +220,196 @@ fn tls_and_scheme_errors_name_the_line() {
     let e = check("tls://example.org https://example.org:853 {\n tls cert.pem key.pem\n}\n").unwrap_err();
     assert!(e.contains("Corefile:1") && e.contains("port 853"), "{e}");
 }
+
+/// HTTP/2 frames, as much of RFC 9113 as the stream-limit test needs: a frame's type, flags,
+/// stream and payload.
+mod h2_frames {
+    pub const HEADERS: u8 = 0x1;
+    pub const RST_STREAM: u8 = 0x3;
+    pub const SETTINGS: u8 = 0x4;
+    pub const PING: u8 = 0x6;
+    pub const GOAWAY: u8 = 0x7;
+    pub const END_STREAM: u8 = 0x1;
+    pub const ACK: u8 = 0x1;
+    pub const END_HEADERS: u8 = 0x4;
+    /// SETTINGS_MAX_CONCURRENT_STREAMS.
+    pub const MAX_CONCURRENT_STREAMS: u16 = 0x3;
+    /// The RST_STREAM error code of a stream the server would not open.
+    pub const REFUSED_STREAM: u32 = 0x7;
+
+    pub fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let len = u32::try_from(payload.len()).unwrap().to_be_bytes();
+        let mut out = vec![len[1], len[2], len[3], kind, flags];
+        out.extend_from_slice(&stream.to_be_bytes());
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// An HPACK string literal (no Huffman coding) with its 7-bit-prefix length.
+    fn string(out: &mut Vec<u8>, s: &[u8]) {
+        if s.len() < 127 {
+            out.push(u8::try_from(s.len()).unwrap());
+        } else {
+            out.push(127);
+            let mut rest = s.len() - 127;
+            while rest >= 128 {
+                out.push(u8::try_from(rest % 128).unwrap() | 0x80);
+                rest /= 128;
+            }
+            out.push(u8::try_from(rest).unwrap());
+        }
+        out.extend_from_slice(s);
+    }
+
+    /// The header block of `GET path` to `authority` over https: the static table's
+    /// `:method GET` (2) and `:scheme https` (7), then `:authority` (1) and `:path` (4) as
+    /// literals without indexing.
+    pub fn get(authority: &str, path: &str) -> Vec<u8> {
+        let mut out = vec![0x82, 0x87, 0x01];
+        string(&mut out, authority.as_bytes());
+        out.push(0x04);
+        string(&mut out, path.as_bytes());
+        out
+    }
+}
+
+/// Reads one HTTP/2 frame: (type, flags, stream, payload).
+async fn read_frame<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> (u8, u8, u32, Vec<u8>) {
+    let mut head = [0u8; 9];
+    s.read_exact(&mut head).await.unwrap();
+    let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+    let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload).await.unwrap();
+    (head[3], head[4], stream, payload)
+}
+
+/// A DNS-over-HTTPS connection answers at most 32 requests at once (HTTP/2 streams): the
+/// server says so in its SETTINGS, and a client that opens more anyway gets the extra streams
+/// refused (RST_STREAM REFUSED_STREAM) while the first 32 are answered, after which the
+/// connection takes new requests again. The requests are forwarded to an upstream that drops
+/// them until the refusals are in, so all 32 stay open meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_over_https_answers_at_most_32_streams_at_once() {
+    use h2_frames::*;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+
+    let dir = support::temp_dir("serve-doh-streams");
+    certificates(&dir);
+    let upstream = crate::upstream::Scripted::start().await;
+    upstream.set_mode(crate::upstream::Mode::Drop);
+    let cf = format!(
+        "https://.:0 {{\n bind 127.0.0.1\n tls cert.pem key.pem\n forward . {}\n}}\n",
+        upstream.addr
+    );
+    let running = support::start(&cf, &dir).await;
+    let addr = running.dns_addrs()[0];
+
+    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(dir.join("ca.pem")).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = tokio_rustls::rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut s = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(ServerName::try_from("dns.test").unwrap(), tcp)
+        .await
+        .unwrap();
+    assert_eq!(s.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+
+    // Preface and empty SETTINGS; the server's SETTINGS name the limit; acknowledge them and
+    // wait for a PING's answer, so the server has our acknowledgement (its limit applies then).
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
+    s.write_all(&frame(SETTINGS, 0, 0, &[])).await.unwrap();
+    let mut limit = None;
+    loop {
+        let (kind, flags, _, payload) = read_frame(&mut s).await;
+        if kind == SETTINGS && flags & ACK == 0 {
+            for setting in payload.chunks(6) {
+                if u16::from_be_bytes([setting[0], setting[1]]) == MAX_CONCURRENT_STREAMS {
+                    limit = Some(u32::from_be_bytes([
+                        setting[2], setting[3], setting[4], setting[5],
+                    ]));
+                }
+            }
+            break;
+        }
+    }
+    assert_eq!(limit, Some(32), "the server's SETTINGS_MAX_CONCURRENT_STREAMS");
+    s.write_all(&frame(SETTINGS, ACK, 0, &[])).await.unwrap();
+    s.write_all(&frame(PING, 0, 0, b"streams!")).await.unwrap();
+    loop {
+        let (kind, flags, _, _) = read_frame(&mut s).await;
+        if kind == PING && flags & ACK != 0 {
+            break;
+        }
+    }
+
+    let wire = hickory_proto::serialize::binary::BinEncodable::to_bytes(&support::query(
+        "slow.example.net.",
+        hickory_proto::rr::RecordType::A,
+    ))
+    .unwrap();
+    let path = format!(
+        "/dns-query?dns={}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&wire)
+    );
+    let block = get("dns.test", &path);
+    let streams: Vec<u32> = (0..40).map(|i| 2 * i + 1).collect();
+    let mut burst = Vec::new();
+    for &id in &streams {
+        burst.extend(frame(HEADERS, END_HEADERS | END_STREAM, id, &block));
+    }
+    s.write_all(&burst).await.unwrap();
+
+    // Within the forward timeout (2 s): the streams past the 32nd are refused, none answered.
+    let mut refused = Vec::new();
+    let mut answered = Vec::new();
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while answered.len() + refused.len() < streams.len() {
+        let (kind, _, stream, payload) = tokio::time::timeout_at(until, read_frame(&mut s))
+            .await
+            .unwrap_or_else(|_| panic!("refused {refused:?}, answered {answered:?} after 10 s"));
+        match kind {
+            RST_STREAM => {
+                assert_eq!(
+                    u32::from_be_bytes(payload[..4].try_into().unwrap()),
+                    REFUSED_STREAM,
+                    "stream {stream}"
+                );
+                assert!(answered.is_empty(), "a refusal after an answer: {answered:?}");
+                refused.push(stream);
+                if refused.len() == streams.len() - 32 {
+                    // The forward's retries of the 32 are answered now.
+                    upstream.set_mode(crate::upstream::Mode::Answer);
+                }
+            }
+            HEADERS if !answered.contains(&stream) => answered.push(stream),
+            GOAWAY => panic!("the server ended the connection"),
+            _ => {}
+        }
+    }
+    refused.sort_unstable();
+    answered.sort_unstable();
+    assert_eq!(refused, streams[32..], "the streams past the limit");
+    assert_eq!(answered, streams[..32], "the streams within it");
+
+    // Room again: a new stream is answered.
+    s.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, 81, &block))
+        .await
+        .unwrap();
+    loop {
+        let (kind, _, stream, _) = tokio::time::timeout_at(until, read_frame(&mut s))
+            .await
+            .expect("an answer to the stream opened after the others");
+        assert_ne!(kind, RST_STREAM, "stream {stream} refused");
+        if kind == HEADERS && stream == 81 {
+            break;
+        }
+    }
+    running.stop().await.unwrap();
+}
