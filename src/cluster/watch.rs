@@ -649,7 +649,11 @@ impl ListMode {
     /// it with 422, and [`ListMode::refused`] falls back).
     async fn of_server(client: &kube::Client) -> Self {
         match tokio::time::timeout(VERSION_TIMEOUT, client.apiserver_version()).await {
-            Ok(Ok(info)) => Self::of_version(&info.major, &info.minor),
+            Ok(Ok(info)) => {
+                let mode = Self::of_version(&info.major, &info.minor);
+                tracing::info!(target: "cluster_dns::watch", version = %info.git_version, lists = ?mode, "API server version");
+                mode
+            }
             Ok(Err(e)) => {
                 tracing::debug!(target: "cluster_dns::watch", error = %describe_error(&e), "no API server version: trying streaming lists");
                 Self::Streaming
