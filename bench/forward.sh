@@ -12,6 +12,8 @@
 #          against cluster-dns and Unbound: p99 at the same, sustainable rate
 #   cold   20,000 unique names never asked before: forwarding throughput to the upstream
 #   memory a fresh cluster-dns, 10,000 unique names cached: VmRSS / VmHWM from /proc
+# Each warm and cold run also reports the server's CPU time per query (/proc/PID/stat), which
+# does not depend on whether dnsperf or the upstream (both on CPU 1) bound the run.
 # Servers are pinned to CPU 0 (one worker/thread where the server has the knob); dnsperf and
 # the upstream to CPU 1. Installs nsd, unbound, dnsmasq-base, dnsperf with apt-get when missing
 # (without starting their services). Builds cluster-dns with `cargo build --release`.
@@ -163,14 +165,19 @@ wait_up() { # port name
 }
 
 # ------------------------------------------------------------------ servers
+declare -A SPID
+# CPU time (user + system, clock ticks) PID has used so far.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Server CPU microseconds per query over a run: TICKS_BEFORE TICKS_AFTER QUERIES.
+cpu_us() { python3 -c "import os; print(f'{($2 - $1) * 1e6 / os.sysconf(\"SC_CLK_TCK\") / $3:.1f}')"; }
 taskset -c 1 nsd -d -c "$DIR/nsd.conf" >"$DIR/nsd.out" 2>&1 & PIDS+=($!)
 sleep 0.5; wait_up "$UP" nsd
 if [[ -z ${BENCH_MEMORY_ONLY:-} ]]; then
-    RUST_LOG=warn taskset -c 0 "$BIN" -conf "$DIR/Corefile-$CD" >"$DIR/cd.out" 2>&1 & PIDS+=($!)
-    taskset -c 0 unbound -d -c "$DIR/unbound.conf" >"$DIR/ub.out" 2>&1 & PIDS+=($!)
+    RUST_LOG=warn taskset -c 0 "$BIN" -conf "$DIR/Corefile-$CD" >"$DIR/cd.out" 2>&1 & PIDS+=($!); SPID[cluster-dns]=$!
+    taskset -c 0 unbound -d -c "$DIR/unbound.conf" >"$DIR/ub.out" 2>&1 & PIDS+=($!); SPID[unbound]=$!
     taskset -c 0 dnsmasq -k --no-resolv --no-hosts --server="127.0.0.1#$UP" --listen-address=127.0.0.1 \
         --bind-interfaces --port="$DM" --cache-size=10000 --dns-forward-max=1000 --pid-file= \
-        --user="$(id -un)" >"$DIR/dm.out" 2>&1 & PIDS+=($!)
+        --user="$(id -un)" >"$DIR/dm.out" 2>&1 & PIDS+=($!); SPID[dnsmasq]=$!
     wait_up "$CD" cluster-dns; wait_up "$UB" unbound; wait_up "$DM" dnsmasq
 fi
 
@@ -198,14 +205,16 @@ PY
 }
 
 declare -A PORT=([cluster-dns]=$CD [unbound]=$UB [dnsmasq]=$DM)
-declare -A WARM COLD RATED
+declare -A WARM COLD RATED WARMCPU COLDCPU
 [[ -n ${BENCH_MEMORY_ONLY:-} ]] || for s in cluster-dns unbound dnsmasq; do
     log "$s: warming 1,000 names"
     perf "${PORT[$s]}" "$DIR/hot.txt" >/dev/null
 done
 [[ -n ${BENCH_MEMORY_ONLY:-} ]] || for s in cluster-dns unbound dnsmasq; do
     log "$s: warm run (95% hits)"
+    t0=$(ticks "${SPID[$s]}")
     WARM[$s]=$(perf "${PORT[$s]}" "$DIR/warm.txt")
+    WARMCPU[$s]=$(cpu_us "$t0" "$(ticks "${SPID[$s]}")" 400000)
 done
 RATE=0
 if [[ -z ${BENCH_MEMORY_ONLY:-} ]]; then
@@ -218,7 +227,9 @@ if [[ -z ${BENCH_MEMORY_ONLY:-} ]]; then
 fi
 [[ -n ${BENCH_MEMORY_ONLY:-} ]] || for s in cluster-dns unbound dnsmasq; do
     log "$s: cold run"
+    t0=$(ticks "${SPID[$s]}")
     COLD[$s]=$(perf "${PORT[$s]}" "$DIR/cold.txt")
+    COLDCPU[$s]=$(cpu_us "$t0" "$(ticks "${SPID[$s]}")" 20000)
 done
 
 # Where the resident memory of PID is (main heap, other anonymous maps: thread arenas and
@@ -268,12 +279,16 @@ OUT=${BENCH_OUT:-$DIR/section.md}
     echo "dnsperf -c $CLIENTS -q $OUTSTANDING, one pass over each query file, in the same run; p99 is nearest-rank over every"
     echo "query's latency from \`dnsperf -v\` at full load (so it includes queueing behind $OUTSTANDING outstanding queries)."
     echo
-    echo "| forwarder | warm QPS (95% hits) | warm p99 (ms) | lost | cold QPS (all misses) | cold p99 (ms) |"
-    echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+    echo "| forwarder | warm QPS (95% hits) | warm p99 (ms) | lost | warm CPU µs/query | cold QPS (all misses) | cold p99 (ms) | cold CPU µs/query |"
+    echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     for s in cluster-dns unbound dnsmasq; do
         read -r wq wp wl <<<"${WARM[$s]}"; read -r cq cp _ <<<"${COLD[$s]}"
-        echo "| $s | $wq | $wp | $wl | $cq | $cp |"
+        echo "| $s | $wq | $wp | $wl | ${WARMCPU[$s]} | $cq | $cp | ${COLDCPU[$s]} |"
     done
+    echo
+    echo "CPU µs/query: the server's user + system CPU time over the run (\`/proc/PID/stat\`) divided by the"
+    echo "queries sent; what a query costs the server, whether or not the run was bound by the client."
+
     read -r cdq _ <<<"${WARM[cluster-dns]}"; read -r ubq _ <<<"${WARM[unbound]}"
     echo
     echo "Warm QPS, cluster-dns / Unbound: $(python3 -c "print(f'{$cdq/$ubq:.2f}')" 2>/dev/null || echo n/a) (goal: at least 1.3; cold: at least 1.0)."

@@ -646,7 +646,7 @@ impl ListMode {
     /// The mode to start with, from the API server's `GET /version`: pages for a server older
     /// than [`STREAMING_SINCE`], streaming otherwise, also when the version cannot be had
     /// (every supported Kubernetes release knows the parameter; one with the feature off refuses
-    /// it with 422, and [`ListMode::refused`] falls back).
+    /// it with 422, and [`ListMode::refusal`] falls back).
     async fn of_server(client: &kube::Client) -> Self {
         match tokio::time::timeout(VERSION_TIMEOUT, client.apiserver_version()).await {
             Ok(Ok(info)) => {
@@ -1330,8 +1330,8 @@ mod tests {
         );
     }
 
-    /// The pending-watches gauge is decremented exactly once per watch, whether its first list
-    /// or the source's stop comes first, even when they race on different threads.
+    /// Streaming lists unless the version says the server predates them; only a 422 or 400 to
+    /// the streaming watch is a refusal of the mode (RBAC and server errors go the usual way).
     #[test]
     fn streaming_lists_from_1_27_and_when_the_version_is_unclear() {
         assert_eq!(ListMode::of_version("1", "26"), ListMode::Pages);
@@ -1355,6 +1355,8 @@ mod tests {
         assert!(ListMode::refusal(&status(500)).is_none());
     }
 
+    /// The pending-watches gauge is decremented exactly once per watch, whether its first list
+    /// or the source's stop comes first, even when they race on different threads.
     #[test]
     fn pending_gauge_counts_each_watch_out_once() {
         let gauge = prometheus::IntGauge::new("pending", "test").unwrap();
