@@ -1,12 +1,13 @@
 //! One exchange with one upstream: the query built with a fresh random ID (from the thread's
-//! CSPRNG), sent from a fresh socket on a random source port (UDP) or over a new TCP connection,
+//! CSPRNG), sent from a socket on a random source port (UDP; from the upstream's pool of them,
+//! [`super::udp`]) or over a new TCP connection,
 //! and a reply accepted only when its source address and port, ID, QR bit and question (name
 //! case-insensitively, type, class) match. The UDP socket is connected to the upstream: the
 //! kernel drops datagrams from any other source, and an ICMP port unreachable comes back as
 //! ECONNREFUSED at once instead of a silent wait for the timeout. Anything else is dropped and counted, and the wait
 //! goes on until the attempt's deadline.
 
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use tokio::time::{Instant, timeout_at};
 
 use super::ForwardError;
 use super::tls::TlsTransport;
+use super::udp::{self, UdpPool};
 use crate::proto::MAX_UDP_PAYLOAD;
 use crate::proto::Question;
 
@@ -76,10 +78,12 @@ pub struct ExchangeStats {
 }
 
 /// Asks `addr` for `q` over TLS when `tls` is given, else over UDP (or TCP when `tcp`), giving
-/// up at `deadline`.
+/// up at `deadline`. Over UDP the socket comes from `pool` when given (and goes back to it
+/// once the reply is in), else it is opened for this query alone.
 pub async fn exchange(
     addr: SocketAddr,
     tls: Option<&TlsTransport>,
+    pool: Option<&UdpPool>,
     q: &Question,
     tcp: bool,
     deadline: Instant,
@@ -100,7 +104,19 @@ pub async fn exchange(
         } else if tcp {
             exchange_tcp(addr, &query, id, q, stats).await
         } else {
-            exchange_udp(addr, &query, id, q, stats).await
+            let io = |source| ForwardError::Io { addr, source };
+            match pool {
+                Some(pool) => {
+                    let lease = pool.lease().await.map_err(io)?;
+                    let reply = exchange_udp(addr, lease.socket(), &query, id, q, stats).await?;
+                    pool.give_back(lease);
+                    Ok(reply)
+                }
+                None => {
+                    let sock = udp::connect(addr).await.map_err(io)?;
+                    exchange_udp(addr, &sock, &query, id, q, stats).await
+                }
+            }
         }
     };
     match timeout_at(deadline, work).await {
@@ -109,22 +125,16 @@ pub async fn exchange(
     }
 }
 
+/// Sends `query` on `sock` (connected to `addr`) and waits for the reply that matches it.
 async fn exchange_udp(
     addr: SocketAddr,
+    sock: &UdpSocket,
     query: &[u8],
     id: u16,
     q: &Question,
     stats: &ExchangeStats,
 ) -> Result<Message, ForwardError> {
     let io = |source| ForwardError::Io { addr, source };
-    // A fresh socket per query: the kernel picks a random ephemeral source port.
-    let local: SocketAddr = if addr.is_ipv4() {
-        (Ipv4Addr::UNSPECIFIED, 0).into()
-    } else {
-        (Ipv6Addr::UNSPECIFIED, 0).into()
-    };
-    let sock = UdpSocket::bind(local).await.map_err(io)?;
-    sock.connect(addr).await.map_err(io)?;
     sock.send(query).await.map_err(io)?;
     let mut buf = vec![0u8; UDP_RECV_BUFFER];
     for _ in 0..MAX_DATAGRAMS_PER_ATTEMPT {

@@ -10,16 +10,18 @@
 //! | `coredns_forward_healthcheck_broken_total` | counter | (none) |
 //! | `coredns_forward_max_concurrent_rejects_total` | counter | (none) |
 //! | `cluster_dns_forward_tls_idle_connections` | gauge | to |
+//! | `cluster_dns_forward_udp_idle_sockets` | gauge | to |
 //!
 //! `proxy_name` is always `forward`; `to` is the upstream as `IP:PORT` (`[IPv6]:PORT`), from the
 //! Corefile; `rcode` is the upstream's rcode name from a fixed list (else `other`); `proto` is
 //! `udp` or `tcp`. (CoreDNS's README gives the health-check counter an `rcode` label too; its
 //! code does not have one, and neither has this.)
 //!
-//! Plain DNS connections are not reused here (a fresh socket per exchange), so every such
-//! exchange is a connection-cache miss and those hits counters stay at 0. DNS-over-TLS
-//! connections are reused (`proto="tcp-tls"`); the idle ones kept per upstream (at most 16) are
-//! the gauge `cluster_dns_forward_tls_idle_connections`, cluster-dns's own.
+//! UDP sockets are reused (`proto="udp"`: a hit is a socket taken from the upstream's pool, a
+//! miss a new one; [`super::udp`]), and so are DNS-over-TLS connections (`proto="tcp-tls"`); the
+//! idle ones kept per upstream (at most 32 sockets, 16 connections) are the gauges
+//! `cluster_dns_forward_udp_idle_sockets` and `cluster_dns_forward_tls_idle_connections`,
+//! cluster-dns's own. A plain TCP exchange opens its own connection: always a miss.
 //!
 //! [`ForwardMetrics`] holds the families, created and registered once per process; every
 //! [`Forward`](super::Forward) generation gets a clone through
@@ -78,6 +80,7 @@ pub struct ForwardMetrics {
     conn_cache_hits: IntCounterVec,
     conn_cache_misses: IntCounterVec,
     tls_idle: IntGaugeVec,
+    udp_idle: IntGaugeVec,
     healthcheck_broken: IntCounter,
     max_concurrent_rejects: IntCounter,
 }
@@ -130,6 +133,13 @@ impl ForwardMetrics {
                 ),
                 &["to"],
             )?,
+            udp_idle: IntGaugeVec::new(
+                Opts::new(
+                    "cluster_dns_forward_udp_idle_sockets",
+                    "Idle UDP sockets kept for reuse per upstream (at most 32).",
+                ),
+                &["to"],
+            )?,
             healthcheck_broken: IntCounter::new(
                 "coredns_forward_healthcheck_broken_total",
                 "Counter of the number of complete failures of the healthchecks.",
@@ -147,6 +157,7 @@ impl ForwardMetrics {
                 Box::new(m.conn_cache_hits.clone()),
                 Box::new(m.conn_cache_misses.clone()),
                 Box::new(m.tls_idle.clone()),
+                Box::new(m.udp_idle.clone()),
                 Box::new(m.healthcheck_broken.clone()),
                 Box::new(m.max_concurrent_rejects.clone()),
             ],
@@ -171,7 +182,6 @@ impl ForwardMetrics {
             conn(&self.conn_cache_hits, proto);
         }
         UpstreamInstruments {
-            miss_udp: conn(&self.conn_cache_misses, "udp"),
             miss_tcp: conn(&self.conn_cache_misses, "tcp"),
             healthcheck_failures: self.healthcheck_failures.with_label_values(&[PROXY_NAME, &to]),
             durations: std::array::from_fn(|_| OnceLock::new()),
@@ -194,7 +204,6 @@ pub(super) struct PluginInstruments {
 #[derive(Debug)]
 pub(super) struct UpstreamInstruments {
     to: String,
-    miss_udp: IntCounter,
     miss_tcp: IntCounter,
     /// `coredns_proxy_healthcheck_failures_total{to}`.
     pub healthcheck_failures: IntCounter,
@@ -214,12 +223,20 @@ impl UpstreamInstruments {
         }
     }
 
-    /// Counts one exchange about to start over `tcp` or UDP (always a connection-cache miss).
-    pub fn exchange_started(&self, tcp: bool) {
-        if tcp {
-            self.miss_tcp.inc();
-        } else {
-            self.miss_udp.inc();
+    /// Counts one exchange about to start over TCP (always a connection-cache miss: a
+    /// connection per query; UDP sockets are counted by their pool, [`super::udp::UdpPool`]).
+    pub fn tcp_exchange_started(&self) {
+        self.miss_tcp.inc();
+    }
+
+    /// The connection-cache hit and miss series of plain UDP to this upstream, and its idle
+    /// sockets' gauge.
+    pub(super) fn udp_conn_counters(&self, metrics: &ForwardMetrics) -> super::udp::UdpCounters {
+        let labels = [PROXY_NAME, self.to.as_str(), "udp"];
+        super::udp::UdpCounters {
+            hits: metrics.conn_cache_hits.with_label_values(&labels),
+            misses: metrics.conn_cache_misses.with_label_values(&labels),
+            idle: metrics.udp_idle.with_label_values(&[self.to.as_str()]),
         }
     }
 
@@ -321,6 +338,8 @@ mod tests {
         assert!(render(&r).contains("coredns_forward_max_concurrent_rejects_total 0"));
     }
 
+    /// Three questions in turn: one new UDP socket, reused for the next two (its pool keeps it
+    /// idle in between).
     #[tokio::test]
     async fn exchanges_are_timed_and_counted_per_upstream_and_rcode() {
         let r = Registry::new();
@@ -344,15 +363,16 @@ mod tests {
                 "coredns_proxy_request_duration_seconds_bucket{{proxy_name=\"forward\",rcode=\"NOERROR\",to=\"{to}\",le=\"+Inf\"}} 2"
             ),
             format!(
-                "coredns_proxy_conn_cache_misses_total{{proto=\"udp\",proxy_name=\"forward\",to=\"{to}\"}} 3"
+                "coredns_proxy_conn_cache_misses_total{{proto=\"udp\",proxy_name=\"forward\",to=\"{to}\"}} 1"
             ),
             format!(
                 "coredns_proxy_conn_cache_misses_total{{proto=\"tcp\",proxy_name=\"forward\",to=\"{to}\"}} 0"
             ),
             format!(
-                "coredns_proxy_conn_cache_hits_total{{proto=\"udp\",proxy_name=\"forward\",to=\"{to}\"}} 0"
+                "coredns_proxy_conn_cache_hits_total{{proto=\"udp\",proxy_name=\"forward\",to=\"{to}\"}} 2"
             ),
             format!("coredns_proxy_healthcheck_failures_total{{proxy_name=\"forward\",to=\"{to}\"}} 0"),
+            format!("cluster_dns_forward_udp_idle_sockets{{to=\"{to}\"}} 1"),
             "# TYPE coredns_proxy_request_duration_seconds histogram".to_owned(),
             "coredns_forward_healthcheck_broken_total 0".to_owned(),
         ] {

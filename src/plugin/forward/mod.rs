@@ -13,6 +13,7 @@ pub mod handler;
 pub mod metrics;
 pub mod setup;
 pub mod tls;
+pub mod udp;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -86,13 +87,16 @@ pub struct Upstream {
     metrics: OnceLock<UpstreamInstruments>,
     /// DNS over TLS to it (`tls://`), with its idle connections; plain DNS when `None`.
     tls: Option<tls::TlsTransport>,
+    /// Its idle UDP sockets (plain DNS).
+    udp: udp::UdpPool,
 }
 
 impl Upstream {
-    fn new(addr: SocketAddr, tls: Option<tls::TlsTransport>) -> Self {
+    fn new(addr: SocketAddr, tls: Option<tls::TlsTransport>, expire: Duration) -> Self {
         Self {
             addr,
             tls,
+            udp: udp::UdpPool::new(addr, expire),
             fails: AtomicU32::new(0),
             down: AtomicBool::new(false),
             probing: AtomicBool::new(false),
@@ -177,7 +181,7 @@ impl Forward {
                                 let name = config.tls.as_ref().and_then(|t| t.server_name.as_deref());
                                 tls::TlsTransport::new(c, *a, name, config.expire).ok()
                             });
-                            Arc::new(Upstream::new(*a, transport))
+                            Arc::new(Upstream::new(*a, transport, config.expire))
                         })
                         .collect()
                 },
@@ -201,6 +205,7 @@ impl Forward {
                 if let Some(tls) = &up.tls {
                     tls.count_into(instruments.tls_conn_counters(&metrics));
                 }
+                up.udp.count_into(instruments.udp_conn_counters(&metrics));
                 let _ = up.metrics.set(instruments);
             }
         }
@@ -355,8 +360,9 @@ impl Forward {
         Ok(msg)
     }
 
-    /// One exchange with `up`, counted as a connection-cache miss and, when a reply comes,
-    /// timed into `coredns_proxy_request_duration_seconds{to, rcode}` (as CoreDNS's
+    /// One exchange with `up`, counted in the connection cache (a TCP exchange always opens a
+    /// connection; UDP sockets and TLS connections are counted by their pools) and, when a reply
+    /// comes, timed into `coredns_proxy_request_duration_seconds{to, rcode}` (as CoreDNS's
     /// `proxy.Connect`).
     async fn exchange_observed(
         &self,
@@ -368,14 +374,15 @@ impl Forward {
         let m = up.metrics.get();
         if let Some(m) = m
             && up.tls.is_none()
+            && tcp
         {
-            // TLS exchanges count hits and misses of their connection pool themselves.
-            m.exchange_started(tcp);
+            m.tcp_exchange_started();
         }
         let start = Instant::now();
         let result = exchange(
             up.addr,
             up.tls.as_ref(),
+            Some(&up.udp),
             q,
             tcp,
             deadline,
@@ -478,7 +485,7 @@ async fn probe_until_healthy(up: Weak<Upstream>, stats: Weak<ForwardStats>, inte
             return;
         };
         let deadline = Instant::now() + PROBE_TIMEOUT;
-        match exchange(up.addr, up.tls.as_ref(), &q, tcp, deadline, &stats.exchange).await {
+        match exchange(up.addr, up.tls.as_ref(), None, &q, tcp, deadline, &stats.exchange).await {
             Ok(_) => {
                 up.fails.store(0, Ordering::Relaxed);
                 up.down.store(false, Ordering::Relaxed);

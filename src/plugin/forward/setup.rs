@@ -21,8 +21,8 @@ pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(2);
 pub const DEFAULT_HEALTH_CHECK: Duration = Duration::from_millis(500);
 /// Default consecutive failures before an upstream is marked down (CoreDNS: 2).
 pub const DEFAULT_MAX_FAILS: u32 = 2;
-/// Default connection expiry: how long an idle DNS-over-TLS connection is kept for reuse (plain
-/// DNS opens a fresh socket per query, so there is nothing to expire).
+/// Default connection expiry: how long an idle DNS-over-TLS connection is kept for reuse, and
+/// how long a UDP socket is reused from its opening.
 pub const DEFAULT_EXPIRE: Duration = Duration::from_secs(10);
 
 /// How the next upstream is chosen.

@@ -1,0 +1,246 @@
+//! Connected UDP sockets to one upstream, reused. A socket whose query got its reply goes back
+//! to the upstream's pool and serves later queries: at most [`MAX_USES`] of them, and only
+//! while younger than `expire` (10 s by default, CoreDNS's expiry of its cached upstream
+//! connections), so the source port still changes often (a rotating pool of random ports; every
+//! query also has a random ID, and its reply must match the ID and the question). Opening a
+//! socket per query cost a miss five system calls (socket, connect, two epoll registrations,
+//! close) besides the exchange itself.
+//!
+//! A socket whose exchange failed, timed out or was dropped is closed, never reused: a late
+//! reply must not reach the next query on it (one that does anyway, a duplicate, is dropped by
+//! its ID and counted as unwanted).
+//!
+//! Invariant: a socket is in the idle list only while no exchange uses it. [`UdpPool::lease`]
+//! takes it out under the list's lock and only [`UdpPool::give_back`] puts it back, so two
+//! queries never share a socket. The list holds at most [`MAX_IDLE`] sockets per upstream (the
+//! bound on descriptors kept between queries; those in use are bounded by `max_concurrent`),
+//! shown by `cluster_dns_forward_udp_idle_sockets`, with reuse and new sockets counted in
+//! `coredns_proxy_conn_cache_{hits,misses}_total{proto="udp"}`.
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use prometheus::{IntCounter, IntGauge};
+use tokio::net::UdpSocket;
+use tokio::time::Instant;
+
+/// Queries one socket serves before it is closed.
+pub const MAX_USES: u32 = 16;
+/// Idle sockets kept per upstream.
+pub const MAX_IDLE: usize = 32;
+
+/// Where a pool counts reuse, new sockets and its idle ones.
+#[derive(Debug, Clone)]
+pub struct UdpCounters {
+    /// `coredns_proxy_conn_cache_hits_total{proto="udp"}`: an idle socket reused.
+    pub hits: IntCounter,
+    /// `coredns_proxy_conn_cache_misses_total{proto="udp"}`: a new socket opened.
+    pub misses: IntCounter,
+    /// `cluster_dns_forward_udp_idle_sockets`.
+    pub idle: IntGauge,
+}
+
+#[derive(Debug)]
+struct Idle {
+    sock: UdpSocket,
+    born: Instant,
+    uses: u32,
+}
+
+/// A socket taken from the pool (or opened) for one exchange.
+#[derive(Debug)]
+pub struct Lease {
+    sock: UdpSocket,
+    born: Instant,
+    uses: u32,
+}
+
+impl Lease {
+    /// The socket, connected to the upstream.
+    pub fn socket(&self) -> &UdpSocket {
+        &self.sock
+    }
+}
+
+/// A new UDP socket connected to `addr`, on a random ephemeral source port the kernel picks.
+pub async fn connect(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+    let local: SocketAddr = if addr.is_ipv4() {
+        (Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let sock = UdpSocket::bind(local).await?;
+    sock.connect(addr).await?;
+    Ok(sock)
+}
+
+/// The idle sockets to one upstream. See the module docs.
+#[derive(Debug)]
+pub struct UdpPool {
+    addr: SocketAddr,
+    expire: Duration,
+    idle: Mutex<Vec<Idle>>,
+    counters: OnceLock<UdpCounters>,
+}
+
+impl UdpPool {
+    /// A pool of sockets to `addr`, each reused while younger than `expire`.
+    pub fn new(addr: SocketAddr, expire: Duration) -> Self {
+        Self {
+            addr,
+            expire,
+            idle: Mutex::new(Vec::new()),
+            counters: OnceLock::new(),
+        }
+    }
+
+    /// Counts into `counters` from now on (only the first call takes effect).
+    pub fn count_into(&self, counters: UdpCounters) {
+        let _ = self.counters.set(counters);
+    }
+
+    /// Idle sockets held now.
+    pub fn idle(&self) -> usize {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    /// A socket for one exchange: the newest idle one still young enough, or a new one.
+    pub async fn lease(&self) -> std::io::Result<Lease> {
+        let reused = {
+            let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+            let expire = self.expire;
+            idle.retain(|i| i.born.elapsed() < expire);
+            let taken = idle.pop();
+            self.gauge(idle.len());
+            taken
+        };
+        if let Some(Idle { sock, born, uses }) = reused {
+            if let Some(c) = self.counters.get() {
+                c.hits.inc();
+            }
+            return Ok(Lease { sock, born, uses });
+        }
+        if let Some(c) = self.counters.get() {
+            c.misses.inc();
+        }
+        Ok(Lease {
+            sock: connect(self.addr).await?,
+            born: Instant::now(),
+            uses: 0,
+        })
+    }
+
+    /// Returns `lease` after its exchange got the reply it waited for: kept for the next query
+    /// unless it has served [`MAX_USES`], is older than `expire` or the pool is full (then it is
+    /// closed).
+    pub fn give_back(&self, lease: Lease) {
+        let uses = lease.uses + 1;
+        if uses >= MAX_USES || lease.born.elapsed() >= self.expire {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < MAX_IDLE {
+            idle.push(Idle {
+                sock: lease.sock,
+                born: lease.born,
+                uses,
+            });
+        }
+        self.gauge(idle.len());
+    }
+
+    fn gauge(&self, idle: usize) {
+        if let Some(c) = self.counters.get() {
+            c.idle.set(i64::try_from(idle).unwrap_or(i64::MAX));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn counters() -> UdpCounters {
+        UdpCounters {
+            hits: IntCounter::new("h", "h").unwrap(),
+            misses: IntCounter::new("m", "m").unwrap(),
+            idle: IntGauge::new("i", "i").unwrap(),
+        }
+    }
+
+    /// A socket serves `MAX_USES` queries, then a new one is opened; counted as hits and misses.
+    #[tokio::test]
+    async fn a_socket_is_reused_until_its_uses_are_spent() {
+        let pool = UdpPool::new("127.0.0.1:53".parse().unwrap(), Duration::from_secs(10));
+        let c = counters();
+        pool.count_into(c.clone());
+        let first = pool.lease().await.unwrap();
+        let port = first.socket().local_addr().unwrap().port();
+        pool.give_back(first);
+        for _ in 1..MAX_USES {
+            let again = pool.lease().await.unwrap();
+            assert_eq!(again.socket().local_addr().unwrap().port(), port);
+            pool.give_back(again);
+        }
+        assert_eq!(pool.idle(), 0, "closed after its last use");
+        let fresh = pool.lease().await.unwrap();
+        assert_ne!(fresh.socket().local_addr().unwrap().port(), port);
+        assert_eq!((c.hits.get(), c.misses.get()), (u64::from(MAX_USES) - 1, 2));
+        // A lease that is not given back (its exchange failed) is closed, not reused.
+        drop(fresh);
+        assert_eq!(pool.idle(), 0);
+        assert_eq!(c.idle.get(), 0);
+    }
+
+    /// An idle socket older than `expire` is closed instead of reused.
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_socket_expires() {
+        let pool = UdpPool::new("127.0.0.1:53".parse().unwrap(), Duration::from_secs(10));
+        let lease = pool.lease().await.unwrap();
+        let port = lease.socket().local_addr().unwrap().port();
+        pool.give_back(lease);
+        assert_eq!(pool.idle(), 1);
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let lease = pool.lease().await.unwrap();
+        assert_ne!(lease.socket().local_addr().unwrap().port(), port);
+        assert_eq!(pool.idle(), 0);
+    }
+
+    /// Concurrent exchanges never share a socket, and the idle list never holds more than
+    /// `MAX_IDLE`, with leases taken and given back from many tasks on several threads.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_leases_never_share_a_socket() {
+        let pool = Arc::new(UdpPool::new(
+            "127.0.0.1:53".parse().unwrap(),
+            Duration::from_secs(10),
+        ));
+        let c = counters();
+        pool.count_into(c.clone());
+        let in_use = Arc::new(Mutex::new(HashSet::new()));
+        let mut tasks = Vec::new();
+        for _ in 0..48 {
+            let (pool, in_use) = (pool.clone(), in_use.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..40 {
+                    let lease = pool.lease().await.unwrap();
+                    let port = lease.socket().local_addr().unwrap().port();
+                    assert!(in_use.lock().unwrap().insert(port), "port {port} leased twice");
+                    tokio::task::yield_now().await;
+                    assert!(in_use.lock().unwrap().remove(&port));
+                    pool.give_back(lease);
+                    assert!(pool.idle() <= MAX_IDLE);
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert!(pool.idle() <= MAX_IDLE);
+        assert_eq!(c.hits.get() + c.misses.get(), 48 * 40);
+        assert_eq!(c.idle.get(), i64::try_from(pool.idle()).unwrap());
+    }
+}
