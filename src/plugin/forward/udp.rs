@@ -2,9 +2,11 @@
 //! to the upstream's pool and serves later queries: at most [`MAX_USES`] of them, and only
 //! while younger than `expire` (10 s by default, CoreDNS's expiry of its cached upstream
 //! connections), so the source port still changes often (a rotating pool of random ports; every
-//! query also has a random ID, and its reply must match the ID and the question). Opening a
-//! socket per query cost a miss five system calls (socket, connect, two epoll registrations,
-//! close) besides the exchange itself.
+//! query also has a random ID, and its reply must match the ID and the question). A socket per
+//! query cost a miss five system calls (socket, connect, two epoll registrations, close), and a
+//! new socket is not writable until the runtime has polled it, so the server's UDP worker
+//! could not send a miss's query inline; with a reused one it does. BENCHMARKS.md, "Reused UDP
+//! sockets", has what that gains for misses and costs in wakeups.
 //!
 //! A socket whose exchange failed, timed out or was dropped is closed, never reused: a late
 //! reply must not reach the next query on it (one that does anyway, a duplicate, is dropped by
