@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
 use crate::telemetry::register_all;
@@ -200,6 +200,27 @@ pub(super) struct PluginInstruments {
     pub max_concurrent_rejects: IntCounter,
 }
 
+/// The connection pools of an upstream: its UDP sockets ([`super::udp`]) and its DNS-over-TLS
+/// connections ([`super::tls`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pool {
+    /// Plain DNS over UDP.
+    Udp,
+    /// DNS over TLS.
+    Tls,
+}
+
+/// The series a connection pool is counted in: reuse, new connections and the idle ones.
+#[derive(Debug, Clone)]
+pub struct ConnCounters {
+    /// `coredns_proxy_conn_cache_hits_total{proto}`: an idle connection reused.
+    pub hits: IntCounter,
+    /// `coredns_proxy_conn_cache_misses_total{proto}`: a new one opened.
+    pub misses: IntCounter,
+    /// `cluster_dns_forward_udp_idle_sockets` or `cluster_dns_forward_tls_idle_connections`.
+    pub idle: IntGauge,
+}
+
 /// The series of one upstream.
 #[derive(Debug)]
 pub(super) struct UpstreamInstruments {
@@ -212,14 +233,18 @@ pub(super) struct UpstreamInstruments {
 }
 
 impl UpstreamInstruments {
-    /// The connection-cache hit and miss series of DNS over TLS to this upstream
-    /// (`proto="tcp-tls"`, as CoreDNS labels it), and its idle-connection gauge.
-    pub(super) fn tls_conn_counters(&self, metrics: &ForwardMetrics) -> super::tls::TlsCounters {
-        let labels = [PROXY_NAME, self.to.as_str(), "tcp-tls"];
-        super::tls::TlsCounters {
+    /// The connection-cache hit and miss series of `pool`'s connections to this upstream
+    /// (`proto="udp"` or `"tcp-tls"`, as CoreDNS labels them), and its idle gauge.
+    pub(super) fn conn_counters(&self, metrics: &ForwardMetrics, pool: Pool) -> ConnCounters {
+        let (proto, idle) = match pool {
+            Pool::Udp => ("udp", &metrics.udp_idle),
+            Pool::Tls => ("tcp-tls", &metrics.tls_idle),
+        };
+        let labels = [PROXY_NAME, self.to.as_str(), proto];
+        ConnCounters {
             hits: metrics.conn_cache_hits.with_label_values(&labels),
             misses: metrics.conn_cache_misses.with_label_values(&labels),
-            idle: metrics.tls_idle.with_label_values(&[self.to.as_str()]),
+            idle: idle.with_label_values(&[self.to.as_str()]),
         }
     }
 
@@ -227,17 +252,6 @@ impl UpstreamInstruments {
     /// connection per query; UDP sockets are counted by their pool, [`super::udp::UdpPool`]).
     pub fn tcp_exchange_started(&self) {
         self.miss_tcp.inc();
-    }
-
-    /// The connection-cache hit and miss series of plain UDP to this upstream, and its idle
-    /// sockets' gauge.
-    pub(super) fn udp_conn_counters(&self, metrics: &ForwardMetrics) -> super::udp::UdpCounters {
-        let labels = [PROXY_NAME, self.to.as_str(), "udp"];
-        super::udp::UdpCounters {
-            hits: metrics.conn_cache_hits.with_label_values(&labels),
-            misses: metrics.conn_cache_misses.with_label_values(&labels),
-            idle: metrics.udp_idle.with_label_values(&[self.to.as_str()]),
-        }
     }
 
     /// Records an exchange that got a reply with `rcode` after `took`.

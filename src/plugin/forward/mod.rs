@@ -203,9 +203,10 @@ impl Forward {
             for up in &self.inner.upstreams {
                 let instruments = metrics.upstream(up.addr);
                 if let Some(tls) = &up.tls {
-                    tls.count_into(instruments.tls_conn_counters(&metrics));
+                    tls.count_into(instruments.conn_counters(&metrics, metrics::Pool::Tls));
                 }
-                up.udp.count_into(instruments.udp_conn_counters(&metrics));
+                up.udp
+                    .count_into(instruments.conn_counters(&metrics, metrics::Pool::Udp));
                 let _ = up.metrics.set(instruments);
             }
         }

@@ -19,23 +19,14 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
+use super::metrics::ConnCounters;
+
 /// The default DNS-over-TLS port.
 pub const DOT_PORT: u16 = 853;
 /// Idle connections kept per upstream.
 pub const MAX_IDLE_PER_UPSTREAM: usize = 16;
 /// Exchanges (each on its own connection) in flight at once per upstream.
 pub const MAX_BUSY_PER_UPSTREAM: usize = 64;
-
-/// The series one upstream's TLS connections are counted in.
-#[derive(Debug, Clone)]
-pub struct TlsCounters {
-    /// `coredns_proxy_conn_cache_hits_total{proto="tcp-tls"}`.
-    pub hits: prometheus::IntCounter,
-    /// `coredns_proxy_conn_cache_misses_total{proto="tcp-tls"}`.
-    pub misses: prometheus::IntCounter,
-    /// `cluster_dns_forward_tls_idle_connections`.
-    pub idle: prometheus::IntGauge,
-}
 
 /// The TLS settings of a `forward` (files already read, so the Corefile's errors name them).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -99,7 +90,7 @@ pub struct TlsTransport {
     /// Permits for the exchanges in flight ([`MAX_BUSY_PER_UPSTREAM`]).
     busy: tokio::sync::Semaphore,
     /// This upstream's series, once metrics are attached.
-    counters: OnceLock<TlsCounters>,
+    counters: OnceLock<ConnCounters>,
 }
 
 impl std::fmt::Debug for TlsTransport {
@@ -166,7 +157,7 @@ impl TlsTransport {
     }
 
     /// Counts reused connections, new ones and the idle ones in `counters` from now on.
-    pub fn count_into(&self, counters: TlsCounters) {
+    pub fn count_into(&self, counters: ConnCounters) {
         let _ = self.counters.set(counters);
     }
 

@@ -23,25 +23,15 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use prometheus::{IntCounter, IntGauge};
 use tokio::net::UdpSocket;
 use tokio::time::Instant;
+
+use super::metrics::ConnCounters;
 
 /// Queries one socket serves before it is closed.
 pub const MAX_USES: u32 = 16;
 /// Idle sockets kept per upstream.
 pub const MAX_IDLE: usize = 32;
-
-/// Where a pool counts reuse, new sockets and its idle ones.
-#[derive(Debug, Clone)]
-pub struct UdpCounters {
-    /// `coredns_proxy_conn_cache_hits_total{proto="udp"}`: an idle socket reused.
-    pub hits: IntCounter,
-    /// `coredns_proxy_conn_cache_misses_total{proto="udp"}`: a new socket opened.
-    pub misses: IntCounter,
-    /// `cluster_dns_forward_udp_idle_sockets`.
-    pub idle: IntGauge,
-}
 
 #[derive(Debug)]
 struct Idle {
@@ -83,7 +73,7 @@ pub struct UdpPool {
     addr: SocketAddr,
     expire: Duration,
     idle: Mutex<Vec<Idle>>,
-    counters: OnceLock<UdpCounters>,
+    counters: OnceLock<ConnCounters>,
 }
 
 impl UdpPool {
@@ -98,7 +88,7 @@ impl UdpPool {
     }
 
     /// Counts into `counters` from now on (only the first call takes effect).
-    pub fn count_into(&self, counters: UdpCounters) {
+    pub fn count_into(&self, counters: ConnCounters) {
         let _ = self.counters.set(counters);
     }
 
@@ -164,10 +154,12 @@ mod tests {
     use std::collections::HashSet;
     use std::sync::Arc;
 
+    use prometheus::{IntCounter, IntGauge};
+
     use super::*;
 
-    fn counters() -> UdpCounters {
-        UdpCounters {
+    fn counters() -> ConnCounters {
+        ConnCounters {
             hits: IntCounter::new("h", "h").unwrap(),
             misses: IntCounter::new("m", "m").unwrap(),
             idle: IntGauge::new("i", "i").unwrap(),
