@@ -131,7 +131,7 @@ pub fn k8s_objects(data: &[u8]) {
                 let Ok(slice) = serde_json::from_value::<EndpointSlice>(obj) else {
                     continue;
                 };
-                let Ok(info) = SliceInfo::from_k8s(&slice) else {
+                let Ok(info) = SliceInfo::from_k8s(&slice, true) else {
                     continue;
                 };
                 for ep in &info.endpoints {

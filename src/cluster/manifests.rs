@@ -127,7 +127,7 @@ fn apply_object(obj: Value, place: &str, zone: &ClusterZone, report: &mut LoadRe
             .map(|s| zone.apply_service(s)),
         ("EndpointSlice", "discovery.k8s.io/v1") => serde_json::from_value::<EndpointSlice>(obj)
             .map_err(|e| e.to_string())
-            .and_then(|s| SliceInfo::from_k8s(&s).map_err(|e| e.to_string()))
+            .and_then(|s| SliceInfo::from_k8s(&s, true).map_err(|e| e.to_string()))
             .map(|s| zone.apply_slice(s)),
         ("Pod", "v1") => serde_json::from_value::<Pod>(obj)
             .map_err(|e| e.to_string())

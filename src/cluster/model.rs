@@ -158,14 +158,6 @@ impl EndpointInfo {
         self.split().1
     }
 
-    /// Drops the pod name (only `endpoint_pod_names` reads it).
-    pub fn forget_pod_name(&mut self) {
-        if self.pod_name().is_some() {
-            let names = self.hostname().map(|h| format!("{h}/").into_boxed_str());
-            self.names = names;
-        }
-    }
-
     fn split(&self) -> (Option<&str>, Option<&str>) {
         let Some((h, p)) = self.names.as_deref().and_then(|n| n.split_once('/')) else {
             return (None, None);
@@ -376,8 +368,10 @@ fn external_target(target: &str) -> Option<Arc<str>> {
 }
 
 impl SliceInfo {
-    /// Projects an EndpointSlice, keeping only ready endpoints with IP addresses.
-    pub fn from_k8s(slice: &EndpointSlice) -> Result<Self, ObjectError> {
+    /// Projects an EndpointSlice, keeping only ready endpoints with IP addresses, and their
+    /// Pods' names only with `pod_names` (only `endpoint_pod_names` reads them: without it, no
+    /// string per endpoint).
+    pub fn from_k8s(slice: &EndpointSlice, pod_names: bool) -> Result<Self, ObjectError> {
         const KIND: &str = "EndpointSlice";
         let (name, namespace) = required_name(KIND, &slice.metadata)?;
         let service = slice
@@ -429,7 +423,7 @@ impl SliceInfo {
             let pod_name = ep
                 .target_ref
                 .as_ref()
-                .filter(|r| r.kind.as_deref() == Some("Pod"))
+                .filter(|r| pod_names && r.kind.as_deref() == Some("Pod"))
                 .and_then(|r| r.name.as_deref())
                 .filter(|n| !n.contains('/'))
                 .map(str::to_ascii_lowercase);
@@ -573,7 +567,7 @@ mod tests {
             "metadata: {name: x, namespace: n, labels: {kubernetes.io/service-name: web}}\naddressType: IPv4\nendpoints:\n- {addresses: [10.0.0.1], conditions: {ready: true}, hostname: web-0}\n- {addresses: [10.0.0.2], conditions: {ready: false}}\n- {addresses: [10.0.0.3], conditions: {}, targetRef: {kind: Pod, name: p3}}\n- {addresses: [not-an-ip]}\n",
         )
         .unwrap();
-        let info = SliceInfo::from_k8s(&s).unwrap();
+        let info = SliceInfo::from_k8s(&s, true).unwrap();
         assert_eq!(info.service.as_deref(), Some("web"));
         assert_eq!(info.endpoints.len(), 2);
         assert_eq!(info.endpoints[0].hostname(), Some("web-0"));
@@ -581,13 +575,18 @@ mod tests {
         assert_eq!(info.endpoints[1].pod_name(), Some("p3"));
         assert_eq!(info.endpoints[1].hostname(), None);
         assert_eq!(std::mem::size_of::<EndpointInfo>(), 40);
-        let mut both = EndpointInfo::new(info.endpoints[0].addresses.clone(), Some("web-0"), Some("p0"));
+        let both = EndpointInfo::new(info.endpoints[0].addresses.clone(), Some("web-0"), Some("p0"));
         assert_eq!((both.hostname(), both.pod_name()), (Some("web-0"), Some("p0")));
-        both.forget_pod_name();
-        assert_eq!((both.hostname(), both.pod_name()), (Some("web-0"), None));
-        let mut pod_only = EndpointInfo::new(both.addresses.clone(), None, Some("p0"));
-        pod_only.forget_pod_name();
-        assert_eq!(pod_only, EndpointInfo::new(both.addresses.clone(), None, None));
+        // Without pod names: the hostname stays, the pod-only endpoint keeps no names at all.
+        let without = SliceInfo::from_k8s(&s, false).unwrap();
+        assert_eq!(
+            (without.endpoints[0].hostname(), without.endpoints[0].pod_name()),
+            (Some("web-0"), None)
+        );
+        assert_eq!(
+            without.endpoints[1],
+            EndpointInfo::new(info.endpoints[1].addresses.clone(), None, None)
+        );
         assert_eq!(
             info.ports,
             vec![PortInfo {

@@ -52,7 +52,7 @@ use kube::runtime::watcher::{self, Event};
 use tokio::task::JoinHandle;
 
 use super::ClusterZone;
-use super::model::{EndpointInfo, PodInfo, ServiceInfo, SliceInfo, namespace_name};
+use super::model::{PodInfo, ServiceInfo, SliceInfo, namespace_name};
 use crate::cluster::metrics::{
     KubernetesMetrics, ProgrammedKind, last_change_trigger_time, programming_latency,
 };
@@ -1029,7 +1029,7 @@ impl WatchTask {
             }
             Resource::EndpointSlices => {
                 let slice: EndpointSlice = serde_json::from_value(value).map_err(|e| e.to_string())?;
-                let mut info = SliceInfo::from_k8s(&slice).map_err(|e| e.to_string())?;
+                let mut info = SliceInfo::from_k8s(&slice, self.keep_pod_names).map_err(|e| e.to_string())?;
                 let trigger = if self.live && self.metrics.is_some() {
                     last_change_trigger_time(&slice.metadata)
                 } else {
@@ -1039,10 +1039,6 @@ impl WatchTask {
                 info.namespace = self.intern(&info.namespace);
                 // Store only what DNS needs, without spare capacity: this is most of the zone.
                 info.endpoints.shrink_to_fit();
-                if !self.keep_pod_names {
-                    // Only `endpoint_pod_names` reads them: no string per endpoint otherwise.
-                    info.endpoints.iter_mut().for_each(EndpointInfo::forget_pod_name);
-                }
                 let owner = trigger.and_then(|t| Some((t, info.namespace.clone(), info.service.clone()?)));
                 self.zone.apply_slice(info);
                 if let Some((trigger, namespace, service)) = owner {
