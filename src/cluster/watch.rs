@@ -866,14 +866,17 @@ impl WatchTask {
                     self.recovered();
                     self.delete(&obj);
                 }
-                Err(e) if mode == ListMode::Streaming && ListMode::refusal(&e).is_some() => {
-                    let reason = ListMode::refusal(&e).map(describe_status).unwrap_or_default();
-                    tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), %reason, "the API server does not offer streaming lists: listing in pages");
-                    mode = ListMode::Pages;
-                    seen = None;
-                    stream = watcher::watcher(api.clone(), mode.config(&wc)).boxed();
-                }
                 Err(e) => {
+                    if mode == ListMode::Streaming
+                        && let Some(status) = ListMode::refusal(&e)
+                    {
+                        let reason = describe_status(status);
+                        tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), %reason, "the API server does not offer streaming lists: listing in pages");
+                        mode = ListMode::Pages;
+                        seen = None;
+                        stream = watcher::watcher(api.clone(), mode.config(&wc)).boxed();
+                        continue;
+                    }
                     let delay = self.failed(&e);
                     let refused = is_refused(&e);
                     self.wait(delay, refused).await;
