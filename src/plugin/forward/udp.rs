@@ -101,8 +101,8 @@ impl UdpPool {
     pub async fn lease(&self) -> std::io::Result<Lease> {
         let reused = {
             let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-            let expire = self.expire;
-            idle.retain(|i| i.born.elapsed() < expire);
+            let now = Instant::now();
+            idle.retain(|i| now.duration_since(i.born) < self.expire);
             let taken = idle.pop();
             self.gauge(idle.len());
             taken
@@ -188,6 +188,24 @@ mod tests {
         drop(fresh);
         assert_eq!(pool.idle(), 0);
         assert_eq!(c.idle.get(), 0);
+    }
+
+    /// At most `MAX_IDLE` sockets are kept idle: the rest of a burst's sockets are closed.
+    #[tokio::test]
+    async fn the_idle_sockets_are_bounded() {
+        let pool = UdpPool::new("127.0.0.1:53".parse().unwrap(), Duration::from_secs(10));
+        let c = counters();
+        pool.count_into(c.clone());
+        let mut leases = Vec::new();
+        for _ in 0..MAX_IDLE + 8 {
+            leases.push(pool.lease().await.unwrap());
+        }
+        for lease in leases {
+            pool.give_back(lease);
+        }
+        assert_eq!(pool.idle(), MAX_IDLE);
+        assert_eq!(c.idle.get(), i64::try_from(MAX_IDLE).unwrap());
+        assert_eq!(c.misses.get(), u64::try_from(MAX_IDLE + 8).unwrap());
     }
 
     /// An idle socket older than `expire` is closed instead of reused.
