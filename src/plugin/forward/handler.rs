@@ -8,13 +8,15 @@
 //! goes on until the attempt's deadline.
 
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
 use hickory_proto::rr::{Name, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use nix::sys::socket::{MsgFlags, recv};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::{TcpStream, UdpSocket};
 use tokio::time::{Instant, timeout_at};
 
@@ -26,9 +28,8 @@ use crate::proto::Question;
 
 /// Most datagrams one UDP attempt reads before it gives up (the deadline normally ends it first).
 const MAX_DATAGRAMS_PER_ATTEMPT: usize = 256;
-/// The receive buffer of one UDP attempt. The query advertises [`MAX_UDP_PAYLOAD`]; a larger
-/// datagram is cut by the kernel, fails to parse and is dropped like any bad reply. (A 64 KiB
-/// buffer per query in flight cost megabytes at `max_concurrent 1000`.)
+/// The receive buffer of one UDP read, on the stack. The query advertises [`MAX_UDP_PAYLOAD`]; a
+/// larger datagram is cut by the kernel, fails to parse and is dropped like any bad reply.
 const UDP_RECV_BUFFER: usize = 4096;
 
 /// The query sent upstream for `q` with message ID `id`: the client's name (its case kept), type,
@@ -136,10 +137,10 @@ async fn exchange_udp(
 ) -> Result<Message, ForwardError> {
     let io = |source| ForwardError::Io { addr, source };
     sock.send(query).await.map_err(io)?;
-    let mut buf = vec![0u8; UDP_RECV_BUFFER];
     for _ in 0..MAX_DATAGRAMS_PER_ATTEMPT {
-        let n = sock.recv(&mut buf).await.map_err(io)?;
-        match buf.get(..n).and_then(|b| accept_reply(b, id, q)) {
+        // Woken on an error too, as `recv` is: an ICMP port unreachable is ECONNREFUSED now.
+        let read = sock.async_io(Interest::READABLE | Interest::ERROR, || read_reply(sock, id, q));
+        match read.await.map_err(io)? {
             Some(msg) => return Ok(msg),
             None => {
                 stats.unwanted_replies.fetch_add(1, Ordering::Relaxed);
@@ -148,6 +149,17 @@ async fn exchange_udp(
         }
     }
     Err(ForwardError::Unwanted { addr })
+}
+
+/// Reads one queued datagram from `sock` and parses it as the reply to `id` for `q` (`None`:
+/// not that reply). The receive buffer is on this function's stack, not in the exchange's
+/// future: a query waiting for its reply holds no buffer, where a heap buffer per query in
+/// flight (4 KiB, at `max_concurrent 1000`) left megabytes of freed holes between the cache's
+/// entries once the burst was over.
+fn read_reply(sock: &UdpSocket, id: u16, q: &Question) -> std::io::Result<Option<Message>> {
+    let mut buf = [0u8; UDP_RECV_BUFFER];
+    let n = recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty())?;
+    Ok(buf.get(..n).and_then(|b| accept_reply(b, id, q)))
 }
 
 async fn exchange_tcp(
