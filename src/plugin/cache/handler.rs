@@ -1,12 +1,15 @@
 //! The cache store: two capacity-bounded maps (success and denial), each split into shards
 //! behind their own mutex, keyed by (lower-case name, type, class, DO, CD). An entry keeps the
 //! reply as it was received and the time it was stored; TTLs are counted down when it is served.
+//! An entry is one heap block (its key and its reply in wire form) and a 56-byte slot: 10,000
+//! names cost about 3.4 MB with the traffic that brought them (`bench/forward.sh`).
 //!
 //! Eviction: when a shard is full, its expired entries go first, then an arbitrary one (the
 //! hash map's iteration order, which the per-process random hasher makes unpredictable). This is
 //! CoreDNS's random eviction: O(1) bookkeeping, no LRU list to update on every hit, and good
 //! enough for a cache whose entries all expire within minutes.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,133 +31,190 @@ pub const STALE_TTL: u32 = 30;
 /// Shards per store.
 const SHARDS: usize = 64;
 
-/// What a cache entry is looked up by: the lower-case name in wire form (labels with their
-/// lengths; a parsed `Name` costs about three times the bytes), the type, class and the DO
-/// and CD bits.
+/// What a cache entry is looked up by, in wire form: the lower-case name (labels with their
+/// lengths; a parsed `Name` costs about three times the bytes), then the type and class
+/// (big-endian) and a byte of the DO (bit 0) and CD (bit 1) bits.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Key {
-    name: Box<[u8]>,
-    qtype: u16,
-    qclass: u16,
-    /// Bit 0: DO; bit 1: CD.
-    bits: u8,
-}
+pub struct Key(Vec<u8>);
 
 impl Key {
     /// The key of `q`.
     pub fn of(q: &Question) -> Self {
-        let mut name = Vec::with_capacity(q.name.len() + 1);
+        let mut k = Vec::with_capacity(q.name.len() + 6);
         for label in q.name.iter() {
             // A label is at most 63 bytes: its length fits.
-            name.push(u8::try_from(label.len()).unwrap_or(u8::MAX));
-            name.extend(label.iter().map(u8::to_ascii_lowercase));
+            k.push(u8::try_from(label.len()).unwrap_or(u8::MAX));
+            k.extend(label.iter().map(u8::to_ascii_lowercase));
         }
-        name.push(0);
-        Self {
-            name: name.into(),
-            qtype: u16::from(q.qtype),
-            qclass: u16::from(q.qclass),
-            bits: u8::from(q.dnssec_ok) | (u8::from(q.checking_disabled) << 1),
-        }
+        k.push(0);
+        k.extend_from_slice(&u16::from(q.qtype).to_be_bytes());
+        k.extend_from_slice(&u16::from(q.qclass).to_be_bytes());
+        k.push(u8::from(q.dnssec_ok) | (u8::from(q.checking_disabled) << 1));
+        Self(k)
     }
 }
 
-/// A reply as an entry keeps it: its records in wire form (a parsed `Record` with its names
-/// and rdata costs about ten times its wire bytes), decoded again when it is served.
+/// The reply's kind in a [`Block`]'s head.
+const AUTHORITATIVE: u8 = 0;
+const FORWARDED: u8 = 1;
+const RCODE: u8 = 2;
+/// Flag bits in a [`Block`]'s head.
+const RECURSION_AVAILABLE: u8 = 1;
+const AUTHENTIC_DATA: u8 = 2;
+const TRUNCATED: u8 = 4;
+const EXTERNAL_TARGET: u8 = 8;
+/// Bytes of a [`Block`]'s head after its key: kind, flags, rcode, the three section counts.
+const HEAD: usize = 10;
+
+/// An entry's key and reply in one heap block, so an entry is one allocation besides its
+/// slot in the shard's table (a parsed `Record` with its names and rdata costs about ten times
+/// its wire bytes, and every separate long-lived allocation made amid a burst of misses pins
+/// the page it shares with their short-lived ones). Layout:
+///
+/// - the key's length (2 bytes, little-endian), then the [`Key`];
+/// - the head: the reply's kind, its flags (RA, AD, TC, and whether an ExternalName target
+///   follows), its rcode (2 bytes) and the number of records in the answer, authority and
+///   additional sections (2 bytes each), all big-endian;
+/// - an authoritative answer's ExternalName target outside the zones, in wire form (rare);
+/// - the records, one after the other, names compressed within this part.
+///
+/// Hashed and compared by its key alone, so a shard's map is looked up with a key's bytes.
 #[derive(Debug)]
-struct Packed {
-    /// The reply's kind, rcode and flags.
-    head: Head,
-    /// An authoritative answer's ExternalName target outside the zones (rare).
-    external_target: Option<Box<Name>>,
-    /// Records in the answer, authority and additional sections.
-    counts: [u16; 3],
-    /// The records, one after the other (names compressed within this buffer).
-    records: Box<[u8]>,
+struct Block(Box<[u8]>);
+
+impl std::borrow::Borrow<[u8]> for Block {
+    fn borrow(&self) -> &[u8] {
+        self.key()
+    }
 }
 
-/// What a [`Packed`] reply is, without its records.
-#[derive(Debug, Clone, Copy)]
-enum Head {
-    Authoritative(ResponseCode),
-    Forwarded {
-        rcode: ResponseCode,
-        recursion_available: bool,
-        authentic_data: bool,
-        truncated: bool,
-    },
-    Rcode(ResponseCode),
+impl Hash for Block {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // As `[u8]` hashes, so that a lookup by a key's bytes finds it.
+        self.key().hash(state);
+    }
 }
 
-impl Packed {
-    /// `reply` packed, or `None` when its records cannot be encoded.
-    fn of(reply: &Reply) -> Option<Self> {
-        let mut external_target = None;
-        let (head, sections): (Head, [&[Record]; 3]) = match reply {
-            Reply::Authoritative(a) => {
-                external_target = a.external_target.clone().map(Box::new);
-                (
-                    Head::Authoritative(a.rcode),
-                    [&a.answers, &a.authority, &a.additional],
-                )
-            }
-            Reply::Forwarded(f) => (
-                Head::Forwarded {
-                    rcode: f.rcode,
-                    recursion_available: f.recursion_available,
-                    authentic_data: f.authentic_data,
-                    truncated: f.truncated,
+impl PartialEq for Block {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Block {}
+
+thread_local! {
+    /// Where a block is encoded before it is copied to an allocation of its exact size (an
+    /// encoder's growing buffer, shrunk in place, would leave a freed tail behind each entry).
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Block {
+    /// The block of `key` and `reply`, or `None` when its records cannot be encoded.
+    fn of(key: &Key, reply: &Reply) -> Option<Self> {
+        let (kind, flags, rcode, external, sections): (u8, u8, ResponseCode, _, [&[Record]; 3]) = match reply
+        {
+            Reply::Authoritative(a) => (
+                AUTHORITATIVE,
+                if a.external_target.is_some() {
+                    EXTERNAL_TARGET
+                } else {
+                    0
                 },
+                a.rcode,
+                a.external_target.as_ref(),
+                [&a.answers, &a.authority, &a.additional],
+            ),
+            Reply::Forwarded(f) => (
+                FORWARDED,
+                (if f.recursion_available {
+                    RECURSION_AVAILABLE
+                } else {
+                    0
+                }) | (if f.authentic_data { AUTHENTIC_DATA } else { 0 })
+                    | (if f.truncated { TRUNCATED } else { 0 }),
+                f.rcode,
+                None,
                 [&f.answers, &f.authority, &f.additional],
             ),
-            Reply::Rcode(r) => (Head::Rcode(*r), [&[], &[], &[]]),
-            Reply::Failed(f) => (Head::Rcode(f.rcode), [&[], &[], &[]]),
+            Reply::Rcode(r) => (RCODE, 0, *r, None, [&[], &[], &[]]),
+            Reply::Failed(f) => (RCODE, 0, f.rcode, None, [&[], &[], &[]]),
         };
-        let mut bytes = Vec::new();
-        let mut encoder = BinEncoder::new(&mut bytes);
-        let mut counts = [0u16; 3];
-        for (count, records) in counts.iter_mut().zip(sections) {
-            *count = u16::try_from(records.len()).ok()?;
-            for r in records {
+        let key_len = u16::try_from(key.0.len()).ok()?;
+        let mut counts = [0u8; 6];
+        for (c, records) in counts.chunks_exact_mut(2).zip(sections) {
+            c.copy_from_slice(&u16::try_from(records.len()).ok()?.to_be_bytes());
+        }
+        let target = external.map(|t| t.to_bytes()).transpose().ok()?;
+        SCRATCH.with(|scratch| {
+            let mut records = scratch.try_borrow_mut().ok()?;
+            records.clear();
+            // The records' names are compressed against offsets from where they start.
+            let mut encoder = BinEncoder::new(&mut records);
+            for r in sections.iter().flat_map(|s| s.iter()) {
                 r.emit(&mut encoder).ok()?;
             }
-        }
-        Some(Self {
-            head,
-            external_target,
-            counts,
-            records: bytes.into(),
+            let target = target.as_deref().unwrap_or_default();
+            let mut block = Vec::with_capacity(2 + key.0.len() + HEAD + target.len() + records.len());
+            block.extend_from_slice(&key_len.to_le_bytes());
+            block.extend_from_slice(&key.0);
+            block.extend_from_slice(&[kind, flags]);
+            block.extend_from_slice(&u16::from(rcode).to_be_bytes());
+            block.extend_from_slice(&counts);
+            block.extend_from_slice(target);
+            block.extend_from_slice(&records);
+            Some(Self(block.into_boxed_slice()))
         })
+    }
+
+    fn key_len(&self) -> usize {
+        self.0
+            .first_chunk::<2>()
+            .map_or(0, |l| usize::from(u16::from_le_bytes(*l)))
+    }
+
+    /// The [`Key`]'s bytes.
+    fn key(&self) -> &[u8] {
+        self.0.get(2..2 + self.key_len()).unwrap_or_default()
     }
 
     /// The reply again, every TTL set to `min(ttl, entry_ttl) - elapsed` (or `fixed`); `None`
     /// if its records do not decode (they always should: they were encoded here).
     fn unpack(&self, entry_ttl: u32, elapsed: u32, fixed: Option<u32>) -> Option<Reply> {
-        let mut reply = match self.head {
-            Head::Authoritative(rcode) => Reply::Authoritative(Answer {
-                rcode,
-                answers: Vec::new(),
-                authority: Vec::new(),
-                additional: Vec::new(),
-                external_target: self.external_target.as_deref().cloned(),
-            }),
-            Head::Forwarded {
-                rcode,
-                recursion_available,
-                authentic_data,
-                truncated,
-            } => Reply::Forwarded(Forwarded {
-                rcode,
-                recursion_available,
-                authentic_data,
-                truncated,
-                answers: Vec::new(),
-                authority: Vec::new(),
-                additional: Vec::new(),
-            }),
-            Head::Rcode(rcode) => Reply::Rcode(rcode),
+        let at = 2 + self.key_len();
+        let head = self.0.get(at..at + HEAD)?;
+        let word = |i: usize| head.get(i..i + 2).map(|w| u16::from_be_bytes([w[0], w[1]]));
+        let (kind, flags) = (*head.first()?, *head.get(1)?);
+        let rcode = <ResponseCode as From<u16>>::from(word(2)?);
+        let counts = [word(4)?, word(6)?, word(8)?];
+        let rest = self.0.get(at + HEAD..)?;
+        let mut decoder = BinDecoder::new(rest);
+        let external_target = if flags & EXTERNAL_TARGET != 0 {
+            Some(Name::read(&mut decoder).ok()?)
+        } else {
+            None
         };
-        let mut decoder = BinDecoder::new(&self.records);
+        let records = rest.get(decoder.index()..)?;
+        let mut reply = match kind {
+            AUTHORITATIVE => Reply::Authoritative(Answer {
+                rcode,
+                answers: Vec::new(),
+                authority: Vec::new(),
+                additional: Vec::new(),
+                external_target,
+            }),
+            FORWARDED => Reply::Forwarded(Forwarded {
+                rcode,
+                recursion_available: flags & RECURSION_AVAILABLE != 0,
+                authentic_data: flags & AUTHENTIC_DATA != 0,
+                truncated: flags & TRUNCATED != 0,
+                answers: Vec::new(),
+                authority: Vec::new(),
+                additional: Vec::new(),
+            }),
+            _ => return Some(Reply::Rcode(rcode)),
+        };
+        let mut decoder = BinDecoder::new(records);
         let mut read = |n: u16| -> Option<Vec<Record>> {
             (0..n)
                 .map(|_| {
@@ -164,7 +224,7 @@ impl Packed {
                 })
                 .collect()
         };
-        let [an, ns, ar] = self.counts;
+        let [an, ns, ar] = counts;
         match &mut reply {
             Reply::Authoritative(a) => {
                 a.answers = read(an)?;
@@ -194,13 +254,32 @@ pub enum Kind {
 }
 
 #[derive(Debug)]
+/// An entry's times and prefetch count: 40 bytes, beside its [`Block`] in the shard's table.
 struct Entry {
-    reply: Packed,
     stored: Instant,
-    ttl: Duration,
-    window_start: Instant,
-    hits: u32,
-    prefetching: bool,
+    /// How long it holds, in nanoseconds.
+    ttl: u64,
+    /// When the prefetch window of `hits` began, in nanoseconds after `stored`. (Cells: a hit
+    /// updates them under the shard's lock, through the map's shared borrow of the entry
+    /// beside its block.)
+    window: Cell<u64>,
+    hits: Cell<u32>,
+    prefetching: Cell<bool>,
+}
+
+/// `d` in nanoseconds, saturated.
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Entry {
+    fn ttl(&self) -> Duration {
+        Duration::from_nanos(self.ttl)
+    }
+
+    fn window_start(&self) -> Instant {
+        self.stored + Duration::from_nanos(self.window.get())
+    }
 }
 
 /// The result of a lookup.
@@ -224,7 +303,7 @@ pub enum Lookup {
 /// One bounded, sharded map.
 #[derive(Debug)]
 pub struct Store {
-    shards: Vec<Mutex<HashMap<Key, Entry>>>,
+    shards: Vec<Mutex<HashMap<Block, Entry>>>,
     per_shard: usize,
     hasher: RandomState,
     /// Entries evicted to make room (`coredns_cache_evictions_total`).
@@ -312,8 +391,8 @@ impl Store {
         }
     }
 
-    fn shard(&self, key: &Key) -> Option<&Mutex<HashMap<Key, Entry>>> {
-        let h = self.hasher.hash_one(key);
+    fn shard(&self, key: &Key) -> Option<&Mutex<HashMap<Block, Entry>>> {
+        let h = self.hasher.hash_one(&key.0);
         let n = self.shards.len().max(1);
         self.shards.get(usize::try_from(h % n as u64).unwrap_or(0))
     }
@@ -333,32 +412,36 @@ impl Store {
 
     /// Stores `reply` for `ttl`, evicting to stay within capacity. `keep_for` is how long past
     /// expiry entries stay (the serve-stale window).
-    pub fn insert(&self, key: Key, reply: &Reply, ttl: Duration, now: Instant, keep_for: Duration) {
-        let Some(reply) = Packed::of(reply) else { return };
-        let Some(shard) = self.shard(&key) else { return };
+    pub fn insert(&self, key: &Key, reply: &Reply, ttl: Duration, now: Instant, keep_for: Duration) {
+        let Some(block) = Block::of(key, reply) else {
+            return;
+        };
+        let Some(shard) = self.shard(key) else { return };
         let Ok(mut map) = shard.lock() else { return };
         let before = map.len();
-        if !map.contains_key(&key) && map.len() >= self.per_shard {
-            map.retain(|_, e| now.saturating_duration_since(e.stored) < e.ttl + keep_for);
+        if !map.contains_key(key.0.as_slice()) && map.len() >= self.per_shard {
+            map.retain(|_, e| now.saturating_duration_since(e.stored) < e.ttl() + keep_for);
             if map.len() >= self.per_shard
-                && let Some(victim) = map.keys().next().cloned()
+                && let Some(victim) = map.keys().next().map(|b| b.key().to_vec())
             {
-                map.remove(&victim);
+                map.remove(victim.as_slice());
                 self.evictions.fetch_add(1, Ordering::Relaxed);
                 if let Some(m) = self.metrics.get() {
                     m.evictions.inc();
                 }
             }
         }
+        // `insert` keeps an equal key already there: take it out first, so the new block
+        // (the same key, the new reply) is the one kept.
+        map.remove(key.0.as_slice());
         map.insert(
-            key,
+            block,
             Entry {
-                reply,
                 stored: now,
-                ttl,
-                window_start: now,
-                hits: 0,
-                prefetching: false,
+                ttl: nanos(ttl),
+                window: Cell::new(0),
+                hits: Cell::new(0),
+                prefetching: Cell::new(false),
             },
         );
         let after = map.len();
@@ -370,7 +453,7 @@ impl Store {
     pub fn remove(&self, key: &Key) {
         if let Some(shard) = self.shard(key)
             && let Ok(mut map) = shard.lock()
-            && map.remove(key).is_some()
+            && map.remove(key.0.as_slice()).is_some()
         {
             drop(map);
             self.entries_changed(-1);
@@ -391,12 +474,13 @@ impl Store {
         let Ok(mut map) = shard.lock() else {
             return Lookup::Miss;
         };
-        let Some(e) = map.get_mut(key) else {
+        let Some((block, e)) = map.get_key_value(key.0.as_slice()) else {
             return Lookup::Miss;
         };
         let age = now.saturating_duration_since(e.stored);
-        if age < e.ttl {
-            let entry_ttl = u32::try_from(e.ttl.as_secs()).unwrap_or(u32::MAX);
+        let ttl = e.ttl();
+        if age < ttl {
+            let entry_ttl = u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX);
             let elapsed = if self.keep_ttl {
                 0
             } else {
@@ -404,21 +488,21 @@ impl Store {
             };
             let mut due = false;
             if let Some(p) = prefetch {
-                if now.saturating_duration_since(e.window_start) > p.duration {
-                    e.window_start = now;
-                    e.hits = 0;
+                if now.saturating_duration_since(e.window_start()) > p.duration {
+                    e.window.set(nanos(age));
+                    e.hits.set(0);
                 }
-                e.hits = e.hits.saturating_add(1);
-                let remaining = e.ttl.saturating_sub(age);
-                if !e.prefetching
-                    && e.hits >= p.amount
-                    && remaining <= e.ttl.mul_f64(f64::from(p.percentage) / 100.0)
+                e.hits.set(e.hits.get().saturating_add(1));
+                let remaining = ttl.saturating_sub(age);
+                if !e.prefetching.get()
+                    && e.hits.get() >= p.amount
+                    && remaining <= ttl.mul_f64(f64::from(p.percentage) / 100.0)
                 {
-                    e.prefetching = true;
+                    e.prefetching.set(true);
                     due = true;
                 }
             }
-            let Some(reply) = e.reply.unpack(entry_ttl, elapsed, None) else {
+            let Some(reply) = block.unpack(entry_ttl, elapsed, None) else {
                 return Lookup::Miss;
             };
             return Lookup::Fresh {
@@ -426,18 +510,18 @@ impl Store {
                 prefetch: due,
                 held: Lifetime {
                     stored: e.stored,
-                    expires: e.stored + e.ttl,
+                    expires: e.stored + ttl,
                     aged_by: (!self.keep_ttl).then_some(elapsed),
                 },
             };
         }
         match stale_for {
-            Some(window) if age < e.ttl + window => match e.reply.unpack(0, 0, Some(STALE_TTL)) {
+            Some(window) if age < ttl + window => match block.unpack(0, 0, Some(STALE_TTL)) {
                 Some(reply) => Lookup::Stale(reply),
                 None => Lookup::Miss,
             },
             _ => {
-                map.remove(key);
+                map.remove(key.0.as_slice());
                 drop(map);
                 self.entries_changed(-1);
                 Lookup::Miss
@@ -609,7 +693,8 @@ mod tests {
             external_target: Some(n("edge.example.NET.")),
         });
         for reply in [forwarded, authoritative] {
-            let packed = Packed::of(&reply).unwrap();
+            let packed = Block::of(&key("www.example.com."), &reply).unwrap();
+            assert_eq!(packed.key(), key("WWW.example.com.").0.as_slice());
             assert_eq!(packed.unpack(u32::MAX, 0, None).unwrap(), reply);
             assert_eq!(packed.unpack(30, 5, None).unwrap(), aged(&reply, 30, 5, None));
             assert_eq!(
@@ -622,7 +707,7 @@ mod tests {
             reason: "x",
         });
         assert_eq!(
-            Packed::of(&failed).unwrap().unpack(30, 0, None),
+            Block::of(&key("x."), &failed).unwrap().unpack(30, 0, None),
             Some(Reply::Rcode(ResponseCode::ServFail))
         );
     }
@@ -652,6 +737,44 @@ mod tests {
         }
     }
 
+    /// A store's slot is the block's pointer and the entry's times: 56 bytes, where a key and
+    /// a packed reply held inline took 120.
+    #[test]
+    fn a_slot_is_56_bytes() {
+        assert_eq!(std::mem::size_of::<(Block, Entry)>(), 56);
+    }
+
+    /// Storing a name again replaces its reply, not only its times: the map keeps the block
+    /// it already has for an equal key unless the old one is taken out.
+    #[tokio::test(start_paused = true)]
+    async fn storing_a_name_again_replaces_its_reply() {
+        let s = Store::new(10);
+        let ttl = Duration::from_secs(30);
+        s.insert(
+            &key("www.example.com."),
+            &a_reply(300),
+            ttl,
+            Instant::now(),
+            Duration::ZERO,
+        );
+        tokio::time::advance(Duration::from_secs(5)).await;
+        s.insert(
+            &key("www.example.com."),
+            &a_reply(20),
+            ttl,
+            Instant::now(),
+            Duration::ZERO,
+        );
+        assert_eq!(s.len(), 1);
+        match s.lookup(&key("www.example.com."), Instant::now(), None, None) {
+            Lookup::Fresh { reply, held, .. } => {
+                assert_eq!(reply.answers()[0].ttl, 20, "the second reply, stored just now");
+                assert_eq!(held.stored, Instant::now());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn ttl_counts_down_then_expires() {
         let s = Store::new(10);
@@ -662,7 +785,7 @@ mod tests {
             (Kind::Success, Duration::from_secs(30)),
             "capped by cache 30"
         );
-        s.insert(key("www.example.com."), &r, ttl, Instant::now(), Duration::ZERO);
+        s.insert(&key("www.example.com."), &r, ttl, Instant::now(), Duration::ZERO);
         tokio::time::advance(Duration::from_secs(12)).await;
         match s.lookup(&key("WWW.example.com."), Instant::now(), None, None) {
             Lookup::Fresh { reply, .. } => assert_eq!(reply.answers()[0].ttl, 18),
@@ -681,7 +804,7 @@ mod tests {
         let s = Store::new(10).keeping_ttl(true);
         let r = a_reply(300);
         let (_, ttl) = classify(&r, &section(10), &section(10), Duration::from_secs(5)).unwrap();
-        s.insert(key("www.example.com."), &r, ttl, Instant::now(), Duration::ZERO);
+        s.insert(&key("www.example.com."), &r, ttl, Instant::now(), Duration::ZERO);
         tokio::time::advance(Duration::from_secs(12)).await;
         match s.lookup(&key("www.example.com."), Instant::now(), None, None) {
             Lookup::Fresh { reply, .. } => assert_eq!(reply.answers()[0].ttl, 30, "capped, not aged"),
@@ -703,7 +826,7 @@ mod tests {
             percentage: 50,
         };
         s.insert(
-            key("a.example."),
+            &key("a.example."),
             &a_reply(10),
             Duration::from_secs(10),
             Instant::now(),
@@ -751,7 +874,7 @@ mod tests {
         let s = Store::new(100);
         for i in 0..1000 {
             s.insert(
-                key(&format!("n{i}.example.")),
+                &key(&format!("n{i}.example.")),
                 &a_reply(60),
                 Duration::from_secs(60),
                 Instant::now(),

@@ -129,15 +129,15 @@ impl Cache {
         match kind {
             Kind::Success if !under(&self.inner.no_success, &lower) => {
                 self.inner.denial.remove(&key);
-                self.inner.success.insert(key, reply, ttl, now, keep);
+                self.inner.success.insert(&key, reply, ttl, now, keep);
             }
             Kind::Denial if !under(&self.inner.no_denial, &lower) => {
                 self.inner.success.remove(&key);
-                self.inner.denial.insert(key, reply, ttl, now, keep);
+                self.inner.denial.insert(&key, reply, ttl, now, keep);
             }
             // A SERVFAIL never shadows an answer that serve-stale could still give.
             Kind::ServFail if c.serve_stale.is_none() && !under(&self.inner.no_denial, &lower) => {
-                self.inner.denial.insert(key, reply, ttl, now, Duration::ZERO);
+                self.inner.denial.insert(&key, reply, ttl, now, Duration::ZERO);
             }
             _ => return None,
         }
