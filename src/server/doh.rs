@@ -30,7 +30,7 @@ use tokio::time::Instant;
 
 use super::tcp::{FIRST_CHUNK, Reservation, Shared, Slot};
 use crate::proto::Transport;
-use crate::telemetry::tcp::CloseReason;
+use crate::telemetry::tcp::{CloseReason, ListenerTcpMetrics};
 
 /// The path DNS over HTTPS is served on (RFC 8484's example, and CoreDNS's only path).
 pub const PATH: &str = "/dns-query";
@@ -53,9 +53,20 @@ struct Activity {
 }
 
 impl Activity {
-    fn start(&self, slot: &Slot) {
+    /// Counts a request in until the guard is dropped: when it is answered, and also when
+    /// HTTP/2 drops its future because the client reset the stream (without the guard such a
+    /// request stayed counted, and its connection never idled out nor could be evicted).
+    fn start<'a>(&'a self, slot: &'a Slot, metrics: Option<&'a ListenerTcpMetrics>) -> Answering<'a> {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         slot.busy();
+        if let Some(m) = metrics {
+            m.doh_request_started();
+        }
+        Answering {
+            activity: self,
+            slot,
+            metrics,
+        }
     }
 
     fn finish(&self, slot: &Slot) {
@@ -77,6 +88,22 @@ impl Activity {
     }
 }
 
+/// A request being answered, from [`Activity::start`] until dropped.
+struct Answering<'a> {
+    activity: &'a Activity,
+    slot: &'a Slot,
+    metrics: Option<&'a ListenerTcpMetrics>,
+}
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        self.activity.finish(self.slot);
+        if let Some(m) = self.metrics {
+            m.doh_request_ended();
+        }
+    }
+}
+
 /// Serves one connection until the client closes it, it idles out, it is evicted or the
 /// listener stops.
 pub(super) async fn connection<S>(io: S, src: SocketAddr, shared: Arc<Shared>, slot: Slot, h2: bool)
@@ -94,10 +121,8 @@ where
         service_fn(move |req: Request<Incoming>| {
             let (shared, slot, activity) = (shared.clone(), slot.clone(), activity.clone());
             async move {
-                activity.start(&slot);
-                let response = answer(req, src, &shared).await;
-                activity.finish(&slot);
-                Ok::<_, Infallible>(response)
+                let _answering = activity.start(&slot, shared.limits.metrics.as_ref());
+                Ok::<_, Infallible>(answer(req, src, &shared).await)
             }
         })
     };

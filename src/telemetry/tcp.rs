@@ -1,5 +1,6 @@
-//! The TCP transport's own families: connections open, the effective connection limit and the
-//! connections the server closed, by a reason from a fixed set. CoreDNS has no equivalent, so
+//! The TCP transport's own families: connections open, the effective connection limit, the
+//! connections the server closed, by a reason from a fixed set, and the DNS-over-HTTPS requests
+//! being answered (HTTP/2 streams in use). CoreDNS has no equivalent, so
 //! they live under `cluster_dns_`; labels are the listen address (`server`, as the core
 //! families write it) and [`CloseReason`], never a client address.
 
@@ -50,6 +51,7 @@ pub struct TcpMetrics {
     open: IntGaugeVec,
     limit: IntGaugeVec,
     closed: IntCounterVec,
+    doh_requests: IntGaugeVec,
 }
 
 impl TcpMetrics {
@@ -76,15 +78,28 @@ impl TcpMetrics {
             ),
             &["server", "reason"],
         )?;
+        let doh_requests = IntGaugeVec::new(
+            Opts::new(
+                "cluster_dns_doh_requests_in_flight",
+                "DNS-over-HTTPS requests being answered on the listener (at most 32 per connection: its HTTP/2 streams in use).",
+            ),
+            &["server"],
+        )?;
         crate::telemetry::register_all(
             registry,
             vec![
                 Box::new(open.clone()),
                 Box::new(limit.clone()),
                 Box::new(closed.clone()),
+                Box::new(doh_requests.clone()),
             ],
         )?;
-        Ok(Self { open, limit, closed })
+        Ok(Self {
+            open,
+            limit,
+            closed,
+            doh_requests,
+        })
     }
 
     /// The series of one listener (`server` as the core families write it, `dns://:53`).
@@ -94,6 +109,7 @@ impl TcpMetrics {
             open: self.open.with_label_values(&[server]),
             limit: self.limit.with_label_values(&[server]),
             closed: CloseReason::ALL.map(|r| self.closed.with_label_values(&[server, r.label()])),
+            doh_requests: self.doh_requests.with_label_values(&[server]),
         }
     }
 }
@@ -104,6 +120,7 @@ pub struct ListenerTcpMetrics {
     open: IntGauge,
     limit: IntGauge,
     closed: [IntCounter; 4],
+    doh_requests: IntGauge,
 }
 
 impl ListenerTcpMetrics {
@@ -120,6 +137,16 @@ impl ListenerTcpMetrics {
     /// One connection fewer open.
     pub fn gone(&self) {
         self.open.dec();
+    }
+
+    /// One more DNS-over-HTTPS request being answered.
+    pub fn doh_request_started(&self) {
+        self.doh_requests.inc();
+    }
+
+    /// One DNS-over-HTTPS request fewer being answered (answered, or dropped with its stream).
+    pub fn doh_request_ended(&self) {
+        self.doh_requests.dec();
     }
 
     /// Counts a connection the server closed.

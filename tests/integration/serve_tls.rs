@@ -226,6 +226,8 @@ fn tls_and_scheme_errors_name_the_line() {
 mod h2_frames {
     pub const HEADERS: u8 = 0x1;
     pub const RST_STREAM: u8 = 0x3;
+    /// The RST_STREAM error code of a client that no longer wants the stream.
+    pub const CANCEL: u32 = 0x8;
     pub const SETTINGS: u8 = 0x4;
     pub const PING: u8 = 0x6;
     pub const GOAWAY: u8 = 0x7;
@@ -271,6 +273,230 @@ mod h2_frames {
         string(&mut out, path.as_bytes());
         out
     }
+
+    /// The header block of `POST /dns-query` to `authority` over https with a
+    /// `application/dns-message` body of `length` bytes: `:method POST` (3) and `:scheme
+    /// https` (7) from the static table, then literals without indexing, with the static
+    /// table's names `:authority` (1), `:path` (4), `content-type` (31) and `content-length`
+    /// (28).
+    pub fn post(authority: &str, length: usize) -> Vec<u8> {
+        let mut out = vec![0x83, 0x87, 0x01];
+        string(&mut out, authority.as_bytes());
+        out.push(0x04);
+        string(&mut out, b"/dns-query");
+        out.extend_from_slice(&[0x0f, 31 - 15]);
+        string(&mut out, b"application/dns-message");
+        out.extend_from_slice(&[0x0f, 28 - 15]);
+        string(&mut out, length.to_string().as_bytes());
+        out
+    }
+}
+
+/// An HTTP/2 session over TLS (ALPN h2, the CA in `dir`) with the DoH listener at `addr`:
+/// preface and empty SETTINGS sent, the server's SETTINGS read and acknowledged, and a PING
+/// answered, so the server has the acknowledgement (its limit applies then). Gives the
+/// server's SETTINGS_MAX_CONCURRENT_STREAMS.
+async fn h2_session(
+    addr: SocketAddr,
+    dir: &Path,
+) -> (
+    tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    Option<u32>,
+) {
+    use h2_frames::*;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+
+    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(dir.join("ca.pem")).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = tokio_rustls::rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut s = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(ServerName::try_from("dns.test").unwrap(), tcp)
+        .await
+        .unwrap();
+    assert_eq!(s.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
+    s.write_all(&frame(SETTINGS, 0, 0, &[])).await.unwrap();
+    let mut limit = None;
+    loop {
+        let (kind, flags, _, payload) = read_frame(&mut s).await;
+        if kind == SETTINGS && flags & ACK == 0 {
+            for setting in payload.chunks(6) {
+                if u16::from_be_bytes([setting[0], setting[1]]) == MAX_CONCURRENT_STREAMS {
+                    limit = Some(u32::from_be_bytes([
+                        setting[2], setting[3], setting[4], setting[5],
+                    ]));
+                }
+            }
+            break;
+        }
+    }
+    s.write_all(&frame(SETTINGS, ACK, 0, &[])).await.unwrap();
+    s.write_all(&frame(PING, 0, 0, b"streams!")).await.unwrap();
+    loop {
+        let (kind, flags, _, _) = read_frame(&mut s).await;
+        if kind == PING && flags & ACK != 0 {
+            break;
+        }
+    }
+    (s, limit)
+}
+
+/// A DoH request whose client resets its HTTP/2 stream before the body is whole stops
+/// counting: `cluster_dns_doh_requests_in_flight` shows it while it is open and not after, and
+/// the connection, with nothing in flight, is closed at the idle timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_doh_request_whose_stream_is_reset_stops_counting() {
+    use cluster_dns::server::tcp::{self, TcpLimits};
+    use cluster_dns::server::{DnsHandler, Router, router_cell};
+    use cluster_dns::telemetry::DnsMetrics;
+    use cluster_dns::telemetry::tcp::TcpMetrics;
+    use h2_frames::*;
+    use std::time::Duration;
+
+    let dir = support::temp_dir("serve-doh-reset");
+    certificates(&dir);
+    let path = dir.join("Corefile");
+    let cf = cluster_dns::corefile::Corefile::parse_str("https://.:0 {\n tls cert.pem key.pem\n}\n", &path)
+        .unwrap();
+    let config = cluster_dns::config::Config::from_corefile(&cf, &path, 53).unwrap();
+    let tls = config.blocks[0].tls().expect("the block's TLS configuration");
+    let metrics = DnsMetrics::new().unwrap();
+    let tcp_metrics = TcpMetrics::register(metrics.registry()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let limits = TcpLimits {
+        idle_timeout: Duration::from_millis(300),
+        message_deadline: Duration::from_secs(600),
+        metrics: Some(tcp_metrics.listener("dns://test")),
+        ..TcpLimits::default()
+    };
+    let server = tokio::spawn(tcp::serve_protocol_until(
+        listener,
+        DnsHandler::new(router_cell(Router::default())),
+        limits,
+        tcp::StreamProtocol::doh(Some(&tls)),
+        std::future::pending(),
+    ));
+    let in_flight = || {
+        crate::dropin::parse_exposition(&metrics.render())
+            .get("cluster_dns_doh_requests_in_flight{server=\"dns://test\"}")
+            .copied()
+            .unwrap_or(-1.0)
+    };
+    let wait_for = |want: f64| async move {
+        for _ in 0..200 {
+            if in_flight() == want {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("requests in flight: {}, not {want}", in_flight());
+    };
+
+    let (mut s, _) = h2_session(addr, &dir).await;
+    // A POST whose 100-byte body never comes: the request waits for it.
+    s.write_all(&frame(HEADERS, END_HEADERS, 1, &post("dns.test", 100)))
+        .await
+        .unwrap();
+    wait_for(1.0).await;
+    s.write_all(&frame(RST_STREAM, 0, 1, &CANCEL.to_be_bytes()))
+        .await
+        .unwrap();
+    wait_for(0.0).await;
+    // Nothing in flight: the idle timeout closes the connection. HTTP/2's graceful close is a
+    // GOAWAY and a PING; as a real client, acknowledge the PING, then the server ends it.
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut goaway = false;
+    loop {
+        let mut head = [0u8; 9];
+        match tokio::time::timeout_at(until, s.read_exact(&mut head)).await {
+            Ok(Err(_)) => break,
+            Ok(Ok(_)) => {}
+            Err(_) => panic!("the connection stayed open past the idle timeout"),
+        }
+        let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+        let mut payload = vec![0u8; len];
+        if s.read_exact(&mut payload).await.is_err() {
+            break;
+        }
+        match (head[3], head[4] & ACK) {
+            (GOAWAY, _) => goaway = true,
+            (PING, 0) => s.write_all(&frame(PING, ACK, 0, &payload)).await.unwrap(),
+            _ => {}
+        }
+    }
+    assert!(goaway, "closed without a GOAWAY");
+    server.abort();
+}
+
+/// A DoH request waiting for its upstream when the client resets its stream is counted out
+/// too: HTTP/2 drops the request's future then, and the count must not depend on the future
+/// running to its end (it stayed counted before, so the connection never idled out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_doh_request_waiting_upstream_whose_stream_is_reset_stops_counting() {
+    use h2_frames::*;
+    use std::time::Duration;
+
+    let dir = support::temp_dir("serve-doh-reset-upstream");
+    certificates(&dir);
+    let upstream = crate::upstream::Scripted::start().await;
+    upstream.set_mode(crate::upstream::Mode::Drop);
+    let cf = format!(
+        "https://.:0 {{\n bind 127.0.0.1\n tls cert.pem key.pem\n forward . {}\n}}\n",
+        upstream.addr
+    );
+    let running = support::start(&cf, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let in_flight = || {
+        crate::dropin::parse_exposition(&running.metrics().render())
+            .iter()
+            .filter(|(k, _)| k.starts_with("cluster_dns_doh_requests_in_flight{"))
+            .map(|(_, v)| *v)
+            .sum::<f64>()
+    };
+    let wait_for = |want: f64| async move {
+        // Longer than forward's whole try of the upstream: a request that was left to run
+        // would be done by then; only one counted and dropped stays counted.
+        for _ in 0..300 {
+            if in_flight() == want {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("requests in flight: {}, not {want}", in_flight());
+    };
+
+    let (mut s, _) = h2_session(addr, &dir).await;
+    let wire = hickory_proto::serialize::binary::BinEncodable::to_bytes(&support::query(
+        "slow.example.net.",
+        hickory_proto::rr::RecordType::A,
+    ))
+    .unwrap();
+    let path = format!(
+        "/dns-query?dns={}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&wire)
+    );
+    s.write_all(&frame(
+        HEADERS,
+        END_HEADERS | END_STREAM,
+        1,
+        &get("dns.test", &path),
+    ))
+    .await
+    .unwrap();
+    wait_for(1.0).await;
+    s.write_all(&frame(RST_STREAM, 0, 1, &CANCEL.to_be_bytes()))
+        .await
+        .unwrap();
+    wait_for(0.0).await;
+    running.stop().await.unwrap();
 }
 
 /// Reads one HTTP/2 frame: (type, flags, stream, payload).
@@ -292,8 +518,6 @@ async fn read_frame<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> (u8, u8, u32,
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dns_over_https_answers_at_most_32_streams_at_once() {
     use h2_frames::*;
-    use tokio_rustls::rustls::pki_types::pem::PemObject;
-    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 
     let dir = support::temp_dir("serve-doh-streams");
     certificates(&dir);
@@ -306,48 +530,8 @@ async fn dns_over_https_answers_at_most_32_streams_at_once() {
     let running = support::start(&cf, &dir).await;
     let addr = running.dns_addrs()[0];
 
-    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(dir.join("ca.pem")).unwrap() {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let mut config = tokio_rustls::rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut s = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
-        .connect(ServerName::try_from("dns.test").unwrap(), tcp)
-        .await
-        .unwrap();
-    assert_eq!(s.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-
-    // Preface and empty SETTINGS; the server's SETTINGS name the limit; acknowledge them and
-    // wait for a PING's answer, so the server has our acknowledgement (its limit applies then).
-    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
-    s.write_all(&frame(SETTINGS, 0, 0, &[])).await.unwrap();
-    let mut limit = None;
-    loop {
-        let (kind, flags, _, payload) = read_frame(&mut s).await;
-        if kind == SETTINGS && flags & ACK == 0 {
-            for setting in payload.chunks(6) {
-                if u16::from_be_bytes([setting[0], setting[1]]) == MAX_CONCURRENT_STREAMS {
-                    limit = Some(u32::from_be_bytes([
-                        setting[2], setting[3], setting[4], setting[5],
-                    ]));
-                }
-            }
-            break;
-        }
-    }
+    let (mut s, limit) = h2_session(addr, &dir).await;
     assert_eq!(limit, Some(32), "the server's SETTINGS_MAX_CONCURRENT_STREAMS");
-    s.write_all(&frame(SETTINGS, ACK, 0, &[])).await.unwrap();
-    s.write_all(&frame(PING, 0, 0, b"streams!")).await.unwrap();
-    loop {
-        let (kind, flags, _, _) = read_frame(&mut s).await;
-        if kind == PING && flags & ACK != 0 {
-            break;
-        }
-    }
 
     let wire = hickory_proto::serialize::binary::BinEncodable::to_bytes(&support::query(
         "slow.example.net.",
