@@ -402,14 +402,12 @@ async fn a_doh_request_whose_stream_is_reset_stops_counting() {
 
     let (mut s, _) = h2_session(addr, &dir).await;
     // A POST whose 100-byte body never comes: the request waits for it.
-    s.write_all(&frame(HEADERS, END_HEADERS, 1, &post("dns.test", 100)))
-        .await
-        .unwrap();
-    wait_for(1.0).await;
-    s.write_all(&frame(RST_STREAM, 0, 1, &CANCEL.to_be_bytes()))
-        .await
-        .unwrap();
-    wait_for(0.0).await;
+    open_then_reset(
+        &mut s,
+        frame(HEADERS, END_HEADERS, 1, &post("dns.test", 100)),
+        wait_for,
+    )
+    .await;
     // Nothing in flight: the idle timeout closes the connection. HTTP/2's graceful close is a
     // GOAWAY and a PING; as a real client, acknowledge the PING, then the server ends it.
     let until = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -444,15 +442,7 @@ async fn a_doh_request_waiting_upstream_whose_stream_is_reset_stops_counting() {
     use h2_frames::*;
     use std::time::Duration;
 
-    let dir = support::temp_dir("serve-doh-reset-upstream");
-    certificates(&dir);
-    let upstream = crate::upstream::Scripted::start().await;
-    upstream.set_mode(crate::upstream::Mode::Drop);
-    let cf = format!(
-        "https://.:0 {{\n bind 127.0.0.1\n tls cert.pem key.pem\n forward . {}\n}}\n",
-        upstream.addr
-    );
-    let running = support::start(&cf, &dir).await;
+    let (dir, _upstream, running) = doh_forwarding_to_a_dropping_upstream("serve-doh-reset-upstream").await;
     let addr = running.dns_addrs()[0];
     let in_flight = || {
         crate::dropin::parse_exposition(&running.metrics().render())
@@ -474,6 +464,38 @@ async fn a_doh_request_waiting_upstream_whose_stream_is_reset_stops_counting() {
     };
 
     let (mut s, _) = h2_session(addr, &dir).await;
+    open_then_reset(
+        &mut s,
+        frame(HEADERS, END_HEADERS | END_STREAM, 1, &slow_get()),
+        wait_for,
+    )
+    .await;
+    running.stop().await.unwrap();
+}
+
+/// An `https://` listener with the test certificates in a new directory named after `tag`,
+/// forwarding to an upstream that drops every query (until told otherwise).
+async fn doh_forwarding_to_a_dropping_upstream(
+    tag: &str,
+) -> (
+    std::path::PathBuf,
+    crate::upstream::Scripted,
+    cluster_dns::app::Running,
+) {
+    let dir = support::temp_dir(tag);
+    certificates(&dir);
+    let upstream = crate::upstream::Scripted::start().await;
+    upstream.set_mode(crate::upstream::Mode::Drop);
+    let cf = format!(
+        "https://.:0 {{\n bind 127.0.0.1\n tls cert.pem key.pem\n forward . {}\n}}\n",
+        upstream.addr
+    );
+    let running = support::start(&cf, &dir).await;
+    (dir, upstream, running)
+}
+
+/// The HTTP/2 header block of a DoH GET for `slow.example.net.` A.
+fn slow_get() -> Vec<u8> {
     let wire = hickory_proto::serialize::binary::BinEncodable::to_bytes(&support::query(
         "slow.example.net.",
         hickory_proto::rr::RecordType::A,
@@ -483,20 +505,24 @@ async fn a_doh_request_waiting_upstream_whose_stream_is_reset_stops_counting() {
         "/dns-query?dns={}",
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&wire)
     );
-    s.write_all(&frame(
-        HEADERS,
-        END_HEADERS | END_STREAM,
-        1,
-        &get("dns.test", &path),
-    ))
-    .await
-    .unwrap();
+    h2_frames::get("dns.test", &path)
+}
+
+/// Opens stream 1 with `headers`, waits (`wait_for`) until one request is counted in flight,
+/// resets the stream (CANCEL), and waits until none is.
+async fn open_then_reset<S, W, F>(s: &mut S, headers: Vec<u8>, wait_for: W)
+where
+    S: tokio::io::AsyncWrite + Unpin,
+    W: Fn(f64) -> F,
+    F: std::future::Future<Output = ()>,
+{
+    use h2_frames::*;
+    s.write_all(&headers).await.unwrap();
     wait_for(1.0).await;
     s.write_all(&frame(RST_STREAM, 0, 1, &CANCEL.to_be_bytes()))
         .await
         .unwrap();
     wait_for(0.0).await;
-    running.stop().await.unwrap();
 }
 
 /// Reads one HTTP/2 frame: (type, flags, stream, payload).
@@ -519,30 +545,13 @@ async fn read_frame<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> (u8, u8, u32,
 async fn dns_over_https_answers_at_most_32_streams_at_once() {
     use h2_frames::*;
 
-    let dir = support::temp_dir("serve-doh-streams");
-    certificates(&dir);
-    let upstream = crate::upstream::Scripted::start().await;
-    upstream.set_mode(crate::upstream::Mode::Drop);
-    let cf = format!(
-        "https://.:0 {{\n bind 127.0.0.1\n tls cert.pem key.pem\n forward . {}\n}}\n",
-        upstream.addr
-    );
-    let running = support::start(&cf, &dir).await;
+    let (dir, upstream, running) = doh_forwarding_to_a_dropping_upstream("serve-doh-streams").await;
     let addr = running.dns_addrs()[0];
 
     let (mut s, limit) = h2_session(addr, &dir).await;
     assert_eq!(limit, Some(32), "the server's SETTINGS_MAX_CONCURRENT_STREAMS");
 
-    let wire = hickory_proto::serialize::binary::BinEncodable::to_bytes(&support::query(
-        "slow.example.net.",
-        hickory_proto::rr::RecordType::A,
-    ))
-    .unwrap();
-    let path = format!(
-        "/dns-query?dns={}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&wire)
-    );
-    let block = get("dns.test", &path);
+    let block = slow_get();
     let streams: Vec<u32> = (0..40).map(|i| 2 * i + 1).collect();
     let mut burst = Vec::new();
     for &id in &streams {
