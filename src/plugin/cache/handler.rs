@@ -300,10 +300,22 @@ pub enum Lookup {
     Miss,
 }
 
+/// One shard of a [`Store`]: its entries, and a time before which none of them has expired.
+///
+/// Invariant: `expiry_floor` is at most the earliest `stored + ttl` among `entries` (an insert
+/// lowers it to its own, a sweep sets it to the earliest of the entries it keeps, a removal
+/// leaves it a lower bound), or `None` when no entry can expire. A full shard sweeps its
+/// expired entries only once the floor has passed, not on every insert.
+#[derive(Debug, Default)]
+struct Shard {
+    entries: HashMap<Block, Entry>,
+    expiry_floor: Option<Instant>,
+}
+
 /// One bounded, sharded map.
 #[derive(Debug)]
 pub struct Store {
-    shards: Vec<Mutex<HashMap<Block, Entry>>>,
+    shards: Vec<Mutex<Shard>>,
     per_shard: usize,
     hasher: RandomState,
     /// Entries evicted to make room (`coredns_cache_evictions_total`).
@@ -355,7 +367,7 @@ impl Store {
     pub fn new(capacity: usize) -> Self {
         let shards = SHARDS.min(capacity.max(1));
         Self {
-            shards: (0..shards).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect(),
             per_shard: capacity.max(1).div_ceil(shards),
             hasher: RandomState::new(),
             evictions: AtomicU64::new(0),
@@ -391,7 +403,7 @@ impl Store {
         }
     }
 
-    fn shard(&self, key: &Key) -> Option<&Mutex<HashMap<Block, Entry>>> {
+    fn shard(&self, key: &Key) -> Option<&Mutex<Shard>> {
         let h = self.hasher.hash_one(&key.0);
         let n = self.shards.len().max(1);
         self.shards.get(usize::try_from(h % n as u64).unwrap_or(0))
@@ -401,7 +413,7 @@ impl Store {
     pub fn len(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| s.lock().map(|m| m.len()).unwrap_or(0))
+            .map(|s| s.lock().map(|m| m.entries.len()).unwrap_or(0))
             .sum()
     }
 
@@ -417,10 +429,29 @@ impl Store {
             return;
         };
         let Some(shard) = self.shard(key) else { return };
-        let Ok(mut map) = shard.lock() else { return };
+        let Ok(mut shard) = shard.lock() else { return };
+        let Shard {
+            entries: map,
+            expiry_floor,
+        } = &mut *shard;
         let before = map.len();
         if !map.contains_key(key.0.as_slice()) && map.len() >= self.per_shard {
-            map.retain(|_, e| now.saturating_duration_since(e.stored) < e.ttl() + keep_for);
+            // An entry is expired once `now >= stored + ttl + keep_for`: none is before the
+            // floor plus `keep_for`.
+            if expiry_floor
+                .and_then(|f| f.checked_add(keep_for))
+                .is_some_and(|f| now >= f)
+            {
+                let mut floor: Option<Instant> = None;
+                map.retain(|_, e| {
+                    let keep = now.saturating_duration_since(e.stored) < e.ttl() + keep_for;
+                    if keep && let Some(at) = e.stored.checked_add(e.ttl()) {
+                        floor = Some(floor.map_or(at, |f| f.min(at)));
+                    }
+                    keep
+                });
+                *expiry_floor = floor;
+            }
             if map.len() >= self.per_shard
                 && let Some(victim) = map.keys().next().map(|b| b.key().to_vec())
             {
@@ -444,18 +475,21 @@ impl Store {
                 prefetching: Cell::new(false),
             },
         );
+        if let Some(at) = now.checked_add(ttl) {
+            *expiry_floor = Some(expiry_floor.map_or(at, |f| f.min(at)));
+        }
         let after = map.len();
-        drop(map);
+        drop(shard);
         self.entries_changed(gauge_delta(after) - gauge_delta(before));
     }
 
     /// Removes `key`.
     pub fn remove(&self, key: &Key) {
         if let Some(shard) = self.shard(key)
-            && let Ok(mut map) = shard.lock()
-            && map.remove(key.0.as_slice()).is_some()
+            && let Ok(mut shard) = shard.lock()
+            && shard.entries.remove(key.0.as_slice()).is_some()
         {
-            drop(map);
+            drop(shard);
             self.entries_changed(-1);
         }
     }
@@ -471,10 +505,10 @@ impl Store {
         let Some(shard) = self.shard(key) else {
             return Lookup::Miss;
         };
-        let Ok(mut map) = shard.lock() else {
+        let Ok(mut shard) = shard.lock() else {
             return Lookup::Miss;
         };
-        let Some((block, e)) = map.get_key_value(key.0.as_slice()) else {
+        let Some((block, e)) = shard.entries.get_key_value(key.0.as_slice()) else {
             return Lookup::Miss;
         };
         let age = now.saturating_duration_since(e.stored);
@@ -521,8 +555,8 @@ impl Store {
                 None => Lookup::Miss,
             },
             _ => {
-                map.remove(key.0.as_slice());
-                drop(map);
+                shard.entries.remove(key.0.as_slice());
+                drop(shard);
                 self.entries_changed(-1);
                 Lookup::Miss
             }
@@ -883,6 +917,34 @@ mod tests {
         }
         assert!(s.len() <= 100 + SHARDS, "{}", s.len());
         assert!(s.evictions.load(Ordering::Relaxed) >= 800);
+    }
+
+    /// A full shard makes room from its expired entries first and evicts a live one only
+    /// when none has expired; entries within the serve-stale window count as live.
+    #[tokio::test(start_paused = true)]
+    async fn a_full_shard_sweeps_expired_entries_before_it_evicts() {
+        let s = Store::new(1);
+        let (short, long) = (Duration::from_secs(5), Duration::from_secs(60));
+        let at = Instant::now;
+        s.insert(&key("a.example."), &a_reply(60), short, at(), Duration::ZERO);
+        tokio::time::advance(Duration::from_secs(6)).await;
+        s.insert(&key("b.example."), &a_reply(60), long, at(), Duration::ZERO);
+        assert_eq!(s.evictions.load(Ordering::Relaxed), 0, "a had expired: swept");
+        s.insert(&key("c.example."), &a_reply(60), short, at(), Duration::ZERO);
+        assert_eq!(s.evictions.load(Ordering::Relaxed), 1, "b was live: evicted");
+        tokio::time::advance(Duration::from_secs(6)).await;
+        // c expired a second ago, but a serve-stale window of 10 s keeps it.
+        let stale = Duration::from_secs(10);
+        s.insert(&key("d.example."), &a_reply(60), long, at(), stale);
+        assert_eq!(
+            s.evictions.load(Ordering::Relaxed),
+            2,
+            "c was within its stale window"
+        );
+        tokio::time::advance(Duration::from_secs(61)).await;
+        s.insert(&key("e.example."), &a_reply(60), long, at(), Duration::ZERO);
+        assert_eq!(s.evictions.load(Ordering::Relaxed), 2, "d had expired: swept");
+        assert_eq!(s.len(), 1);
     }
 
     #[test]
