@@ -474,6 +474,12 @@ impl Chain {
     /// Passes `q` along the chain. A question no plugin answers gets SERVFAIL, as in CoreDNS
     /// when there is no next plugin.
     pub async fn serve(&self, q: &Question) -> Answered {
+        self.serve_planned(q, true).await
+    }
+
+    /// [`Chain::serve`], with the reply's [`ReplayPlan`] worked out only when `plan` (the
+    /// answer memo will be asked to keep the reply); without, [`Answered::replay`] is `None`.
+    pub async fn serve_planned(&self, q: &Question, plan: bool) -> Answered {
         let trace = Trace::default();
         let reply = self.serve_at(0, q, &trace).await;
         let writer = trace.writer.load(Ordering::Relaxed) as usize;
@@ -481,7 +487,7 @@ impl Chain {
             .checked_sub(1)
             .and_then(|i| self.plugins.get(i))
             .map_or("", |p| p.name());
-        let replay = if trace.no_replay.load(Ordering::Relaxed) {
+        let replay = if !plan || trace.no_replay.load(Ordering::Relaxed) {
             None
         } else {
             self.replay_plan(q, &trace)
@@ -802,6 +808,10 @@ mod tests {
                 ..ReplayPlan::default()
             })
         );
+        // Without a memo to keep it, no plan is worked out; the reply is the same.
+        let unplanned = chain.serve_planned(&q(), false).await;
+        assert_eq!((unplanned.by, unplanned.replay), ("writer", None));
+        assert_eq!(unplanned.reply, a.reply);
         // A plugin that declares nothing is never replayed.
         let chain = Chain::new(vec![
             stub("any", false, Replay::Never),

@@ -190,7 +190,13 @@ impl DnsHandler {
         let chain = &block.chain;
         // A panicking plugin costs one SERVFAIL, counted in coredns_panics_total, never the
         // listener.
-        let answered = match AssertUnwindSafe(chain.serve(&question)).catch_unwind().await {
+        // Only a UDP response may be kept by the memo: only it needs a replay plan (whose
+        // scope asks each plugin what its answer read).
+        let plan = matches!(protocol, Transport::Udp) && router.memo.is_on();
+        let answered = match AssertUnwindSafe(chain.serve_planned(&question, plan))
+            .catch_unwind()
+            .await
+        {
             Ok(answered) => answered,
             Err(_) => {
                 if let Some(m) = router.blocks.iter().find_map(|b| b.observers.metrics.as_ref()) {
