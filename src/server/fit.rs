@@ -48,7 +48,7 @@ fn emit_section(enc: &mut BinEncoder<'_>, records: &[Record], qname: bool) -> Re
     for (i, r) in records.iter().enumerate() {
         let start = enc.offset();
         let written = if qname && owner_is_qname(r, enc) {
-            emit_address_at_qname(enc, r)
+            emit_at_qname(enc, r)
         } else {
             enc.emit_all(std::iter::once(r)).map(|_| ())
         };
@@ -68,14 +68,12 @@ fn emit_section(enc: &mut BinEncoder<'_>, records: &[Record], qname: bool) -> Re
 /// Offset of the question's name: right after the header.
 const QNAME_AT: usize = 12;
 
-/// True for an A or AAAA record whose owner is spelt exactly as the question's name (the common
-/// answer): it is written with a pointer to the question, without hickory-proto's name
-/// compression search.
+/// True for a record whose owner is spelt exactly as the question's name (the common answer):
+/// it is written with a pointer to the question, without hickory-proto's name compression
+/// search. The bytes are those hickory-proto writes: the question is the first name its
+/// compression table holds, so an owner that matches it byte for byte becomes that pointer,
+/// and nothing is added to the table; the record data is written by hickory-proto as before.
 fn owner_is_qname(r: &Record, enc: &BinEncoder<'_>) -> bool {
-    use hickory_proto::rr::RData;
-    if !matches!(r.data, RData::A(_) | RData::AAAA(_)) {
-        return false;
-    }
     let wire = enc.slice_of(QNAME_AT, enc.offset());
     let mut at = 0;
     for label in r.name.iter() {
@@ -88,9 +86,9 @@ fn owner_is_qname(r: &Record, enc: &BinEncoder<'_>) -> bool {
     wire.get(at) == Some(&0)
 }
 
-/// Writes an A/AAAA record as hickory-proto's `Record::emit` does, the owner as a pointer to the
+/// Writes a record as hickory-proto's `Record::emit` does, the owner as a pointer to the
 /// question's name.
-fn emit_address_at_qname(enc: &mut BinEncoder<'_>, r: &Record) -> Result<(), ProtoError> {
+fn emit_at_qname(enc: &mut BinEncoder<'_>, r: &Record) -> Result<(), ProtoError> {
     // 0xC000 | offset: a compression pointer (RFC 1035 §4.1.4).
     enc.emit_u16(0xC000 | QNAME_AT as u16)?;
     r.record_type().emit(enc)?;
@@ -288,6 +286,66 @@ mod tests {
         let limit = smallest_fitting(4, None);
         let (a, add, _, tc, _) = run(&many(6), &many(1), None, limit);
         assert_eq!((a, add, tc), (4, 0, true));
+    }
+
+    #[test]
+    fn records_of_every_kind_owned_by_the_question_point_at_it() {
+        use hickory_proto::op::Query;
+        use hickory_proto::rr::RecordType;
+        use hickory_proto::rr::rdata::{CNAME, PTR, SRV, TXT};
+        let n = |s: &str| Name::from_ascii(s).unwrap();
+        let qname = n("h.ns.svc.cluster.local.");
+        let target = n("p-0.h.ns.svc.cluster.local.");
+        let answers = vec![
+            Record::from_rdata(qname.clone(), 5, RData::SRV(SRV::new(0, 100, 80, target.clone()))),
+            Record::from_rdata(qname.clone(), 5, RData::PTR(PTR(target.clone()))),
+            Record::from_rdata(
+                qname.clone(),
+                5,
+                RData::CNAME(CNAME(n("web.other.svc.cluster.local."))),
+            ),
+            Record::from_rdata(qname.clone(), 5, RData::TXT(TXT::new(vec!["1.1.0".into()]))),
+            Record::from_rdata(
+                n("H.ns.svc.cluster.local."),
+                5,
+                RData::A(A(Ipv4Addr::new(10, 0, 0, 1))),
+            ),
+        ];
+        let additional = vec![Record::from_rdata(
+            target,
+            5,
+            RData::A(A(Ipv4Addr::new(10, 0, 0, 2))),
+        )];
+        let mut q = Vec::new();
+        let mut e = BinEncoder::new(&mut q);
+        Query::query(qname.clone(), RecordType::SRV).emit(&mut e).unwrap();
+        let parts = Parts {
+            meta: meta(),
+            query_count: 1,
+            question: &q,
+            answers: &answers,
+            authority: &[],
+            additional: &additional,
+            edns: None,
+        };
+        let mut out = Vec::new();
+        encode(&parts, 4096, &mut out).unwrap();
+        let m = Message::from_bytes(&out).unwrap();
+        assert_eq!(m.answers, answers);
+        for (got, sent) in m.answers.iter().zip(&answers) {
+            assert!(got.name.eq_case(&sent.name), "{} for {}", got.name, sent.name);
+        }
+        assert_eq!(m.additionals, additional);
+        // Each record owned by the question's very spelling: its owner is the pointer to it.
+        for t in [
+            RecordType::SRV,
+            RecordType::PTR,
+            RecordType::CNAME,
+            RecordType::TXT,
+        ] {
+            let [hi, lo] = u16::from(t).to_be_bytes();
+            assert!(out.windows(4).any(|w| w == [0xC0, 0x0C, hi, lo]), "{t}");
+        }
     }
 
     #[test]
