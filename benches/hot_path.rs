@@ -126,6 +126,12 @@ fn main() {
             1,
         ),
         (
+            "answer SRV headless",
+            query_bytes("_http._tcp.hdls.testns.svc.cluster.local.", RecordType::SRV),
+            ResponseCode::NoError,
+            2,
+        ),
+        (
             "answer PTR",
             query_bytes("1.10.96.10.in-addr.arpa.", RecordType::PTR),
             ResponseCode::NoError,
