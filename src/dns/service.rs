@@ -190,10 +190,13 @@ impl ClusterAnswerer {
                 }
             }
             ServiceKind::Headless => {
+                // The service's name, once; each endpoint's target is its label under it.
+                let Some(service) = name_under(&[&svc.name, &svc.namespace, "svc"], zone_spelt) else {
+                    return out;
+                };
                 for (slice, ep, ip) in Self::ready_addresses(entry) {
                     let ep_name = self.endpoint_name(ep, ip);
-                    let Some(target) = name_under(&[&ep_name, &svc.name, &svc.namespace, "svc"], zone_spelt)
-                    else {
+                    let Some(target) = name_under(&[&ep_name], &service) else {
                         continue;
                     };
                     for p in slice.ports.iter().filter(|p| port_filter(p)) {
@@ -218,16 +221,17 @@ impl ClusterAnswerer {
         let n = candidates.len().max(1);
         let weight = u16::try_from(100 / n).unwrap_or(0).max(1);
         let mut res = Resolution::nodata();
+        // Targets are told apart as names are, ignoring case (`Name`'s `Ord`), with no
+        // lower-cased copy or string per candidate.
         let mut seen_srv = BTreeSet::new();
         let mut seen_glue = BTreeSet::new();
-        for c in candidates {
-            let target_key = c.target.to_lowercase().to_ascii();
-            if seen_srv.insert((target_key.clone(), c.port)) {
+        for c in &candidates {
+            if seen_srv.insert((&c.target, c.port)) {
                 let srv = SRV::new(0, weight, c.port, c.target.clone());
                 res.answers
                     .push(Record::from_rdata(owner.clone(), ttl, RData::SRV(srv)));
             }
-            if seen_glue.insert((target_key, c.glue)) {
+            if seen_glue.insert((&c.target, c.glue)) {
                 res.additional.push(address_record(&c.target, ttl, c.glue));
             }
         }
