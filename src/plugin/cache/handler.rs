@@ -106,6 +106,8 @@ impl Eq for Block {}
 thread_local! {
     /// Where a block is encoded before it is copied to an allocation of its exact size (an
     /// encoder's growing buffer, shrunk in place, would leave a freed tail behind each entry).
+    /// It keeps the capacity of the largest reply its thread stored: at most one message,
+    /// 64 KiB.
     static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -653,7 +655,11 @@ mod tests {
     use std::net::Ipv4Addr;
 
     fn a_reply(ttl: u32) -> Reply {
-        let n = Name::from_ascii("www.example.com.").unwrap();
+        a_reply_for("www.example.com.", ttl)
+    }
+
+    fn a_reply_for(name: &str, ttl: u32) -> Reply {
+        let n = Name::from_ascii(name).unwrap();
         Reply::Forwarded(Forwarded {
             rcode: ResponseCode::NoError,
             recursion_available: true,
@@ -945,6 +951,42 @@ mod tests {
         s.insert(&key("e.example."), &a_reply(60), long, at(), Duration::ZERO);
         assert_eq!(s.evictions.load(Ordering::Relaxed), 2, "d had expired: swept");
         assert_eq!(s.len(), 1);
+    }
+
+    /// Eight tasks on four threads store 500 names each into a store of 256 while reading
+    /// each other's: no entry is lost (every name stored is held or counted evicted, each
+    /// shard's count and eviction done under its lock), none is held past the bound, and a
+    /// lookup never gives another name's reply (an entry's key and reply are one block).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_writers_lose_no_entry_and_mix_no_replies() {
+        let s = std::sync::Arc::new(Store::new(256));
+        let tasks: Vec<_> = (0..8)
+            .map(|t| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    for i in 0..500 {
+                        let name = format!("n{t}-{i}.example.");
+                        let ttl = Duration::from_secs(600);
+                        s.insert(&key(&name), &a_reply_for(&name, 60), ttl, Instant::now(), ttl);
+                        let other = format!("n{}-{}.example.", (t + 1) % 8, i / 2);
+                        let now = Instant::now();
+                        if let Lookup::Fresh { reply, .. } = s.lookup(&key(&other), now, None, None) {
+                            assert!(reply.answers()[0].name.eq_case(&n_(&other)), "{other}");
+                        }
+                        if i % 16 == 0 {
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let held = s.len();
+        assert!(held <= 256, "{held}");
+        let evicted = usize::try_from(s.evictions.load(Ordering::Relaxed)).unwrap();
+        assert_eq!(held + evicted, 8 * 500);
     }
 
     #[test]
