@@ -45,7 +45,7 @@ use rand::seq::SliceRandom;
 use tokio::time::Instant;
 
 use crate::chain::Lifetime;
-use crate::proto::{ChangeCounter, shuffles};
+use crate::proto::{ChangeCounter, Transport, shuffles};
 use crate::telemetry::memo::ListenerMemoMetrics;
 
 /// The most the memo holds (request and response bytes plus a fixed cost per entry).
@@ -175,6 +175,12 @@ impl AnswerMemo {
     /// True when it memoizes.
     pub fn is_on(&self) -> bool {
         self.inner.is_some()
+    }
+
+    /// True when it may keep a response sent over `protocol`: it memoizes, and only UDP
+    /// responses (the others are not replayed).
+    pub fn may_keep(&self, protocol: Transport) -> bool {
+        self.is_on() && matches!(protocol, Transport::Udp)
     }
 
     /// True when it can write the zone's current SOA serial into a replayed response (it

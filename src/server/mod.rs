@@ -190,9 +190,9 @@ impl DnsHandler {
         let chain = &block.chain;
         // A panicking plugin costs one SERVFAIL, counted in coredns_panics_total, never the
         // listener.
-        // Only a UDP response may be kept by the memo: only it needs a replay plan (whose
-        // scope asks each plugin what its answer read).
-        let plan = matches!(protocol, Transport::Udp) && router.memo.is_on();
+        // Only a response the memo may keep needs a replay plan (whose scope asks each
+        // plugin what its answer read).
+        let plan = router.memo.may_keep(protocol);
         let answered = match AssertUnwindSafe(chain.serve_planned(&question, plan))
             .catch_unwind()
             .await
@@ -376,8 +376,7 @@ impl DnsHandler {
             zone: resp.block.as_ref().map(|(_, z)| z.clone()),
         };
         observe_request(&router, &parsed, &resp, &sent, &served);
-        if matches!(protocol, Transport::Udp)
-            && router.memo.is_on()
+        if router.memo.may_keep(protocol)
             && let Some(info) = memo_info(&router, &parsed, &resp, &sent, out)
         {
             router.memo.insert(req, generation, out, info);
