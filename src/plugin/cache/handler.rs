@@ -63,6 +63,12 @@ const RECURSION_AVAILABLE: u8 = 1;
 const AUTHENTIC_DATA: u8 = 2;
 const TRUNCATED: u8 = 4;
 const EXTERNAL_TARGET: u8 = 8;
+
+/// `bit` when `on`, else no bit.
+fn flag(on: bool, bit: u8) -> u8 {
+    if on { bit } else { 0 }
+}
+
 /// Bytes of a [`Block`]'s head after its key: kind, flags, rcode, the three section counts.
 const HEAD: usize = 10;
 
@@ -118,23 +124,16 @@ impl Block {
         {
             Reply::Authoritative(a) => (
                 AUTHORITATIVE,
-                if a.external_target.is_some() {
-                    EXTERNAL_TARGET
-                } else {
-                    0
-                },
+                flag(a.external_target.is_some(), EXTERNAL_TARGET),
                 a.rcode,
                 a.external_target.as_ref(),
                 [&a.answers, &a.authority, &a.additional],
             ),
             Reply::Forwarded(f) => (
                 FORWARDED,
-                (if f.recursion_available {
-                    RECURSION_AVAILABLE
-                } else {
-                    0
-                }) | (if f.authentic_data { AUTHENTIC_DATA } else { 0 })
-                    | (if f.truncated { TRUNCATED } else { 0 }),
+                flag(f.recursion_available, RECURSION_AVAILABLE)
+                    | flag(f.authentic_data, AUTHENTIC_DATA)
+                    | flag(f.truncated, TRUNCATED),
                 f.rcode,
                 None,
                 [&f.answers, &f.authority, &f.additional],
@@ -314,6 +313,14 @@ struct Shard {
     expiry_floor: Option<Instant>,
 }
 
+/// Lowers `floor` to when an entry stored at `stored` for `ttl` expires (an expiry past what
+/// an `Instant` can hold never comes, and leaves it as it is).
+fn lower_floor(floor: &mut Option<Instant>, stored: Instant, ttl: Duration) {
+    if let Some(at) = stored.checked_add(ttl) {
+        *floor = Some(floor.map_or(at, |f| f.min(at)));
+    }
+}
+
 /// One bounded, sharded map.
 #[derive(Debug)]
 pub struct Store {
@@ -437,22 +444,24 @@ impl Store {
             expiry_floor,
         } = &mut *shard;
         let before = map.len();
-        if !map.contains_key(key.0.as_slice()) && map.len() >= self.per_shard {
+        // `insert` keeps an equal key already there: take it out first, so the new block (the
+        // same key, the new reply) is the one kept; a name stored again then needs no room.
+        map.remove(key.0.as_slice());
+        if map.len() >= self.per_shard {
             // An entry is expired once `now >= stored + ttl + keep_for`: none is before the
             // floor plus `keep_for`.
             if expiry_floor
                 .and_then(|f| f.checked_add(keep_for))
                 .is_some_and(|f| now >= f)
             {
-                let mut floor: Option<Instant> = None;
+                *expiry_floor = None;
                 map.retain(|_, e| {
                     let keep = now.saturating_duration_since(e.stored) < e.ttl() + keep_for;
-                    if keep && let Some(at) = e.stored.checked_add(e.ttl()) {
-                        floor = Some(floor.map_or(at, |f| f.min(at)));
+                    if keep {
+                        lower_floor(expiry_floor, e.stored, e.ttl());
                     }
                     keep
                 });
-                *expiry_floor = floor;
             }
             if map.len() >= self.per_shard
                 && let Some(victim) = map.keys().next().map(|b| b.key().to_vec())
@@ -464,9 +473,6 @@ impl Store {
                 }
             }
         }
-        // `insert` keeps an equal key already there: take it out first, so the new block
-        // (the same key, the new reply) is the one kept.
-        map.remove(key.0.as_slice());
         map.insert(
             block,
             Entry {
@@ -477,9 +483,7 @@ impl Store {
                 prefetching: Cell::new(false),
             },
         );
-        if let Some(at) = now.checked_add(ttl) {
-            *expiry_floor = Some(expiry_floor.map_or(at, |f| f.min(at)));
-        }
+        lower_floor(expiry_floor, now, ttl);
         let after = map.len();
         drop(shard);
         self.entries_changed(gauge_delta(after) - gauge_delta(before));
