@@ -390,22 +390,15 @@ async fn a_doh_request_whose_stream_is_reset_stops_counting() {
             .copied()
             .unwrap_or(-1.0)
     };
-    let wait_for = |want: f64| async move {
-        for _ in 0..200 {
-            if in_flight() == want {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("requests in flight: {}, not {want}", in_flight());
-    };
 
     let (mut s, _) = h2_session(addr, &dir).await;
     // A POST whose 100-byte body never comes: the request waits for it.
+    let patience = (200, Duration::from_millis(10));
     open_then_reset(
         &mut s,
         frame(HEADERS, END_HEADERS, 1, &post("dns.test", 100)),
-        wait_for,
+        in_flight,
+        patience,
     )
     .await;
     // Nothing in flight: the idle timeout closes the connection. HTTP/2's graceful close is a
@@ -413,18 +406,13 @@ async fn a_doh_request_whose_stream_is_reset_stops_counting() {
     let until = tokio::time::Instant::now() + Duration::from_secs(10);
     let mut goaway = false;
     loop {
-        let mut head = [0u8; 9];
-        match tokio::time::timeout_at(until, s.read_exact(&mut head)).await {
-            Ok(Err(_)) => break,
-            Ok(Ok(_)) => {}
-            Err(_) => panic!("the connection stayed open past the idle timeout"),
-        }
-        let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
-        let mut payload = vec![0u8; len];
-        if s.read_exact(&mut payload).await.is_err() {
+        let read = tokio::time::timeout_at(until, try_read_frame(&mut s)).await;
+        let Some((kind, flags, _, payload)) =
+            read.unwrap_or_else(|_| panic!("the connection stayed open past the idle timeout"))
+        else {
             break;
-        }
-        match (head[3], head[4] & ACK) {
+        };
+        match (kind, flags & ACK) {
             (GOAWAY, _) => goaway = true,
             (PING, 0) => s.write_all(&frame(PING, ACK, 0, &payload)).await.unwrap(),
             _ => {}
@@ -451,23 +439,16 @@ async fn a_doh_request_waiting_upstream_whose_stream_is_reset_stops_counting() {
             .map(|(_, v)| *v)
             .sum::<f64>()
     };
-    let wait_for = |want: f64| async move {
-        // Longer than forward's whole try of the upstream: a request that was left to run
-        // would be done by then; only one counted and dropped stays counted.
-        for _ in 0..300 {
-            if in_flight() == want {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("requests in flight: {}, not {want}", in_flight());
-    };
+    // Longer than forward's whole try of the upstream: a request that was left to run would
+    // be done by then; only one counted and dropped stays counted.
+    let patience = (300, Duration::from_millis(100));
 
     let (mut s, _) = h2_session(addr, &dir).await;
     open_then_reset(
         &mut s,
         frame(HEADERS, END_HEADERS | END_STREAM, 1, &slow_get()),
-        wait_for,
+        in_flight,
+        patience,
     )
     .await;
     running.stop().await.unwrap();
@@ -508,15 +489,28 @@ fn slow_get() -> Vec<u8> {
     h2_frames::get("dns.test", &path)
 }
 
-/// Opens stream 1 with `headers`, waits (`wait_for`) until one request is counted in flight,
-/// resets the stream (CANCEL), and waits until none is.
-async fn open_then_reset<S, W, F>(s: &mut S, headers: Vec<u8>, wait_for: W)
-where
-    S: tokio::io::AsyncWrite + Unpin,
-    W: Fn(f64) -> F,
-    F: std::future::Future<Output = ()>,
-{
+/// Opens stream 1 with `headers`, waits until `in_flight` (the DoH request gauge) counts one
+/// request, resets the stream (CANCEL), and waits until it counts none; each wait looks
+/// `patience.0` times, `patience.1` apart.
+async fn open_then_reset<S: tokio::io::AsyncWrite + Unpin>(
+    s: &mut S,
+    headers: Vec<u8>,
+    in_flight: impl Fn() -> f64,
+    patience: (u32, std::time::Duration),
+) {
     use h2_frames::*;
+    let wait_for = |want: f64| {
+        let in_flight = &in_flight;
+        async move {
+            for _ in 0..patience.0 {
+                if in_flight() == want {
+                    return;
+                }
+                tokio::time::sleep(patience.1).await;
+            }
+            panic!("requests in flight: {}, not {want}", in_flight());
+        }
+    };
     s.write_all(&headers).await.unwrap();
     wait_for(1.0).await;
     s.write_all(&frame(RST_STREAM, 0, 1, &CANCEL.to_be_bytes()))
@@ -527,13 +521,18 @@ where
 
 /// Reads one HTTP/2 frame: (type, flags, stream, payload).
 async fn read_frame<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> (u8, u8, u32, Vec<u8>) {
+    try_read_frame(s).await.expect("an HTTP/2 frame")
+}
+
+/// [`read_frame`], or `None` when the connection ends (or fails) first.
+async fn try_read_frame<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> Option<(u8, u8, u32, Vec<u8>)> {
     let mut head = [0u8; 9];
-    s.read_exact(&mut head).await.unwrap();
+    s.read_exact(&mut head).await.ok()?;
     let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
     let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
     let mut payload = vec![0u8; len];
-    s.read_exact(&mut payload).await.unwrap();
-    (head[3], head[4], stream, payload)
+    s.read_exact(&mut payload).await.ok()?;
+    Some((head[3], head[4], stream, payload))
 }
 
 /// A DNS-over-HTTPS connection answers at most 32 requests at once (HTTP/2 streams): the
