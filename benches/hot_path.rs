@@ -13,6 +13,11 @@
 //! median ns/op (and the fastest round). No timing is asserted: numbers are for comparison on
 //! one machine. Without `--bench` (as `cargo test --benches` runs it) every case runs a few
 //! iterations only, to check the answers, so the file cannot rot.
+//!
+//! `--iters N` runs each case exactly N times, untimed: counted by valgrind
+//! (`valgrind --tool=cachegrind --cache-sim=no`, "I refs"), two runs (N and 2N) give the
+//! instructions per answer as their difference over N, a figure that a shared machine's noise
+//! does not move. A filter ending in `$` names one case exactly (`"answer SRV$"`).
 
 use std::hint::black_box;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -56,10 +61,35 @@ fn run_for(time: Duration, f: &mut dyn FnMut()) -> (u64, Duration) {
     }
 }
 
-fn bench(name: &str, full: bool, filter: Option<&str>, f: &mut dyn FnMut()) {
-    if filter.is_some_and(|s| !name.contains(s)) {
+/// How a case runs: timed rounds (`--bench`), a fixed count untimed (`--iters N`), or a few
+/// iterations as a check.
+#[derive(Clone, Copy)]
+enum Mode {
+    Timed,
+    Iterations(u64),
+    Check,
+}
+
+fn bench(name: &str, mode: Mode, filter: Option<&str>, f: &mut dyn FnMut()) {
+    // A filter ending in `$` names one case exactly.
+    let wanted = |f: &str| match f.strip_suffix('$') {
+        Some(exact) => name == exact,
+        None => name.contains(f),
+    };
+    if filter.is_some_and(|f| !wanted(f)) {
         return;
     }
+    let full = match mode {
+        Mode::Timed => true,
+        Mode::Check => false,
+        Mode::Iterations(n) => {
+            for _ in 0..n {
+                f();
+            }
+            println!("{name:<28} {n} iterations");
+            return;
+        }
+    };
     if !full {
         for _ in 0..3 {
             f();
@@ -93,8 +123,21 @@ fn check(h: &DnsHandler, src: SocketAddr, q: &[u8], rcode: ResponseCode, min_ans
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let full = args.iter().any(|a| a == "--bench");
-    let filter = args.iter().find(|a| !a.starts_with('-')).map(String::as_str);
+    let iters = args
+        .iter()
+        .position(|a| a == "--iters")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse::<u64>().ok());
+    let mode = match iters {
+        Some(n) => Mode::Iterations(n),
+        None if args.iter().any(|a| a == "--bench") => Mode::Timed,
+        None => Mode::Check,
+    };
+    let filter = args
+        .iter()
+        .enumerate()
+        .find(|(i, a)| !a.starts_with('-') && (*i == 0 || args[i - 1] != "--iters"))
+        .map(|(_, a)| a.as_str());
 
     // The full answer path (memo off), and the same handler with the answer memo on.
     let (handler, _) = cluster_dns::testing::handler_with_zone(
@@ -107,7 +150,7 @@ fn main() {
     let src: SocketAddr = "127.0.0.1:5353".parse().expect("addr");
 
     let clusterip = query_bytes("svc1.testns.svc.cluster.local.", RecordType::A);
-    bench("parse query", full, filter, &mut || {
+    bench("parse query", mode, filter, &mut || {
         black_box(Message::from_bytes(black_box(&clusterip)).expect("parse"));
     });
 
@@ -146,7 +189,7 @@ fn main() {
     ];
     for (name, q, rcode, answers) in &cases {
         check(&handler, src, q, *rcode, *answers);
-        bench(name, full, filter, &mut || {
+        bench(name, mode, filter, &mut || {
             black_box(handler.answer_wire(black_box(q), src, Transport::Udp));
         });
     }
@@ -155,7 +198,7 @@ fn main() {
         check(&memoized, src, q, *rcode, *answers);
         assert!(!memoized.router().memo.is_empty());
         let hit = name.replacen("answer", "memo hit", 1);
-        bench(&hit, full, filter, &mut || {
+        bench(&hit, mode, filter, &mut || {
             black_box(memoized.answer_wire(black_box(q), src, Transport::Udp));
         });
     }
@@ -171,7 +214,7 @@ fn main() {
             RData::A(A(Ipv4Addr::new(10, 244, 1, i))),
         ));
     }
-    bench("encode 20-record answer", full, filter, &mut || {
+    bench("encode 20-record answer", mode, filter, &mut || {
         black_box(black_box(&big).to_vec().expect("encode"));
     });
 }

@@ -5,15 +5,16 @@
 //! reserved, whole records are dropped from the end, answer and authority overflow sets TC (and
 //! drops every later section), and additional records that do not fit are dropped without TC
 //! (RFC 2181 §9: glue is optional). The OPT goes last, into its reserved space. Records are
-//! written with hickory-proto's encoder and name compression; a record that does not fit is
-//! rolled back, so what is sent is exactly the records that fitted. An A or AAAA record owned by
-//! the question's name (as the client spelt it) gets a pointer to the question as its owner,
-//! written directly: the common answer, and hickory-proto's compression never matched it.
+//! written straight into the output with name compression ([`super::compress`]); a record
+//! that does not fit is taken back with the names it recorded, so what is sent is exactly the
+//! records that fitted.
 
 use hickory_proto::ProtoError;
 use hickory_proto::op::{Edns, Header, HeaderCounts, Metadata};
 use hickory_proto::rr::Record;
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
+
+use super::compress::Suffixes;
 
 /// Wire size of an OPT record without options.
 pub const OPT_LEN: usize = 11;
@@ -44,22 +45,20 @@ enum Section {
     Cut(u16),
 }
 
-fn emit_section(enc: &mut BinEncoder<'_>, records: &[Record], qname: bool) -> Result<Section, ProtoError> {
+/// Writes `records` while the output stays within `max` bytes.
+fn emit_section(
+    out: &mut Vec<u8>,
+    names: &mut Suffixes,
+    records: &[Record],
+    max: usize,
+) -> Result<Section, ProtoError> {
     for (i, r) in records.iter().enumerate() {
-        let start = enc.offset();
-        let written = if qname && owner_is_qname(r, enc) {
-            emit_at_qname(enc, r)
-        } else {
-            enc.emit_all(std::iter::once(r)).map(|_| ())
-        };
-        match written {
-            Ok(()) => {}
-            Err(ProtoError::NotAllRecordsWritten { .. }) => return Ok(Section::Cut(count(i)?)),
-            Err(ProtoError::MaxBufferSizeExceeded(_)) => {
-                enc.set_offset(start);
-                return Ok(Section::Cut(count(i)?));
-            }
-            Err(e) => return Err(e),
+        let (start, recorded) = (out.len(), names.len());
+        names.write_record(out, r)?;
+        if out.len() > max {
+            out.truncate(start);
+            names.truncate(recorded);
+            return Ok(Section::Cut(count(i)?));
         }
     }
     Ok(Section::All(count(records.len())?))
@@ -67,39 +66,8 @@ fn emit_section(enc: &mut BinEncoder<'_>, records: &[Record], qname: bool) -> Re
 
 /// Offset of the question's name: right after the header.
 const QNAME_AT: usize = 12;
-
-/// True for a record whose owner is spelt exactly as the question's name (the common answer):
-/// it is written with a pointer to the question, without hickory-proto's name compression
-/// search. The bytes are those hickory-proto writes: the question is the first name its
-/// compression table holds, so an owner that matches it byte for byte becomes that pointer,
-/// and nothing is added to the table; the record data is written by hickory-proto as before.
-fn owner_is_qname(r: &Record, enc: &BinEncoder<'_>) -> bool {
-    let wire = enc.slice_of(QNAME_AT, enc.offset());
-    let mut at = 0;
-    for label in r.name.iter() {
-        let len = label.len();
-        match wire.get(at..at + 1 + len) {
-            Some([l, rest @ ..]) if usize::from(*l) == len && rest == label => at += 1 + len,
-            _ => return false,
-        }
-    }
-    wire.get(at) == Some(&0)
-}
-
-/// Writes a record as hickory-proto's `Record::emit` does, the owner as a pointer to the
-/// question's name.
-fn emit_at_qname(enc: &mut BinEncoder<'_>, r: &Record) -> Result<(), ProtoError> {
-    // 0xC000 | offset: a compression pointer (RFC 1035 §4.1.4).
-    enc.emit_u16(0xC000 | QNAME_AT as u16)?;
-    r.record_type().emit(enc)?;
-    r.dns_class.emit(enc)?;
-    enc.emit_u32(r.ttl)?;
-    let place = enc.place::<u16>()?;
-    r.data.emit(enc)?;
-    let len = enc.len_since_place(&place);
-    place.replace(enc, u16::try_from(len).unwrap_or(u16::MAX))?;
-    Ok(())
-}
+/// Length of the header.
+const HEADER_LEN: usize = 12;
 
 fn count(n: usize) -> Result<u16, ProtoError> {
     u16::try_from(n).map_err(|_| ProtoError::Message("too many records for the header count"))
@@ -109,6 +77,7 @@ fn count(n: usize) -> Result<u16, ProtoError> {
 /// that was written.
 pub fn encode(parts: &Parts<'_>, limit: u16, out: &mut Vec<u8>) -> Result<Header, ProtoError> {
     out.clear();
+    let limit = usize::from(limit);
     // The OPT and its options (`nsid`'s) are kept when records are cut: room for them first.
     let reserve = parts.edns.map_or(0, |e| {
         OPT_LEN
@@ -118,17 +87,17 @@ pub fn encode(parts: &Parts<'_>, limit: u16, out: &mut Vec<u8>) -> Result<Header
                 .map(|(_, o)| 4 + usize::from(o.len()))
                 .sum::<usize>()
     });
-    let records_max = u16::try_from(usize::from(limit).saturating_sub(reserve)).unwrap_or(0);
-    let mut enc = BinEncoder::new(out);
-    enc.set_max_size(limit);
-    let place = enc.place::<Header>()?;
-    let start = enc.offset();
-    enc.emit_vec(parts.question)?;
-    if parts.query_count > 0 {
-        enc.store_label_pointer(start, start + parts.question.len());
+    let records_max = limit.saturating_sub(reserve);
+    out.extend_from_slice(&[0; HEADER_LEN]);
+    out.extend_from_slice(parts.question);
+    if out.len() > limit {
+        return Err(ProtoError::MaxBufferSizeExceeded(limit));
     }
-    // Records owned by the question's name may point at it (only when it is at QNAME_AT).
-    let qname = parts.query_count > 0 && start == QNAME_AT;
+    // Records owned by the question's name (or under it) point at it.
+    let mut names = Suffixes::new();
+    if parts.query_count > 0 {
+        names.record_written(out, QNAME_AT);
+    }
     let mut counts = HeaderCounts {
         queries: count(parts.query_count)?,
         answers: 0,
@@ -136,51 +105,51 @@ pub fn encode(parts: &Parts<'_>, limit: u16, out: &mut Vec<u8>) -> Result<Header
         additionals: 0,
     };
     let mut truncated = false;
-    if enc.offset() > usize::from(records_max) {
+    if out.len() > records_max {
         // Not even room for the OPT after the question: no records, TC.
         truncated = true;
     } else {
-        enc.set_max_size(records_max);
-        match emit_section(&mut enc, parts.answers, qname)? {
+        match emit_section(out, &mut names, parts.answers, records_max)? {
             Section::Cut(n) => {
                 counts.answers = n;
                 truncated = true;
             }
             Section::All(n) => {
                 counts.answers = n;
-                match emit_section(&mut enc, parts.authority, qname)? {
+                match emit_section(out, &mut names, parts.authority, records_max)? {
                     Section::Cut(n) => {
                         counts.authorities = n;
                         truncated = true;
                     }
                     Section::All(n) => {
                         counts.authorities = n;
-                        counts.additionals = match emit_section(&mut enc, parts.additional, qname)? {
-                            Section::All(n) | Section::Cut(n) => n,
-                        };
+                        counts.additionals =
+                            match emit_section(out, &mut names, parts.additional, records_max)? {
+                                Section::All(n) | Section::Cut(n) => n,
+                            };
                     }
                 }
             }
         }
     }
     if let Some(edns) = parts.edns {
-        enc.set_max_size(limit);
         // The extended rcode's high bits travel in the OPT.
         let mut edns = edns.clone();
         edns.set_rcode_high(parts.meta.response_code.high());
-        match emit_section(&mut enc, std::slice::from_ref(&Record::from(&edns)), false)? {
-            Section::All(n) => counts.additionals += n,
-            Section::Cut(_) => truncated = true,
+        let start = out.len();
+        let at = u32::try_from(start).map_err(|_| ProtoError::Message("response too long"))?;
+        Record::from(&edns).emit(&mut BinEncoder::with_offset(out, at))?;
+        if out.len() > limit {
+            out.truncate(start);
+            truncated = true;
+        } else {
+            counts.additionals += 1;
         }
     }
     let mut metadata = parts.meta;
     metadata.truncation = metadata.truncation || truncated;
     let header = Header { metadata, counts };
-    let len = enc.offset();
-    place.replace(&mut enc, header)?;
-    drop(enc);
-    // A record rolled back for lack of room may have left bytes past the end.
-    out.truncate(len);
+    header.emit(&mut BinEncoder::new(out))?;
     Ok(header)
 }
 

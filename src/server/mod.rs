@@ -9,6 +9,7 @@
 //! [`serve`] takes already-bound sockets and a shutdown future, so tests bind port 0 and stop
 //! the server cleanly.
 
+mod compress;
 mod doh;
 pub mod fit;
 mod listen;

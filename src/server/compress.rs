@@ -1,0 +1,402 @@
+//! Writing records into a response with name compression (RFC 1035 §4.1.4), directly into the
+//! output buffer.
+//!
+//! [`Suffixes`] is the compression table: every name suffix written so far, once, as a tree
+//! (a suffix's parent is the suffix one label shorter, the root's children are top-level
+//! labels), each with the offset of one place it was written. A name is looked up from its
+//! last label towards its first, so finding the longest written suffix costs a walk of the
+//! tree, not a comparison with every name in the message. Labels compare byte for byte:
+//! a pointer always leads to the exact spelling it replaces, so the case the client asked
+//! in is kept.
+//!
+//! Entries are only appended, each at the head of its parent's child list, so the entries a
+//! record added can be taken back in reverse order when that record does not fit
+//! ([`Suffixes::truncate`]).
+//!
+//! Which names are compressed is RFC 3597 §4's list, as hickory-proto and CoreDNS do it: the
+//! owner, and the names in CNAME, NS, PTR, MX and SOA data. An SRV target is written in full
+//! (RFC 2782) but recorded, so a later glue record's owner points at it. Record data of any
+//! other type is written by hickory-proto.
+
+use hickory_proto::ProtoError;
+use hickory_proto::rr::{Name, RData, Record};
+use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
+
+/// How many suffixes one response records; names written after that are still compressed
+/// against those recorded, and simply not recorded themselves.
+const CAPACITY: usize = 128;
+/// "No entry": the root as a parent, the end of a child list.
+const NONE: u16 = u16::MAX;
+/// A compression pointer holds a 14-bit offset.
+const POINTER_LIMIT: usize = 0x4000;
+/// Labels in a name at most (255 bytes, each label at least 2).
+const MAX_LABELS: usize = 128;
+
+#[derive(Debug, Clone, Copy)]
+struct Suffix {
+    /// Where the suffix's first label starts in the output.
+    at: u16,
+    parent: u16,
+    first_child: u16,
+    next_sibling: u16,
+}
+
+const EMPTY: Suffix = Suffix {
+    at: 0,
+    parent: NONE,
+    first_child: NONE,
+    next_sibling: NONE,
+};
+
+/// The compression table of one response (see the module comment). Lives on the stack of
+/// one encode.
+#[derive(Debug)]
+pub(super) struct Suffixes {
+    list: [Suffix; CAPACITY],
+    len: usize,
+    root_first: u16,
+}
+
+impl Suffixes {
+    pub(super) fn new() -> Self {
+        Self {
+            list: [EMPTY; CAPACITY],
+            len: 0,
+            root_first: NONE,
+        }
+    }
+
+    /// Entries recorded so far: a mark to [`truncate`](Self::truncate) back to.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Forgets every entry recorded after `len` (the output they point into was cut).
+    pub(super) fn truncate(&mut self, len: usize) {
+        while self.len > len {
+            self.len -= 1;
+            let s = self.list[self.len];
+            // `s` is its parent's first child: everything added after it is gone already.
+            match s.parent {
+                NONE => self.root_first = s.next_sibling,
+                p => self.list[usize::from(p)].first_child = s.next_sibling,
+            }
+        }
+    }
+
+    /// Records the uncompressed name that starts at `at` in `out` (the question's name,
+    /// written as sent). A name that holds a pointer, or runs past `out`, is not recorded.
+    pub(super) fn record_written(&mut self, out: &[u8], at: usize) {
+        let mut starts = [0u16; MAX_LABELS];
+        let mut n = 0;
+        let mut pos = at;
+        loop {
+            let Some(&len) = out.get(pos) else { return };
+            match len {
+                0 => break,
+                l if l & 0xC0 == 0 && n < MAX_LABELS => {
+                    let Ok(start) = u16::try_from(pos) else { return };
+                    starts[n] = start;
+                    n += 1;
+                    pos += 1 + usize::from(l);
+                }
+                _ => return,
+            }
+        }
+        let mut parent = NONE;
+        // Labels already in the table (another name of the same suffix) are looked up, not
+        // added again.
+        for &start in starts[..n].iter().rev() {
+            let label = label_at(out, start);
+            parent = match self.child(out, parent, label) {
+                Some(found) => found,
+                None => match self.add(usize::from(start), parent) {
+                    Some(added) => added,
+                    None => return,
+                },
+            };
+        }
+    }
+
+    fn child(&self, out: &[u8], parent: u16, label: &[u8]) -> Option<u16> {
+        let mut c = match parent {
+            NONE => self.root_first,
+            p => self.list[usize::from(p)].first_child,
+        };
+        while c != NONE {
+            let s = &self.list[usize::from(c)];
+            if label_at(out, s.at) == label {
+                return Some(c);
+            }
+            c = s.next_sibling;
+        }
+        None
+    }
+
+    fn add(&mut self, at: usize, parent: u16) -> Option<u16> {
+        if self.len == CAPACITY || at >= POINTER_LIMIT {
+            return None;
+        }
+        let at = u16::try_from(at).ok()?;
+        let index = u16::try_from(self.len).ok()?;
+        let head = match parent {
+            NONE => &mut self.root_first,
+            p => &mut self.list[usize::from(p)].first_child,
+        };
+        let next_sibling = std::mem::replace(head, index);
+        self.list[self.len] = Suffix {
+            at,
+            parent,
+            first_child: NONE,
+            next_sibling,
+        };
+        self.len += 1;
+        Some(index)
+    }
+
+    /// The longest suffix of `name` already recorded: how many labels it has, and its entry.
+    fn longest(&self, out: &[u8], name: &Name) -> (usize, u16) {
+        let mut parent = NONE;
+        let mut matched = 0;
+        for label in name.iter().rev() {
+            match self.child(out, parent, label) {
+                Some(found) => {
+                    parent = found;
+                    matched += 1;
+                }
+                None => break,
+            }
+        }
+        (matched, parent)
+    }
+
+    /// Writes `name` at the end of `out`: its labels up to the longest suffix already written,
+    /// then a pointer to it (`compress`), or every label (`!compress`). The new labels are
+    /// recorded either way.
+    pub(super) fn write_name(&mut self, out: &mut Vec<u8>, name: &Name, compress: bool) {
+        let labels = usize::from(name.num_labels());
+        let (matched, mut parent) = self.longest(out, name);
+        let own = labels - matched;
+        let mut starts = [0usize; MAX_LABELS];
+        let written = if compress && matched > 0 { own } else { labels };
+        for (i, label) in name.iter().take(written).enumerate() {
+            if let Some(s) = starts.get_mut(i) {
+                *s = out.len();
+            }
+            // A label of a parsed `Name` is at most 63 bytes.
+            out.push(u8::try_from(label.len()).unwrap_or(63));
+            out.extend_from_slice(label);
+        }
+        if compress && matched > 0 {
+            // 0xC000 | offset: a compression pointer. Recorded offsets are below 0x4000.
+            let at = self.list[usize::from(parent)].at;
+            out.extend_from_slice(&(0xC000 | at).to_be_bytes());
+        } else {
+            out.push(0);
+        }
+        // The name's own labels, from the last: each one's parent is the suffix after it.
+        for &start in starts[..own.min(MAX_LABELS)].iter().rev() {
+            match self.add(start, parent) {
+                Some(added) => parent = added,
+                None => break,
+            }
+        }
+    }
+
+    /// Writes `r` at the end of `out`: owner, type, class, TTL, length and data.
+    pub(super) fn write_record(&mut self, out: &mut Vec<u8>, r: &Record) -> Result<(), ProtoError> {
+        self.write_name(out, &r.name, true);
+        out.extend_from_slice(&u16::from(r.record_type()).to_be_bytes());
+        out.extend_from_slice(&u16::from(r.dns_class).to_be_bytes());
+        out.extend_from_slice(&r.ttl.to_be_bytes());
+        let length_at = out.len();
+        out.extend_from_slice(&[0, 0]);
+        match &r.data {
+            RData::A(a) => out.extend_from_slice(&a.0.octets()),
+            RData::AAAA(a) => out.extend_from_slice(&a.0.octets()),
+            RData::CNAME(n) => self.write_name(out, &n.0, true),
+            RData::PTR(n) => self.write_name(out, &n.0, true),
+            RData::NS(n) => self.write_name(out, &n.0, true),
+            RData::MX(mx) => {
+                out.extend_from_slice(&mx.preference.to_be_bytes());
+                self.write_name(out, &mx.exchange, true);
+            }
+            RData::SRV(srv) => {
+                out.extend_from_slice(&srv.priority.to_be_bytes());
+                out.extend_from_slice(&srv.weight.to_be_bytes());
+                out.extend_from_slice(&srv.port.to_be_bytes());
+                self.write_name(out, &srv.target, false);
+            }
+            RData::SOA(soa) => {
+                self.write_name(out, &soa.mname, true);
+                self.write_name(out, &soa.rname, true);
+                out.extend_from_slice(&soa.serial.to_be_bytes());
+                out.extend_from_slice(&soa.refresh.to_be_bytes());
+                out.extend_from_slice(&soa.retry.to_be_bytes());
+                out.extend_from_slice(&soa.expire.to_be_bytes());
+                out.extend_from_slice(&soa.minimum.to_be_bytes());
+            }
+            // An update's empty data (RFC 2136) is written as length 0, as hickory-proto does.
+            RData::Update0(_) => {}
+            other => {
+                let at = u32::try_from(out.len())
+                    .map_err(|_| ProtoError::Message("response longer than 4 GiB"))?;
+                let mut enc = BinEncoder::with_offset(out, at);
+                other.emit(&mut enc)?;
+            }
+        }
+        let length = u16::try_from(out.len() - length_at - 2)
+            .map_err(|_| ProtoError::Message("record data longer than 65535 bytes"))?;
+        out[length_at..length_at + 2].copy_from_slice(&length.to_be_bytes());
+        Ok(())
+    }
+}
+
+/// The label whose length byte is at `at` in `out` (a recorded suffix: always in bounds).
+fn label_at(out: &[u8], at: u16) -> &[u8] {
+    let at = usize::from(at);
+    let len = out.get(at).map_or(0, |l| usize::from(*l));
+    out.get(at + 1..at + 1 + len).unwrap_or(&[])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::rr::rdata::{A, CNAME, SOA, SRV};
+    use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
+    use std::net::Ipv4Addr;
+
+    fn n(s: &str) -> Name {
+        Name::from_ascii(s).unwrap()
+    }
+
+    /// Reads the name at `at` in `out`, following pointers (hickory-proto's decoder).
+    fn read_at(out: &[u8], at: usize) -> Name {
+        let mut d = BinDecoder::new(out);
+        d.read_slice(at).unwrap();
+        Name::read(&mut d).unwrap()
+    }
+
+    #[test]
+    fn names_point_at_their_longest_written_suffix() {
+        let mut out = vec![0u8; 12];
+        let mut t = Suffixes::new();
+        t.write_name(&mut out, &n("web.ns.svc.cluster.local."), true);
+        // The same name again: a pointer to it.
+        let again = out.len();
+        t.write_name(&mut out, &n("web.ns.svc.cluster.local."), true);
+        assert_eq!(&out[again..], &[0xC0, 12]);
+        // A name under it: one label, then the pointer.
+        let under = out.len();
+        t.write_name(&mut out, &n("p-0.web.ns.svc.cluster.local."), true);
+        assert_eq!(&out[under..], &[3, b'p', b'-', b'0', 0xC0, 12]);
+        // A sibling: its own labels up to the shared suffix `ns.svc.cluster.local.`.
+        let sibling = out.len();
+        t.write_name(&mut out, &n("db.ns.svc.cluster.local."), true);
+        assert_eq!(&out[sibling..], &[2, b'd', b'b', 0xC0, 16]);
+        // Another spelling is not the same name to the table: the case is kept.
+        let upper = out.len();
+        t.write_name(&mut out, &n("Web.ns.svc.cluster.local."), true);
+        assert_eq!(&out[upper..], &[3, b'W', b'e', b'b', 0xC0, 16]);
+        for (at, name) in [
+            (12, "web.ns.svc.cluster.local."),
+            (again, "web.ns.svc.cluster.local."),
+            (under, "p-0.web.ns.svc.cluster.local."),
+            (sibling, "db.ns.svc.cluster.local."),
+            (upper, "Web.ns.svc.cluster.local."),
+        ] {
+            assert!(read_at(&out, at).eq_case(&n(name)), "{name}");
+        }
+    }
+
+    #[test]
+    fn an_uncompressed_name_is_written_whole_and_pointed_at_later() {
+        let mut out = vec![0u8; 12];
+        let mut t = Suffixes::new();
+        t.write_name(&mut out, &n("_http._tcp.web.ns.svc.cluster.local."), true);
+        let target = out.len();
+        t.write_name(&mut out, &n("p-0.web.ns.svc.cluster.local."), false);
+        assert_eq!(out.len() - target, "p-0.web.ns.svc.cluster.local.".len() + 1);
+        let glue = out.len();
+        t.write_name(&mut out, &n("p-0.web.ns.svc.cluster.local."), true);
+        assert_eq!(&out[glue..], &(0xC000 | target as u16).to_be_bytes());
+        assert!(read_at(&out, glue).eq_case(&n("p-0.web.ns.svc.cluster.local.")));
+    }
+
+    #[test]
+    fn truncate_forgets_the_names_of_a_record_taken_back() {
+        let mut out = vec![0u8; 12];
+        let mut t = Suffixes::new();
+        t.write_name(&mut out, &n("web.ns.svc.cluster.local."), true);
+        let (mark, cut) = (t.len(), out.len());
+        t.write_name(&mut out, &n("other.example.org."), true);
+        t.write_name(&mut out, &n("p-0.web.ns.svc.cluster.local."), true);
+        t.truncate(mark);
+        out.truncate(cut);
+        // Nothing may point into the bytes that were cut: written in full, then recorded anew.
+        let at = out.len();
+        t.write_name(&mut out, &n("other.example.org."), true);
+        assert_eq!(out.len() - at, "other.example.org.".len() + 1);
+        let at = out.len();
+        t.write_name(&mut out, &n("p-0.web.ns.svc.cluster.local."), true);
+        assert_eq!(&out[at..], &[3, b'p', b'-', b'0', 0xC0, 12]);
+        let at = out.len();
+        t.write_name(&mut out, &n("www.example.org."), true);
+        assert!(read_at(&out, at).eq_case(&n("www.example.org.")));
+        assert_eq!(out.len() - at, 6);
+    }
+
+    #[test]
+    fn a_full_table_still_compresses_against_what_it_holds() {
+        let mut out = vec![0u8; 12];
+        let mut t = Suffixes::new();
+        t.write_name(&mut out, &n("ns.svc.cluster.local."), true);
+        for i in 0..2 * CAPACITY {
+            let name = n(&format!("e{i}.ns.svc.cluster.local."));
+            let at = out.len();
+            t.write_name(&mut out, &name, true);
+            assert!(read_at(&out, at).eq_case(&name));
+        }
+        assert_eq!(t.len(), CAPACITY);
+        let at = out.len();
+        t.write_name(&mut out, &n("last.ns.svc.cluster.local."), true);
+        assert_eq!(&out[at..], &[4, b'l', b'a', b's', b't', 0xC0, 12]);
+    }
+
+    #[test]
+    fn records_read_back_as_written() {
+        let owner = n("_http._tcp.web.ns.svc.cluster.local.");
+        let target = n("p-0.web.ns.svc.cluster.local.");
+        let records = [
+            Record::from_rdata(owner.clone(), 5, RData::SRV(SRV::new(0, 100, 80, target.clone()))),
+            Record::from_rdata(target.clone(), 5, RData::A(A(Ipv4Addr::new(10, 0, 0, 1)))),
+            Record::from_rdata(owner.clone(), 5, RData::CNAME(CNAME(n("x.example.org.")))),
+            Record::from_rdata(
+                n("cluster.local."),
+                5,
+                RData::SOA(SOA::new(
+                    n("ns.dns.cluster.local."),
+                    n("hostmaster.cluster.local."),
+                    7,
+                    7200,
+                    1800,
+                    86400,
+                    5,
+                )),
+            ),
+        ];
+        let mut out = vec![0u8; 12];
+        let mut t = Suffixes::new();
+        for r in &records {
+            t.write_record(&mut out, r).unwrap();
+        }
+        let mut d = BinDecoder::new(&out);
+        d.read_slice(12).unwrap();
+        for r in &records {
+            let got = Record::read(&mut d).unwrap();
+            assert_eq!(&got, r);
+            assert!(got.name.eq_case(&r.name));
+        }
+        assert!(d.is_empty());
+    }
+}
