@@ -196,13 +196,24 @@ impl ClusterAnswerer {
                 };
                 for (slice, ep, ip) in Self::ready_addresses(entry) {
                     let ep_name = self.endpoint_name(ep, ip);
-                    let Some(target) = name_under(&[&ep_name], &service) else {
+                    let Some(mut target) = name_under(&[&ep_name], &service) else {
                         continue;
                     };
-                    for p in slice.ports.iter().filter(|p| port_filter(p)) {
-                        let Some(port) = p.port else { continue };
+                    let mut ports = slice
+                        .ports
+                        .iter()
+                        .filter(|p| port_filter(p))
+                        .filter_map(|p| p.port)
+                        .peekable();
+                    while let Some(port) = ports.next() {
+                        // The last port takes the name itself.
+                        let target = if ports.peek().is_some() {
+                            target.clone()
+                        } else {
+                            std::mem::replace(&mut target, Name::root())
+                        };
                         out.push(SrvCandidate {
-                            target: target.clone(),
+                            target,
                             port,
                             glue: *ip,
                         });
@@ -221,18 +232,45 @@ impl ClusterAnswerer {
         let n = candidates.len().max(1);
         let weight = u16::try_from(100 / n).unwrap_or(0).max(1);
         let mut res = Resolution::nodata();
-        // Targets are told apart as names are, ignoring case (`Name`'s `Ord`), with no
-        // lower-cased copy or string per candidate.
+        res.answers.reserve(candidates.len());
+        res.additional.reserve(candidates.len());
+        // Every target of one list is the same name (a ClusterIP service) or one label under
+        // the same service (headless), so targets differ in their first label at most: they
+        // are told apart by it, ignoring case as names are, without comparing whole names.
+        // The keys borrow the targets, which move into the records once all are decided.
         let mut seen_srv = BTreeSet::new();
         let mut seen_glue = BTreeSet::new();
-        for c in &candidates {
-            if seen_srv.insert((&c.target, c.port)) {
-                let srv = SRV::new(0, weight, c.port, c.target.clone());
-                res.answers
-                    .push(Record::from_rdata(owner.clone(), ttl, RData::SRV(srv)));
-            }
-            if seen_glue.insert((&c.target, c.glue)) {
-                res.additional.push(address_record(&c.target, ttl, c.glue));
+        let keep: Vec<(bool, bool)> = candidates
+            .iter()
+            .map(|c| {
+                let first = Folded(c.target.iter().next().unwrap_or_default());
+                (
+                    seen_srv.insert((first, c.port)),
+                    seen_glue.insert((first, c.glue)),
+                )
+            })
+            .collect();
+        drop((seen_srv, seen_glue));
+        for (c, (srv, glue)) in candidates.into_iter().zip(keep) {
+            let SrvCandidate {
+                target,
+                port,
+                glue: ip,
+            } = c;
+            match (srv, glue) {
+                (true, true) => {
+                    res.additional.push(address_record(&target, ttl, ip));
+                    let srv = SRV::new(0, weight, port, target);
+                    res.answers
+                        .push(Record::from_rdata(owner.clone(), ttl, RData::SRV(srv)));
+                }
+                (true, false) => {
+                    let srv = SRV::new(0, weight, port, target);
+                    res.answers
+                        .push(Record::from_rdata(owner.clone(), ttl, RData::SRV(srv)));
+                }
+                (false, true) => res.additional.push(owned_address_record(target, ttl, ip)),
+                (false, false) => {}
             }
         }
         res
@@ -301,5 +339,113 @@ impl ClusterAnswerer {
             RecordType::SRV => self.srv(owner, candidates),
             _ => Resolution::nodata(),
         }
+    }
+}
+
+/// A label ordered as DNS compares labels: ASCII case ignored.
+#[derive(Debug, Clone, Copy)]
+struct Folded<'a>(&'a [u8]);
+
+impl Ord for Folded<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0
+            .iter()
+            .map(u8::to_ascii_lowercase)
+            .cmp(other.0.iter().map(u8::to_ascii_lowercase))
+    }
+}
+
+impl PartialOrd for Folded<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Folded<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.eq_ignore_ascii_case(other.0)
+    }
+}
+
+impl Eq for Folded<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> Name {
+        Name::from_ascii(s).unwrap()
+    }
+
+    #[test]
+    fn folded_labels_compare_as_dns_labels_do() {
+        use std::cmp::Ordering;
+        assert_eq!(Folded(b"Web-0"), Folded(b"web-0"));
+        assert_eq!(Folded(b"WEB").cmp(&Folded(b"web")), Ordering::Equal);
+        assert_eq!(Folded(b"a").cmp(&Folded(b"B")), Ordering::Less);
+        assert_eq!(Folded(b"ab").cmp(&Folded(b"a")), Ordering::Greater);
+        assert_ne!(Folded(b"web-0"), Folded(b"web-1"));
+    }
+
+    #[test]
+    fn srv_targets_differing_in_case_are_one_target() {
+        use crate::cluster::ClusterZone;
+        let settings = AnswerSettings {
+            zones: vec![n("cluster.local.")],
+            reverse_zones: Vec::new(),
+            primary: n("cluster.local."),
+            ttl: 5,
+            pods: PodRecords::Disabled,
+            endpoint_pod_names: false,
+            noendpoints: false,
+            fallthrough: None,
+            ignore_empty_service: false,
+            namespaces: Vec::new(),
+            self_ips: Vec::new(),
+        };
+        let answerer = ClusterAnswerer::new(settings, Arc::new(ClusterZone::new()));
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let candidates = |targets: &[(&str, &str)]| {
+            targets
+                .iter()
+                .map(|(t, a)| SrvCandidate {
+                    target: n(t),
+                    port: 80,
+                    glue: ip(a),
+                })
+                .collect::<Vec<_>>()
+        };
+        let owner = n("_http._tcp.h.ns.svc.cluster.local.");
+        let res = answerer.srv(
+            &owner,
+            candidates(&[
+                ("web.h.ns.svc.cluster.local.", "10.0.0.1"),
+                ("WEB.h.ns.svc.cluster.local.", "10.0.0.1"),
+                ("web.h.ns.svc.cluster.local.", "10.0.0.2"),
+                ("db.h.ns.svc.cluster.local.", "10.0.0.3"),
+            ]),
+        );
+        // Weight from the four candidates; two targets; glue per (target, address).
+        let srv: Vec<String> = res.answers.iter().map(|r| r.data.to_string()).collect();
+        assert_eq!(
+            srv,
+            [
+                "0 25 80 web.h.ns.svc.cluster.local.",
+                "0 25 80 db.h.ns.svc.cluster.local."
+            ]
+        );
+        let glue: Vec<String> = res
+            .additional
+            .iter()
+            .map(|r| format!("{} {}", r.name, r.data))
+            .collect();
+        assert_eq!(
+            glue,
+            [
+                "web.h.ns.svc.cluster.local. 10.0.0.1",
+                "web.h.ns.svc.cluster.local. 10.0.0.2",
+                "db.h.ns.svc.cluster.local. 10.0.0.3"
+            ]
+        );
     }
 }

@@ -31,6 +31,8 @@ const NONE: u16 = u16::MAX;
 const POINTER_LIMIT: usize = 0x4000;
 /// Labels in a name at most (255 bytes, each label at least 2).
 const MAX_LABELS: usize = 128;
+/// Labels of a name kept on the stack while it is written.
+const INLINE_LABELS: usize = 16;
 
 #[derive(Debug, Clone, Copy)]
 struct Suffix {
@@ -125,7 +127,9 @@ impl Suffixes {
         };
         while c != NONE {
             let s = &self.list[usize::from(c)];
-            if label_at(out, s.at) == label {
+            let written = label_at(out, s.at);
+            // Most siblings differ in length or first byte: no call to compare the rest.
+            if written.len() == label.len() && written.first() == label.first() && written == label {
                 return Some(c);
             }
             c = s.next_sibling;
@@ -154,11 +158,11 @@ impl Suffixes {
         Some(index)
     }
 
-    /// The longest suffix of `name` already recorded: how many labels it has, and its entry.
-    fn longest(&self, out: &[u8], name: &Name) -> (usize, u16) {
+    /// The longest suffix of `labels` already recorded: how many labels it has, and its entry.
+    fn longest(&self, out: &[u8], labels: &[&[u8]]) -> (usize, u16) {
         let mut parent = NONE;
         let mut matched = 0;
-        for label in name.iter().rev() {
+        for label in labels.iter().rev() {
             match self.child(out, parent, label) {
                 Some(found) => {
                     parent = found;
@@ -174,20 +178,32 @@ impl Suffixes {
     /// then a pointer to it (`compress`), or every label (`!compress`). The new labels are
     /// recorded either way.
     pub(super) fn write_name(&mut self, out: &mut Vec<u8>, name: &Name, compress: bool) {
-        let labels = usize::from(name.num_labels());
-        let (matched, mut parent) = self.longest(out, name);
-        let own = labels - matched;
-        let mut starts = [0usize; MAX_LABELS];
-        let written = if compress && matched > 0 { own } else { labels };
-        for (i, label) in name.iter().take(written).enumerate() {
-            if let Some(s) = starts.get_mut(i) {
-                *s = out.len();
+        // The labels, once (hickory-proto's iterator is dear backwards); names of more labels
+        // than fit on the stack are rare and take a `Vec`.
+        let mut inline: [&[u8]; INLINE_LABELS] = [&[]; INLINE_LABELS];
+        let spilled: Vec<&[u8]>;
+        let labels: &[&[u8]] = if usize::from(name.num_labels()) <= INLINE_LABELS {
+            let mut n = 0;
+            for (slot, label) in inline.iter_mut().zip(name.iter()) {
+                *slot = label;
+                n += 1;
             }
+            &inline[..n]
+        } else {
+            spilled = name.iter().collect();
+            &spilled
+        };
+        let (matched, mut parent) = self.longest(out, labels);
+        let own = labels.len() - matched;
+        let pointer = compress && matched > 0;
+        let written = if pointer { own } else { labels.len() };
+        let first = out.len();
+        for label in &labels[..written] {
             // A label of a parsed `Name` is at most 63 bytes.
             out.push(u8::try_from(label.len()).unwrap_or(63));
             out.extend_from_slice(label);
         }
-        if compress && matched > 0 {
+        if pointer {
             // 0xC000 | offset: a compression pointer. Recorded offsets are below 0x4000.
             let at = self.list[usize::from(parent)].at;
             out.extend_from_slice(&(0xC000 | at).to_be_bytes());
@@ -195,8 +211,11 @@ impl Suffixes {
             out.push(0);
         }
         // The name's own labels, from the last: each one's parent is the suffix after it.
-        for &start in starts[..own.min(MAX_LABELS)].iter().rev() {
-            match self.add(start, parent) {
+        // Where each starts follows from the lengths of those before it.
+        let mut end = first + labels[..own].iter().map(|l| 1 + l.len()).sum::<usize>();
+        for label in labels[..own].iter().rev() {
+            end -= 1 + label.len();
+            match self.add(end, parent) {
                 Some(added) => parent = added,
                 None => break,
             }
