@@ -407,7 +407,7 @@ impl ClusterAnswerer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::cluster::model::{EndpointInfo, ServiceInfo, ServiceKind, SliceInfo};
 
@@ -415,7 +415,8 @@ mod tests {
         Name::from_ascii(s).unwrap()
     }
 
-    fn settings() -> AnswerSettings {
+    /// Settings for `cluster.local` and the reverse zones, TTL 5, everything else default.
+    pub(in crate::dns) fn settings() -> AnswerSettings {
         AnswerSettings {
             zones: vec![n("cluster.local."), n("in-addr.arpa."), n("ip6.arpa.")],
             reverse_zones: vec![n("in-addr.arpa."), n("ip6.arpa.")],

@@ -390,20 +390,10 @@ mod tests {
     #[test]
     fn srv_targets_differing_in_case_are_one_target() {
         use crate::cluster::ClusterZone;
-        let settings = AnswerSettings {
-            zones: vec![n("cluster.local.")],
-            reverse_zones: Vec::new(),
-            primary: n("cluster.local."),
-            ttl: 5,
-            pods: PodRecords::Disabled,
-            endpoint_pod_names: false,
-            noendpoints: false,
-            fallthrough: None,
-            ignore_empty_service: false,
-            namespaces: Vec::new(),
-            self_ips: Vec::new(),
-        };
-        let answerer = ClusterAnswerer::new(settings, Arc::new(ClusterZone::new()));
+        let answerer = ClusterAnswerer::new(
+            super::super::answer::tests::settings(),
+            Arc::new(ClusterZone::new()),
+        );
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         let candidates = |targets: &[(&str, &str)]| {
             targets
