@@ -29,8 +29,6 @@ const CAPACITY: usize = 128;
 const NONE: u16 = u16::MAX;
 /// A compression pointer holds a 14-bit offset.
 const POINTER_LIMIT: usize = 0x4000;
-/// Labels in a name at most (255 bytes, each label at least 2).
-const MAX_LABELS: usize = 128;
 /// Labels of a name kept on the stack while it is written.
 const INLINE_LABELS: usize = 16;
 
@@ -50,13 +48,18 @@ const EMPTY: Suffix = Suffix {
     next_sibling: NONE,
 };
 
-/// The compression table of one response (see the module comment). Lives on the stack of
-/// one encode.
+/// The compression table of one response (see the module comment).
 #[derive(Debug)]
 pub(super) struct Suffixes {
     list: [Suffix; CAPACITY],
     len: usize,
     root_first: u16,
+}
+
+thread_local! {
+    /// One table per thread, emptied for each response ([`Suffixes::with_empty`]): a new one
+    /// would be a kilobyte to clear each time.
+    static TABLE: std::cell::RefCell<Suffixes> = std::cell::RefCell::new(Suffixes::new());
 }
 
 impl Suffixes {
@@ -66,6 +69,18 @@ impl Suffixes {
             len: 0,
             root_first: NONE,
         }
+    }
+
+    /// Runs `f` with this thread's table, empty.
+    pub(super) fn with_empty<T>(f: impl FnOnce(&mut Self) -> T) -> T {
+        TABLE.with(|table| match table.try_borrow_mut() {
+            Ok(mut table) => {
+                table.truncate(0);
+                f(&mut table)
+            }
+            // Only if `f` encoded a response inside another: a table of its own.
+            Err(_) => f(&mut Self::new()),
+        })
     }
 
     /// Entries recorded so far: a mark to [`truncate`](Self::truncate) back to.
@@ -87,18 +102,19 @@ impl Suffixes {
     }
 
     /// Records the uncompressed name that starts at `at` in `out` (the question's name,
-    /// written as sent). A name that holds a pointer, or runs past `out`, is not recorded.
-    pub(super) fn record_written(&mut self, out: &[u8], at: usize) {
-        let mut starts = [0u16; MAX_LABELS];
+    /// written as sent), into an empty table. A name that holds a pointer, or runs past `out`,
+    /// is not recorded; of a name of more than [`INLINE_LABELS`] labels, the last ones are.
+    pub(super) fn record_question(&mut self, out: &[u8], at: usize) {
+        debug_assert_eq!(self.len, 0, "the question is the first name recorded");
+        // Where each label starts, the last ones kept when there are more.
+        let mut starts = [0usize; INLINE_LABELS];
         let mut n = 0;
         let mut pos = at;
         loop {
-            let Some(&len) = out.get(pos) else { return };
-            match len {
-                0 => break,
-                l if l & 0xC0 == 0 && n < MAX_LABELS => {
-                    let Ok(start) = u16::try_from(pos) else { return };
-                    starts[n] = start;
+            match out.get(pos) {
+                Some(0) => break,
+                Some(&l) if l & 0xC0 == 0 => {
+                    starts[n % INLINE_LABELS] = pos;
                     n += 1;
                     pos += 1 + usize::from(l);
                 }
@@ -106,17 +122,11 @@ impl Suffixes {
             }
         }
         let mut parent = NONE;
-        // Labels already in the table (another name of the same suffix) are looked up, not
-        // added again.
-        for &start in starts[..n].iter().rev() {
-            let label = label_at(out, start);
-            parent = match self.child(out, parent, label) {
-                Some(found) => found,
-                None => match self.add(usize::from(start), parent) {
-                    Some(added) => added,
-                    None => return,
-                },
-            };
+        for i in (n.saturating_sub(INLINE_LABELS)..n).rev() {
+            match self.add(starts[i % INLINE_LABELS], parent) {
+                Some(added) => parent = added,
+                None => return,
+            }
         }
     }
 
@@ -417,5 +427,46 @@ mod tests {
             assert!(got.name.eq_case(&r.name));
         }
         assert!(d.is_empty());
+    }
+
+    #[test]
+    fn the_question_is_recorded_up_to_its_last_labels() {
+        // 20 labels: the last 16 are recorded, so a name under those 16 points into it.
+        let long = n("a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.");
+        let mut out = vec![0u8; 12];
+        let mut t = Suffixes::new();
+        t.write_name(&mut out, &long, false);
+        let mut fresh = Suffixes::new();
+        fresh.record_question(&out, 12);
+        assert_eq!(fresh.len(), INLINE_LABELS);
+        let at = out.len();
+        fresh.write_name(&mut out, &n("x.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t."), true);
+        assert_eq!(&out[at..at + 2], &[1, b'x']);
+        assert!(read_at(&out, at).eq_case(&n("x.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.")));
+        assert_eq!(out.len() - at, 4);
+        // A question that holds a pointer is not recorded.
+        let mut ptr = vec![0u8; 12];
+        ptr.extend_from_slice(&[1, b'a', 0xC0, 12]);
+        let mut none = Suffixes::new();
+        none.record_question(&ptr, 12);
+        assert_eq!(none.len(), 0);
+    }
+
+    #[test]
+    fn the_thread_table_starts_empty_each_time() {
+        let first = Suffixes::with_empty(|t| {
+            let mut out = vec![0u8; 12];
+            t.write_name(&mut out, &n("web.ns.svc.cluster.local."), true);
+            t.len()
+        });
+        assert_eq!(first, 5);
+        assert_eq!(Suffixes::with_empty(|t| t.len()), 0);
+        // Nested use gets a table of its own.
+        Suffixes::with_empty(|outer| {
+            let mut out = vec![0u8; 12];
+            outer.write_name(&mut out, &n("a.example."), true);
+            assert_eq!(Suffixes::with_empty(|inner| inner.len()), 0);
+            assert_eq!(outer.len(), 2);
+        });
     }
 }

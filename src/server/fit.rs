@@ -10,7 +10,7 @@
 //! records that fitted.
 
 use hickory_proto::ProtoError;
-use hickory_proto::op::{Edns, Header, HeaderCounts, Metadata};
+use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata};
 use hickory_proto::rr::Record;
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 
@@ -93,10 +93,20 @@ pub fn encode(parts: &Parts<'_>, limit: u16, out: &mut Vec<u8>) -> Result<Header
     if out.len() > limit {
         return Err(ProtoError::MaxBufferSizeExceeded(limit));
     }
+    Suffixes::with_empty(|names| encode_records(parts, limit, records_max, names, out))
+}
+
+/// [`encode`] after the question: the records, the OPT and the header.
+fn encode_records(
+    parts: &Parts<'_>,
+    limit: usize,
+    records_max: usize,
+    names: &mut Suffixes,
+    out: &mut Vec<u8>,
+) -> Result<Header, ProtoError> {
     // Records owned by the question's name (or under it) point at it.
-    let mut names = Suffixes::new();
     if parts.query_count > 0 {
-        names.record_written(out, QNAME_AT);
+        names.record_question(out, QNAME_AT);
     }
     let mut counts = HeaderCounts {
         queries: count(parts.query_count)?,
@@ -109,24 +119,23 @@ pub fn encode(parts: &Parts<'_>, limit: u16, out: &mut Vec<u8>) -> Result<Header
         // Not even room for the OPT after the question: no records, TC.
         truncated = true;
     } else {
-        match emit_section(out, &mut names, parts.answers, records_max)? {
+        match emit_section(out, names, parts.answers, records_max)? {
             Section::Cut(n) => {
                 counts.answers = n;
                 truncated = true;
             }
             Section::All(n) => {
                 counts.answers = n;
-                match emit_section(out, &mut names, parts.authority, records_max)? {
+                match emit_section(out, names, parts.authority, records_max)? {
                     Section::Cut(n) => {
                         counts.authorities = n;
                         truncated = true;
                     }
                     Section::All(n) => {
                         counts.authorities = n;
-                        counts.additionals =
-                            match emit_section(out, &mut names, parts.additional, records_max)? {
-                                Section::All(n) | Section::Cut(n) => n,
-                            };
+                        counts.additionals = match emit_section(out, names, parts.additional, records_max)? {
+                            Section::All(n) | Section::Cut(n) => n,
+                        };
                     }
                 }
             }
@@ -149,8 +158,38 @@ pub fn encode(parts: &Parts<'_>, limit: u16, out: &mut Vec<u8>) -> Result<Header
     let mut metadata = parts.meta;
     metadata.truncation = metadata.truncation || truncated;
     let header = Header { metadata, counts };
-    header.emit(&mut BinEncoder::new(out))?;
+    write_header(&header, out);
     Ok(header)
+}
+
+/// Writes `header` over the first 12 bytes of `out` (RFC 1035 §4.1.1; the Z bit is 0).
+fn write_header(header: &Header, out: &mut [u8]) {
+    let m = &header.metadata;
+    let bit = |set: bool, mask: u8| if set { mask } else { 0 };
+    let flags = [
+        bit(m.message_type == MessageType::Response, 0x80)
+            | (u8::from(m.op_code) << 3)
+            | bit(m.authoritative, 0x04)
+            | bit(m.truncation, 0x02)
+            | bit(m.recursion_desired, 0x01),
+        bit(m.recursion_available, 0x80)
+            | bit(m.authentic_data, 0x20)
+            | bit(m.checking_disabled, 0x10)
+            | m.response_code.low(),
+    ];
+    let c = &header.counts;
+    let mut bytes = [0u8; HEADER_LEN];
+    bytes[0..2].copy_from_slice(&m.id.to_be_bytes());
+    bytes[2..4].copy_from_slice(&flags);
+    for (i, n) in [c.queries, c.answers, c.authorities, c.additionals]
+        .into_iter()
+        .enumerate()
+    {
+        bytes[4 + 2 * i..6 + 2 * i].copy_from_slice(&n.to_be_bytes());
+    }
+    if let Some(head) = out.get_mut(..HEADER_LEN) {
+        head.copy_from_slice(&bytes);
+    }
 }
 
 #[cfg(test)]
@@ -347,5 +386,43 @@ mod tests {
         encode(&parts, 512, &mut out).unwrap();
         let m = Message::from_bytes(&out).unwrap();
         assert!(m.answers[0].name.eq_case(&other));
+    }
+
+    #[test]
+    fn the_header_is_written_as_hickory_proto_writes_it() {
+        use hickory_proto::op::{OpCode, ResponseCode};
+        for i in 0u16..512 {
+            let mut m = Metadata::new(0xBEEF ^ i, MessageType::Query, OpCode::Query);
+            let on = |b: u16| i & (1 << b) != 0;
+            if on(0) {
+                m.message_type = MessageType::Response;
+            }
+            m.op_code = if on(1) { OpCode::Update } else { OpCode::Notify };
+            m.authoritative = on(2);
+            m.truncation = on(3);
+            m.recursion_desired = on(4);
+            m.recursion_available = on(5);
+            m.authentic_data = on(6);
+            m.checking_disabled = on(7);
+            m.response_code = if on(8) {
+                ResponseCode::NXDomain
+            } else {
+                ResponseCode::BADVERS
+            };
+            let header = Header {
+                metadata: m,
+                counts: HeaderCounts {
+                    queries: 1,
+                    answers: i,
+                    authorities: 0x0102,
+                    additionals: 0xFFFF - i,
+                },
+            };
+            let mut ours = vec![0u8; 12];
+            write_header(&header, &mut ours);
+            let mut theirs = Vec::new();
+            header.emit(&mut BinEncoder::new(&mut theirs)).unwrap();
+            assert_eq!(ours, theirs, "{header:?}");
+        }
     }
 }

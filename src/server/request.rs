@@ -26,12 +26,13 @@ pub(super) fn parse_body<'a>(
 ) -> Result<Parsed<'a>, DecodeError> {
     let Header { mut metadata, counts } = header;
     let start = decoder.index();
-    let mut queries = Vec::with_capacity(1);
+    // The first question is kept; the others are read (to check them) and dropped.
+    let mut first = None;
     for _ in 0..counts.queries {
-        queries.push(Query::read(decoder)?);
+        let q = Query::read(decoder)?;
+        first.get_or_insert(q);
     }
-    let question = echoable(decoder.slice_from(start)?, &queries)?;
-    let first = queries.into_iter().next();
+    let question = echoable(decoder, start, usize::from(counts.queries))?;
     let op = metadata.op_code;
     Message::read_records(decoder, usize::from(counts.answers), false, op)?;
     Message::read_records(decoder, usize::from(counts.authorities), false, op)?;
@@ -48,19 +49,23 @@ pub(super) fn parse_body<'a>(
     })
 }
 
-/// The question section to send back for `raw`, the request's (holding `queries`): the bytes as
-/// sent, or when a name in it uses a compression pointer, the questions written again without
-/// one. A pointer is legal in a request, but it points at the request's bytes: copied into the
-/// reply it would point at other bytes there (into the header, say), and the reply would not
-/// parse.
-fn echoable<'a>(raw: &'a [u8], queries: &[Query]) -> Result<Cow<'a, [u8]>, DecodeError> {
-    if !has_pointer(raw, queries.len()) {
+/// The question section to send back for `raw`, the request's (`count` questions, read
+/// already from `message`): the bytes as sent, or when a name in it uses a compression
+/// pointer, the questions written again without one. A pointer is legal in a request, but it
+/// points at the request's bytes: copied into the reply it would point at other bytes there
+/// (into the header, say), and the reply would not parse.
+fn echoable<'a>(message: &BinDecoder<'a>, start: usize, count: usize) -> Result<Cow<'a, [u8]>, DecodeError> {
+    let raw = message.slice_from(start)?;
+    if !has_pointer(raw, count) {
         return Ok(Cow::Borrowed(raw));
     }
+    // Rare: read the questions again (their pointers lead into the whole message).
+    let mut again = message.clone(u16::try_from(start).map_err(|_| DecodeError::InsufficientBytes)?);
     let mut out = Vec::with_capacity(raw.len() + 32);
     let mut encoder = BinEncoder::new(&mut out);
     encoder.set_name_encoding(NameEncoding::Uncompressed);
-    for q in queries {
+    for _ in 0..count {
+        let q = Query::read(&mut again)?;
         q.emit(&mut encoder).map_err(|_| DecodeError::InsufficientBytes)?;
     }
     Ok(Cow::Owned(out))
