@@ -113,6 +113,25 @@ fn bench(name: &str, mode: Mode, filter: Option<&str>, f: &mut dyn FnMut()) {
     );
 }
 
+/// A namespace `bench` holding the headless service `wide` with `n` ready endpoints (port http
+/// 8080/TCP, no hostnames), as `bench/gen.py` writes the srv mix's headless services.
+fn wide_headless_yaml(n: u8) -> String {
+    let mut y = String::from(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: bench\n---\n\
+         apiVersion: v1\nkind: Service\nmetadata:\n  name: wide\n  namespace: bench\n\
+         spec:\n  clusterIP: None\n  ports:\n  - {name: http, port: 8080, protocol: TCP}\n---\n\
+         apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: wide-abcde\n\
+         \x20 namespace: bench\n  labels:\n    kubernetes.io/service-name: wide\n\
+         addressType: IPv4\nports:\n- {name: http, port: 8080, protocol: TCP}\nendpoints:\n",
+    );
+    for i in 0..n {
+        y.push_str(&format!(
+            "- addresses: [10.244.7.{i}]\n  conditions: {{ready: true}}\n"
+        ));
+    }
+    y
+}
+
 /// Checks the handler's reply to `q` once, so a case measures the answer it claims to.
 fn check(h: &DnsHandler, src: SocketAddr, q: &[u8], rcode: ResponseCode, min_answers: usize) {
     let reply = h.answer_wire(q, src, Transport::Udp).expect("a reply");
@@ -147,6 +166,15 @@ fn main() {
     )
     .expect("fixture handler");
     let memoized = cluster_dns::testing::fixture_handler().expect("fixture handler");
+    // The srv mix's large answer (bench/gen.py): a headless service of 20 ready endpoints
+    // without hostnames, asked without EDNS: 7 SRV records fit in 512 bytes (targets are not
+    // compressed, RFC 2782), the rest is built and cut (TC).
+    let (wide, _) = cluster_dns::testing::handler_with_zone(
+        cluster_dns::testing::KUBEADM_BLOCK,
+        &wide_headless_yaml(20),
+        false,
+    )
+    .expect("wide headless handler");
     let src: SocketAddr = "127.0.0.1:5353".parse().expect("addr");
 
     let clusterip = query_bytes("svc1.testns.svc.cluster.local.", RecordType::A);
@@ -187,6 +215,11 @@ fn main() {
             0,
         ),
     ];
+    let wide_srv = query_bytes("_http._tcp.wide.bench.svc.cluster.local.", RecordType::SRV);
+    check(&wide, src, &wide_srv, ResponseCode::NoError, 7);
+    bench("answer SRV headless 20", mode, filter, &mut || {
+        black_box(wide.answer_wire(black_box(&wide_srv), src, Transport::Udp));
+    });
     for (name, q, rcode, answers) in &cases {
         check(&handler, src, q, *rcode, *answers);
         bench(name, mode, filter, &mut || {

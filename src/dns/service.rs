@@ -2,7 +2,7 @@
 //! headless), ExternalName CNAMEs and their in-zone chase, endpoint hostnames, and SRV for its
 //! ports.
 
-use std::collections::BTreeSet;
+use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -238,8 +238,8 @@ impl ClusterAnswerer {
         // the same service (headless), so targets differ in their first label at most: they
         // are told apart by it, ignoring case as names are, without comparing whole names.
         // The keys borrow the targets, which move into the records once all are decided.
-        let mut seen_srv = BTreeSet::new();
-        let mut seen_glue = BTreeSet::new();
+        let mut seen_srv = HashSet::with_capacity(candidates.len());
+        let mut seen_glue = HashSet::with_capacity(candidates.len());
         let keep: Vec<(bool, bool)> = candidates
             .iter()
             .map(|c| {
@@ -342,24 +342,9 @@ impl ClusterAnswerer {
     }
 }
 
-/// A label ordered as DNS compares labels: ASCII case ignored.
+/// A label compared as DNS compares labels: ASCII case ignored.
 #[derive(Debug, Clone, Copy)]
 struct Folded<'a>(&'a [u8]);
-
-impl Ord for Folded<'_> {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0
-            .iter()
-            .map(u8::to_ascii_lowercase)
-            .cmp(other.0.iter().map(u8::to_ascii_lowercase))
-    }
-}
-
-impl PartialOrd for Folded<'_> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
 
 impl PartialEq for Folded<'_> {
     fn eq(&self, other: &Self) -> bool {
@@ -368,6 +353,21 @@ impl PartialEq for Folded<'_> {
 }
 
 impl Eq for Folded<'_> {}
+
+impl std::hash::Hash for Folded<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // Lower-cased on the stack, hashed in one write (a label is at most 63 bytes; a
+        // longer slice is hashed in chunks, which is as consistent).
+        for chunk in self.0.chunks(63) {
+            let mut folded = [0u8; 63];
+            for (f, b) in folded.iter_mut().zip(chunk) {
+                *f = b.to_ascii_lowercase();
+            }
+            state.write(&folded[..chunk.len()]);
+        }
+        state.write_u8(0xFF);
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -378,13 +378,21 @@ mod tests {
     }
 
     #[test]
-    fn folded_labels_compare_as_dns_labels_do() {
-        use std::cmp::Ordering;
-        assert_eq!(Folded(b"Web-0"), Folded(b"web-0"));
-        assert_eq!(Folded(b"WEB").cmp(&Folded(b"web")), Ordering::Equal);
-        assert_eq!(Folded(b"a").cmp(&Folded(b"B")), Ordering::Less);
-        assert_eq!(Folded(b"ab").cmp(&Folded(b"a")), Ordering::Greater);
+    fn folded_labels_compare_and_hash_as_dns_labels_do() {
+        use std::hash::BuildHasher;
+        let hasher = std::collections::hash_map::RandomState::new();
+        let same = [(&b"Web-0"[..], &b"web-0"[..]), (b"WEB", b"web"), (b"", b"")];
+        for (a, b) in same {
+            assert_eq!(Folded(a), Folded(b));
+            assert_eq!(hasher.hash_one(Folded(a)), hasher.hash_one(Folded(b)));
+        }
         assert_ne!(Folded(b"web-0"), Folded(b"web-1"));
+        assert_ne!(Folded(b"web"), Folded(b"web-"));
+        let long = [b'A'; 100];
+        assert_eq!(
+            hasher.hash_one(Folded(&long)),
+            hasher.hash_one(Folded(&[b'a'; 100]))
+        );
     }
 
     #[test]
