@@ -238,19 +238,7 @@ impl ClusterAnswerer {
         // the same service (headless), so targets differ in their first label at most: they
         // are told apart by it, ignoring case as names are, without comparing whole names.
         // The keys borrow the targets, which move into the records once all are decided.
-        let mut seen_srv = HashSet::with_capacity(candidates.len());
-        let mut seen_glue = HashSet::with_capacity(candidates.len());
-        let keep: Vec<(bool, bool)> = candidates
-            .iter()
-            .map(|c| {
-                let first = Folded(c.target.iter().next().unwrap_or_default());
-                (
-                    seen_srv.insert((first, c.port)),
-                    seen_glue.insert((first, c.glue)),
-                )
-            })
-            .collect();
-        drop((seen_srv, seen_glue));
+        let keep = first_of_each(&candidates);
         for (c, (srv, glue)) in candidates.into_iter().zip(keep) {
             let SrvCandidate {
                 target,
@@ -342,6 +330,42 @@ impl ClusterAnswerer {
     }
 }
 
+/// For each SRV candidate: is it the first with its (target, port), and the first with its
+/// (target, address)? Targets are told apart by their first label (see [`ClusterAnswerer::srv`]).
+/// A few candidates (a ClusterIP service's ports) are compared pairwise; more (a headless
+/// service's endpoints) through hash sets.
+fn first_of_each(candidates: &[SrvCandidate]) -> Vec<(bool, bool)> {
+    fn first(c: &SrvCandidate) -> Folded<'_> {
+        Folded(c.target.iter().next().unwrap_or_default())
+    }
+    if candidates.len() <= 4 {
+        return candidates
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let (label, before) = (first(c), &candidates[..i]);
+                (
+                    !before.iter().any(|b| b.port == c.port && first(b) == label),
+                    !before.iter().any(|b| b.glue == c.glue && first(b) == label),
+                )
+            })
+            .collect();
+    }
+    let hasher = foldhash::fast::RandomState::default;
+    let mut seen_srv = HashSet::with_capacity_and_hasher(candidates.len(), hasher());
+    let mut seen_glue = HashSet::with_capacity_and_hasher(candidates.len(), hasher());
+    candidates
+        .iter()
+        .map(|c| {
+            let label = first(c);
+            (
+                seen_srv.insert((label, c.port)),
+                seen_glue.insert((label, c.glue)),
+            )
+        })
+        .collect()
+}
+
 /// A label compared as DNS compares labels: ASCII case ignored.
 #[derive(Debug, Clone, Copy)]
 struct Folded<'a>(&'a [u8]);
@@ -414,36 +438,54 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let owner = n("_http._tcp.h.ns.svc.cluster.local.");
-        let res = answerer.srv(
-            &owner,
-            candidates(&[
-                ("web.h.ns.svc.cluster.local.", "10.0.0.1"),
-                ("WEB.h.ns.svc.cluster.local.", "10.0.0.1"),
-                ("web.h.ns.svc.cluster.local.", "10.0.0.2"),
-                ("db.h.ns.svc.cluster.local.", "10.0.0.3"),
-            ]),
-        );
-        // Weight from the four candidates; two targets; glue per (target, address).
-        let srv: Vec<String> = res.answers.iter().map(|r| r.data.to_string()).collect();
-        assert_eq!(
-            srv,
-            [
-                "0 25 80 web.h.ns.svc.cluster.local.",
-                "0 25 80 db.h.ns.svc.cluster.local."
-            ]
-        );
-        let glue: Vec<String> = res
-            .additional
-            .iter()
-            .map(|r| format!("{} {}", r.name, r.data))
-            .collect();
-        assert_eq!(
-            glue,
-            [
+        let case = [
+            ("web.h.ns.svc.cluster.local.", "10.0.0.1"),
+            ("WEB.h.ns.svc.cluster.local.", "10.0.0.1"),
+            ("web.h.ns.svc.cluster.local.", "10.0.0.2"),
+            ("db.h.ns.svc.cluster.local.", "10.0.0.3"),
+        ];
+        // Four candidates are compared pairwise, more through hash sets: the same answer,
+        // with the extra distinct targets after it.
+        let extra = [
+            ("e1.h.ns.svc.cluster.local.", "10.0.0.4"),
+            ("e2.h.ns.svc.cluster.local.", "10.0.0.5"),
+            ("E1.h.ns.svc.cluster.local.", "10.0.0.4"),
+            ("e2.h.ns.svc.cluster.local.", "10.0.0.6"),
+        ];
+        for with_extra in [false, true] {
+            let mut list = case.to_vec();
+            if with_extra {
+                list.extend(extra);
+            }
+            let res = answerer.srv(&owner, candidates(&list));
+            // Weight from all candidates; targets once; glue per (target, address).
+            let w = 100 / list.len();
+            let mut srv = vec![
+                format!("0 {w} 80 web.h.ns.svc.cluster.local."),
+                format!("0 {w} 80 db.h.ns.svc.cluster.local."),
+            ];
+            let mut glue = vec![
                 "web.h.ns.svc.cluster.local. 10.0.0.1",
                 "web.h.ns.svc.cluster.local. 10.0.0.2",
-                "db.h.ns.svc.cluster.local. 10.0.0.3"
-            ]
-        );
+                "db.h.ns.svc.cluster.local. 10.0.0.3",
+            ];
+            if with_extra {
+                srv.push(format!("0 {w} 80 e1.h.ns.svc.cluster.local."));
+                srv.push(format!("0 {w} 80 e2.h.ns.svc.cluster.local."));
+                glue.extend([
+                    "e1.h.ns.svc.cluster.local. 10.0.0.4",
+                    "e2.h.ns.svc.cluster.local. 10.0.0.5",
+                    "e2.h.ns.svc.cluster.local. 10.0.0.6",
+                ]);
+            }
+            let got: Vec<String> = res.answers.iter().map(|r| r.data.to_string()).collect();
+            assert_eq!(got, srv);
+            let got: Vec<String> = res
+                .additional
+                .iter()
+                .map(|r| format!("{} {}", r.name, r.data))
+                .collect();
+            assert_eq!(got, glue);
+        }
     }
 }
