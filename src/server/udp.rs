@@ -6,14 +6,16 @@
 //!
 //! hickory-server's UDP server spawns a task and sends through a channel per datagram; that cost
 //! more than deciding the answer (see BENCHMARKS.md). Here a question the chain answers without
-//! I/O (cluster names, cache hits) costs no task and no allocation in this module. A question
-//! that has to wait for an upstream (`forward`) is polled once and, if not ready, handed to the
-//! tokio runtime as a task that sends its reply when it has it, so the worker never waits on I/O.
+//! I/O (cluster names, cache hits) costs no task and no allocation in this module. In a block
+//! whose chain may wait for an upstream (`forward`, `autopath`), a question the memo does not
+//! hold becomes a future that owns its request, polled once: ready, its reply joins the batch;
+//! not ready, it is handed to the tokio runtime as a task that sends its reply alone when it
+//! has it, so the worker never waits on I/O.
 
-use std::future::Future as _;
+use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
@@ -256,47 +258,66 @@ impl Worker {
                 Some(reply) => reply,
                 // Not ready after all (nothing was sent upstream): answer it as a task.
                 None => {
-                    self.runtime.spawn(owned_answer(
-                        self.handler.clone(),
-                        self.sock.clone(),
-                        req.to_vec(),
-                        src,
-                        started,
-                    ));
+                    let task = owned_answer(self.handler.clone(), req.to_vec(), src, started, Vec::new());
+                    self.spawn_sending(Box::pin(task), src);
                     false
                 }
             };
         }
+        // The chain may await I/O: the answer runs as a future that owns what it needs, polled
+        // here once. Ready (a cluster name, a cache hit, a walk of those), its reply joins the
+        // batch like any other, written into this slot's buffer, which the future borrowed.
+        let out = std::mem::take(&mut self.outs[i]);
         let mut task = Box::pin(owned_answer(
             self.handler.clone(),
-            self.sock.clone(),
             req.to_vec(),
             src,
             started,
+            out,
         ));
-        if task.as_mut().poll(&mut cx).is_pending() {
-            self.runtime.spawn(task);
+        match task.as_mut().poll(&mut cx) {
+            Poll::Ready((out, reply)) => {
+                self.outs[i] = out;
+                reply
+            }
+            Poll::Pending => {
+                // It waits on an upstream: a task finishes it and sends its reply alone.
+                self.outs[i] = Vec::with_capacity(usize::from(super::MAX_UDP_PAYLOAD));
+                self.spawn_sending(task, src);
+                false
+            }
         }
-        false
+    }
+
+    /// Runs `task` on the runtime and sends its reply, if any, to `src` when it is done.
+    fn spawn_sending(&self, task: Pin<Box<OwnedAnswer>>, src: SocketAddr) {
+        let sock = self.sock.clone();
+        self.runtime.spawn(async move {
+            let (out, reply) = task.await;
+            if reply {
+                send(&sock, &out, src);
+            }
+        });
     }
 }
 
-/// Answers `req` and sends the reply from `sock`; owns everything, so it can run as a task.
+/// [`owned_answer`]'s future.
+type OwnedAnswer = dyn Future<Output = (Vec<u8>, bool)> + Send;
+
+/// Answers `req` into `out` (cleared first); owns everything, so it can run as a task. Gives
+/// the buffer back, and whether it holds a reply to send.
 async fn owned_answer(
     handler: DnsHandler,
-    sock: Arc<UdpSocket>,
     req: Vec<u8>,
     src: SocketAddr,
     started: std::time::Instant,
-) {
-    let mut out = Vec::new();
-    if handler
+    mut out: Vec<u8>,
+) -> (Vec<u8>, bool) {
+    let reply = handler
         .answer_in_full(&req, src, Transport::Udp, &mut out, started)
         .await
-        .is_some()
-    {
-        send(&sock, &out, src);
-    }
+        .is_some();
+    (out, reply)
 }
 
 fn send(sock: &UdpSocket, bytes: &[u8], dst: SocketAddr) {
