@@ -128,21 +128,26 @@ impl Plugin for AutoPath {
             if q.qclass != DNSClass::IN || !self.in_zones(&q.name) {
                 return next.serve(q).await;
             }
-            let walk = self.search_path(q).and_then(|path| {
-                let (first, later) = path.split_first()?;
-                let depth = usize::from(q.name.num_labels()).checked_sub(usize::from(first.num_labels()))?;
-                if depth == 0 || !first.zone_of(&q.name) {
-                    return None;
-                }
-                let base = Name::from_labels(q.name.iter().take(depth)).ok()?;
-                Some(tries(&base, later))
-            });
             let reply = next.serve(q).await;
             if reply.rcode() != ResponseCode::NXDomain {
                 return reply;
             }
             // An NXDOMAIN here is what a pod client's walk would have changed.
             next.forbid_replay();
+            let walk = self.search_path(q).and_then(|path| {
+                let (first, later) = path.split_first()?;
+                let depth = usize::from(q.name.num_labels()).checked_sub(usize::from(first.num_labels()))?;
+                if depth == 0 || !first.zone_of(&q.name) {
+                    return None;
+                }
+                // The labels before the first search domain, one by one (`Name::from_labels`
+                // collects three vectors first).
+                let mut base = Name::new();
+                for label in q.name.iter().take(depth) {
+                    base = base.append_label(label).ok()?;
+                }
+                Some(tries(&base, later))
+            });
             let Some(walk) = walk else { return reply };
             for name in walk {
                 let tried = q.for_name(name);

@@ -19,8 +19,14 @@ use crate::proto::{ChangeCounter, Question, Reply};
 #[derive(Debug, Clone)]
 pub struct Kubernetes {
     answerer: ClusterAnswerer,
-    /// With `pods verified`: the cluster domain its clients' search paths are made under.
-    search_domain: Option<Name>,
+    /// With `pods verified`: the cluster domain its clients' search paths are made under,
+    /// and `svc.<domain>` under it (built once: every autopath walk starts from them).
+    search_domain: Option<(Name, Name)>,
+}
+
+/// `svc.<domain>`.
+fn svc_under(domain: &Name) -> Option<Name> {
+    Name::new().append_label("svc").ok()?.append_domain(domain).ok()
 }
 
 fn zone_name(zone: &str) -> Option<Name> {
@@ -43,7 +49,11 @@ impl Kubernetes {
             .find(|z| !is_reverse_zone(z))
             .and_then(|z| zone_name(z))
             .unwrap_or_else(Name::root);
-        let search_domain = (config.pods == PodMode::Verified).then(|| primary.clone());
+        let search_domain = if config.pods == PodMode::Verified {
+            svc_under(&primary).map(|svc| (primary.clone(), svc))
+        } else {
+            None
+        };
         let settings = AnswerSettings {
             zones,
             reverse_zones,
@@ -122,10 +132,13 @@ impl Plugin for Kubernetes {
 /// `svc.<zone>`, `<zone>`. Known for clients whose address the pod index gives one namespace.
 impl SearchPaths for Kubernetes {
     fn search_path(&self, client: IpAddr) -> Option<Vec<Name>> {
-        let domain = self.search_domain.as_ref()?;
+        let (domain, svc) = self.search_domain.as_ref()?;
         let namespace = self.zone().pod_namespace(client)?;
-        let svc = Name::from_ascii("svc").ok()?.append_domain(domain).ok()?;
-        let ns = Name::from_ascii(&*namespace).ok()?.append_domain(&svc).ok()?;
-        Some(vec![ns, svc, domain.clone()])
+        let ns = Name::new()
+            .append_label(namespace.as_bytes())
+            .ok()?
+            .append_domain(svc)
+            .ok()?;
+        Some(vec![ns, svc.clone(), domain.clone()])
     }
 }
