@@ -68,8 +68,29 @@ else
 fi
 "$BIN" --version >/dev/null
 
-free_port() { python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-UP=$(free_port); CD=$(free_port); UB=$(free_port); DM=$(free_port); MEM=$(free_port)
+# N distinct ports free for both UDP and TCP on 127.0.0.1 (the servers bind both), all held
+# until all are chosen: separate picks could return one port twice, and a UDP-only check could
+# pick a port a TCP connection holds.
+free_ports() {
+    python3 - "$1" <<'PY'
+import socket, sys
+held, ports = [], []
+while len(ports) < int(sys.argv[1]):
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.bind(("127.0.0.1", 0))
+    port = u.getsockname()[1]
+    t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        t.bind(("127.0.0.1", port))
+    except OSError:
+        u.close(); t.close()
+        continue
+    held += [u, t]
+    ports.append(port)
+print(" ".join(map(str, ports)))
+PY
+}
+read -r UP CD UB DM MEM <<<"$(free_ports 5)"
 
 # ------------------------------------------------------------------ data
 python3 - "$DIR" <<'PY'
