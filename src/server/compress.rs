@@ -121,9 +121,16 @@ impl Suffixes {
                 _ => return,
             }
         }
-        let mut parent = NONE;
-        for i in (n.saturating_sub(INLINE_LABELS)..n).rev() {
-            match self.add(starts[i % INLINE_LABELS], parent) {
+        let last_first = (n.saturating_sub(INLINE_LABELS)..n).rev();
+        self.add_labels(NONE, last_first.map(|i| starts[i % INLINE_LABELS]));
+    }
+
+    /// Records labels written at `starts` (given from the name's last label to its first)
+    /// under `parent`: each label's parent is the one after it. Stops at the first that
+    /// cannot be recorded, since the labels before it would have no parent.
+    fn add_labels(&mut self, mut parent: u16, starts: impl Iterator<Item = usize>) {
+        for start in starts {
+            match self.add(start, parent) {
                 Some(added) => parent = added,
                 None => return,
             }
@@ -203,7 +210,7 @@ impl Suffixes {
             spilled = name.iter().collect();
             &spilled
         };
-        let (matched, mut parent) = self.longest(out, labels);
+        let (matched, parent) = self.longest(out, labels);
         let own = labels.len() - matched;
         let pointer = compress && matched > 0;
         let written = if pointer { own } else { labels.len() };
@@ -220,16 +227,14 @@ impl Suffixes {
         } else {
             out.push(0);
         }
-        // The name's own labels, from the last: each one's parent is the suffix after it.
-        // Where each starts follows from the lengths of those before it.
-        let mut end = first + labels[..own].iter().map(|l| 1 + l.len()).sum::<usize>();
-        for label in labels[..own].iter().rev() {
-            end -= 1 + label.len();
-            match self.add(end, parent) {
-                Some(added) => parent = added,
-                None => break,
-            }
-        }
+        // The name's own labels, from the last; where each starts follows from the lengths of
+        // those before it.
+        let end = first + labels[..own].iter().map(|l| 1 + l.len()).sum::<usize>();
+        let last_first = labels[..own].iter().rev().scan(end, |end, label| {
+            *end -= 1 + label.len();
+            Some(*end)
+        });
+        self.add_labels(parent, last_first);
     }
 
     /// Writes `r` at the end of `out`: owner, type, class, TTL, length and data.

@@ -12,7 +12,6 @@
 use hickory_proto::ProtoError;
 use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata};
 use hickory_proto::rr::Record;
-use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 
 use super::compress::Suffixes;
 
@@ -64,10 +63,10 @@ fn emit_section(
     Ok(Section::All(count(records.len())?))
 }
 
-/// Offset of the question's name: right after the header.
-const QNAME_AT: usize = 12;
 /// Length of the header.
 const HEADER_LEN: usize = 12;
+/// Offset of the question's name: right after the header.
+const QNAME_AT: usize = HEADER_LEN;
 
 fn count(n: usize) -> Result<u16, ProtoError> {
     u16::try_from(n).map_err(|_| ProtoError::Message("too many records for the header count"))
@@ -145,14 +144,9 @@ fn encode_records(
         // The extended rcode's high bits travel in the OPT.
         let mut edns = edns.clone();
         edns.set_rcode_high(parts.meta.response_code.high());
-        let start = out.len();
-        let at = u32::try_from(start).map_err(|_| ProtoError::Message("response too long"))?;
-        Record::from(&edns).emit(&mut BinEncoder::with_offset(out, at))?;
-        if out.len() > limit {
-            out.truncate(start);
-            truncated = true;
-        } else {
-            counts.additionals += 1;
+        match emit_section(out, names, std::slice::from_ref(&Record::from(&edns)), limit)? {
+            Section::All(n) => counts.additionals += n,
+            Section::Cut(_) => truncated = true,
         }
     }
     let mut metadata = parts.meta;
@@ -198,7 +192,7 @@ mod tests {
     use hickory_proto::op::{Message, MessageType, OpCode};
     use hickory_proto::rr::rdata::A;
     use hickory_proto::rr::{Name, RData};
-    use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
+    use hickory_proto::serialize::binary::{BinDecodable, BinEncodable, BinEncoder};
     use std::net::Ipv4Addr;
 
     fn many(n: u8) -> Vec<Record> {
