@@ -123,7 +123,7 @@ pub(super) const INLINE_LABELS: usize = 16;
 
 /// A name made of `labels` followed by `suffix`. The labels come from Kubernetes objects, which
 /// are valid DNS labels; a label that isn't gives `None` and is left out of the answer.
-pub(super) fn name_under(labels: &[&str], suffix: &Name) -> Option<Name> {
+pub fn name_under(labels: &[&str], suffix: &Name) -> Option<Name> {
     // Label by label: `Name::from_labels` collects into three vectors first.
     let mut name = Name::new();
     for label in labels {

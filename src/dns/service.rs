@@ -246,13 +246,10 @@ impl ClusterAnswerer {
                 glue: ip,
             } = c;
             match (srv, glue) {
-                (true, true) => {
-                    res.additional.push(address_record(&target, ttl, ip));
-                    let srv = SRV::new(0, weight, port, target);
-                    res.answers
-                        .push(Record::from_rdata(owner.clone(), ttl, RData::SRV(srv)));
-                }
-                (true, false) => {
+                (true, glue) => {
+                    if glue {
+                        res.additional.push(address_record(&target, ttl, ip));
+                    }
                     let srv = SRV::new(0, weight, port, target);
                     res.answers
                         .push(Record::from_rdata(owner.clone(), ttl, RData::SRV(srv)));

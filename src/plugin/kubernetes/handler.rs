@@ -12,6 +12,7 @@ use super::setup::{KubernetesConfig, PodMode};
 use crate::chain::{Next, Plugin, Replay, ReplyFuture, Scope, SearchPaths};
 use crate::cluster::ClusterZone;
 use crate::corefile::is_reverse_zone;
+use crate::dns::answer::name_under;
 use crate::dns::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
 use crate::proto::{ChangeCounter, Question, Reply};
 
@@ -22,11 +23,6 @@ pub struct Kubernetes {
     /// With `pods verified`: the cluster domain its clients' search paths are made under,
     /// and `svc.<domain>` under it (built once: every autopath walk starts from them).
     search_domain: Option<(Name, Name)>,
-}
-
-/// `svc.<domain>`.
-fn svc_under(domain: &Name) -> Option<Name> {
-    Name::new().append_label("svc").ok()?.append_domain(domain).ok()
 }
 
 fn zone_name(zone: &str) -> Option<Name> {
@@ -50,7 +46,7 @@ impl Kubernetes {
             .and_then(|z| zone_name(z))
             .unwrap_or_else(Name::root);
         let search_domain = if config.pods == PodMode::Verified {
-            svc_under(&primary).map(|svc| (primary.clone(), svc))
+            name_under(&["svc"], &primary).map(|svc| (primary.clone(), svc))
         } else {
             None
         };
@@ -134,11 +130,7 @@ impl SearchPaths for Kubernetes {
     fn search_path(&self, client: IpAddr) -> Option<Vec<Name>> {
         let (domain, svc) = self.search_domain.as_ref()?;
         let namespace = self.zone().pod_namespace(client)?;
-        let ns = Name::new()
-            .append_label(namespace.as_bytes())
-            .ok()?
-            .append_domain(svc)
-            .ok()?;
+        let ns = name_under(&[&namespace], svc)?;
         Some(vec![ns, svc.clone(), domain.clone()])
     }
 }
