@@ -79,9 +79,15 @@ fn bench(name: &str, mode: Mode, filter: Option<&str>, f: &mut dyn FnMut()) {
     if filter.is_some_and(|f| !wanted(f)) {
         return;
     }
-    let full = match mode {
-        Mode::Timed => true,
-        Mode::Check => false,
+    match mode {
+        Mode::Timed => {}
+        Mode::Check => {
+            for _ in 0..3 {
+                f();
+            }
+            println!("{name:<28} ok");
+            return;
+        }
         Mode::Iterations(n) => {
             for _ in 0..n {
                 f();
@@ -89,13 +95,6 @@ fn bench(name: &str, mode: Mode, filter: Option<&str>, f: &mut dyn FnMut()) {
             println!("{name:<28} {n} iterations");
             return;
         }
-    };
-    if !full {
-        for _ in 0..3 {
-            f();
-        }
-        println!("{name:<28} ok");
-        return;
     }
     run_for(WARMUP, f);
     let mut per_op: Vec<f64> = (0..ROUNDS)
