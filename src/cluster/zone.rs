@@ -16,10 +16,11 @@
 //! method holds [`ClusterZone`]'s one writer lock from its first read to its last write: two
 //! writers never interleave, and no change is lost. Readers never take that lock.
 
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use dashmap::DashMap;
@@ -44,6 +45,53 @@ pub struct ServiceEntry {
     /// Every ready endpoint address of the slices, duplicates removed, in slice, endpoint and
     /// address order: the headless A/AAAA answer, prepared when the entry changes.
     pub ready_ips: Vec<IpAddr>,
+    /// What a reader derived from this version of the entry (the answerer's SRV names), built
+    /// by the first reader that needs it.
+    pub derived: Derived,
+}
+
+/// A value a reader derives from one version of a [`ServiceEntry`] and keeps with it, so it is
+/// built once per version instead of once per question. The zone does not know its type (it
+/// belongs to the layer that reads the zone): readers downcast it.
+///
+/// Invariant: the value always describes the entry it sits in. An entry is never changed in
+/// place (writers change a clone and swap it in whole, see [`ClusterZone`]), and a clone starts
+/// with an empty slot, so a changed entry never carries what was derived from its old version.
+/// Set at most once ([`OnceLock`]): readers racing to fill it build the same value, one of
+/// them wins and the others wait for it. It takes no part in comparing entries.
+#[derive(Default)]
+pub struct Derived(OnceLock<Box<dyn Any + Send + Sync>>);
+
+impl Derived {
+    /// The value, built by `make` if this is the first use of this version of the entry.
+    pub fn get_or_init(&self, make: impl FnOnce() -> Box<dyn Any + Send + Sync>) -> &(dyn Any + Send + Sync) {
+        &**self.0.get_or_init(make)
+    }
+}
+
+impl Clone for Derived {
+    /// Empty: the clone is about to be changed (see the type's invariant).
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl PartialEq for Derived {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Derived {}
+
+impl std::fmt::Debug for Derived {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "Derived(set)"
+        } else {
+            "Derived(empty)"
+        })
+    }
 }
 
 impl ServiceEntry {

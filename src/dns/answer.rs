@@ -5,6 +5,7 @@
 //! (rcode, sections) or that the name is not ours ([`Outcome::Fallthrough`]) so the next
 //! handler takes it.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -118,6 +119,16 @@ pub(super) fn has_upper(name: &Name) -> bool {
     name.iter().any(|l| l.iter().any(u8::is_ascii_uppercase))
 }
 
+/// `zone` (configured, so lower case) as `owner`, a name in it, spells it. A lower-case owner
+/// spells it as configured: no copy (`trim_to` builds a new name through three vectors).
+pub(super) fn spelt_zone<'a>(owner: &Name, zone: &'a Name) -> Cow<'a, Name> {
+    if has_upper(owner) {
+        Cow::Owned(owner.trim_to(usize::from(zone.num_labels())))
+    } else {
+        Cow::Borrowed(zone)
+    }
+}
+
 /// Labels a name is split into on the stack; longer names (rare) take a `Vec`.
 pub(super) const INLINE_LABELS: usize = 16;
 
@@ -169,6 +180,8 @@ pub(super) fn soa_names(zone: &Name) -> (Name, Name) {
 /// One SRV candidate before duplicates are removed.
 pub(super) struct SrvCandidate {
     pub(super) target: Name,
+    /// Equal for equal targets (ignoring case), different otherwise, within one answer.
+    pub(super) id: u32,
     pub(super) port: u16,
     pub(super) glue: IpAddr,
 }
@@ -275,16 +288,7 @@ impl ClusterAnswerer {
             ResponseCode::NoError
         };
         let authority = if negative {
-            // The zone as the question spelt it; a lower-case question spells it as configured
-            // (no copy of the name on the common path).
-            let spelt;
-            let owner = if has_upper(qname) {
-                spelt = qname.trim_to(usize::from(zone.num_labels()));
-                &spelt
-            } else {
-                &zone
-            };
-            vec![self.soa(&zone, owner)]
+            vec![self.soa(&zone, &spelt_zone(qname, &zone))]
         } else {
             Vec::new()
         };
@@ -339,10 +343,8 @@ impl ClusterAnswerer {
             spilled = all;
             &spilled
         };
-        let zone_labels = usize::from(zone.num_labels());
-        // The zone as the client spelt it: SRV and NS targets are built in it (made only where
-        // they are).
-        let zone_spelt = || owner.trim_to(zone_labels);
+        // The zone as the client spelt it: SRV and NS targets are built in it.
+        let zone_spelt = || spelt_zone(owner, zone);
         if self.settings.reverse_zones.contains(zone) {
             return self.resolve_reverse(owner, labels, keep, zone, qtype);
         }
@@ -391,7 +393,7 @@ impl ClusterAnswerer {
                 self.resolve_pod(owner, namespace, address, qtype)
             }
             ClusterName::Service { namespace, service } => {
-                self.resolve_service(owner, zone_labels, namespace, service, qtype, depth)
+                self.resolve_service(owner, zone, namespace, service, qtype, depth)
             }
             ClusterName::Endpoint {
                 namespace,

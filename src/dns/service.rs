@@ -2,7 +2,7 @@
 //! headless), ExternalName CNAMEs and their in-zone chase, endpoint hostnames, and SRV for its
 //! ports.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -80,7 +80,7 @@ impl ClusterAnswerer {
     pub(super) fn resolve_service(
         &self,
         owner: &Name,
-        zone_labels: usize,
+        zone: &Name,
         namespace: &str,
         service: &str,
         qtype: RecordType,
@@ -109,8 +109,7 @@ impl ClusterAnswerer {
                 )
             }
             (ServiceKind::ClusterIp(_) | ServiceKind::Headless, RecordType::SRV) => {
-                let zone_spelt = owner.trim_to(zone_labels);
-                let candidates = self.srv_candidates(&entry, svc, &zone_spelt, |_| true);
+                let candidates = self.srv_candidates(&entry, svc, &spelt_zone(owner, zone), |_| true);
                 self.srv(owner, candidates)
             }
             (ServiceKind::ExternalName(Some(target)), RecordType::CNAME) => {
@@ -165,6 +164,8 @@ impl ClusterAnswerer {
 
     /// SRV candidates for `entry`: ClusterIP services give (port × ClusterIP) with the service
     /// name as target; headless services give (ready address × slice port) with endpoint names.
+    /// The names come from [`SrvNames`], kept with the entry when the zone is spelt as
+    /// configured (lower case), built for this answer alone otherwise.
     pub(super) fn srv_candidates(
         &self,
         entry: &ServiceEntry,
@@ -172,10 +173,29 @@ impl ClusterAnswerer {
         zone_spelt: &Name,
         port_filter: impl Fn(&PortInfo) -> bool,
     ) -> Vec<SrvCandidate> {
+        let pod_names = self.settings.endpoint_pod_names;
+        let kept = (!has_upper(zone_spelt))
+            .then(|| {
+                entry
+                    .derived
+                    .get_or_init(|| Box::new(self.srv_names(entry, svc, zone_spelt)))
+                    .downcast_ref::<SrvNames>()
+            })
+            .flatten()
+            // Built by another answerer sharing the zone (another block's zone or settings).
+            .filter(|names| names.pod_names == pod_names && names.zone.eq_case(zone_spelt));
+        let fresh;
+        let names = match kept {
+            Some(names) => names,
+            None => {
+                fresh = self.srv_names(entry, svc, zone_spelt);
+                &fresh
+            }
+        };
         let mut out = Vec::new();
         match &svc.kind {
             ServiceKind::ClusterIp(ips) => {
-                let Some(target) = name_under(&[&svc.name, &svc.namespace, "svc"], zone_spelt) else {
+                let Some(target) = &names.service else {
                     return out;
                 };
                 for p in svc.ports.iter().filter(|p| port_filter(p)) {
@@ -183,6 +203,7 @@ impl ClusterAnswerer {
                     for ip in ips {
                         out.push(SrvCandidate {
                             target: target.clone(),
+                            id: 0,
                             port,
                             glue: *ip,
                         });
@@ -190,30 +211,14 @@ impl ClusterAnswerer {
                 }
             }
             ServiceKind::Headless => {
-                // The service's name, once; each endpoint's target is its label under it.
-                let Some(service) = name_under(&[&svc.name, &svc.namespace, "svc"], zone_spelt) else {
-                    return out;
-                };
-                for (slice, ep, ip) in Self::ready_addresses(entry) {
-                    let ep_name = self.endpoint_name(ep, ip);
-                    let Some(mut target) = name_under(&[&ep_name], &service) else {
-                        continue;
-                    };
-                    let mut ports = slice
-                        .ports
-                        .iter()
-                        .filter(|p| port_filter(p))
-                        .filter_map(|p| p.port)
-                        .peekable();
-                    while let Some(port) = ports.next() {
-                        // The last port takes the name itself.
-                        let target = if ports.peek().is_some() {
-                            target.clone()
-                        } else {
-                            std::mem::replace(&mut target, Name::root())
-                        };
+                let addresses = Self::ready_addresses(entry).zip(&names.endpoints);
+                for ((slice, _, ip), endpoint) in addresses {
+                    let Some((target, id)) = endpoint else { continue };
+                    let ports = slice.ports.iter().filter(|p| port_filter(p));
+                    for port in ports.filter_map(|p| p.port) {
                         out.push(SrvCandidate {
-                            target,
+                            target: target.clone(),
+                            id: *id,
                             port,
                             glue: *ip,
                         });
@@ -225,6 +230,30 @@ impl ClusterAnswerer {
         out
     }
 
+    /// The names `entry`'s SRV answers are made of, under `zone_spelt`.
+    fn srv_names(&self, entry: &ServiceEntry, svc: &ServiceInfo, zone_spelt: &Name) -> SrvNames {
+        let service = name_under(&[&svc.name, &svc.namespace, "svc"], zone_spelt);
+        let mut endpoints = Vec::new();
+        if let (ServiceKind::Headless, Some(service)) = (&svc.kind, &service) {
+            // Endpoint names are told apart as DNS does, ignoring case: two addresses of one
+            // hostname are one target.
+            let mut ids: HashMap<String, u32> = HashMap::new();
+            for (_, ep, ip) in Self::ready_addresses(entry) {
+                let label = self.endpoint_name(ep, ip);
+                endpoints.push(name_under(&[&label], service).map(|target| {
+                    let next = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+                    (target, *ids.entry(label.to_ascii_lowercase()).or_insert(next))
+                }));
+            }
+        }
+        SrvNames {
+            zone: zone_spelt.clone(),
+            pod_names: self.settings.endpoint_pod_names,
+            service,
+            endpoints,
+        }
+    }
+
     /// SRV records from candidates: priority 0, weight floor(100/N) (at least 1) with N counted
     /// before duplicates (by target and port) are removed; glue per (target, address).
     pub(super) fn srv(&self, owner: &Name, candidates: Vec<SrvCandidate>) -> Resolution {
@@ -234,16 +263,14 @@ impl ClusterAnswerer {
         let mut res = Resolution::nodata();
         res.answers.reserve(candidates.len());
         res.additional.reserve(candidates.len());
-        // Every target of one list is the same name (a ClusterIP service) or one label under
-        // the same service (headless), so targets differ in their first label at most: they
-        // are told apart by it, ignoring case as names are, without comparing whole names.
-        // The keys borrow the targets, which move into the records once all are decided.
+        // Targets are told apart by their ids (equal ids: the same name, ignoring case).
         let keep = first_of_each(&candidates);
         for (c, (srv, glue)) in candidates.into_iter().zip(keep) {
             let SrvCandidate {
                 target,
                 port,
                 glue: ip,
+                ..
             } = c;
             match (srv, glue) {
                 (true, glue) => {
@@ -327,23 +354,35 @@ impl ClusterAnswerer {
     }
 }
 
+/// The names of one Service's SRV answers under one spelling of the zone, kept with its entry
+/// ([`ServiceEntry::derived`]): building a name costs more than copying one.
+struct SrvNames {
+    /// The zone the names are under, as spelt (compared with case).
+    zone: Name,
+    /// `endpoint_pod_names` when they were built: it decides endpoint labels.
+    pod_names: bool,
+    /// `<service>.<namespace>.svc.<zone>`; `None` if a label is not a DNS label.
+    service: Option<Name>,
+    /// Headless services: per ready address, in [`ClusterAnswerer::ready_addresses`] order,
+    /// its endpoint's name and that name's id (equal ids: equal names, ignoring case); `None`
+    /// where the endpoint label is not a DNS label.
+    endpoints: Vec<Option<(Name, u32)>>,
+}
+
 /// For each SRV candidate: is it the first with its (target, port), and the first with its
-/// (target, address)? Targets are told apart by their first label (see [`ClusterAnswerer::srv`]).
-/// A few candidates (a ClusterIP service's ports) are compared pairwise; more (a headless
-/// service's endpoints) through hash sets.
+/// (target, address)? Targets are told apart by their ids. A few candidates (a ClusterIP
+/// service's ports) are compared pairwise; more (a headless service's endpoints) through hash
+/// sets.
 fn first_of_each(candidates: &[SrvCandidate]) -> Vec<(bool, bool)> {
-    fn first(c: &SrvCandidate) -> Folded<'_> {
-        Folded(c.target.iter().next().unwrap_or_default())
-    }
-    if candidates.len() <= 4 {
+    if candidates.len() <= 8 {
         return candidates
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let (label, before) = (first(c), &candidates[..i]);
+                let before = &candidates[..i];
                 (
-                    !before.iter().any(|b| b.port == c.port && first(b) == label),
-                    !before.iter().any(|b| b.glue == c.glue && first(b) == label),
+                    !before.iter().any(|b| b.port == c.port && b.id == c.id),
+                    !before.iter().any(|b| b.glue == c.glue && b.id == c.id),
                 )
             })
             .collect();
@@ -353,41 +392,8 @@ fn first_of_each(candidates: &[SrvCandidate]) -> Vec<(bool, bool)> {
     let mut seen_glue = HashSet::with_capacity_and_hasher(candidates.len(), hasher());
     candidates
         .iter()
-        .map(|c| {
-            let label = first(c);
-            (
-                seen_srv.insert((label, c.port)),
-                seen_glue.insert((label, c.glue)),
-            )
-        })
+        .map(|c| (seen_srv.insert((c.id, c.port)), seen_glue.insert((c.id, c.glue))))
         .collect()
-}
-
-/// A label compared as DNS compares labels: ASCII case ignored.
-#[derive(Debug, Clone, Copy)]
-struct Folded<'a>(&'a [u8]);
-
-impl PartialEq for Folded<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.eq_ignore_ascii_case(other.0)
-    }
-}
-
-impl Eq for Folded<'_> {}
-
-impl std::hash::Hash for Folded<'_> {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        // Lower-cased on the stack, hashed in one write (a label is at most 63 bytes; a
-        // longer slice is hashed in chunks, which is as consistent).
-        for chunk in self.0.chunks(63) {
-            let mut folded = [0u8; 63];
-            for (f, b) in folded.iter_mut().zip(chunk) {
-                *f = b.to_ascii_lowercase();
-            }
-            state.write(&folded[..chunk.len()]);
-        }
-        state.write_u8(0xFF);
-    }
 }
 
 #[cfg(test)]
@@ -398,91 +404,144 @@ mod tests {
         Name::from_ascii(s).unwrap()
     }
 
-    #[test]
-    fn folded_labels_compare_and_hash_as_dns_labels_do() {
-        use std::hash::BuildHasher;
-        let hasher = std::collections::hash_map::RandomState::new();
-        let same = [(&b"Web-0"[..], &b"web-0"[..]), (b"WEB", b"web"), (b"", b"")];
-        for (a, b) in same {
-            assert_eq!(Folded(a), Folded(b));
-            assert_eq!(hasher.hash_one(Folded(a)), hasher.hash_one(Folded(b)));
-        }
-        assert_ne!(Folded(b"web-0"), Folded(b"web-1"));
-        assert_ne!(Folded(b"web"), Folded(b"web-"));
-        let long = [b'A'; 100];
-        assert_eq!(
-            hasher.hash_one(Folded(&long)),
-            hasher.hash_one(Folded(&[b'a'; 100]))
-        );
+    /// A headless service `h` in `ns` with one slice of port 80 holding `endpoints`
+    /// (hostname, address), in a synced zone.
+    fn headless(endpoints: &[(&str, &str)]) -> ClusterAnswerer {
+        use crate::cluster::ClusterZone;
+        use crate::cluster::model::{PortInfo, ServiceKind, SliceInfo};
+        let zone = ClusterZone::new();
+        zone.apply_namespace("ns".into());
+        zone.apply_service(ServiceInfo {
+            name: "h".into(),
+            namespace: "ns".into(),
+            kind: ServiceKind::Headless,
+            ports: vec![],
+            external: None,
+        });
+        zone.apply_slice(SliceInfo {
+            name: "h-1".into(),
+            namespace: "ns".into(),
+            service: Some("h".into()),
+            endpoints: endpoints
+                .iter()
+                .map(|(host, ip)| {
+                    let ip: IpAddr = ip.parse().unwrap();
+                    EndpointInfo::new(vec![ip].into(), Some(host), None)
+                })
+                .collect(),
+            ports: vec![PortInfo {
+                name: "http".into(),
+                protocol: PortProtocol::Tcp,
+                port: Some(80),
+            }],
+        });
+        zone.set_synced(true);
+        ClusterAnswerer::new(super::super::answer::tests::settings(), Arc::new(zone))
     }
 
-    #[test]
-    fn srv_targets_differing_in_case_are_one_target() {
-        use crate::cluster::ClusterZone;
-        let answerer = ClusterAnswerer::new(
-            super::super::answer::tests::settings(),
-            Arc::new(ClusterZone::new()),
-        );
-        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        let candidates = |targets: &[(&str, &str)]| {
-            targets
-                .iter()
-                .map(|(t, a)| SrvCandidate {
-                    target: n(t),
-                    port: 80,
-                    glue: ip(a),
-                })
-                .collect::<Vec<_>>()
+    fn srv_and_glue(a: &ClusterAnswerer, q: &str) -> (Vec<String>, Vec<String>) {
+        let crate::dns::Outcome::Answer(ans) = a.answer(&n(q), RecordType::SRV) else {
+            panic!("fell through");
         };
-        let owner = n("_http._tcp.h.ns.svc.cluster.local.");
+        let srv = ans.answers.iter().map(|r| r.data.to_string()).collect();
+        let glue = ans
+            .additional
+            .iter()
+            .map(|r| format!("{} {}", r.name, r.data))
+            .collect();
+        (srv, glue)
+    }
+
+    /// One target per endpoint name and one glue record per (name, address), whether the
+    /// candidates are compared pairwise (up to 8) or through hash sets (more).
+    #[test]
+    fn srv_targets_and_glue_appear_once() {
         let case = [
-            ("web.h.ns.svc.cluster.local.", "10.0.0.1"),
-            ("WEB.h.ns.svc.cluster.local.", "10.0.0.1"),
-            ("web.h.ns.svc.cluster.local.", "10.0.0.2"),
-            ("db.h.ns.svc.cluster.local.", "10.0.0.3"),
+            ("web", "10.0.0.1"),
+            ("web", "10.0.0.1"),
+            ("web", "10.0.0.2"),
+            ("db", "10.0.0.3"),
         ];
-        // Four candidates are compared pairwise, more through hash sets: the same answer,
-        // with the extra distinct targets after it.
         let extra = [
-            ("e1.h.ns.svc.cluster.local.", "10.0.0.4"),
-            ("e2.h.ns.svc.cluster.local.", "10.0.0.5"),
-            ("E1.h.ns.svc.cluster.local.", "10.0.0.4"),
-            ("e2.h.ns.svc.cluster.local.", "10.0.0.6"),
+            ("e1", "10.0.0.4"),
+            ("e2", "10.0.0.5"),
+            ("e1", "10.0.0.4"),
+            ("e2", "10.0.0.6"),
+            ("e3", "10.0.0.7"),
+            ("e3", "10.0.0.7"),
         ];
         for with_extra in [false, true] {
             let mut list = case.to_vec();
             if with_extra {
                 list.extend(extra);
             }
-            let res = answerer.srv(&owner, candidates(&list));
+            let a = headless(&list);
+            let (srv, glue) = srv_and_glue(&a, "_http._tcp.h.ns.svc.cluster.local.");
             // Weight from all candidates; targets once; glue per (target, address).
             let w = 100 / list.len();
-            let mut srv = vec![
+            let mut want_srv = vec![
                 format!("0 {w} 80 web.h.ns.svc.cluster.local."),
                 format!("0 {w} 80 db.h.ns.svc.cluster.local."),
             ];
-            let mut glue = vec![
+            let mut want_glue = vec![
                 "web.h.ns.svc.cluster.local. 10.0.0.1",
                 "web.h.ns.svc.cluster.local. 10.0.0.2",
                 "db.h.ns.svc.cluster.local. 10.0.0.3",
             ];
             if with_extra {
-                srv.push(format!("0 {w} 80 e1.h.ns.svc.cluster.local."));
-                srv.push(format!("0 {w} 80 e2.h.ns.svc.cluster.local."));
-                glue.extend([
+                for t in ["e1", "e2", "e3"] {
+                    want_srv.push(format!("0 {w} 80 {t}.h.ns.svc.cluster.local."));
+                }
+                want_glue.extend([
                     "e1.h.ns.svc.cluster.local. 10.0.0.4",
                     "e2.h.ns.svc.cluster.local. 10.0.0.5",
                     "e2.h.ns.svc.cluster.local. 10.0.0.6",
+                    "e3.h.ns.svc.cluster.local. 10.0.0.7",
                 ]);
             }
-            let got: Vec<String> = res.answers.iter().map(|r| r.data.to_string()).collect();
-            assert_eq!(got, srv);
-            let got: Vec<String> = res
-                .additional
-                .iter()
-                .map(|r| format!("{} {}", r.name, r.data))
-                .collect();
-            assert_eq!(got, glue);
+            assert_eq!(srv, want_srv);
+            assert_eq!(glue, want_glue);
         }
+    }
+
+    /// The SRV names kept with an entry serve questions in the configured spelling; a question
+    /// that spells the zone otherwise gets its own spelling, and a changed entry starts over.
+    #[test]
+    fn kept_srv_names_follow_the_entry_and_the_spelling() {
+        let a = headless(&[("web", "10.0.0.1")]);
+        let entry = || a.zone().service("ns", "h").unwrap();
+        assert!(format!("{:?}", entry().derived).contains("empty"));
+        let q = "_http._tcp.h.ns.svc.cluster.local.";
+        let (srv, _) = srv_and_glue(&a, q);
+        assert_eq!(srv, ["0 100 80 web.h.ns.svc.cluster.local."]);
+        assert!(format!("{:?}", entry().derived).contains("set"));
+        // Asked again: the kept names give the same answer.
+        assert_eq!(srv_and_glue(&a, q).0, srv);
+        // Another spelling of the zone: targets in it, and the kept names are not replaced.
+        let (srv, glue) = srv_and_glue(&a, "_http._tcp.h.ns.svc.Cluster.LOCAL.");
+        assert_eq!(srv, ["0 100 80 web.h.ns.svc.Cluster.LOCAL."]);
+        assert_eq!(glue, ["web.h.ns.svc.Cluster.LOCAL. 10.0.0.1"]);
+        assert_eq!(srv_and_glue(&a, q).0, ["0 100 80 web.h.ns.svc.cluster.local."]);
+        // The slice changes: the new entry starts without names and answers from its endpoints.
+        use crate::cluster::model::{PortInfo, SliceInfo};
+        a.zone().apply_slice(SliceInfo {
+            name: "h-1".into(),
+            namespace: "ns".into(),
+            service: Some("h".into()),
+            endpoints: vec![EndpointInfo::new(
+                vec!["10.0.0.9".parse::<IpAddr>().unwrap()].into(),
+                Some("api"),
+                None,
+            )],
+            ports: vec![PortInfo {
+                name: "http".into(),
+                protocol: PortProtocol::Tcp,
+                port: Some(80),
+            }],
+        });
+        assert!(format!("{:?}", entry().derived).contains("empty"));
+        let (srv, glue) = srv_and_glue(&a, q);
+        assert_eq!(srv, ["0 100 80 api.h.ns.svc.cluster.local."]);
+        assert_eq!(glue, ["api.h.ns.svc.cluster.local. 10.0.0.9"]);
     }
 }
