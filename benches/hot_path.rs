@@ -140,6 +140,7 @@ fn check(h: &DnsHandler, src: SocketAddr, q: &[u8], rcode: ResponseCode, min_ans
 }
 
 fn main() {
+    cluster_dns::cluster::heap::fix_mmap_threshold();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let iters = args
         .iter()

@@ -178,8 +178,8 @@ pub(super) fn soa_names(zone: &Name) -> (Name, Name) {
 }
 
 /// One SRV candidate before duplicates are removed.
-pub(super) struct SrvCandidate {
-    pub(super) target: Name,
+pub(super) struct SrvCandidate<'a> {
+    pub(super) target: &'a Name,
     /// Equal for equal targets (ignoring case), different otherwise, within one answer.
     pub(super) id: u32,
     pub(super) port: u16,

@@ -109,8 +109,8 @@ impl ClusterAnswerer {
                 )
             }
             (ServiceKind::ClusterIp(_) | ServiceKind::Headless, RecordType::SRV) => {
-                let candidates = self.srv_candidates(&entry, svc, &spelt_zone(owner, zone), |_| true);
-                self.srv(owner, candidates)
+                let zone_spelt = spelt_zone(owner, zone);
+                self.with_srv_candidates(&entry, svc, &zone_spelt, |_| true, |c| self.srv(owner, c))
             }
             (ServiceKind::ExternalName(Some(target)), RecordType::CNAME) => {
                 match Name::from_ascii(&**target) {
@@ -162,17 +162,19 @@ impl ClusterAnswerer {
         }
     }
 
-    /// SRV candidates for `entry`: ClusterIP services give (port × ClusterIP) with the service
-    /// name as target; headless services give (ready address × slice port) with endpoint names.
-    /// The names come from [`SrvNames`], kept with the entry when the zone is spelt as
-    /// configured (lower case), built for this answer alone otherwise.
-    pub(super) fn srv_candidates(
+    /// Runs `answer` on the SRV candidates of `entry`: ClusterIP services give (port ×
+    /// ClusterIP) with the service name as target; headless services give (ready address ×
+    /// slice port) with endpoint names. The names come from [`SrvNames`], kept with the entry
+    /// when the zone is spelt as configured (lower case), built for this answer alone
+    /// otherwise; candidates borrow them.
+    pub(super) fn with_srv_candidates<R>(
         &self,
         entry: &ServiceEntry,
         svc: &ServiceInfo,
         zone_spelt: &Name,
         port_filter: impl Fn(&PortInfo) -> bool,
-    ) -> Vec<SrvCandidate> {
+        answer: impl FnOnce(&[SrvCandidate<'_>]) -> R,
+    ) -> R {
         let pod_names = self.settings.endpoint_pod_names;
         let kept = (!has_upper(zone_spelt))
             .then(|| {
@@ -192,17 +194,21 @@ impl ClusterAnswerer {
                 &fresh
             }
         };
-        let mut out = Vec::new();
+        // One candidate per address and port: an address's slice usually has one port.
+        let mut out = Vec::with_capacity(match &svc.kind {
+            ServiceKind::ClusterIp(ips) => ips.len() * svc.ports.len(),
+            _ => names.endpoints.len(),
+        });
         match &svc.kind {
             ServiceKind::ClusterIp(ips) => {
                 let Some(target) = &names.service else {
-                    return out;
+                    return answer(&out);
                 };
                 for p in svc.ports.iter().filter(|p| port_filter(p)) {
                     let Some(port) = p.port else { continue };
                     for ip in ips {
                         out.push(SrvCandidate {
-                            target: target.clone(),
+                            target,
                             id: 0,
                             port,
                             glue: *ip,
@@ -217,7 +223,7 @@ impl ClusterAnswerer {
                     let ports = slice.ports.iter().filter(|p| port_filter(p));
                     for port in ports.filter_map(|p| p.port) {
                         out.push(SrvCandidate {
-                            target: target.clone(),
+                            target,
                             id: *id,
                             port,
                             glue: *ip,
@@ -227,7 +233,7 @@ impl ClusterAnswerer {
             }
             ServiceKind::ExternalName(_) => {}
         }
-        out
+        answer(&out)
     }
 
     /// The names `entry`'s SRV answers are made of, under `zone_spelt`.
@@ -256,7 +262,7 @@ impl ClusterAnswerer {
 
     /// SRV records from candidates: priority 0, weight floor(100/N) (at least 1) with N counted
     /// before duplicates (by target and port) are removed; glue per (target, address).
-    pub(super) fn srv(&self, owner: &Name, candidates: Vec<SrvCandidate>) -> Resolution {
+    pub(super) fn srv(&self, owner: &Name, candidates: &[SrvCandidate<'_>]) -> Resolution {
         let ttl = self.settings.ttl;
         let n = candidates.len().max(1);
         let weight = u16::try_from(100 / n).unwrap_or(0).max(1);
@@ -264,25 +270,15 @@ impl ClusterAnswerer {
         res.answers.reserve(candidates.len());
         res.additional.reserve(candidates.len());
         // Targets are told apart by their ids (equal ids: the same name, ignoring case).
-        let keep = first_of_each(&candidates);
-        for (c, (srv, glue)) in candidates.into_iter().zip(keep) {
-            let SrvCandidate {
-                target,
-                port,
-                glue: ip,
-                ..
-            } = c;
-            match (srv, glue) {
-                (true, glue) => {
-                    if glue {
-                        res.additional.push(address_record(&target, ttl, ip));
-                    }
-                    let srv = SRV::new(0, weight, port, target);
-                    res.answers
-                        .push(Record::from_rdata(owner.clone(), ttl, RData::SRV(srv)));
-                }
-                (false, true) => res.additional.push(owned_address_record(target, ttl, ip)),
-                (false, false) => {}
+        let keep = first_of_each(candidates);
+        for (c, (srv, glue)) in candidates.iter().zip(keep) {
+            if glue {
+                res.additional.push(address_record(c.target, ttl, c.glue));
+            }
+            if srv {
+                let srv = SRV::new(0, weight, c.port, c.target.clone());
+                res.answers
+                    .push(Record::from_rdata(owner.clone(), ttl, RData::SRV(srv)));
             }
         }
         res
@@ -341,16 +337,12 @@ impl ClusterAnswerer {
         let Some(svc) = entry.service.as_ref() else {
             return Resolution::nxdomain();
         };
-        let candidates = self.srv_candidates(&entry, svc, zone_spelt, |p| {
-            p.protocol == proto && &*p.name == port
-        });
-        if candidates.is_empty() {
-            return Resolution::nxdomain();
-        }
-        match qtype {
+        let wanted = |p: &PortInfo| p.protocol == proto && &*p.name == port;
+        self.with_srv_candidates(&entry, svc, zone_spelt, wanted, |candidates| match qtype {
+            _ if candidates.is_empty() => Resolution::nxdomain(),
             RecordType::SRV => self.srv(owner, candidates),
             _ => Resolution::nodata(),
-        }
+        })
     }
 }
 
@@ -373,7 +365,7 @@ struct SrvNames {
 /// (target, address)? Targets are told apart by their ids. A few candidates (a ClusterIP
 /// service's ports) are compared pairwise; more (a headless service's endpoints) through hash
 /// sets.
-fn first_of_each(candidates: &[SrvCandidate]) -> Vec<(bool, bool)> {
+fn first_of_each(candidates: &[SrvCandidate<'_>]) -> Vec<(bool, bool)> {
     if candidates.len() <= 8 {
         return candidates
             .iter()
