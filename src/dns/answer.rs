@@ -112,11 +112,45 @@ pub struct ClusterAnswerer {
     pub(super) zone: Arc<ClusterZone>,
     /// (zone, SOA MNAME, SOA RNAME) of every zone, built once.
     pub(super) soa_names: Arc<Vec<(Name, Name, Name)>>,
+    /// Each of `settings.zones`, as labels, and whether it is a reverse zone.
+    zone_labels: Arc<Vec<ZoneLabels>>,
+}
+
+/// A zone's labels (lower case, in order) and kind, so that a question's zone is found by
+/// comparing label slices: hickory-proto's `zone_of` walks its label iterator backwards, which
+/// was a tenth of a ClusterIP answer with three zones.
+#[derive(Debug)]
+struct ZoneLabels {
+    labels: Vec<Box<[u8]>>,
+    reverse: bool,
 }
 
 /// True when a label of `name` has an upper-case ASCII letter (so it needs lower-casing).
 pub(super) fn has_upper(name: &Name) -> bool {
     name.iter().any(|l| l.iter().any(u8::is_ascii_uppercase))
+}
+
+/// Calls `f` with the labels of `name`, lower-cased (a copy of the name is made only when it
+/// has an upper-case letter), on the stack unless there are more than [`INLINE_LABELS`].
+pub(super) fn with_lower_labels<R>(name: &Name, f: impl FnOnce(&[&[u8]]) -> R) -> R {
+    let lowered;
+    let name = if has_upper(name) {
+        lowered = name.to_lowercase();
+        &lowered
+    } else {
+        name
+    };
+    let mut inline: [&[u8]; INLINE_LABELS] = [&[]; INLINE_LABELS];
+    let mut n = 0;
+    for label in name.iter() {
+        if n == INLINE_LABELS {
+            let all: Vec<&[u8]> = name.iter().collect();
+            return f(&all);
+        }
+        inline[n] = label;
+        n += 1;
+    }
+    f(&inline[..n])
 }
 
 /// `zone` (configured, so lower case) as `owner`, a name in it, spells it. A lower-case owner
@@ -197,10 +231,19 @@ impl ClusterAnswerer {
                 (z.clone(), mname, rname)
             })
             .collect();
+        let zone_labels = settings
+            .zones
+            .iter()
+            .map(|z| ZoneLabels {
+                labels: z.to_lowercase().iter().map(Box::from).collect(),
+                reverse: settings.reverse_zones.contains(z),
+            })
+            .collect();
         Self {
             settings: Arc::new(settings),
             zone,
             soa_names: Arc::new(soa_names),
+            zone_labels: Arc::new(zone_labels),
         }
     }
 
@@ -214,13 +257,27 @@ impl ClusterAnswerer {
         &self.settings
     }
 
-    /// The longest plugin zone that contains `lower` (a lower-case name).
-    pub fn matching_zone(&self, lower: &Name) -> Option<&Name> {
-        self.settings
-            .zones
-            .iter()
-            .filter(|z| z.zone_of(lower))
-            .max_by_key(|z| z.num_labels())
+    /// The longest plugin zone that contains the name of `labels` (lower case, in order): its
+    /// index in `settings.zones`.
+    pub(super) fn zone_index(&self, labels: &[&[u8]]) -> Option<usize> {
+        let mut best: Option<(usize, usize)> = None;
+        for (i, zone) in self.zone_labels.iter().enumerate() {
+            let n = zone.labels.len();
+            let Some(tail) = labels.len().checked_sub(n).map(|at| &labels[at..]) else {
+                continue;
+            };
+            if best.is_none_or(|(_, longest)| n > longest)
+                && tail.iter().zip(&zone.labels).all(|(a, b)| a == &&**b)
+            {
+                best = Some((i, n));
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+
+    /// The longest plugin zone that contains `name`.
+    pub fn matching_zone(&self, name: &Name) -> Option<&Name> {
+        with_lower_labels(name, |labels| self.zone_index(labels)).map(|i| &self.settings.zones[i])
     }
 
     /// The scope of the answers to `qname` (`proto::service_scope`, `proto::address_scope`):
@@ -228,20 +285,23 @@ impl ClusterAnswerer {
     /// (its namespaces). `None` for names whose answers are made from more (the apex, a
     /// namespace, partial reverse names, wildcards) or outside the zones.
     pub fn scope_of(&self, qname: &Name) -> Option<u64> {
-        let lower = qname.to_lowercase();
-        let zone = self.matching_zone(&lower)?;
-        let labels: Vec<&str> = lower
-            .iter()
-            .map(std::str::from_utf8)
-            .collect::<Result<_, _>>()
-            .ok()?;
+        let (zone, labels) = with_lower_labels(qname, |labels| {
+            let zone = self.zone_index(labels)?;
+            let labels: Vec<String> = labels
+                .iter()
+                .map(|l| std::str::from_utf8(l).map(str::to_owned))
+                .collect::<Result<_, _>>()
+                .ok()?;
+            Some((zone, labels))
+        })?;
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
         if labels.iter().any(|l| *l == "*" || *l == "any") {
             return None;
         }
-        if self.settings.reverse_zones.contains(zone) {
+        if self.zone_labels[zone].reverse {
             return super::addr::parse_reverse(&labels).map(crate::proto::address_scope);
         }
-        let keep = labels.len().checked_sub(usize::from(zone.num_labels()))?;
+        let keep = labels.len().checked_sub(self.zone_labels[zone].labels.len())?;
         match ClusterName::parse(&labels[..keep]) {
             ClusterName::Service { namespace, service }
             | ClusterName::Endpoint {
@@ -260,22 +320,19 @@ impl ClusterAnswerer {
     /// Answers `qname` (as the client spelt it) for `qtype`. Class, opcode and question count
     /// are the server's business and already checked.
     pub fn answer(&self, qname: &Name, qtype: RecordType) -> Outcome {
-        // Most clients ask in lower case: copy the name only when it is not.
-        let lowered;
-        let lower = if has_upper(qname) {
-            lowered = qname.to_lowercase();
-            &lowered
-        } else {
-            qname
-        };
-        let Some(zone) = self.matching_zone(lower).cloned() else {
+        // Most clients ask in lower case: the name is copied only when it is not.
+        let found = with_lower_labels(qname, |labels| {
+            let zone = self.zone_index(labels)?;
+            Some((zone, self.resolve(qname, labels, zone, qtype, 0)))
+        });
+        let Some((zone, res)) = found else {
             return Outcome::Fallthrough;
         };
-        let res = self.resolve(qname, lower, &zone, qtype, 0);
+        let zone = &self.settings.zones[zone];
         if res.nxdomain
             && res.answers.is_empty()
             && let Some(ft) = &self.settings.fallthrough
-            && (ft.is_empty() || ft.iter().any(|z| z.zone_of(lower)))
+            && (ft.is_empty() || ft.iter().any(|z| z.zone_of(qname)))
         {
             return Outcome::Fallthrough;
         }
@@ -288,7 +345,7 @@ impl ClusterAnswerer {
             ResponseCode::NoError
         };
         let authority = if negative {
-            vec![self.soa(&zone, &spelt_zone(qname, &zone))]
+            vec![self.soa(zone, &spelt_zone(qname, zone))]
         } else {
             Vec::new()
         };
@@ -313,28 +370,32 @@ impl ClusterAnswerer {
         Record::from_rdata(spelt.clone(), ttl.min(300), RData::SOA(soa))
     }
 
-    /// Resolves `owner` (client spelling) whose lower-case form is `lower`, inside `zone`.
+    /// Resolves `owner` (client spelling) whose labels, lower-cased, are `lower`, inside the
+    /// zone `zone_index` (of `settings.zones`, as [`Self::zone_index`] found it).
     pub(super) fn resolve(
         &self,
         owner: &Name,
-        lower: &Name,
-        zone: &Name,
+        lower: &[&[u8]],
+        zone_index: usize,
         qtype: RecordType,
         depth: usize,
     ) -> Resolution {
-        let keep = usize::from(lower.num_labels() - zone.num_labels());
+        let zone = &self.settings.zones[zone_index];
+        let ZoneLabels {
+            labels: zone_labels,
+            reverse,
+        } = &self.zone_labels[zone_index];
+        let keep = lower.len() - zone_labels.len();
         let mut inline = [""; INLINE_LABELS];
         let spilled: Vec<&str>;
-        let labels: &[&str] = if usize::from(lower.num_labels()) <= INLINE_LABELS {
-            let mut n = 0;
-            for (slot, l) in inline.iter_mut().zip(lower.iter()) {
+        let labels: &[&str] = if lower.len() <= INLINE_LABELS {
+            for (slot, l) in inline.iter_mut().zip(lower) {
                 let Ok(l) = std::str::from_utf8(l) else {
                     return Resolution::nxdomain();
                 };
                 *slot = l;
-                n += 1;
             }
-            &inline[..n]
+            &inline[..lower.len()]
         } else {
             let all: Option<Vec<&str>> = lower.iter().map(|l| std::str::from_utf8(l).ok()).collect();
             let Some(all) = all else {
@@ -345,7 +406,7 @@ impl ClusterAnswerer {
         };
         // The zone as the client spelt it: SRV and NS targets are built in it.
         let zone_spelt = || spelt_zone(owner, zone);
-        if self.settings.reverse_zones.contains(zone) {
+        if *reverse {
             return self.resolve_reverse(owner, labels, keep, zone, qtype);
         }
         let node = ClusterName::parse(&labels[..keep]);
@@ -604,6 +665,38 @@ pub(super) mod tests {
             "my-dns.kube-system.svc.cluster.local."
         );
         assert_eq!(ans.additional.len(), 1);
+    }
+
+    /// The longest zone that holds the whole name, label by label, in any case.
+    #[test]
+    fn the_matching_zone_is_the_longest_that_holds_every_label() {
+        let mut s = settings();
+        s.zones = vec![
+            n("local."),
+            n("cluster.local."),
+            n("in-addr.arpa."),
+            n("10.in-addr.arpa."),
+        ];
+        s.reverse_zones = vec![n("in-addr.arpa."), n("10.in-addr.arpa.")];
+        let a = ClusterAnswerer::new(s, zone());
+        let found = |q: &str| a.matching_zone(&n(q)).map(|z| z.to_string());
+        for (q, want) in [
+            ("a.ns.svc.cluster.local.", Some("cluster.local.")),
+            ("A.NS.svc.Cluster.LOCAL.", Some("cluster.local.")),
+            ("cluster.local.", Some("cluster.local.")),
+            ("xcluster.local.", Some("local.")),
+            ("local.", Some("local.")),
+            ("1.0.0.10.in-addr.arpa.", Some("10.in-addr.arpa.")),
+            ("1.0.0.11.IN-ADDR.arpa.", Some("in-addr.arpa.")),
+            ("arpa.", None),
+            ("example.com.", None),
+            (".", None),
+        ] {
+            assert_eq!(found(q).as_deref(), want, "{q}");
+        }
+        // A name of more labels than fit on the stack.
+        let long = format!("{}cluster.local.", "x.".repeat(20));
+        assert_eq!(found(&long).as_deref(), Some("cluster.local."));
     }
 
     fn crate_show(r: &Record) -> String {

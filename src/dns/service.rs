@@ -140,11 +140,16 @@ impl ClusterAnswerer {
             self.settings.ttl,
             RData::CNAME(CNAME(target.clone())),
         );
-        let lower = target.to_lowercase();
-        let in_zone = self.matching_zone(&lower).cloned();
+        // `!=` on names ignores case.
+        let in_zone = with_lower_labels(&target, |lower| {
+            let zone = self.zone_index(lower)?;
+            Some(
+                (depth < MAX_CNAME_CHAIN && target != *owner)
+                    .then(|| self.resolve(&target, lower, zone, qtype, depth + 1)),
+            )
+        });
         match in_zone {
-            Some(zone) if depth < MAX_CNAME_CHAIN && lower != owner.to_lowercase() => {
-                let mut tail = self.resolve(&target, &lower, &zone, qtype, depth + 1);
+            Some(Some(mut tail)) => {
                 tail.nodata_tail |= tail.answers.is_empty();
                 tail.answers.insert(0, cname);
                 tail.additional.clear();
