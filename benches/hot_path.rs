@@ -220,6 +220,12 @@ fn main() {
     bench("answer SRV headless 20", mode, filter, &mut || {
         black_box(wide.answer_wire(black_box(&wide_srv), src, Transport::Udp));
     });
+    // The a-headless mix's large answer: one A record per endpoint, all 20 fit.
+    let wide_a = query_bytes("wide.bench.svc.cluster.local.", RecordType::A);
+    check(&wide, src, &wide_a, ResponseCode::NoError, 20);
+    bench("answer A headless 20", mode, filter, &mut || {
+        black_box(wide.answer_wire(black_box(&wide_a), src, Transport::Udp));
+    });
     for (name, q, rcode, answers) in &cases {
         check(&handler, src, q, *rcode, *answers);
         bench(name, mode, filter, &mut || {

@@ -53,9 +53,13 @@ impl ClusterAnswerer {
         let primary = &self.settings.primary;
         let owners = self.zone.reverse(&ip);
         if let Some(o) = owners.iter().find(|o| o.cluster_ip && allowed(o.namespace())) {
-            return name_under(&[o.service(), o.namespace(), "svc"], primary)
-                .into_iter()
-                .collect();
+            let (namespace, service) = (o.namespace(), o.service());
+            let target = match self.zone.service(namespace, service) {
+                Some(entry) => self
+                    .with_service_names(&entry, namespace, service, primary, |names| names.service.clone()),
+                None => name_under(&[service, namespace, "svc"], primary),
+            };
+            return target.into_iter().collect();
         }
         if self.settings.noendpoints {
             return Vec::new();
@@ -65,17 +69,17 @@ impl ClusterAnswerer {
             let Some(entry) = self.zone.service(o.namespace(), o.service()) else {
                 continue;
             };
-            for (_, ep, addr) in Self::ready_addresses(&entry) {
-                if *addr != ip {
-                    continue;
+            self.with_service_names(&entry, o.namespace(), o.service(), primary, |names| {
+                let addresses = Self::ready_addresses(&entry).zip(self.endpoint_names(&entry, names));
+                for ((_, _, addr), name) in addresses {
+                    if *addr == ip
+                        && let Some((t, _)) = name
+                        && !out.contains(t)
+                    {
+                        out.push(t.clone());
+                    }
                 }
-                let ep_name = self.endpoint_name(ep, addr);
-                if let Some(t) = name_under(&[&ep_name, o.service(), o.namespace(), "svc"], primary)
-                    && !out.contains(&t)
-                {
-                    out.push(t);
-                }
-            }
+            });
         }
         out
     }

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use hickory_proto::rr::rdata::{CNAME, SRV};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
@@ -43,7 +43,8 @@ impl ClusterAnswerer {
         ips: impl IntoIterator<Item = IpAddr>,
     ) -> Resolution {
         let ttl = self.settings.ttl;
-        let mut records: Vec<Record> = Vec::new();
+        let ips = ips.into_iter();
+        let mut records: Vec<Record> = Vec::with_capacity(ips.size_hint().0);
         for ip in ips {
             if family_matches(qtype, &ip) && !records.iter().any(|r| record_ip(r) == Some(ip)) {
                 records.push(address_record(owner, ttl, ip));
@@ -99,14 +100,16 @@ impl ClusterAnswerer {
             (ServiceKind::Headless, RecordType::A | RecordType::AAAA) => {
                 // Prepared when the entry changed: ready addresses, deduplicated, in order.
                 let ttl = self.settings.ttl;
-                Resolution::records(
+                // Sized up front: `collect` through a filter grows by doubling.
+                let mut records = Vec::with_capacity(entry.ready_ips.len());
+                records.extend(
                     entry
                         .ready_ips
                         .iter()
                         .filter(|ip| family_matches(qtype, ip))
-                        .map(|ip| address_record(owner, ttl, *ip))
-                        .collect(),
-                )
+                        .map(|ip| address_record(owner, ttl, *ip)),
+                );
+                Resolution::records(records)
             }
             (ServiceKind::ClusterIp(_) | ServiceKind::Headless, RecordType::SRV) => {
                 let zone_spelt = spelt_zone(owner, zone);
@@ -167,11 +170,68 @@ impl ClusterAnswerer {
         }
     }
 
+    /// Runs `f` on the [`ServiceNames`] of `entry` (the Service `name` in `namespace`) under
+    /// `zone_spelt`: those kept with the entry when the zone is spelt as configured (lower
+    /// case), built for this answer alone otherwise.
+    pub(super) fn with_service_names<R>(
+        &self,
+        entry: &ServiceEntry,
+        namespace: &str,
+        name: &str,
+        zone_spelt: &Name,
+        f: impl FnOnce(&ServiceNames) -> R,
+    ) -> R {
+        let pod_names = self.settings.endpoint_pod_names;
+        let build = || ServiceNames {
+            zone: zone_spelt.clone(),
+            pod_names,
+            service: name_under(&[name, namespace, "svc"], zone_spelt),
+            endpoints: OnceLock::new(),
+        };
+        let kept = (!has_upper(zone_spelt))
+            .then(|| {
+                entry
+                    .derived
+                    .get_or_init(|| Box::new(build()))
+                    .downcast_ref::<ServiceNames>()
+            })
+            .flatten()
+            // Built by another answerer sharing the zone (another block's zone or settings).
+            .filter(|names| names.pod_names == pod_names && names.zone.eq_case(zone_spelt));
+        match kept {
+            Some(names) => f(names),
+            None => f(&build()),
+        }
+    }
+
+    /// The endpoint names of `names` (built the first time they are asked for), per ready
+    /// address of `entry`, in [`Self::ready_addresses`] order: the name and its id (equal ids:
+    /// equal names, ignoring case); `None` where the endpoint label is not a DNS label.
+    pub(super) fn endpoint_names<'n>(
+        &self,
+        entry: &ServiceEntry,
+        names: &'n ServiceNames,
+    ) -> &'n [Option<(Name, u32)>] {
+        names.endpoints.get_or_init(|| {
+            let Some(service) = &names.service else {
+                return Vec::new();
+            };
+            let mut ids: HashMap<String, u32> = HashMap::new();
+            Self::ready_addresses(entry)
+                .map(|(_, ep, ip)| {
+                    let label = self.endpoint_name(ep, ip);
+                    name_under(&[&label], service).map(|target| {
+                        let next = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+                        (target, *ids.entry(label.to_ascii_lowercase()).or_insert(next))
+                    })
+                })
+                .collect()
+        })
+    }
+
     /// Runs `answer` on the SRV candidates of `entry`: ClusterIP services give (port ×
     /// ClusterIP) with the service name as target; headless services give (ready address ×
-    /// slice port) with endpoint names. The names come from [`SrvNames`], kept with the entry
-    /// when the zone is spelt as configured (lower case), built for this answer alone
-    /// otherwise; candidates borrow them.
+    /// slice port) with endpoint names. Candidates borrow the [`ServiceNames`].
     pub(super) fn with_srv_candidates<R>(
         &self,
         entry: &ServiceEntry,
@@ -180,29 +240,27 @@ impl ClusterAnswerer {
         port_filter: impl Fn(&PortInfo) -> bool,
         answer: impl FnOnce(&[SrvCandidate<'_>]) -> R,
     ) -> R {
-        let pod_names = self.settings.endpoint_pod_names;
-        let kept = (!has_upper(zone_spelt))
-            .then(|| {
-                entry
-                    .derived
-                    .get_or_init(|| Box::new(self.srv_names(entry, svc, zone_spelt)))
-                    .downcast_ref::<SrvNames>()
-            })
-            .flatten()
-            // Built by another answerer sharing the zone (another block's zone or settings).
-            .filter(|names| names.pod_names == pod_names && names.zone.eq_case(zone_spelt));
-        let fresh;
-        let names = match kept {
-            Some(names) => names,
-            None => {
-                fresh = self.srv_names(entry, svc, zone_spelt);
-                &fresh
-            }
+        self.with_service_names(entry, &svc.namespace, &svc.name, zone_spelt, |names| {
+            self.srv_candidates(entry, svc, names, port_filter, answer)
+        })
+    }
+
+    fn srv_candidates<R>(
+        &self,
+        entry: &ServiceEntry,
+        svc: &ServiceInfo,
+        names: &ServiceNames,
+        port_filter: impl Fn(&PortInfo) -> bool,
+        answer: impl FnOnce(&[SrvCandidate<'_>]) -> R,
+    ) -> R {
+        let endpoints = match svc.kind {
+            ServiceKind::Headless => self.endpoint_names(entry, names),
+            _ => &[],
         };
         // One candidate per address and port: an address's slice usually has one port.
         let mut out = Vec::with_capacity(match &svc.kind {
             ServiceKind::ClusterIp(ips) => ips.len() * svc.ports.len(),
-            _ => names.endpoints.len(),
+            _ => endpoints.len(),
         });
         match &svc.kind {
             ServiceKind::ClusterIp(ips) => {
@@ -222,7 +280,7 @@ impl ClusterAnswerer {
                 }
             }
             ServiceKind::Headless => {
-                let addresses = Self::ready_addresses(entry).zip(&names.endpoints);
+                let addresses = Self::ready_addresses(entry).zip(endpoints);
                 for ((slice, _, ip), endpoint) in addresses {
                     let Some((target, id)) = endpoint else { continue };
                     let ports = slice.ports.iter().filter(|p| port_filter(p));
@@ -239,30 +297,6 @@ impl ClusterAnswerer {
             ServiceKind::ExternalName(_) => {}
         }
         answer(&out)
-    }
-
-    /// The names `entry`'s SRV answers are made of, under `zone_spelt`.
-    fn srv_names(&self, entry: &ServiceEntry, svc: &ServiceInfo, zone_spelt: &Name) -> SrvNames {
-        let service = name_under(&[&svc.name, &svc.namespace, "svc"], zone_spelt);
-        let mut endpoints = Vec::new();
-        if let (ServiceKind::Headless, Some(service)) = (&svc.kind, &service) {
-            // Endpoint names are told apart as DNS does, ignoring case: two addresses of one
-            // hostname are one target.
-            let mut ids: HashMap<String, u32> = HashMap::new();
-            for (_, ep, ip) in Self::ready_addresses(entry) {
-                let label = self.endpoint_name(ep, ip);
-                endpoints.push(name_under(&[&label], service).map(|target| {
-                    let next = u32::try_from(ids.len()).unwrap_or(u32::MAX);
-                    (target, *ids.entry(label.to_ascii_lowercase()).or_insert(next))
-                }));
-            }
-        }
-        SrvNames {
-            zone: zone_spelt.clone(),
-            pod_names: self.settings.endpoint_pod_names,
-            service,
-            endpoints,
-        }
     }
 
     /// SRV records from candidates: priority 0, weight floor(100/N) (at least 1) with N counted
@@ -351,19 +385,18 @@ impl ClusterAnswerer {
     }
 }
 
-/// The names of one Service's SRV answers under one spelling of the zone, kept with its entry
-/// ([`ServiceEntry::derived`]): building a name costs more than copying one.
-struct SrvNames {
+/// The names of one Service's answers (SRV and PTR targets) under one spelling of the zone,
+/// kept with its entry ([`ServiceEntry::derived`]): building a name costs more than copying
+/// one.
+pub(super) struct ServiceNames {
     /// The zone the names are under, as spelt (compared with case).
     zone: Name,
     /// `endpoint_pod_names` when they were built: it decides endpoint labels.
     pod_names: bool,
     /// `<service>.<namespace>.svc.<zone>`; `None` if a label is not a DNS label.
-    service: Option<Name>,
-    /// Headless services: per ready address, in [`ClusterAnswerer::ready_addresses`] order,
-    /// its endpoint's name and that name's id (equal ids: equal names, ignoring case); `None`
-    /// where the endpoint label is not a DNS label.
-    endpoints: Vec<Option<(Name, u32)>>,
+    pub(super) service: Option<Name>,
+    /// [`ClusterAnswerer::endpoint_names`], built when first asked for.
+    endpoints: OnceLock<Vec<Option<(Name, u32)>>>,
 }
 
 /// For each SRV candidate: is it the first with its (target, port), and the first with its
@@ -501,10 +534,18 @@ mod tests {
         }
     }
 
-    /// The SRV names kept with an entry serve questions in the configured spelling; a question
-    /// that spells the zone otherwise gets its own spelling, and a changed entry starts over.
+    fn ptr(a: &ClusterAnswerer, q: &str) -> Vec<String> {
+        let crate::dns::Outcome::Answer(ans) = a.answer(&n(q), RecordType::PTR) else {
+            panic!("fell through");
+        };
+        ans.answers.iter().map(|r| r.data.to_string()).collect()
+    }
+
+    /// The names kept with an entry serve SRV questions in the configured spelling and PTR
+    /// questions; a question that spells the zone otherwise gets its own spelling, and a
+    /// changed entry starts over.
     #[test]
-    fn kept_srv_names_follow_the_entry_and_the_spelling() {
+    fn kept_names_follow_the_entry_and_the_spelling() {
         let a = headless(&[("web", "10.0.0.1")]);
         let entry = || a.zone().service("ns", "h").unwrap();
         assert!(format!("{:?}", entry().derived).contains("empty"));
@@ -512,8 +553,9 @@ mod tests {
         let (srv, _) = srv_and_glue(&a, q);
         assert_eq!(srv, ["0 100 80 web.h.ns.svc.cluster.local."]);
         assert!(format!("{:?}", entry().derived).contains("set"));
-        // Asked again: the kept names give the same answer.
+        // Asked again: the kept names give the same answer, and the PTR is made from them.
         assert_eq!(srv_and_glue(&a, q).0, srv);
+        assert_eq!(ptr(&a, "1.0.0.10.in-addr.arpa."), ["web.h.ns.svc.cluster.local."]);
         // Another spelling of the zone: targets in it, and the kept names are not replaced.
         let (srv, glue) = srv_and_glue(&a, "_http._tcp.h.ns.svc.Cluster.LOCAL.");
         assert_eq!(srv, ["0 100 80 web.h.ns.svc.Cluster.LOCAL."]);
@@ -537,6 +579,7 @@ mod tests {
             }],
         });
         assert!(format!("{:?}", entry().derived).contains("empty"));
+        assert_eq!(ptr(&a, "9.0.0.10.in-addr.arpa."), ["api.h.ns.svc.cluster.local."]);
         let (srv, glue) = srv_and_glue(&a, q);
         assert_eq!(srv, ["0 100 80 api.h.ns.svc.cluster.local."]);
         assert_eq!(glue, ["api.h.ns.svc.cluster.local. 10.0.0.9"]);

@@ -198,16 +198,19 @@ impl Suffixes {
         // The labels, once (hickory-proto's iterator is dear backwards); names of more labels
         // than fit on the stack are rare and take a `Vec`.
         let mut inline: [&[u8]; INLINE_LABELS] = [&[]; INLINE_LABELS];
-        let spilled: Vec<&[u8]>;
-        let labels: &[&[u8]] = if usize::from(name.num_labels()) <= INLINE_LABELS {
-            let mut n = 0;
-            for (slot, label) in inline.iter_mut().zip(name.iter()) {
-                *slot = label;
-                n += 1;
+        let mut spilled: Vec<&[u8]> = Vec::new();
+        let mut n = 0;
+        for label in name.iter() {
+            if n == INLINE_LABELS {
+                spilled = name.iter().collect();
+                break;
             }
+            inline[n] = label;
+            n += 1;
+        }
+        let labels: &[&[u8]] = if spilled.is_empty() {
             &inline[..n]
         } else {
-            spilled = name.iter().collect();
             &spilled
         };
         let (matched, parent) = self.longest(out, labels);
