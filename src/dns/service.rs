@@ -401,8 +401,8 @@ pub(super) struct ServiceNames {
 
 /// For each SRV candidate: is it the first with its (target, port), and the first with its
 /// (target, address)? Targets are told apart by their ids. A few candidates (a ClusterIP
-/// service's ports) are compared pairwise; more (a headless service's endpoints) through hash
-/// sets.
+/// service's ports) are compared pairwise; more (a headless service's endpoints) are all
+/// first when no id repeats (a bitmap of ids tells), and go through hash sets otherwise.
 fn first_of_each(candidates: &[SrvCandidate<'_>]) -> Vec<(bool, bool)> {
     if candidates.len() <= 8 {
         return candidates
@@ -416,6 +416,25 @@ fn first_of_each(candidates: &[SrvCandidate<'_>]) -> Vec<(bool, bool)> {
                 )
             })
             .collect();
+    }
+    // A headless service whose slices have one port: every endpoint name once, so every
+    // candidate is the first of its kind. Ids are dense (0 up to the endpoints' count).
+    let mut seen_ids: Vec<u64> = Vec::new();
+    let distinct = candidates.iter().all(|c| {
+        let (word, bit) = ((c.id / 64) as usize, 1u64 << (c.id % 64));
+        if word >= 1 << 12 {
+            // Ids past 262,144: not worth a bitmap; the hash sets decide.
+            return false;
+        }
+        if word >= seen_ids.len() {
+            seen_ids.resize(word + 1, 0);
+        }
+        let fresh = seen_ids[word] & bit == 0;
+        seen_ids[word] |= bit;
+        fresh
+    });
+    if distinct {
+        return vec![(true, true); candidates.len()];
     }
     let hasher = foldhash::fast::RandomState::default;
     let mut seen_srv = HashSet::with_capacity_and_hasher(candidates.len(), hasher());
@@ -539,6 +558,26 @@ mod tests {
             panic!("fell through");
         };
         ans.answers.iter().map(|r| r.data.to_string()).collect()
+    }
+
+    /// More than 8 candidates, none repeating a name: every one is an SRV record and a glue
+    /// record, in endpoint order (the bitmap path of `first_of_each`).
+    #[test]
+    fn many_distinct_srv_targets_are_all_kept() {
+        let hosts: Vec<(String, String)> = (0..12)
+            .map(|i| (format!("h{i}"), format!("10.0.1.{i}")))
+            .collect();
+        let list: Vec<(&str, &str)> = hosts.iter().map(|(h, a)| (h.as_str(), a.as_str())).collect();
+        let a = headless(&list);
+        let (srv, glue) = srv_and_glue(&a, "_http._tcp.h.ns.svc.cluster.local.");
+        let want_srv: Vec<String> = (0..12)
+            .map(|i| format!("0 8 80 h{i}.h.ns.svc.cluster.local."))
+            .collect();
+        let want_glue: Vec<String> = (0..12)
+            .map(|i| format!("h{i}.h.ns.svc.cluster.local. 10.0.1.{i}"))
+            .collect();
+        assert_eq!(srv, want_srv);
+        assert_eq!(glue, want_glue);
     }
 
     /// The names kept with an entry serve SRV questions in the configured spelling and PTR
