@@ -114,14 +114,24 @@ pub struct ClusterAnswerer {
     pub(super) soa_names: Arc<Vec<(Name, Name, Name)>>,
     /// Each of `settings.zones`, as labels, and whether it is a reverse zone.
     zone_labels: Arc<Vec<ZoneLabels>>,
+    /// Tells this answerer (and its clones, which share its settings) from any other, for
+    /// what it keeps with zone entries: unique for the life of the process.
+    pub(super) id: u64,
+    /// The index of `settings.primary` in `settings.zones`, if it is one of them.
+    primary_index: Option<usize>,
 }
+
+/// The next [`ClusterAnswerer::id`].
+static NEXT_ANSWERER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A zone's labels (lower case, in order) and kind, so that a question's zone is found by
 /// comparing label slices: hickory-proto's `zone_of` walks its label iterator backwards, which
 /// was a tenth of a ClusterIP answer with three zones.
 #[derive(Debug)]
 struct ZoneLabels {
-    labels: Vec<Box<[u8]>>,
+    /// Zone names are ASCII (`corefile::zone` checks them); a label that is not UTF-8 would
+    /// be kept with a replacement character and match no question.
+    labels: Vec<Box<str>>,
     reverse: bool,
 }
 
@@ -235,15 +245,22 @@ impl ClusterAnswerer {
             .zones
             .iter()
             .map(|z| ZoneLabels {
-                labels: z.to_lowercase().iter().map(Box::from).collect(),
+                labels: z
+                    .to_lowercase()
+                    .iter()
+                    .map(|l| String::from_utf8_lossy(l).into())
+                    .collect(),
                 reverse: settings.reverse_zones.contains(z),
             })
             .collect();
+        let primary_index = settings.zones.iter().position(|z| z.eq_case(&settings.primary));
         Self {
             settings: Arc::new(settings),
             zone,
             soa_names: Arc::new(soa_names),
             zone_labels: Arc::new(zone_labels),
+            id: NEXT_ANSWERER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            primary_index,
         }
     }
 
@@ -267,12 +284,25 @@ impl ClusterAnswerer {
                 continue;
             };
             if best.is_none_or(|(_, longest)| n > longest)
-                && tail.iter().zip(&zone.labels).all(|(a, b)| a == &&**b)
+                && tail.iter().zip(&zone.labels).all(|(a, b)| *a == b.as_bytes())
             {
                 best = Some((i, n));
             }
         }
         best.map(|(i, _)| i)
+    }
+
+    /// The primary zone (PTR targets are built in it), as one of `settings.zones` when it is
+    /// one, so that [`Self::configured_zone`] knows it.
+    pub(super) fn primary(&self) -> &Name {
+        self.primary_index
+            .map_or(&self.settings.primary, |i| &self.settings.zones[i])
+    }
+
+    /// Which of `settings.zones` `zone` is, if it is that very value (not a copy, which may be
+    /// spelt otherwise): names built under it may be kept with zone entries.
+    pub(super) fn configured_zone(&self, zone: &Name) -> Option<usize> {
+        self.settings.zones.iter().position(|z| std::ptr::eq(z, zone))
     }
 
     /// The longest plugin zone that contains `name`.
@@ -386,21 +416,30 @@ impl ClusterAnswerer {
             reverse,
         } = &self.zone_labels[zone_index];
         let keep = lower.len() - zone_labels.len();
+        // The labels as text: the question's own are checked; the zone's are the same bytes
+        // as the configured zone's labels (`zone_index` compared them), already text.
         let mut inline = [""; INLINE_LABELS];
         let spilled: Vec<&str>;
         let labels: &[&str] = if lower.len() <= INLINE_LABELS {
-            for (slot, l) in inline.iter_mut().zip(lower) {
+            for (slot, l) in inline.iter_mut().zip(&lower[..keep]) {
                 let Ok(l) = std::str::from_utf8(l) else {
                     return Resolution::nxdomain();
                 };
                 *slot = l;
             }
+            for (slot, l) in inline[keep..].iter_mut().zip(zone_labels) {
+                *slot = l;
+            }
             &inline[..lower.len()]
         } else {
-            let all: Option<Vec<&str>> = lower.iter().map(|l| std::str::from_utf8(l).ok()).collect();
-            let Some(all) = all else {
+            let own: Option<Vec<&str>> = lower[..keep]
+                .iter()
+                .map(|l| std::str::from_utf8(l).ok())
+                .collect();
+            let Some(mut all) = own else {
                 return Resolution::nxdomain();
             };
+            all.extend(zone_labels.iter().map(|l| &**l));
             spilled = all;
             &spilled
         };

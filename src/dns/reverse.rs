@@ -50,7 +50,7 @@ impl ClusterAnswerer {
         let allowed = |ns: &str| {
             self.settings.namespaces.is_empty() || self.settings.namespaces.iter().any(|n| n == ns)
         };
-        let primary = &self.settings.primary;
+        let primary = self.primary();
         let owners = self.zone.reverse(&ip);
         if let Some(o) = owners.iter().find(|o| o.cluster_ip && allowed(o.namespace())) {
             let (namespace, service) = (o.namespace(), o.service());

@@ -171,8 +171,9 @@ impl ClusterAnswerer {
     }
 
     /// Runs `f` on the [`ServiceNames`] of `entry` (the Service `name` in `namespace`) under
-    /// `zone_spelt`: those kept with the entry when the zone is spelt as configured (lower
-    /// case), built for this answer alone otherwise.
+    /// `zone_spelt`: those kept with the entry when `zone_spelt` is one of this answerer's
+    /// configured zones (a lower-case question spells the zone as configured, see
+    /// [`spelt_zone`]), built for this answer alone otherwise.
     pub(super) fn with_service_names<R>(
         &self,
         entry: &ServiceEntry,
@@ -181,23 +182,20 @@ impl ClusterAnswerer {
         zone_spelt: &Name,
         f: impl FnOnce(&ServiceNames) -> R,
     ) -> R {
-        let pod_names = self.settings.endpoint_pod_names;
+        let key = self.configured_zone(zone_spelt).map(|zone| (self.id, zone));
         let build = || ServiceNames {
-            zone: zone_spelt.clone(),
-            pod_names,
+            key,
             service: name_under(&[name, namespace, "svc"], zone_spelt),
             endpoints: OnceLock::new(),
         };
-        let kept = (!has_upper(zone_spelt))
-            .then(|| {
-                entry
-                    .derived
-                    .get_or_init(|| Box::new(build()))
-                    .downcast_ref::<ServiceNames>()
-            })
-            .flatten()
-            // Built by another answerer sharing the zone (another block's zone or settings).
-            .filter(|names| names.pod_names == pod_names && names.zone.eq_case(zone_spelt));
+        let kept = key.and_then(|key| {
+            entry
+                .derived
+                .get_or_init(|| Box::new(build()))
+                .downcast_ref::<ServiceNames>()
+                // Built by another answerer sharing the zone, or under another of its zones.
+                .filter(|names| names.key == Some(key))
+        });
         match kept {
             Some(names) => f(names),
             None => f(&build()),
@@ -389,10 +387,10 @@ impl ClusterAnswerer {
 /// kept with its entry ([`ServiceEntry::derived`]): building a name costs more than copying
 /// one.
 pub(super) struct ServiceNames {
-    /// The zone the names are under, as spelt (compared with case).
-    zone: Name,
-    /// `endpoint_pod_names` when they were built: it decides endpoint labels.
-    pod_names: bool,
+    /// (answerer id, index of the configured zone) the names were built by and under; `None`
+    /// for names built for one answer. The answerer's settings (`endpoint_pod_names`) decide
+    /// endpoint labels, so its id stands for them.
+    key: Option<(u64, usize)>,
     /// `<service>.<namespace>.svc.<zone>`; `None` if a label is not a DNS label.
     pub(super) service: Option<Name>,
     /// [`ClusterAnswerer::endpoint_names`], built when first asked for.
@@ -457,7 +455,7 @@ mod tests {
     /// (hostname, address), in a synced zone.
     fn headless(endpoints: &[(&str, &str)]) -> ClusterAnswerer {
         use crate::cluster::ClusterZone;
-        use crate::cluster::model::{PortInfo, ServiceKind, SliceInfo};
+        use crate::cluster::model::ServiceKind;
         let zone = ClusterZone::new();
         zone.apply_namespace("ns".into());
         zone.apply_service(ServiceInfo {
@@ -467,25 +465,32 @@ mod tests {
             ports: vec![],
             external: None,
         });
-        zone.apply_slice(SliceInfo {
-            name: "h-1".into(),
-            namespace: "ns".into(),
-            service: Some("h".into()),
-            endpoints: endpoints
+        zone.apply_slice(slice(
+            endpoints
                 .iter()
                 .map(|(host, ip)| {
                     let ip: IpAddr = ip.parse().unwrap();
                     EndpointInfo::new(vec![ip].into(), Some(host), None)
                 })
                 .collect(),
+        ));
+        zone.set_synced(true);
+        ClusterAnswerer::new(super::super::answer::tests::settings(), Arc::new(zone))
+    }
+
+    /// Slice `h-1` of service `h` in `ns`, port 80 `http`, holding `endpoints`.
+    fn slice(endpoints: Vec<EndpointInfo>) -> crate::cluster::model::SliceInfo {
+        crate::cluster::model::SliceInfo {
+            name: "h-1".into(),
+            namespace: "ns".into(),
+            service: Some("h".into()),
+            endpoints,
             ports: vec![PortInfo {
                 name: "http".into(),
                 protocol: PortProtocol::Tcp,
                 port: Some(80),
             }],
-        });
-        zone.set_synced(true);
-        ClusterAnswerer::new(super::super::answer::tests::settings(), Arc::new(zone))
+        }
     }
 
     fn srv_and_glue(a: &ClusterAnswerer, q: &str) -> (Vec<String>, Vec<String>) {
@@ -580,6 +585,40 @@ mod tests {
         assert_eq!(glue, want_glue);
     }
 
+    /// Two answerers over one zone with different endpoint naming (two server blocks): each
+    /// answers with its own names, whichever of them kept its names with the entry first.
+    #[test]
+    fn answerers_sharing_a_zone_keep_their_own_names() {
+        let plain = headless(&[("web", "10.0.0.1")]);
+        plain.zone().apply_slice(slice(vec![EndpointInfo::new(
+            vec!["10.0.0.1".parse::<IpAddr>().unwrap()].into(),
+            None,
+            Some("web-pod"),
+        )]));
+        let mut s = super::super::answer::tests::settings();
+        s.endpoint_pod_names = true;
+        let pods = ClusterAnswerer::new(s, plain.zone().clone());
+        let q = "_http._tcp.h.ns.svc.cluster.local.";
+        for _ in 0..2 {
+            assert_eq!(
+                srv_and_glue(&plain, q).0,
+                ["0 100 80 10-0-0-1.h.ns.svc.cluster.local."]
+            );
+            assert_eq!(
+                srv_and_glue(&pods, q).0,
+                ["0 100 80 web-pod.h.ns.svc.cluster.local."]
+            );
+            assert_eq!(
+                ptr(&pods, "1.0.0.10.in-addr.arpa."),
+                ["web-pod.h.ns.svc.cluster.local."]
+            );
+            assert_eq!(
+                ptr(&plain, "1.0.0.10.in-addr.arpa."),
+                ["10-0-0-1.h.ns.svc.cluster.local."]
+            );
+        }
+    }
+
     /// The names kept with an entry serve SRV questions in the configured spelling and PTR
     /// questions; a question that spells the zone otherwise gets its own spelling, and a
     /// changed entry starts over.
@@ -601,22 +640,11 @@ mod tests {
         assert_eq!(glue, ["web.h.ns.svc.Cluster.LOCAL. 10.0.0.1"]);
         assert_eq!(srv_and_glue(&a, q).0, ["0 100 80 web.h.ns.svc.cluster.local."]);
         // The slice changes: the new entry starts without names and answers from its endpoints.
-        use crate::cluster::model::{PortInfo, SliceInfo};
-        a.zone().apply_slice(SliceInfo {
-            name: "h-1".into(),
-            namespace: "ns".into(),
-            service: Some("h".into()),
-            endpoints: vec![EndpointInfo::new(
-                vec!["10.0.0.9".parse::<IpAddr>().unwrap()].into(),
-                Some("api"),
-                None,
-            )],
-            ports: vec![PortInfo {
-                name: "http".into(),
-                protocol: PortProtocol::Tcp,
-                port: Some(80),
-            }],
-        });
+        a.zone().apply_slice(slice(vec![EndpointInfo::new(
+            vec!["10.0.0.9".parse::<IpAddr>().unwrap()].into(),
+            Some("api"),
+            None,
+        )]));
         assert!(format!("{:?}", entry().derived).contains("empty"));
         assert_eq!(ptr(&a, "9.0.0.10.in-addr.arpa."), ["api.h.ns.svc.cluster.local."]);
         let (srv, glue) = srv_and_glue(&a, q);
