@@ -619,6 +619,60 @@ mod tests {
         }
     }
 
+    /// The kept names under concurrent writers: readers on several threads ask SRV and PTR
+    /// while a writer swaps the slice between two sets of endpoint names. Every answer is
+    /// made from one version of the entry (all targets from one set), and once the writer
+    /// stops, every reader sees the last set: nothing derived from an old version survives.
+    #[test]
+    fn kept_names_under_concurrent_writers_are_never_stale_or_mixed() {
+        let endpoints = |prefix: &str| -> Vec<EndpointInfo> {
+            (1..=5)
+                .map(|i| {
+                    let ip: IpAddr = format!("10.0.0.{i}").parse().unwrap();
+                    EndpointInfo::new(vec![ip].into(), Some(&format!("{prefix}{i}")), None)
+                })
+                .collect()
+        };
+        let a = headless(&[]);
+        a.zone().apply_slice(slice(endpoints("a")));
+        let q = "_http._tcp.h.ns.svc.cluster.local.";
+        let writes = 2_000;
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for k in 0..writes {
+                    let prefix = if k % 2 == 0 { "b" } else { "a" };
+                    a.zone().apply_slice(slice(endpoints(prefix)));
+                }
+                done.store(true, std::sync::atomic::Ordering::Release);
+            });
+            for _ in 0..3 {
+                scope.spawn(|| {
+                    let mut asked = 0;
+                    while !done.load(std::sync::atomic::Ordering::Acquire) || asked < 50 {
+                        let (srv, glue) = srv_and_glue(&a, q);
+                        assert_eq!(srv.len(), 5, "{srv:?}");
+                        assert_eq!(glue.len(), 5, "{glue:?}");
+                        let set = |t: &str| t.rsplit(' ').next().unwrap().as_bytes()[0];
+                        let first = set(&srv[0]);
+                        assert!(srv.iter().all(|t| set(t) == first), "mixed: {srv:?}");
+                        let p = ptr(&a, "3.0.0.10.in-addr.arpa.");
+                        assert!(
+                            p == ["a3.h.ns.svc.cluster.local."] || p == ["b3.h.ns.svc.cluster.local."],
+                            "{p:?}"
+                        );
+                        asked += 1;
+                        assert!(asked < 1_000_000, "the writer never finished");
+                    }
+                });
+            }
+        });
+        // The last write (odd) put back set "a".
+        let (srv, _) = srv_and_glue(&a, q);
+        assert!(srv.iter().all(|t| t.contains(" a")), "{srv:?}");
+        assert_eq!(ptr(&a, "3.0.0.10.in-addr.arpa."), ["a3.h.ns.svc.cluster.local."]);
+    }
+
     /// The names kept with an entry serve SRV questions in the configured spelling and PTR
     /// questions; a question that spells the zone otherwise gets its own spelling, and a
     /// changed entry starts over.
