@@ -122,6 +122,10 @@ pub struct KubernetesMetrics {
     /// Watches that have not completed their first list.
     pub watches_pending: IntGauge,
     watch_errors: IntCounterVec,
+    /// Bytes of names the answerers keep with zone entries, and their bound.
+    pub kept_names: IntGauge,
+    /// The sum of the answerers' bounds on [`Self::kept_names`].
+    pub kept_names_limit: IntGauge,
 }
 
 impl crate::telemetry::Families for KubernetesMetrics {
@@ -153,11 +157,21 @@ impl KubernetesMetrics {
             ),
             &["resource"],
         )?;
+        let kept_names = IntGauge::new(
+            "cluster_dns_kubernetes_kept_names_bytes",
+            "Bytes of SRV and PTR target names the kubernetes plugin keeps with Services between questions (counted against cluster_dns_kubernetes_kept_names_limit_bytes).",
+        )?;
+        let kept_names_limit = IntGauge::new(
+            "cluster_dns_kubernetes_kept_names_limit_bytes",
+            "The most bytes of names the kubernetes plugin keeps with Services; past it, names are built for each answer.",
+        )?;
         let rest_client = RestClientMetrics::new()?;
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(programming.clone()),
             Box::new(watches_pending.clone()),
             Box::new(watch_errors.clone()),
+            Box::new(kept_names.clone()),
+            Box::new(kept_names_limit.clone()),
         ];
         collectors.extend(rest_client.collectors());
         register_all(registry, collectors)?;
@@ -167,6 +181,8 @@ impl KubernetesMetrics {
             rest_client,
             watches_pending,
             watch_errors,
+            kept_names,
+            kept_names_limit,
         })
     }
 

@@ -63,6 +63,11 @@ pub struct ServiceEntry {
 pub struct Derived(OnceLock<Box<dyn Any + Send + Sync>>);
 
 impl Derived {
+    /// The value, if a reader set one.
+    pub fn get(&self) -> Option<&(dyn Any + Send + Sync)> {
+        self.0.get().map(|v| &**v)
+    }
+
     /// The value, built by `make` if this is the first use of this version of the entry.
     pub fn get_or_init(&self, make: impl FnOnce() -> Box<dyn Any + Send + Sync>) -> &(dyn Any + Send + Sync) {
         &**self.0.get_or_init(make)

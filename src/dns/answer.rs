@@ -13,6 +13,7 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::rdata::{A, AAAA, SOA, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
+use super::kept::{DEFAULT_KEPT_BYTES, KeptBudget};
 use super::qname::ClusterName;
 use crate::cluster::ClusterZone;
 use crate::proto::Answer;
@@ -119,6 +120,8 @@ pub struct ClusterAnswerer {
     pub(super) id: u64,
     /// The index of `settings.primary` in `settings.zones`, if it is one of them.
     primary_index: Option<usize>,
+    /// What the names kept with zone entries may take ([`super::kept`]).
+    pub(super) kept: Arc<KeptBudget>,
 }
 
 /// The next [`ClusterAnswerer::id`].
@@ -261,7 +264,14 @@ impl ClusterAnswerer {
             zone_labels: Arc::new(zone_labels),
             id: NEXT_ANSWERER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             primary_index,
+            kept: KeptBudget::new(DEFAULT_KEPT_BYTES, None),
         }
+    }
+
+    /// The same answerer, keeping names with zone entries within `budget`.
+    pub fn with_kept_budget(mut self, budget: Arc<KeptBudget>) -> Self {
+        self.kept = budget;
+        self
     }
 
     /// The zone it reads.

@@ -70,7 +70,8 @@ impl ClusterAnswerer {
                 continue;
             };
             self.with_service_names(&entry, o.namespace(), o.service(), primary, |names| {
-                let addresses = Self::ready_addresses(&entry).zip(self.endpoint_names(&entry, names));
+                let endpoints = self.endpoint_names(&entry, names);
+                let addresses = Self::ready_addresses(&entry).zip(endpoints.iter());
                 for ((_, _, addr), name) in addresses {
                     if *addr == ip
                         && let Some((t, _)) = name

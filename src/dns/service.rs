@@ -4,13 +4,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use hickory_proto::rr::rdata::{CNAME, SRV};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 use super::addr::dashed;
 use super::answer::*;
+use super::kept::{EndpointNames, ServiceNames};
 use crate::cluster::model::{EndpointInfo, PortInfo, PortProtocol, ServiceInfo, ServiceKind, SliceInfo};
 use crate::cluster::zone::ServiceEntry;
 
@@ -183,22 +184,23 @@ impl ClusterAnswerer {
         f: impl FnOnce(&ServiceNames) -> R,
     ) -> R {
         let key = self.configured_zone(zone_spelt).map(|zone| (self.id, zone));
-        let build = || ServiceNames {
-            key,
-            service: name_under(&[name, namespace, "svc"], zone_spelt),
-            endpoints: OnceLock::new(),
-        };
+        let service = || name_under(&[name, namespace, "svc"], zone_spelt);
         let kept = key.and_then(|key| {
-            entry
-                .derived
-                .get_or_init(|| Box::new(build()))
-                .downcast_ref::<ServiceNames>()
+            let any = match entry.derived.get() {
+                Some(any) => any,
+                // Not kept when over the budget: the next question tries again.
+                None => {
+                    let names = ServiceNames::kept(key, service(), &self.kept)?;
+                    entry.derived.get_or_init(|| Box::new(names))
+                }
+            };
+            any.downcast_ref::<ServiceNames>()
                 // Built by another answerer sharing the zone, or under another of its zones.
                 .filter(|names| names.key == Some(key))
         });
         match kept {
             Some(names) => f(names),
-            None => f(&build()),
+            None => f(&ServiceNames::fresh(service())),
         }
     }
 
@@ -209,8 +211,8 @@ impl ClusterAnswerer {
         &self,
         entry: &ServiceEntry,
         names: &'n ServiceNames,
-    ) -> &'n [Option<(Name, u32)>] {
-        names.endpoints.get_or_init(|| {
+    ) -> EndpointNames<'n> {
+        names.endpoints(|| {
             let Some(service) = &names.service else {
                 return Vec::new();
             };
@@ -253,7 +255,7 @@ impl ClusterAnswerer {
     ) -> R {
         let endpoints = match svc.kind {
             ServiceKind::Headless => self.endpoint_names(entry, names),
-            _ => &[],
+            _ => EndpointNames::Kept(&[]),
         };
         // One candidate per address and port: an address's slice usually has one port.
         let mut out = Vec::with_capacity(match &svc.kind {
@@ -278,7 +280,7 @@ impl ClusterAnswerer {
                 }
             }
             ServiceKind::Headless => {
-                let addresses = Self::ready_addresses(entry).zip(endpoints);
+                let addresses = Self::ready_addresses(entry).zip(endpoints.iter());
                 for ((slice, _, ip), endpoint) in addresses {
                     let Some((target, id)) = endpoint else { continue };
                     let ports = slice.ports.iter().filter(|p| port_filter(p));
@@ -381,20 +383,6 @@ impl ClusterAnswerer {
             _ => Resolution::nodata(),
         })
     }
-}
-
-/// The names of one Service's answers (SRV and PTR targets) under one spelling of the zone,
-/// kept with its entry ([`ServiceEntry::derived`]): building a name costs more than copying
-/// one.
-pub(super) struct ServiceNames {
-    /// (answerer id, index of the configured zone) the names were built by and under; `None`
-    /// for names built for one answer. The answerer's settings (`endpoint_pod_names`) decide
-    /// endpoint labels, so its id stands for them.
-    key: Option<(u64, usize)>,
-    /// `<service>.<namespace>.svc.<zone>`; `None` if a label is not a DNS label.
-    pub(super) service: Option<Name>,
-    /// [`ClusterAnswerer::endpoint_names`], built when first asked for.
-    endpoints: OnceLock<Vec<Option<(Name, u32)>>>,
 }
 
 /// For each SRV candidate: is it the first with its (target, port), and the first with its
@@ -671,6 +659,43 @@ mod tests {
         let (srv, _) = srv_and_glue(&a, q);
         assert!(srv.iter().all(|t| t.contains(" a")), "{srv:?}");
         assert_eq!(ptr(&a, "3.0.0.10.in-addr.arpa."), ["a3.h.ns.svc.cluster.local."]);
+    }
+
+    /// Past the budget, names are built for each answer: the same answers, nothing kept, and
+    /// what was kept is given back when its entry changes.
+    #[test]
+    fn names_past_the_budget_are_built_for_each_answer() {
+        use crate::dns::kept::KeptBudget;
+        let endpoints = [("web", "10.0.0.1"), ("db", "10.0.0.2")];
+        let q = "_http._tcp.h.ns.svc.cluster.local.";
+        let want = srv_and_glue(&headless(&endpoints), q);
+        let none = KeptBudget::new(0, None);
+        let a = headless(&endpoints).with_kept_budget(none.clone());
+        let entry = || a.zone().service("ns", "h").unwrap();
+        for _ in 0..2 {
+            assert_eq!(srv_and_glue(&a, q), want);
+            assert_eq!(ptr(&a, "2.0.0.10.in-addr.arpa."), ["db.h.ns.svc.cluster.local."]);
+        }
+        assert!(format!("{:?}", entry().derived).contains("empty"));
+        assert_eq!(none.used(), 0);
+        // Room for the service's name but not its endpoints' (a few hundred bytes each): the
+        // service's name is kept, the endpoint names are built for each answer.
+        let some = KeptBudget::new(400, None);
+        let b = headless(&endpoints).with_kept_budget(some.clone());
+        let entry = || b.zone().service("ns", "h").unwrap();
+        for _ in 0..2 {
+            assert_eq!(srv_and_glue(&b, q), want);
+        }
+        assert!(format!("{:?}", entry().derived).contains("set"));
+        assert!(some.used() > 0 && some.used() <= 400, "{}", some.used());
+        // The entry changes: what it kept is given back.
+        b.zone().apply_slice(slice(vec![EndpointInfo::new(
+            vec!["10.0.0.3".parse::<IpAddr>().unwrap()].into(),
+            Some("api"),
+            None,
+        )]));
+        assert_eq!(some.used(), 0);
+        assert_eq!(srv_and_glue(&b, q).0, ["0 100 80 api.h.ns.svc.cluster.local."]);
     }
 
     /// The names kept with an entry serve SRV questions in the configured spelling and PTR

@@ -361,6 +361,18 @@ async fn kubeadm_corefile_end_to_end_with_probes_and_metrics() {
             "{leak} in a label"
         );
     }
+    // A PTR answer keeps its Service's name with the zone entry: the kept-names gauge shows
+    // the bytes, under its bound.
+    let m = ask(dns, "1.0.96.10.in-addr.arpa.", RecordType::PTR).await;
+    assert_eq!(
+        m.answers.iter().map(show).collect::<Vec<_>>(),
+        ["1.0.96.10.in-addr.arpa. PTR kubernetes.default.svc.cluster.local."]
+    );
+    let kept = scrape(metrics).await;
+    let kept_bytes = sum(&kept, "cluster_dns_kubernetes_kept_names_bytes", &[]);
+    let kept_limit = sum(&kept, "cluster_dns_kubernetes_kept_names_limit_bytes", &[]);
+    assert!(kept_bytes > 0.0 && kept_bytes < 4096.0, "{kept_bytes}");
+    assert_eq!(kept_limit, f64::from(8u32 << 20));
     // The plugins' own metrics moved too.
     assert_eq!(
         delta("coredns_cache_hits_total", &[server, "type=\"success\""]),

@@ -13,6 +13,7 @@ use crate::chain::{Next, Plugin, Replay, ReplyFuture, Scope, SearchPaths};
 use crate::cluster::ClusterZone;
 use crate::corefile::is_reverse_zone;
 use crate::dns::answer::name_under;
+use crate::dns::kept::KeptBudget;
 use crate::dns::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
 use crate::proto::{ChangeCounter, Question, Reply};
 
@@ -31,7 +32,12 @@ fn zone_name(zone: &str) -> Option<Name> {
 
 impl Kubernetes {
     /// The plugin for `config`, answering from `zone`.
-    pub fn new(config: &KubernetesConfig, zone: Arc<ClusterZone>, self_ips: Vec<IpAddr>) -> Self {
+    pub fn new(
+        config: &KubernetesConfig,
+        zone: Arc<ClusterZone>,
+        self_ips: Vec<IpAddr>,
+        kept: Arc<KeptBudget>,
+    ) -> Self {
         let zones: Vec<Name> = config.zones.iter().filter_map(|z| zone_name(z)).collect();
         let reverse_zones: Vec<Name> = config
             .zones
@@ -71,7 +77,7 @@ impl Kubernetes {
             self_ips,
         };
         Self {
-            answerer: ClusterAnswerer::new(settings, zone),
+            answerer: ClusterAnswerer::new(settings, zone).with_kept_budget(kept),
             search_domain,
         }
     }

@@ -455,11 +455,25 @@ impl Configured for KubernetesConfig {
     fn build(&self, ctx: &BuildCtx<'_>) -> Built {
         let zone = ctx.source.clone().and_then(|s| s.downcast::<ClusterZone>().ok());
         match zone {
-            Some(zone) => Built::Plugin(Arc::new(super::Kubernetes::new(
-                self,
-                zone,
-                crate::cluster::self_ips_from_env(),
-            ))),
+            Some(zone) => {
+                // What the answerer keeps with zone entries, shown in the kubernetes families.
+                let families = ctx
+                    .metrics
+                    .and_then(|m| m.families::<crate::cluster::metrics::KubernetesMetrics>().ok());
+                let limit = crate::dns::kept::DEFAULT_KEPT_BYTES;
+                let observe = families.map(|f| {
+                    f.kept_names_limit.add(i64::try_from(limit).unwrap_or(i64::MAX));
+                    let gauge = f.kept_names;
+                    Box::new(move |delta: i64| gauge.add(delta)) as Box<dyn Fn(i64) + Send + Sync>
+                });
+                let budget = crate::dns::kept::KeptBudget::new(limit, observe);
+                Built::Plugin(Arc::new(super::Kubernetes::new(
+                    self,
+                    zone,
+                    crate::cluster::self_ips_from_env(),
+                    budget,
+                )))
+            }
             None => Built::Nothing,
         }
     }
