@@ -13,7 +13,7 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::rdata::{A, AAAA, SOA, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
-use super::kept::{DEFAULT_KEPT_BYTES, KeptBudget};
+use super::kept::{DEFAULT_KEPT_BYTES, KeptBudget, kept_key};
 use super::qname::ClusterName;
 use crate::cluster::ClusterZone;
 use crate::proto::Answer;
@@ -115,17 +115,14 @@ pub struct ClusterAnswerer {
     pub(super) soa_names: Arc<Vec<(Name, Name, Name)>>,
     /// Each of `settings.zones`, as labels, and whether it is a reverse zone.
     zone_labels: Arc<Vec<ZoneLabels>>,
-    /// Tells this answerer (and its clones, which share its settings) from any other, for
-    /// what it keeps with zone entries: unique for the life of the process.
-    pub(super) id: u64,
+    /// Per zone of `settings.zones`, the key of the names kept with zone entries under it
+    /// ([`super::kept::kept_key`]): equal for answerers whose names would be equal.
+    pub(super) kept_keys: Arc<Vec<u64>>,
     /// The index of `settings.primary` in `settings.zones`, if it is one of them.
     primary_index: Option<usize>,
     /// What the names kept with zone entries may take ([`super::kept`]).
     pub(super) kept: Arc<KeptBudget>,
 }
-
-/// The next [`ClusterAnswerer::id`].
-static NEXT_ANSWERER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A zone's labels (lower case, in order) and kind, so that a question's zone is found by
 /// comparing label slices: hickory-proto's `zone_of` walks its label iterator backwards, which
@@ -257,12 +254,17 @@ impl ClusterAnswerer {
             })
             .collect();
         let primary_index = settings.zones.iter().position(|z| z.eq_case(&settings.primary));
+        let kept_keys = settings
+            .zones
+            .iter()
+            .map(|z| kept_key(z, settings.endpoint_pod_names))
+            .collect();
         Self {
             settings: Arc::new(settings),
             zone,
             soa_names: Arc::new(soa_names),
             zone_labels: Arc::new(zone_labels),
-            id: NEXT_ANSWERER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            kept_keys: Arc::new(kept_keys),
             primary_index,
             kept: KeptBudget::new(DEFAULT_KEPT_BYTES, None),
         }

@@ -8,15 +8,42 @@
 //! zone. The kubernetes plugin shows the bytes and the limit as
 //! `cluster_dns_kubernetes_kept_names_bytes` and `..._limit_bytes`.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use hickory_proto::rr::Name;
 
 /// The default budget: the names of about 50,000 endpoints (a name and its slot cost 100 to
 /// 150 bytes).
 pub const DEFAULT_KEPT_BYTES: usize = 8 << 20;
+
+/// The key of names kept under `zone` (configured, lower case) with `endpoint_pod_names` set to
+/// `pod_names`: what the names depend on, interned once per process so answerers compare it as
+/// one integer. Answerers with equal settings get equal keys and share what either kept (a
+/// reloaded Corefile's new answerer finds the old one's names); any difference gives another
+/// key. One entry per distinct (zone, setting) ever configured.
+pub fn kept_key(zone: &Name, pod_names: bool) -> u64 {
+    static KEYS: OnceLock<Mutex<HashMap<(String, bool), u64>>> = OnceLock::new();
+    let mut keys = KEYS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let next = u64::try_from(keys.len()).unwrap_or(u64::MAX);
+    *keys
+        .entry((zone.to_lowercase().to_ascii(), pod_names))
+        .or_insert(next)
+}
+
+/// A change the budget reports to its observer (the metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeptChange {
+    /// The bytes counted moved by this much.
+    Used(i64),
+    /// A budget of this many bytes came (positive) or went (negative).
+    Limit(i64),
+}
 
 /// The bytes kept values may count, shared by one answerer and its clones.
 ///
@@ -27,8 +54,9 @@ pub const DEFAULT_KEPT_BYTES: usize = 8 << 20;
 pub struct KeptBudget {
     used: AtomicUsize,
     limit: usize,
-    /// Told every change of `used`, as a signed difference (the metric).
-    observe: Option<Box<dyn Fn(i64) + Send + Sync>>,
+    /// Told every change (the metrics): the limit when the budget comes and goes, each
+    /// change of `used`.
+    observe: Option<Box<dyn Fn(KeptChange) + Send + Sync>>,
 }
 
 impl fmt::Debug for KeptBudget {
@@ -45,8 +73,11 @@ fn signed(bytes: usize) -> i64 {
 }
 
 impl KeptBudget {
-    /// A budget of `limit` bytes; `observe` is told each change of the bytes used.
-    pub fn new(limit: usize, observe: Option<Box<dyn Fn(i64) + Send + Sync>>) -> Arc<Self> {
+    /// A budget of `limit` bytes; `observe` is told its limit now and each change after.
+    pub fn new(limit: usize, observe: Option<Box<dyn Fn(KeptChange) + Send + Sync>>) -> Arc<Self> {
+        if let Some(observe) = &observe {
+            observe(KeptChange::Limit(signed(limit)));
+        }
         Arc::new(Self {
             used: AtomicUsize::new(0),
             limit,
@@ -73,7 +104,7 @@ impl KeptBudget {
             })
             .is_ok();
         if fits && let Some(observe) = &self.observe {
-            observe(signed(bytes));
+            observe(KeptChange::Used(signed(bytes)));
         }
         fits
     }
@@ -82,7 +113,17 @@ impl KeptBudget {
     fn refund(&self, bytes: usize) {
         self.used.fetch_sub(bytes, Ordering::AcqRel);
         if let Some(observe) = &self.observe {
-            observe(-signed(bytes));
+            observe(KeptChange::Used(-signed(bytes)));
+        }
+    }
+}
+
+impl Drop for KeptBudget {
+    /// Gone with the last value it counted (each holds it) and its answerer: its limit leaves
+    /// the metric. `used` is 0 by then (every value refunded).
+    fn drop(&mut self) {
+        if let Some(observe) = &self.observe {
+            observe(KeptChange::Limit(-signed(self.limit)));
         }
     }
 }
@@ -100,10 +141,8 @@ pub(super) type EndpointName = Option<(Name, u32)>;
 /// The names of one Service's answers (SRV and PTR targets) under one configured zone, kept
 /// with its entry: building a name costs more than copying one.
 pub(super) struct ServiceNames {
-    /// (answerer id, index of the configured zone) the names were built by and under; `None`
-    /// for names built for one answer. The answerer's settings (`endpoint_pod_names`) decide
-    /// endpoint labels, so its id stands for them.
-    pub(super) key: Option<(u64, usize)>,
+    /// What the names were built under ([`kept_key`]); `None` for names built for one answer.
+    pub(super) key: Option<u64>,
     /// `<service>.<namespace>.svc.<zone>`; `None` if a label is not a DNS label.
     pub(super) service: Option<Name>,
     /// Per ready address of the entry, built when first asked for
@@ -128,7 +167,7 @@ impl ServiceNames {
     }
 
     /// Names to keep under `key`, charged to `budget`; `None` when they do not fit.
-    pub(super) fn kept(key: (u64, usize), service: Option<Name>, budget: &Arc<KeptBudget>) -> Option<Self> {
+    pub(super) fn kept(key: u64, service: Option<Name>, budget: &Arc<KeptBudget>) -> Option<Self> {
         let bytes = std::mem::size_of::<Self>() + service.as_ref().map_or(0, name_bytes);
         budget.charge(bytes).then(|| Self {
             key: Some(key),
@@ -214,15 +253,22 @@ mod tests {
     #[test]
     fn the_budget_is_charged_and_refunded_exactly() {
         let seen = Arc::new(std::sync::atomic::AtomicI64::new(0));
-        let observer = seen.clone();
+        let limit = Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let (observer, limits) = (seen.clone(), limit.clone());
         let budget = KeptBudget::new(
             1_000,
-            Some(Box::new(move |d| {
-                observer.fetch_add(d, Ordering::Relaxed);
+            Some(Box::new(move |change| match change {
+                KeptChange::Used(d) => {
+                    observer.fetch_add(d, Ordering::Relaxed);
+                }
+                KeptChange::Limit(d) => {
+                    limits.fetch_add(d, Ordering::Relaxed);
+                }
             })),
         );
+        assert_eq!(limit.load(Ordering::Relaxed), 1_000);
         let service = || Some(n("a-long-service-name.some-namespace.svc.cluster.local."));
-        let one = ServiceNames::kept((0, 0), service(), &budget).expect("fits");
+        let one = ServiceNames::kept(0, service(), &budget).expect("fits");
         let first = budget.used();
         assert!(first > std::mem::size_of::<ServiceNames>() + std::mem::size_of::<Name>());
         let endpoints = one.endpoints(|| {
@@ -241,7 +287,7 @@ mod tests {
         let mut refused = 0;
         let mut kept = Vec::new();
         for _ in 0..10 {
-            match ServiceNames::kept((0, 0), service(), &budget) {
+            match ServiceNames::kept(0, service(), &budget) {
                 Some(v) => kept.push(v),
                 None => refused += 1,
             }
@@ -259,6 +305,19 @@ mod tests {
         drop(one);
         assert_eq!(budget.used(), 0);
         assert_eq!(seen.load(Ordering::Relaxed), 0);
+        // The budget goes: its limit leaves the metric.
+        drop(budget);
+        assert_eq!(limit.load(Ordering::Relaxed), 0);
+    }
+
+    /// Equal settings, equal keys; a different zone or endpoint naming, another key.
+    #[test]
+    fn kept_keys_follow_what_names_depend_on() {
+        let (a, b) = (n("cluster.local."), n("example.org."));
+        assert_eq!(kept_key(&a, false), kept_key(&n("Cluster.Local."), false));
+        assert_ne!(kept_key(&a, false), kept_key(&a, true));
+        assert_ne!(kept_key(&a, false), kept_key(&b, false));
+        assert_eq!(kept_key(&b, true), kept_key(&b, true));
     }
 
     /// Names built for one answer charge nothing.

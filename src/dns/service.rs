@@ -183,7 +183,7 @@ impl ClusterAnswerer {
         zone_spelt: &Name,
         f: impl FnOnce(&ServiceNames) -> R,
     ) -> R {
-        let key = self.configured_zone(zone_spelt).map(|zone| (self.id, zone));
+        let key = self.configured_zone(zone_spelt).map(|zone| self.kept_keys[zone]);
         let service = || name_under(&[name, namespace, "svc"], zone_spelt);
         let kept = key.and_then(|key| {
             let any = match entry.derived.get() {
@@ -195,7 +195,7 @@ impl ClusterAnswerer {
                 }
             };
             any.downcast_ref::<ServiceNames>()
-                // Built by another answerer sharing the zone, or under another of its zones.
+                // Built under another zone, or with other endpoint naming (another block).
                 .filter(|names| names.key == Some(key))
         });
         match kept {

@@ -460,13 +460,14 @@ impl Configured for KubernetesConfig {
                 let families = ctx
                     .metrics
                     .and_then(|m| m.families::<crate::cluster::metrics::KubernetesMetrics>().ok());
-                let limit = crate::dns::kept::DEFAULT_KEPT_BYTES;
+                use crate::dns::kept::{DEFAULT_KEPT_BYTES, KeptBudget, KeptChange};
                 let observe = families.map(|f| {
-                    f.kept_names_limit.add(i64::try_from(limit).unwrap_or(i64::MAX));
-                    let gauge = f.kept_names;
-                    Box::new(move |delta: i64| gauge.add(delta)) as Box<dyn Fn(i64) + Send + Sync>
+                    Box::new(move |change| match change {
+                        KeptChange::Used(d) => f.kept_names.add(d),
+                        KeptChange::Limit(d) => f.kept_names_limit.add(d),
+                    }) as Box<dyn Fn(KeptChange) + Send + Sync>
                 });
-                let budget = crate::dns::kept::KeptBudget::new(limit, observe);
+                let budget = KeptBudget::new(DEFAULT_KEPT_BYTES, observe);
                 Built::Plugin(Arc::new(super::Kubernetes::new(
                     self,
                     zone,
