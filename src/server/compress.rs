@@ -54,6 +54,9 @@ pub(super) struct Suffixes {
     list: [Suffix; CAPACITY],
     len: usize,
     root_first: u16,
+    /// Where the question's name is written, whole (no pointer), when it is: most owners are
+    /// the question itself and point there without a walk of the table.
+    question_at: Option<u16>,
 }
 
 thread_local! {
@@ -68,6 +71,7 @@ impl Suffixes {
             list: [EMPTY; CAPACITY],
             len: 0,
             root_first: NONE,
+            question_at: None,
         }
     }
 
@@ -88,8 +92,12 @@ impl Suffixes {
         self.len
     }
 
-    /// Forgets every entry recorded after `len` (the output they point into was cut).
+    /// Forgets every entry recorded after `len` (the output they point into was cut); at 0,
+    /// the question too.
     pub(super) fn truncate(&mut self, len: usize) {
+        if len == 0 {
+            self.question_at = None;
+        }
         while self.len > len {
             self.len -= 1;
             let s = self.list[self.len];
@@ -123,6 +131,26 @@ impl Suffixes {
         }
         let last_first = (n.saturating_sub(INLINE_LABELS)..n).rev();
         self.add_labels(NONE, last_first.map(|i| starts[i % INLINE_LABELS]));
+        self.question_at = u16::try_from(at)
+            .ok()
+            .filter(|at| usize::from(*at) < POINTER_LIMIT);
+    }
+
+    /// True when `name` is spelt exactly as the question written at `at` in `out`: one pass
+    /// over its labels, comparing each with the written one.
+    fn is_question(out: &[u8], at: u16, name: &Name) -> bool {
+        let mut pos = usize::from(at);
+        for label in name.iter() {
+            let Some(&len) = out.get(pos) else {
+                return false;
+            };
+            let len = usize::from(len);
+            if len != label.len() || out.get(pos + 1..pos + 1 + len) != Some(label) {
+                return false;
+            }
+            pos += 1 + len;
+        }
+        out.get(pos) == Some(&0)
     }
 
     /// Records labels written at `starts` (given from the name's last label to its first)
@@ -195,6 +223,14 @@ impl Suffixes {
     /// then a pointer to it (`compress`), or every label (`!compress`). The new labels are
     /// recorded either way.
     pub(super) fn write_name(&mut self, out: &mut Vec<u8>, name: &Name, compress: bool) {
+        // The question itself (most owners): a pointer to it, nothing new to record.
+        if compress
+            && let Some(at) = self.question_at
+            && Self::is_question(out, at, name)
+        {
+            out.extend_from_slice(&(0xC000 | at).to_be_bytes());
+            return;
+        }
         // The labels, once (hickory-proto's iterator is dear backwards); names of more labels
         // than fit on the stack are rare and take a `Vec`.
         let mut inline: [&[u8]; INLINE_LABELS] = [&[]; INLINE_LABELS];
@@ -458,6 +494,38 @@ mod tests {
         let mut none = Suffixes::new();
         none.record_question(&ptr, 12);
         assert_eq!(none.len(), 0);
+    }
+
+    /// An owner spelt exactly as the question is a pointer to it; one that differs in case
+    /// or in a label is not (the pointer must lead to its exact spelling), and a later name
+    /// under the question still points into it. A new table forgets the question.
+    #[test]
+    fn the_question_spelt_exactly_is_pointed_at_directly() {
+        let q = n("web.NS.svc.cluster.local.");
+        let mut out = vec![0u8; 12];
+        Suffixes::new().write_name(&mut out, &q, false);
+        let mut t = Suffixes::new();
+        t.record_question(&out, 12);
+        let at = out.len();
+        t.write_name(&mut out, &q, true);
+        assert_eq!(&out[at..], &[0xC0, 12]);
+        for other in [
+            "web.ns.svc.cluster.local.",
+            "web.NS.svc.cluster.local.x.",
+            "NS.svc.cluster.local.",
+        ] {
+            let at = out.len();
+            t.write_name(&mut out, &n(other), true);
+            assert_ne!(&out[at..], &[0xC0, 12], "{other}");
+            assert!(read_at(&out, at).eq_case(&n(other)), "{other}");
+        }
+        let at = out.len();
+        t.write_name(&mut out, &n("x.web.NS.svc.cluster.local."), true);
+        assert_eq!(&out[at..], &[1, b'x', 0xC0, 12]);
+        t.truncate(0);
+        let at = out.len();
+        t.write_name(&mut out, &q, true);
+        assert_eq!(out.len() - at, 1 + q.len(), "written whole");
     }
 
     #[test]
