@@ -196,11 +196,7 @@ pub(super) fn record_ip(r: &Record) -> Option<IpAddr> {
 }
 
 pub(super) fn address_record(owner: &Name, ttl: u32, ip: IpAddr) -> Record {
-    owned_address_record(owner.clone(), ttl, ip)
-}
-
-/// [`address_record`], taking the owner.
-pub(super) fn owned_address_record(owner: Name, ttl: u32, ip: IpAddr) -> Record {
+    let owner = owner.clone();
     match ip {
         IpAddr::V4(v4) => Record::from_rdata(owner, ttl, RData::A(A(v4))),
         IpAddr::V6(v6) => Record::from_rdata(owner, ttl, RData::AAAA(AAAA(v6))),
