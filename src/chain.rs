@@ -9,6 +9,9 @@
 //! plugin; which plugins exist and their order is the registry's business (`plugin::registry`).
 //!
 //! [`Chain::serve`] walks the plugins in order; each answers or hands the question to [`Next`].
+//! A plugin that can answer without awaiting says so per question ([`Plugin::serve_now`]): the
+//! walk runs through such plugins as plain calls and builds a future only for the first that
+//! needs one, so an answer from memory costs no boxed future.
 //! The walk is traced ([`Trace`]): which plugins the question visited and which one wrote the
 //! reply, so the reply can be labelled and judged for replay.
 //!
@@ -42,6 +45,19 @@ pub type ReplyFuture<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
 
 /// The most plugins one chain holds (the trace is a bit set).
 pub const MAX_PLUGINS: usize = 32;
+
+/// What a plugin answers to a question without awaiting anything ([`Plugin::serve_now`]).
+#[derive(Debug)]
+pub enum Now {
+    /// Its reply, written by itself.
+    Reply(Reply),
+    /// The rest of the chain answers, and that reply is this plugin's unchanged (a
+    /// `fallthrough`).
+    Pass,
+    /// Only [`Plugin::serve`] can answer: the plugin may await, or works on what the rest of
+    /// the chain answers. The default.
+    Later,
+}
 
 /// May the server send a plugin's reply to a request again, for the same request bytes, while
 /// the cluster zones are unchanged (the answer memo)? Declared per question.
@@ -152,6 +168,14 @@ pub trait Plugin: Any + Send + Sync + fmt::Debug {
     /// Its answer to `q`: a reply it writes itself, or what `next` answers (maybe changed).
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a>;
 
+    /// Its answer to `q` when it needs no await: the chain asks this first and calls
+    /// [`Plugin::serve`] only on [`Now::Later`] (the default). What it returns must be what
+    /// `serve` would answer, with the same calls on `next` (`next` is here only to be read:
+    /// [`Next::awaits_io`]).
+    fn serve_now(&self, _q: &Question, _next: &Next<'_>) -> Now {
+        Now::Later
+    }
+
     /// EDNS options it adds to the reply's OPT, given the request's OPT (`nsid`: its NSID
     /// when the request carries one). Called for every reply of its block to a request with an
     /// OPT, after the chain answered; they must depend on the request alone (the answer memo
@@ -224,6 +248,20 @@ pub struct Trace {
     /// targets ([`Next::chase`]); bounded by [`MAX_CHASES`] so CNAMEs that lead back to
     /// themselves end.
     chases: AtomicU32,
+}
+
+impl Trace {
+    /// Plugin `at` returned `reply`: the innermost plugin that returned a reply without
+    /// asking on wrote it (unless a plugin after it claimed it); a failure is the chain's, not
+    /// a plugin's answer.
+    fn wrote(&self, at: usize, reply: &Reply) {
+        if !matches!(reply, Reply::Failed(_)) {
+            let me = u32::try_from(at + 1).unwrap_or(0);
+            let _ = self
+                .writer
+                .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The most CNAME targets one question chases through the chain (CoreDNS stops a CNAME
@@ -477,11 +515,28 @@ impl Chain {
         self.serve_planned(q, true).await
     }
 
+    /// [`Chain::serve`] with its first plugin asked through [`Plugin::serve`] even when it
+    /// would answer without awaiting (tests compare the two ways).
+    #[cfg(test)]
+    pub(crate) async fn serve_awaiting(&self, q: &Question) -> Answered {
+        let trace = Trace::default();
+        let reply = self.serve_later(0, q, &trace).await;
+        self.answered(q, reply, &trace, true)
+    }
+
     /// [`Chain::serve`], with the reply's [`ReplayPlan`] worked out only when `plan` (the
     /// answer memo will be asked to keep the reply); without, [`Answered::replay`] is `None`.
     pub async fn serve_planned(&self, q: &Question, plan: bool) -> Answered {
         let trace = Trace::default();
-        let reply = self.serve_at(0, q, &trace).await;
+        let reply = match self.walk_now(0, q, &trace) {
+            Ok(reply) => reply,
+            Err(at) => self.serve_later(at, q, &trace).await,
+        };
+        self.answered(q, reply, &trace, plan)
+    }
+
+    /// The walk `trace` recorded, which ended in `reply`, as the server needs it.
+    fn answered(&self, q: &Question, reply: Reply, trace: &Trace, plan: bool) -> Answered {
         let writer = trace.writer.load(Ordering::Relaxed) as usize;
         let by = writer
             .checked_sub(1)
@@ -490,7 +545,7 @@ impl Chain {
         let replay = if !plan || trace.no_replay.load(Ordering::Relaxed) {
             None
         } else {
-            self.replay_plan(q, &trace)
+            self.replay_plan(q, trace)
         };
         Answered { reply, by, replay }
     }
@@ -536,7 +591,49 @@ impl Chain {
         Some(plan)
     }
 
+    /// Walks the chain from plugin `at` as far as its plugins answer without awaiting
+    /// ([`Plugin::serve_now`]): the reply, or the index of the first plugin whose
+    /// [`Plugin::serve`] must be awaited. Traces the visits and the writer as
+    /// [`Chain::serve_later`] does.
+    fn walk_now(&self, mut at: usize, q: &Question, trace: &Trace) -> Result<Reply, usize> {
+        loop {
+            let Some(plugin) = self.plugins.get(at) else {
+                return Ok(Reply::Failed(Failure {
+                    rcode: ResponseCode::ServFail,
+                    reason: NO_PLUGIN_ANSWERED,
+                }));
+            };
+            let next = Next {
+                chain: self,
+                at: at + 1,
+                trace,
+            };
+            match plugin.serve_now(q, &next) {
+                Now::Later => return Err(at),
+                Now::Pass => {
+                    trace.visited.fetch_or(1 << at, Ordering::Relaxed);
+                    at += 1;
+                }
+                Now::Reply(reply) => {
+                    trace.visited.fetch_or(1 << at, Ordering::Relaxed);
+                    trace.wrote(at, &reply);
+                    return Ok(reply);
+                }
+            }
+        }
+    }
+
+    /// The rest of the chain's reply from plugin `at` on.
     fn serve_at<'a>(&'a self, at: usize, q: &'a Question, trace: &'a Trace) -> ReplyFuture<'a> {
+        match self.walk_now(at, q, trace) {
+            Ok(reply) => Box::pin(std::future::ready(reply)),
+            Err(at) => self.serve_later(at, q, trace),
+        }
+    }
+
+    /// Plugin `at`'s [`Plugin::serve`], traced: it was visited, and wrote the reply unless a
+    /// plugin after it did.
+    fn serve_later<'a>(&'a self, at: usize, q: &'a Question, trace: &'a Trace) -> ReplyFuture<'a> {
         Box::pin(async move {
             let Some(plugin) = self.plugins.get(at) else {
                 return Reply::Failed(Failure {
@@ -551,14 +648,7 @@ impl Chain {
                 trace,
             };
             let reply = plugin.serve(q, next).await;
-            // The innermost plugin that returned a reply without asking on wrote it (unless a
-            // plugin after it claimed it); a failure is the chain's, not a plugin's answer.
-            if !matches!(reply, Reply::Failed(_)) {
-                let me = u32::try_from(at + 1).unwrap_or(0);
-                let _ = trace
-                    .writer
-                    .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed);
-            }
+            trace.wrote(at, &reply);
             reply
         })
     }
@@ -739,6 +829,19 @@ mod tests {
         replay: Replay,
         /// What it says its store holds the reply for, when it answers.
         held: Option<Lifetime>,
+        /// It answers or passes in [`Plugin::serve_now`] (as a plugin answering from memory
+        /// does) instead of in `serve`.
+        now: bool,
+    }
+
+    fn empty_answer() -> Reply {
+        Reply::Authoritative(Answer {
+            rcode: ResponseCode::NoError,
+            answers: Vec::new(),
+            authority: Vec::new(),
+            additional: Vec::new(),
+            external_target: None,
+        })
     }
 
     impl Plugin for Stub {
@@ -748,19 +851,20 @@ mod tests {
         fn replay(&self, _q: &Question) -> Replay {
             self.replay
         }
+        fn serve_now(&self, _q: &Question, _next: &Next<'_>) -> Now {
+            match (self.now, self.answers) {
+                (false, _) => Now::Later,
+                (true, true) => Now::Reply(empty_answer()),
+                (true, false) => Now::Pass,
+            }
+        }
         fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
             Box::pin(async move {
                 if self.answers {
                     if let Some(l) = self.held {
                         next.held_until(l);
                     }
-                    Reply::Authoritative(Answer {
-                        rcode: ResponseCode::NoError,
-                        answers: Vec::new(),
-                        authority: Vec::new(),
-                        additional: Vec::new(),
-                        external_target: None,
-                    })
+                    empty_answer()
                 } else {
                     next.serve(q).await
                 }
@@ -774,6 +878,18 @@ mod tests {
             answers,
             replay,
             held: None,
+            now: false,
+        })
+    }
+
+    /// [`stub`], answering or passing without a future.
+    fn stub_now(name: &'static str, answers: bool, replay: Replay) -> Arc<dyn Plugin> {
+        Arc::new(Stub {
+            name,
+            answers,
+            replay,
+            held: None,
+            now: true,
         })
     }
 
@@ -783,6 +899,7 @@ mod tests {
             answers,
             replay: Replay::Timed,
             held,
+            now: false,
         })
     }
 
@@ -792,6 +909,33 @@ mod tests {
 
     #[tokio::test]
     async fn the_writer_labels_the_reply_and_visited_plugins_decide_replay() {
+        // Plugins answering with a future or without one (`serve_now`), in every mix along
+        // one chain: the same writer, the same plan.
+        type Make = fn(&'static str, bool, Replay) -> Arc<dyn Plugin>;
+        let ways: [Make; 2] = [stub, stub_now];
+        for first in ways {
+            for second in ways {
+                for writer in ways {
+                    let chain = Chain::new(vec![
+                        first("first", false, Replay::Reordered),
+                        second("second", false, Replay::Counted),
+                        writer("writer", true, Replay::Same),
+                        stub_now("after", true, Replay::Never),
+                    ]);
+                    let a = chain.serve(&q()).await;
+                    assert_eq!(a.by, "writer");
+                    assert_eq!(a.reply, empty_answer());
+                    assert_eq!(
+                        a.replay,
+                        Some(ReplayPlan {
+                            reordered: true,
+                            counted: 0b10,
+                            ..ReplayPlan::default()
+                        })
+                    );
+                }
+            }
+        }
         let chain = Chain::new(vec![
             stub("first", false, Replay::Reordered),
             stub("second", false, Replay::Counted),
@@ -799,15 +943,6 @@ mod tests {
             stub("after", true, Replay::Never),
         ]);
         let a = chain.serve(&q()).await;
-        assert_eq!(a.by, "writer");
-        assert_eq!(
-            a.replay,
-            Some(ReplayPlan {
-                reordered: true,
-                counted: 0b10,
-                ..ReplayPlan::default()
-            })
-        );
         // Without a memo to keep it, no plan is worked out; the reply is the same.
         let unplanned = chain.serve_planned(&q(), false).await;
         assert_eq!((unplanned.by, unplanned.replay), ("writer", None));
@@ -851,6 +986,25 @@ mod tests {
     #[tokio::test]
     async fn the_end_of_the_chain_is_a_failure_written_by_no_plugin() {
         let chain = Chain::new(vec![stub("passes", false, Replay::Same)]);
+        let a = chain.serve(&q()).await;
+        assert_eq!(a.by, "");
+        assert!(matches!(a.reply, Reply::Failed(f) if f.reason == NO_PLUGIN_ANSWERED));
+    }
+
+    #[tokio::test]
+    async fn a_walk_goes_on_through_an_awaiting_plugin_between_two_that_answer_at_once() {
+        // Every mix of the two ways along one chain: the same writer, the same plan.
+        // The walk goes on through the awaiting plugin's `next`, and the passing plugin's
+        // `Never` still forbids replay.
+        let chain = Chain::new(vec![
+            stub_now("passes", false, Replay::Never),
+            stub("awaits", false, Replay::Same),
+            stub_now("writer", true, Replay::Same),
+        ]);
+        let a = chain.serve(&q()).await;
+        assert_eq!((a.by, a.replay), ("writer", None));
+        // Passing off the end of the chain fails as an awaited walk does.
+        let chain = Chain::new(vec![stub_now("passes", false, Replay::Same)]);
         let a = chain.serve(&q()).await;
         assert_eq!(a.by, "");
         assert!(matches!(a.reply, Reply::Failed(f) if f.reason == NO_PLUGIN_ANSWERED));

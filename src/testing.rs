@@ -99,3 +99,60 @@ pub fn handler_on_zone(corefile: &str, zone: &Arc<ClusterZone>, memo: bool) -> R
 pub fn fixture_handler() -> Result<DnsHandler, String> {
     handler_for(KUBEADM_BLOCK, FIXTURE_YAML)
 }
+
+#[cfg(test)]
+mod kubernetes_answers_now {
+    use hickory_proto::rr::{Name, RecordType};
+
+    use super::{FIXTURE_YAML, handler_for};
+    use crate::proto::{Question, Reply};
+
+    /// The kubernetes plugin's `serve_now` answers every kind of question exactly as `serve` does: the same reply, the
+    /// same writer, the same replay plan; and a fallthrough reaches the next plugin.
+    #[tokio::test]
+    async fn answering_without_a_future_is_answering_with_one() {
+        let corefile = ".:53 {\n kubernetes cluster.local in-addr.arpa ip6.arpa {\n  pods insecure\n  fallthrough in-addr.arpa ip6.arpa\n }\n whoami\n}\n";
+        let handler = handler_for(corefile, FIXTURE_YAML).expect("handler");
+        let router = handler.router();
+        let chain = &router.blocks[0].chain;
+        let asked = [
+            ("svc1.testns.svc.cluster.local.", RecordType::A),
+            ("SVC1.testns.svc.Cluster.Local.", RecordType::A),
+            ("svc1.testns.svc.cluster.local.", RecordType::AAAA),
+            ("hdls.testns.svc.cluster.local.", RecordType::A),
+            ("_http._tcp.svc1.testns.svc.cluster.local.", RecordType::SRV),
+            ("_http._tcp.hdls.testns.svc.cluster.local.", RecordType::SRV),
+            ("ext.testns.svc.cluster.local.", RecordType::A),
+            ("ext-internal.testns.svc.cluster.local.", RecordType::A),
+            ("1.10.96.10.in-addr.arpa.", RecordType::PTR),
+            ("9.9.9.9.in-addr.arpa.", RecordType::PTR),
+            ("nothing.testns.svc.cluster.local.", RecordType::A),
+            ("cluster.local.", RecordType::SOA),
+            ("dns-version.cluster.local.", RecordType::TXT),
+            ("10-0-0-1.testns.pod.cluster.local.", RecordType::A),
+            ("example.com.", RecordType::A),
+        ];
+        for (name, qtype) in asked {
+            let q = Question::new(Name::from_ascii(name).expect("name"), qtype);
+            let now = chain.serve(&q).await;
+            let awaited = chain.serve_awaiting(&q).await;
+            assert_eq!(now, awaited, "{name} {qtype}");
+            assert!(
+                !matches!(now.reply, Reply::Failed(_)),
+                "{name} {qtype}: {:?}",
+                now.reply
+            );
+        }
+        // The reverse zones fall through to `whoami`, which writes the reply.
+        let q = Question::new(
+            Name::from_ascii("9.9.9.9.in-addr.arpa.").expect("name"),
+            RecordType::PTR,
+        );
+        assert_eq!(chain.serve(&q).await.by, "whoami");
+        let q = Question::new(
+            Name::from_ascii("svc1.testns.svc.cluster.local.").expect("name"),
+            RecordType::A,
+        );
+        assert_eq!(chain.serve(&q).await.by, "kubernetes");
+    }
+}

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use hickory_proto::rr::{Name, RecordType};
 
 use super::setup::{KubernetesConfig, PodMode};
-use crate::chain::{Next, Plugin, Replay, ReplyFuture, Scope, SearchPaths};
+use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture, Scope, SearchPaths};
 use crate::cluster::ClusterZone;
 use crate::corefile::is_reverse_zone;
 use crate::dns::answer::name_under;
@@ -115,6 +115,15 @@ impl Plugin for Kubernetes {
 
     fn search_paths(&self) -> Option<&dyn SearchPaths> {
         self.search_domain.is_some().then_some(self as &dyn SearchPaths)
+    }
+
+    /// Everything but an ExternalName whose target the rest of the chain must look up.
+    fn serve_now(&self, q: &Question, next: &Next<'_>) -> Now {
+        match Kubernetes::serve(self, &q.name, q.qtype) {
+            Outcome::Answer(answer) if answer.external_target.is_some() && next.awaits_io() => Now::Later,
+            Outcome::Answer(answer) => Now::Reply(Reply::Authoritative(answer)),
+            Outcome::Fallthrough => Now::Pass,
+        }
     }
 
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
