@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt as _;
 
 use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
-use hickory_proto::rr::{Name, Record, RecordType};
+use hickory_proto::rr::{Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
 
 use crate::chain::{Answered, ReplayPlan};
@@ -83,8 +83,6 @@ pub struct Served {
     pub src: SocketAddr,
     /// From the request bytes to the encoded response.
     pub elapsed: Duration,
-    /// The zone of the server block that answered, if one matched.
-    pub zone: Option<Name>,
 }
 
 impl DnsHandler {
@@ -105,8 +103,9 @@ struct Response {
     answers: Vec<Record>,
     authority: Vec<Record>,
     additional: Vec<Record>,
-    /// The block that answered (index into the router) and the zone that matched.
-    block: Option<(usize, Name)>,
+    /// The block that answered (index into the router) and the zone that matched (index into
+    /// its zones).
+    block: Option<(usize, usize)>,
     /// The question the chain was asked (for the query log and errors).
     question: Option<Question>,
     /// The plugin that wrote the response.
@@ -187,7 +186,7 @@ impl DnsHandler {
         if !block.chain.answers_class(question.qclass) {
             return Response::rcode(meta, ResponseCode::Refused);
         }
-        let routed = Some((index, zone.clone()));
+        let routed = Some((index, zone));
         let chain = &block.chain;
         // A panicking plugin costs one SERVFAIL, counted in coredns_panics_total, never the
         // listener.
@@ -303,7 +302,6 @@ impl DnsHandler {
                     protocol,
                     src,
                     elapsed: started.elapsed(),
-                    zone: None,
                 });
             }
         };
@@ -374,7 +372,6 @@ impl DnsHandler {
             protocol,
             src,
             elapsed: started.elapsed(),
-            zone: resp.block.as_ref().map(|(_, z)| z.clone()),
         };
         observe_request(&router, &parsed, &resp, &sent, &served);
         if router.memo.may_keep(protocol)
@@ -417,7 +414,6 @@ impl DnsHandler {
             protocol: Transport::Udp,
             src,
             elapsed: started.elapsed(),
-            zone: zone.cloned(),
         };
         if !block.observers.is_empty() {
             let request = Header::read(&mut BinDecoder::new(req)).ok()?.metadata;
@@ -481,7 +477,7 @@ fn memo_info(
     let (scope, serial_at) = memo_scope(router, &plan, resp, out);
     Some(memo::MemoInfo {
         block: *index,
-        zone: block.zones.iter().position(|z| z == zone)?,
+        zone: *zone,
         qtype: question.qtype,
         dnssec_ok: question.dnssec_ok,
         rcode: sent.response_code,
@@ -557,10 +553,10 @@ impl DnsHandler {
 /// block took is counted (metrics only) under the zone `dropped`, by the first block of the
 /// address that has metrics.
 fn observe_request(router: &Router, req: &Parsed<'_>, resp: &Response, sent: &Metadata, served: &Served) {
-    let routed = resp
-        .block
-        .as_ref()
-        .and_then(|(i, zone)| Some((router.blocks.get(*i)?, zone)));
+    let routed = resp.block.as_ref().and_then(|&(i, zone)| {
+        let b = router.blocks.get(i)?;
+        Some((b, b.zones.get(zone)?))
+    });
     let fallback;
     let (observers, zone) = match routed {
         Some((b, zone)) => {
@@ -609,7 +605,7 @@ mod tests {
 
     use hickory_proto::op::{Message, Query};
     use hickory_proto::rr::rdata::A;
-    use hickory_proto::rr::{DNSClass, RData};
+    use hickory_proto::rr::{DNSClass, Name, RData};
 
     use super::*;
     use crate::chain::{Chain, Exchange, Next, Observer, Plugin, ReplyFuture};

@@ -91,12 +91,13 @@ impl Router {
     /// The index of the block whose zone is the longest suffix of `name`, that zone and the
     /// block (the first such block, views not considered).
     pub fn route_block(&self, name: &Name) -> Option<(usize, &Name, &BlockRoute)> {
-        self.longest(name, |_| true)
+        self.longest(name, |_| true).map(|(i, z, b)| (i, &b.zones[z], b))
     }
 
     /// The block that takes `q`: the longest zone that covers its name among the blocks whose
-    /// view (if any) admits it; of blocks with the same zone, the first in the Corefile.
-    pub fn route_question(&self, q: &crate::proto::Question) -> Option<(usize, &Name, &BlockRoute)> {
+    /// view (if any) admits it; of blocks with the same zone, the first in the Corefile. The
+    /// block's index, the zone's index in its zones, and the block.
+    pub fn route_question(&self, q: &crate::proto::Question) -> Option<(usize, usize, &BlockRoute)> {
         self.longest(&q.name, |b| b.view.as_ref().is_none_or(|v| v.admits(q)))
     }
 
@@ -104,15 +105,15 @@ impl Router {
         &self,
         name: &Name,
         admits: impl Fn(&BlockRoute) -> bool,
-    ) -> Option<(usize, &Name, &BlockRoute)> {
-        let mut best: Option<(usize, &Name, &BlockRoute)> = None;
+    ) -> Option<(usize, usize, &BlockRoute)> {
+        let mut best: Option<(usize, usize, &BlockRoute)> = None;
         for (i, b) in self.blocks.iter().enumerate() {
-            for z in &b.zones {
+            for (zi, z) in b.zones.iter().enumerate() {
                 if z.zone_of(name)
-                    && best.is_none_or(|(_, bz, _)| z.num_labels() > bz.num_labels())
+                    && best.is_none_or(|(_, bz, bb)| z.num_labels() > bb.zones[bz].num_labels())
                     && admits(b)
                 {
-                    best = Some((i, z, b));
+                    best = Some((i, zi, b));
                 }
             }
         }
