@@ -269,6 +269,34 @@ impl DnsHandler {
         self.answer_in_full(req, src, protocol, out, started).await
     }
 
+    /// Answers a UDP request as a UDP worker does on its own thread, without a task: from the
+    /// answer memo, or, when no block's chain may await I/O, in full with one poll of the
+    /// answer's future (ready at once, since nothing awaits). `Some` as
+    /// [`DnsHandler::answer_into`] gives; `None` when the answer must run as a task (a chain
+    /// may await an upstream), with `out` left to that task.
+    pub fn answer_inline(
+        &self,
+        req: &[u8],
+        src: SocketAddr,
+        out: &mut Vec<u8>,
+        started: Instant,
+    ) -> Option<Option<Served>> {
+        // A memoized answer needs no future (nor a task, in blocks that forward); past a miss
+        // the full path does not look again.
+        if let Some(served) = self.answer_from_memo(req, src, out, started) {
+            return Some(Some(served));
+        }
+        if self.router.load().may_await_io() {
+            return None;
+        }
+        let fut = std::pin::pin!(self.answer_in_full(req, src, Transport::Udp, out, started));
+        match fut.poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+            std::task::Poll::Ready(served) => Some(served),
+            // Not ready after all (nothing was sent upstream): the caller runs it as a task.
+            std::task::Poll::Pending => None,
+        }
+    }
+
     /// [`DnsHandler::answer_into`] without the memo lookup, for a caller that has just missed
     /// it (the UDP workers look it up before they build this future).
     pub(crate) async fn answer_in_full(

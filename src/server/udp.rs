@@ -15,7 +15,7 @@
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::pin::{Pin, pin};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
@@ -232,37 +232,8 @@ impl Worker {
         let mut cx = Context::from_waker(Waker::noop());
         let req = &self.bufs[i][..n.min(MAX_DATAGRAM)];
         let started = std::time::Instant::now();
-        // A memoized answer needs no future (nor a task, in blocks that forward); past a miss
-        // the full path does not look again.
-        if self
-            .handler
-            .answer_from_memo(req, src, &mut self.outs[i], started)
-            .is_some()
-        {
-            return true;
-        }
-        if !self.handler.router().may_await_io() {
-            // Nothing in the chain awaits I/O: the future is ready on its first poll.
-            let done = {
-                let fut =
-                    pin!(
-                        self.handler
-                            .answer_in_full(req, src, Transport::Udp, &mut self.outs[i], started)
-                    );
-                match fut.poll(&mut cx) {
-                    Poll::Ready(served) => Some(served.is_some()),
-                    Poll::Pending => None,
-                }
-            };
-            return match done {
-                Some(reply) => reply,
-                // Not ready after all (nothing was sent upstream): answer it as a task.
-                None => {
-                    let task = owned_answer(self.handler.clone(), req.to_vec(), src, started, Vec::new());
-                    self.spawn_sending(Box::pin(task), src);
-                    false
-                }
-            };
+        if let Some(served) = self.handler.answer_inline(req, src, &mut self.outs[i], started) {
+            return served.is_some();
         }
         // The chain may await I/O: the answer runs as a future that owns what it needs, polled
         // here once. Ready (a cluster name, a cache hit, a walk of those), its reply joins the
