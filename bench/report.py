@@ -126,6 +126,10 @@ def section(res):
     # lat.tsv: size server mix target "achieved p50 p99 n"
     lat = {(r[0], r[1], r[2]): " ".join(r[3:]).split() for r in read_tsv(os.path.join(res, "lat.tsv"))}
     rss = {(r[0], r[1]): int(r[2] or 0) for r in read_tsv(os.path.join(res, "rss.tsv"))}
+    # cpu.tsv: size server mix rep µs-per-query (the server's CPU time over the run's queries)
+    cpu = {}
+    for r in read_tsv(os.path.join(res, "cpu.tsv")):
+        cpu.setdefault((r[0], r[1], r[2]), []).append(float(r[4]))
     servers = [s for s in ["cluster-dns"] + PEERS if any(k[1] == s for k in q)]
     mixes = [m for m in MIXES if any(k[2] == m for k in q)]
     versions = [f"{NAMES.get(k[2:], k[2:])}: {v}" for k, v in meta.items() if k.startswith("v:")]
@@ -159,25 +163,34 @@ def section(res):
         "latency as dnsperf measures it (dnsperf 2.10 reports only the mean). Peak RSS: "
         "`VmHWM` of the largest process in the server's tree after all its runs (NSD forks an "
         "xfrd and a server process). `cluster-dns ÷ server` is cluster-dns's QPS over that "
-        "server's for the same mix.")
+        "server's for the same mix. CPU µs/query: the server's user + system CPU time over "
+        "each peak run (`/proc/PID/stat`, its whole process tree) divided by the queries "
+        "answered, median of the repeats; it does not depend on whether dnsperf or the server "
+        "bound the run, which QPS does (dnsperf's core tops out near 160k queries a second "
+        "here). `÷ by CPU` is that server's CPU per query over cluster-dns's: above 1, "
+        "cluster-dns spends less per query.")
     o.append("")
     for size in sizes:
         o.append(f"### {int(size):,} services ({int(records.get(size, 0)):,} records)")
         o.append("")
-        o.append("| mix | server | QPS (median, min-max) | cluster-dns ÷ server | p50 µs | "
-                 "p99 µs | latency run at QPS | peak RSS MiB |")
-        o.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        o.append("| mix | server | QPS (median, min-max) | cluster-dns ÷ server | CPU µs/query | "
+                 "÷ by CPU | p50 µs | p99 µs | latency run at QPS | peak RSS MiB |")
+        o.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for mix in mixes:
             cd = med(q.get((size, "cluster-dns", mix), []))
+            cd_cpu = med(cpu.get((size, "cluster-dns", mix), []))
             for s in servers:
                 xs = q.get((size, s, mix), [])
                 if not xs:
-                    o.append(f"| {mix} | {NAMES[s]} | did not run | | | | | |")
+                    o.append(f"| {mix} | {NAMES[s]} | did not run | | | | | | | |")
                     continue
                 la = lat.get((size, s, mix), ["", "", "", ""])
                 r = "" if s == "cluster-dns" else ratio(cd, med(xs))
+                us = med(cpu.get((size, s, mix), []))
+                rc = "" if s == "cluster-dns" else ratio(us, cd_cpu)
                 kb = rss.get((size, s), 0)
-                o.append(f"| {mix} | {NAMES[s]} | {fmt_qps(xs)} | {r} | {la[2] if len(la) > 2 else ''} | "
+                o.append(f"| {mix} | {NAMES[s]} | {fmt_qps(xs)} | {r} | {us:.2f} | {rc} | "
+                         f"{la[2] if len(la) > 2 else ''} | "
                          f"{la[3] if len(la) > 3 else ''} | {la[1] if len(la) > 1 else ''} | "
                          f"{kb / 1024:.1f} |")
         o.append("")

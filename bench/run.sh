@@ -256,6 +256,23 @@ peak_rss() {
     echo "$max"
 }
 
+# cpu_ticks PID -> the user + system CPU time (clock ticks) of PID's process tree so far (NSD's
+# queries are answered by a forked child). Taken around each run: the server's CPU time per
+# query does not depend on whether the client or the server bound the run.
+cpu_ticks() {
+    local pids=("$1") p c total=0 t
+    while [[ ${#pids[@]} -gt 0 ]]; do
+        p=${pids[0]}
+        pids=("${pids[@]:1}")
+        for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do pids+=("$c"); done
+        # Fields 14 and 15 (utime, stime), counted after the ")" that ends the command name.
+        t=$(sed 's/.*) //' /proc/"$p"/stat 2>/dev/null | awk '{print $12 + $13}')
+        total=$((total + ${t:-0}))
+    done
+    echo "$total"
+}
+TICK=$(getconf CLK_TCK)
+
 # perf NAME DIR MIX [QPS_LIMIT] -> "qps completed_pct rcodes" from dnsperf's summary
 perf() {
     local name=$1 dir=$2 mix=$3 limit=${4:-} out cpu=$CLIENT_CPU
@@ -303,6 +320,7 @@ mkdir -p "$RES"
 : >"$RES/lat.tsv"
 : >"$RES/rss.tsv"
 : >"$RES/scale.tsv"
+: >"$RES/cpu.tsv"
 : >"$RES/fail.tsv"
 LAST_SIZE=${SIZES##* }
 T0=$(date +%s)
@@ -343,8 +361,13 @@ for size in $SIZES; do
     for rep in $(seq 1 "$REPEATS"); do
         for mix in $MIXES; do
             for s in "${run[@]}"; do
+                t0=$(cpu_ticks "${PID[$s]}")
                 r=$(perf "$s" "$dir" "$mix")
+                t1=$(cpu_ticks "${PID[$s]}")
                 echo -e "$size\t$s\t$mix\t$rep\t$r" >>"$RES/qps.tsv"
+                # CPU µs per query: ticks / TICK s over (QPS x DURATION) queries.
+                echo -e "$size\t$s\t$mix\t$rep\t$(python3 -c 'import sys; t, hz, q, d = map(float, sys.argv[1:]); print(f"{t / hz * 1e6 / (q * d):.2f}" if q else 0)' \
+                    "$((t1 - t0))" "$TICK" "${r%% *}" "$DURATION")" >>"$RES/cpu.tsv"
                 log "$size $s $mix #$rep: $r"
             done
         done
