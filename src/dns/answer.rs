@@ -202,6 +202,7 @@ pub(super) fn record_ip(r: &Record) -> Option<IpAddr> {
     }
 }
 
+#[inline]
 pub(super) fn address_record(owner: &Name, ttl: u32, ip: IpAddr) -> Record {
     let owner = owner.clone();
     match ip {
