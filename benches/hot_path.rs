@@ -9,7 +9,8 @@
 //! worker takes it (`DnsHandler::answer_inline`: the memo, then parse, route, lookup, encode
 //! into a buffer the caller reuses, the clock read once) against the conformance fixture
 //! behind the kubeadm stanza for a ClusterIP A, a headless A, an SRV, a PTR and an NXDOMAIN with
-//! the answer memo off, the same questions answered from the memo (`memo hit ...`), and
+//! the answer memo off, the same questions answered from the memo (`memo hit ...`), the
+//! ClusterIP A through `DnsHandler::answer_wire` as earlier sessions measured it, and
 //! encoding a 20-record answer. Each case warms up, then runs 5 rounds of ~0.3 s and prints the
 //! median ns/op (and the fastest round). No timing is asserted: numbers are for comparison on
 //! one machine. Without `--bench` (as `cargo test --benches` runs it) every case runs a few
@@ -235,6 +236,11 @@ fn main() {
     check(&wide, src, &wide_a, ResponseCode::NoError, 20);
     bench("answer A headless 20", mode, filter, &mut || {
         black_box(wide.answer_inline(black_box(&wide_a), src, &mut out, Instant::now()));
+    });
+    // The measure of the earlier sessions: through `answer_wire` (a blocking executor and a
+    // fresh reply buffer per answer, which no server path pays), kept for comparison.
+    bench("answer_wire A clusterip", mode, filter, &mut || {
+        black_box(handler.answer_wire(black_box(&clusterip), src, Transport::Udp));
     });
     for (name, q, rcode, answers) in &cases {
         check(&handler, src, q, *rcode, *answers);
