@@ -286,6 +286,19 @@ impl<'a> Next<'a> {
         self.chain.serve_at(self.at, q, self.trace)
     }
 
+    /// The `serve` of a plugin whose [`Plugin::serve_now`] never returns [`Now::Later`]: its
+    /// own reply, or on [`Now::Pass`] the rest of the chain's. (The chain calls `serve_now`
+    /// itself; this keeps `serve` the same answer for callers that ask it.)
+    pub fn follow<'b>(&self, now: Now, q: &'b Question) -> ReplyFuture<'b>
+    where
+        'a: 'b,
+    {
+        match now {
+            Now::Reply(reply) => Box::pin(std::future::ready(reply)),
+            Now::Pass | Now::Later => self.serve(q),
+        }
+    }
+
     /// Asks the whole chain again from its first plugin, for another question (an
     /// ExternalName's target, as CoreDNS's upstream lookups go through the server again).
     pub fn restart<'b>(&self, q: &'b Question) -> ReplyFuture<'b>

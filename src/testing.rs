@@ -111,7 +111,8 @@ mod kubernetes_answers_now {
     /// same writer, the same replay plan; and a fallthrough reaches the next plugin.
     #[tokio::test]
     async fn answering_without_a_future_is_answering_with_one() {
-        let corefile = ".:53 {\n kubernetes cluster.local in-addr.arpa ip6.arpa {\n  pods insecure\n  fallthrough in-addr.arpa ip6.arpa\n }\n whoami\n}\n";
+        // k3s's shape: `hosts` (falling through) before `kubernetes`; `acl` in front.
+        let corefile = ".:53 {\n acl {\n  block type HINFO\n }\n hosts {\n  10.9.9.9 node-1.example.\n  fallthrough\n }\n kubernetes cluster.local in-addr.arpa ip6.arpa {\n  pods insecure\n  fallthrough in-addr.arpa ip6.arpa\n }\n whoami\n}\n";
         let handler = handler_for(corefile, FIXTURE_YAML).expect("handler");
         let router = handler.router();
         let chain = &router.blocks[0].chain;
@@ -131,6 +132,8 @@ mod kubernetes_answers_now {
             ("dns-version.cluster.local.", RecordType::TXT),
             ("10-0-0-1.testns.pod.cluster.local.", RecordType::A),
             ("example.com.", RecordType::A),
+            ("node-1.example.", RecordType::A),
+            ("svc1.testns.svc.cluster.local.", RecordType::HINFO),
         ];
         for (name, qtype) in asked {
             let q = Question::new(Name::from_ascii(name).expect("name"), qtype);
@@ -154,5 +157,17 @@ mod kubernetes_answers_now {
             RecordType::A,
         );
         assert_eq!(chain.serve(&q).await.by, "kubernetes");
+        let q = Question::new(Name::from_ascii("node-1.example.").expect("name"), RecordType::A);
+        assert_eq!(chain.serve(&q).await.by, "hosts");
+        let q = Question::new(
+            Name::from_ascii("svc1.testns.svc.cluster.local.").expect("name"),
+            RecordType::HINFO,
+        );
+        let blocked = chain.serve(&q).await;
+        assert_eq!(blocked.by, "acl");
+        assert_eq!(
+            blocked.reply,
+            Reply::Rcode(hickory_proto::op::ResponseCode::Refused)
+        );
     }
 }

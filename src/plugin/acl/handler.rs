@@ -12,7 +12,7 @@ use prometheus::IntCounter;
 
 use super::metrics::AclMetrics;
 use super::setup::{AclConfig, Action};
-use crate::chain::{Next, Plugin, Replay, ReplyFuture};
+use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
 use crate::proto::{Failure, Question, Reply};
 
 /// One policy as built: its zones, rules and the counters of its zone (resolved once).
@@ -108,19 +108,22 @@ impl Plugin for Acl {
         }
     }
 
-    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+    fn serve_now(&self, q: &Question, _next: &Next<'_>) -> Now {
         let Some((action, counter)) = self.decide(q) else {
-            return next.serve(q);
+            return Now::Pass;
         };
         if let Some(c) = counter {
             c.inc();
         }
-        let reply = match action {
-            Action::Allow => return next.serve(q),
+        Now::Reply(match action {
+            Action::Allow => return Now::Pass,
             Action::Block => Reply::Rcode(ResponseCode::Refused),
             Action::Filter => Reply::Rcode(ResponseCode::NoError),
             Action::Drop => Reply::Failed(Failure::no_reply()),
-        };
-        Box::pin(std::future::ready(reply))
+        })
+    }
+
+    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+        next.follow(self.serve_now(q, &next), q)
     }
 }

@@ -5,7 +5,7 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::rdata::HINFO;
 use hickory_proto::rr::{RData, Record, RecordType};
 
-use crate::chain::{Next, Plugin, Replay, ReplyFuture};
+use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
 use crate::proto::{Answer, Question, Reply};
 
 /// The TTL of the HINFO answer (RFC 8482 suggests a long one; CoreDNS uses 8482 s).
@@ -39,11 +39,16 @@ impl Plugin for MinimalAny {
         Replay::Same
     }
 
-    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+    fn serve_now(&self, q: &Question, _next: &Next<'_>) -> Now {
         if q.qtype == RecordType::ANY {
-            return Box::pin(std::future::ready(Self::answer(q)));
+            Now::Reply(Self::answer(q))
+        } else {
+            Now::Pass
         }
-        next.serve(q)
+    }
+
+    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+        next.follow(self.serve_now(q, &next), q)
     }
 }
 

@@ -9,7 +9,7 @@ use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use rand::seq::SliceRandom;
 
 use super::setup::ChaosConfig;
-use crate::chain::{Next, Plugin, Replay, ReplyFuture};
+use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
 use crate::proto::{Answer, Question, Reply};
 
 /// What a CH TXT name asks for.
@@ -114,11 +114,12 @@ impl Plugin for Chaos {
         }
     }
 
+    fn serve_now(&self, q: &Question, _next: &Next<'_>) -> Now {
+        self.answer(q).map_or(Now::Pass, Now::Reply)
+    }
+
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
-        match self.answer(q) {
-            Some(reply) => Box::pin(std::future::ready(reply)),
-            None => next.serve(q),
-        }
+        next.follow(self.serve_now(q, &next), q)
     }
 }
 

@@ -14,7 +14,7 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use super::metrics::HostsMetrics;
 use super::setup::HostsConfig;
 use super::table::{Table, parse_hosts};
-use crate::chain::{Chain, Next, Plugin, ReplyFuture};
+use crate::chain::{Chain, Next, Now, Plugin, ReplyFuture};
 use crate::proto::Answer;
 use crate::proto::{Question, Reply};
 
@@ -125,13 +125,12 @@ impl Plugin for Hosts {
     }
 
     /// Its answers follow the file, which is re-read: never replayed (the default).
+    fn serve_now(&self, q: &Question, _next: &Next<'_>) -> Now {
+        self.answer(q).map_or(Now::Pass, Now::Reply)
+    }
+
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
-        Box::pin(async move {
-            match self.answer(q) {
-                Some(reply) => reply,
-                None => next.serve(q).await,
-            }
-        })
+        next.follow(self.serve_now(q, &next), q)
     }
 
     fn start(&self, _chain: &Chain) {

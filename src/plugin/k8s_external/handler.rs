@@ -11,7 +11,7 @@ use hickory_proto::rr::rdata::{A, AAAA, CNAME, NS, SOA, SRV};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 use super::setup::K8sExternalConfig;
-use crate::chain::{Next, Plugin, Replay, ReplyFuture};
+use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
 use crate::cluster::ClusterZone;
 use crate::cluster::model::ServiceKind;
 use crate::cluster::zone::ServiceEntry;
@@ -365,10 +365,11 @@ impl Plugin for K8sExternal {
         vec![self.zone.clone() as Arc<dyn ChangeCounter>]
     }
 
+    fn serve_now(&self, q: &Question, _next: &Next<'_>) -> Now {
+        self.answer(q).map_or(Now::Pass, Now::Reply)
+    }
+
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
-        match self.answer(q) {
-            Some(reply) => Box::pin(std::future::ready(reply)),
-            None => next.serve(q),
-        }
+        next.follow(self.serve_now(q, &next), q)
     }
 }

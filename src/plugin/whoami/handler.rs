@@ -6,7 +6,7 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::rdata::{A, AAAA, SRV};
 use hickory_proto::rr::{Name, RData, Record};
 
-use crate::chain::{Next, Plugin, Replay, ReplyFuture};
+use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
 use crate::proto::{Answer, Question, Reply, Transport};
 
 /// The plugin.
@@ -53,7 +53,11 @@ impl Plugin for WhoAmI {
         Replay::Never
     }
 
-    fn serve<'a>(&'a self, q: &'a Question, _next: Next<'a>) -> ReplyFuture<'a> {
-        Box::pin(std::future::ready(Self::answer(q)))
+    fn serve_now(&self, q: &Question, _next: &Next<'_>) -> Now {
+        Now::Reply(Self::answer(q))
+    }
+
+    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+        next.follow(self.serve_now(q, &next), q)
     }
 }
