@@ -733,6 +733,56 @@ mod tests {
         );
     }
 
+    /// Declares that it may await I/O (as `forward` does) and passes every question on.
+    #[derive(Debug)]
+    struct Upstream;
+
+    impl Plugin for Upstream {
+        fn name(&self) -> &'static str {
+            "upstream"
+        }
+        fn awaits_io(&self) -> bool {
+            true
+        }
+        fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+            next.serve(q)
+        }
+    }
+
+    #[test]
+    fn a_worker_answers_inline_only_where_no_plugin_awaits_io() {
+        let src: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let req = query("a.test.", RecordType::A).to_bytes().unwrap();
+        // No plugin awaits: answered on the caller's thread, the bytes answer_wire gives,
+        // and observed once.
+        let seen = Arc::new(Seen::default());
+        let h = handler(seen.clone());
+        let mut out = Vec::new();
+        let served = h.answer_inline(&req, src, &mut out, Instant::now());
+        assert!(
+            matches!(served, Some(Some(ref s)) if s.rcode == ResponseCode::NoError),
+            "{served:?}"
+        );
+        assert_eq!(Some(out), h.answer_wire(&req, src, Transport::Udp));
+        assert_eq!(seen.0.lock().unwrap().len(), 2);
+        // A chain that may await an upstream: left to a task, nothing written or observed.
+        let seen = Arc::new(Seen::default());
+        let block = BlockRoute {
+            zones: vec![Name::from_ascii("test.").unwrap()],
+            chain: Chain::new(vec![Arc::new(Upstream), Arc::new(Stub)]),
+            udp_payload: MAX_UDP_PAYLOAD,
+            view: None,
+            observers: Observers {
+                metrics: None,
+                plugins: vec![seen.clone()],
+            },
+        };
+        let h = DnsHandler::new(router_cell(Router::new(vec![block])));
+        let mut out = Vec::new();
+        assert!(h.answer_inline(&req, src, &mut out, Instant::now()).is_none());
+        assert!(out.is_empty() && seen.0.lock().unwrap().is_empty());
+    }
+
     #[test]
     fn requests_are_checked_before_any_plugin() {
         let seen = Arc::new(Seen::default());
