@@ -685,9 +685,14 @@ mod tests {
     }
 
     fn handler(seen: Arc<Seen>) -> DnsHandler {
+        handler_of(Chain::new(vec![Arc::new(Stub)]), seen)
+    }
+
+    /// A handler of one block for `test.` with `chain`, observed by `seen`.
+    fn handler_of(chain: Chain, seen: Arc<Seen>) -> DnsHandler {
         let block = BlockRoute {
             zones: vec![Name::from_ascii("test.").unwrap()],
-            chain: Chain::new(vec![Arc::new(Stub)]),
+            chain,
             udp_payload: MAX_UDP_PAYLOAD,
             view: None,
             observers: Observers {
@@ -767,17 +772,7 @@ mod tests {
         assert_eq!(seen.0.lock().unwrap().len(), 2);
         // A chain that may await an upstream: left to a task, nothing written or observed.
         let seen = Arc::new(Seen::default());
-        let block = BlockRoute {
-            zones: vec![Name::from_ascii("test.").unwrap()],
-            chain: Chain::new(vec![Arc::new(Upstream), Arc::new(Stub)]),
-            udp_payload: MAX_UDP_PAYLOAD,
-            view: None,
-            observers: Observers {
-                metrics: None,
-                plugins: vec![seen.clone()],
-            },
-        };
-        let h = DnsHandler::new(router_cell(Router::new(vec![block])));
+        let h = handler_of(Chain::new(vec![Arc::new(Upstream), Arc::new(Stub)]), seen.clone());
         let mut out = Vec::new();
         assert!(h.answer_inline(&req, src, &mut out, Instant::now()).is_none());
         assert!(out.is_empty() && seen.0.lock().unwrap().is_empty());
