@@ -166,10 +166,18 @@ impl ServiceNames {
         }
     }
 
-    /// Names to keep under `key`, charged to `budget`; `None` when they do not fit.
-    pub(super) fn kept(key: u64, service: Option<Name>, budget: &Arc<KeptBudget>) -> Option<Self> {
+    /// Names to keep under `key`, charged to `budget`; when they do not fit, the service's
+    /// name is handed back (for names built for one answer).
+    pub(super) fn kept(
+        key: u64,
+        service: Option<Name>,
+        budget: &Arc<KeptBudget>,
+    ) -> Result<Self, Option<Name>> {
         let bytes = std::mem::size_of::<Self>() + service.as_ref().map_or(0, name_bytes);
-        budget.charge(bytes).then(|| Self {
+        if !budget.charge(bytes) {
+            return Err(service);
+        }
+        Ok(Self {
             key: Some(key),
             service,
             endpoints: OnceLock::new(),
@@ -288,8 +296,8 @@ mod tests {
         let mut kept = Vec::new();
         for _ in 0..10 {
             match ServiceNames::kept(0, service(), &budget) {
-                Some(v) => kept.push(v),
-                None => refused += 1,
+                Ok(v) => kept.push(v),
+                Err(_) => refused += 1,
             }
         }
         assert!(refused > 0);

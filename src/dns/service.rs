@@ -183,14 +183,19 @@ impl ClusterAnswerer {
     ) -> R {
         let key = self.configured_zone(zone_spelt).map(|zone| self.kept_keys[zone]);
         let service = || name_under(&[name, namespace, "svc"], zone_spelt);
+        // The service's name, built but refused by the budget: this answer uses it.
+        let mut refused = None;
         let kept = key.and_then(|key| {
             let any = match entry.derived.get() {
                 Some(any) => any,
-                // Not kept when over the budget: the next question tries again.
-                None => {
-                    let names = ServiceNames::kept(key, service(), &self.kept)?;
-                    entry.derived.get_or_init(|| Box::new(names))
-                }
+                None => match ServiceNames::kept(key, service(), &self.kept) {
+                    Ok(names) => entry.derived.get_or_init(|| Box::new(names)),
+                    // Not kept past the budget: the next question tries again.
+                    Err(name) => {
+                        refused = Some(name);
+                        return None;
+                    }
+                },
             };
             any.downcast_ref::<ServiceNames>()
                 // Built under another zone, or with other endpoint naming (another block).
@@ -198,7 +203,7 @@ impl ClusterAnswerer {
         });
         match kept {
             Some(names) => f(names),
-            None => f(&ServiceNames::fresh(service())),
+            None => f(&ServiceNames::fresh(refused.unwrap_or_else(service))),
         }
     }
 
@@ -657,6 +662,11 @@ mod tests {
         let (srv, _) = srv_and_glue(&a, q);
         assert!(srv.iter().all(|t| t.contains(" a")), "{srv:?}");
         assert_eq!(ptr(&a, "3.0.0.10.in-addr.arpa."), ["a3.h.ns.svc.cluster.local."]);
+        // The budget, charged and refunded by racing readers and swapped entries, holds
+        // exactly what the live entry keeps: nothing once it changes and nobody asked again.
+        assert!(a.kept.used() > 0);
+        a.zone().apply_slice(slice(endpoints("b")));
+        assert_eq!(a.kept.used(), 0);
     }
 
     /// Past the budget, names are built for each answer: the same answers, nothing kept, and
