@@ -273,7 +273,8 @@ impl DnsHandler {
     /// answer memo, or, when no block's chain may await I/O, in full with one poll of the
     /// answer's future (ready at once, since nothing awaits). `Some` as
     /// [`DnsHandler::answer_into`] gives; `None` when the answer must run as a task (a chain
-    /// may await an upstream), with `out` left to that task.
+    /// may await an upstream, or the answer was not ready after all); the caller then answers
+    /// it anew, and `out` holds nothing to send.
     pub fn answer_inline(
         &self,
         req: &[u8],

@@ -235,9 +235,10 @@ impl Worker {
         if let Some(served) = self.handler.answer_inline(req, src, &mut self.outs[i], started) {
             return served.is_some();
         }
-        // The chain may await I/O: the answer runs as a future that owns what it needs, polled
-        // here once. Ready (a cluster name, a cache hit, a walk of those), its reply joins the
-        // batch like any other, written into this slot's buffer, which the future borrowed.
+        // The chain may await I/O (or was not ready after all): the answer runs as a future that
+        // owns what it needs, polled here once. Ready (a cluster name, a cache hit, a walk of
+        // those), its reply joins the batch like any other, written into this slot's buffer,
+        // which the future borrowed.
         let out = std::mem::take(&mut self.outs[i]);
         let mut task = Box::pin(owned_answer(
             self.handler.clone(),
