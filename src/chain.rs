@@ -850,7 +850,7 @@ mod tests {
     fn empty_answer() -> Reply {
         Reply::Authoritative(Answer {
             rcode: ResponseCode::NoError,
-            answers: Vec::new(),
+            answers: Vec::new().into(),
             authority: Vec::new(),
             additional: Vec::new(),
             external_target: None,

@@ -5,7 +5,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 
 use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
+use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use rand::seq::SliceRandom;
 
 /// The transport a request came over: the one transport type of the crate.
@@ -166,13 +166,117 @@ impl Reply {
     }
 }
 
+/// An answer section, and whether its records are known to share one owner: every record's
+/// owner a clone of the first one's, so spelt the same byte for byte.
+///
+/// The encoder then writes that owner once and points at it from every later record, instead
+/// of reading each owner's labels again (hickory-proto's label iterator, about 450
+/// instructions a record for a cluster name). Only [`Records::with_owner`] sets the mark,
+/// building the records itself; any mutable access (`DerefMut`: a push, a rewrite of a name,
+/// `iter_mut`) forgets it, so no plugin can change an owner under it. [`Records::shuffle`]
+/// keeps it, since reordering records of one owner keeps them of one owner.
+#[derive(Debug, Clone, Default, Eq)]
+pub struct Records {
+    list: Vec<Record>,
+    /// Every record's owner is the first one's, spelt the same (see the type's comment).
+    one_owner: bool,
+}
+
+impl Records {
+    /// One record per item of `data`, all owned by `owner` with `ttl`: a section that is
+    /// known to share one owner.
+    pub fn with_owner(owner: &Name, ttl: u32, data: impl IntoIterator<Item = RData>) -> Self {
+        let data = data.into_iter();
+        // The upper bound: a filtered iterator's lower one is 0, and growing by doubling
+        // copies every 272-byte record again.
+        let (least, most) = data.size_hint();
+        let mut list = Vec::with_capacity(most.unwrap_or(least));
+        // A loop, not `collect`: through the iterator each 272-byte record was copied twice.
+        for d in data {
+            list.push(Record::from_rdata(owner.clone(), ttl, d));
+        }
+        Self {
+            list,
+            one_owner: true,
+        }
+    }
+
+    /// True when every record's owner is known to be the first one's, spelt the same.
+    pub fn share_one_owner(&self) -> bool {
+        self.one_owner
+    }
+
+    /// The records, as a plain list.
+    pub fn into_vec(self) -> Vec<Record> {
+        self.list
+    }
+
+    /// Shuffles the records as `loadbalance` does ([`shuffle_records`]), keeping the mark.
+    pub fn shuffle(&mut self) {
+        shuffle_records(&mut self.list);
+    }
+}
+
+impl From<Vec<Record>> for Records {
+    fn from(list: Vec<Record>) -> Self {
+        Self {
+            list,
+            one_owner: false,
+        }
+    }
+}
+
+impl std::ops::Deref for Records {
+    type Target = Vec<Record>;
+    fn deref(&self) -> &Vec<Record> {
+        &self.list
+    }
+}
+
+impl std::ops::DerefMut for Records {
+    /// Whatever the caller does with the records, they may no longer share one owner.
+    fn deref_mut(&mut self) -> &mut Vec<Record> {
+        self.one_owner = false;
+        &mut self.list
+    }
+}
+
+/// Equal when the records are: the mark is what is known of them, not part of the section.
+impl PartialEq for Records {
+    fn eq(&self, other: &Self) -> bool {
+        self.list == other.list
+    }
+}
+
+impl<'a> IntoIterator for &'a Records {
+    type Item = &'a Record;
+    type IntoIter = std::slice::Iter<'a, Record>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.list.iter()
+    }
+}
+
+impl IntoIterator for Records {
+    type Item = Record;
+    type IntoIter = std::vec::IntoIter<Record>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.list.into_iter()
+    }
+}
+
+impl FromIterator<Record> for Records {
+    fn from_iter<I: IntoIterator<Item = Record>>(iter: I) -> Self {
+        Vec::from_iter(iter).into()
+    }
+}
+
 /// A complete answer to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
     /// The rcode.
     pub rcode: ResponseCode,
     /// Answer section.
-    pub answers: Vec<Record>,
+    pub answers: Records,
     /// Authority section (one SOA for negative answers).
     pub authority: Vec<Record>,
     /// Additional section (SRV/NS glue).
@@ -292,4 +396,54 @@ pub fn is_dns_label(s: &str) -> bool {
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::rr::rdata::A;
+
+    fn records() -> Records {
+        let owner = Name::from_ascii("Web.ns.svc.cluster.local.").unwrap();
+        Records::with_owner(
+            &owner,
+            5,
+            (1..=4).map(|i| RData::A(A(Ipv4Addr::new(10, 0, 0, i)))),
+        )
+    }
+
+    /// The mark is set only by `with_owner`, survives reading, cloning and `shuffle`, and is
+    /// forgotten by any mutable access, even one that changes nothing.
+    #[test]
+    fn the_one_owner_mark_is_lost_with_any_mutable_access() {
+        let r = records();
+        assert!(r.share_one_owner());
+        assert_eq!(r.len(), 4);
+        assert!(r.iter().all(|x| x.name.eq_case(&r[0].name)));
+        assert!(r.clone().share_one_owner());
+        let mut shuffled = r.clone();
+        shuffled.shuffle();
+        assert!(shuffled.share_one_owner());
+        assert!(!Records::from(r.clone().into_vec()).share_one_owner());
+        assert!(!r.iter().cloned().collect::<Records>().share_one_owner());
+
+        let changes: [fn(&mut Records); 4] = [
+            |r| {
+                let same = r[0].clone();
+                r.push(same);
+            },
+            |r| r[1].name = Name::from_ascii("other.").unwrap(),
+            |r| r.iter_mut().for_each(|x| x.ttl = 1),
+            |r| {
+                let _ = r.as_mut_slice();
+            },
+        ];
+        for change in changes {
+            let mut m = r.clone();
+            change(&mut m);
+            assert!(!m.share_one_owner());
+        }
+        // Equality is about the records, not what is known of them.
+        assert_eq!(Records::from(r.clone().into_vec()), r);
+    }
 }

@@ -16,7 +16,7 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use super::kept::{DEFAULT_KEPT_BYTES, KeptBudget, kept_key};
 use super::qname::ClusterName;
 use crate::cluster::ClusterZone;
-use crate::proto::Answer;
+use crate::proto::{Answer, Records};
 
 /// The spec version `dns-version.<zone>` answers.
 pub const SCHEMA_VERSION: &str = "1.1.0";
@@ -80,7 +80,7 @@ pub enum Outcome {
 #[derive(Debug, Default)]
 pub(super) struct Resolution {
     pub(super) nxdomain: bool,
-    pub(super) answers: Vec<Record>,
+    pub(super) answers: Records,
     pub(super) additional: Vec<Record>,
     pub(super) external_target: Option<Name>,
     /// The answer is a CNAME chain whose in-zone end has no records of the asked type.
@@ -97,9 +97,9 @@ impl Resolution {
     pub(super) fn nodata() -> Self {
         Self::default()
     }
-    pub(super) fn records(answers: Vec<Record>) -> Self {
+    pub(super) fn records(answers: impl Into<Records>) -> Self {
         Self {
-            answers,
+            answers: answers.into(),
             ..Self::default()
         }
     }
@@ -194,20 +194,16 @@ pub fn name_under(labels: &[&str], suffix: &Name) -> Option<Name> {
     name.append_domain(suffix).ok()
 }
 
-pub(super) fn record_ip(r: &Record) -> Option<IpAddr> {
-    match &r.data {
-        RData::A(a) => Some(IpAddr::V4(a.0)),
-        RData::AAAA(a) => Some(IpAddr::V6(a.0)),
-        _ => None,
-    }
-}
-
 #[inline]
 pub(super) fn address_record(owner: &Name, ttl: u32, ip: IpAddr) -> Record {
-    let owner = owner.clone();
+    Record::from_rdata(owner.clone(), ttl, address_data(ip))
+}
+
+/// The A or AAAA data of `ip`.
+pub(super) fn address_data(ip: IpAddr) -> RData {
     match ip {
-        IpAddr::V4(v4) => Record::from_rdata(owner, ttl, RData::A(A(v4))),
-        IpAddr::V6(v6) => Record::from_rdata(owner, ttl, RData::AAAA(AAAA(v6))),
+        IpAddr::V4(v4) => RData::A(A(v4)),
+        IpAddr::V6(v6) => RData::AAAA(AAAA(v6)),
     }
 }
 
@@ -489,7 +485,7 @@ impl ClusterAnswerer {
                     .into_iter()
                     .flat_map(|(_, g)| g)
                     .collect();
-                self.addresses(owner, qtype, ips)
+                self.addresses(owner, qtype, &ips)
             }
             ClusterName::Namespace(ns) => {
                 if self.namespace_exposed(ns) {
@@ -648,6 +644,24 @@ pub(super) mod tests {
         let ans = ask(&a, "to-a.ns.svc.cluster.local.", RecordType::CNAME);
         assert_eq!(ans.answers.len(), 1);
         assert!(ans.authority.is_empty());
+    }
+
+    /// Answers made of one name's records carry the mark that lets the encoder write the
+    /// owner once; a chase (CNAMEs, then the target's records) does not.
+    #[test]
+    fn records_of_one_owner_are_marked_so() {
+        let z = zone();
+        z.set_synced(true);
+        let a = ClusterAnswerer::new(settings(), z);
+        let ans = ask(&a, "A.ns.svc.cluster.local.", RecordType::A);
+        assert_eq!(ans.answers.len(), 1);
+        assert!(ans.answers.share_one_owner());
+        let ans = ask(&a, "1.0.0.10.in-addr.arpa.", RecordType::PTR);
+        assert_eq!(ans.answers.len(), 1);
+        assert!(ans.answers.share_one_owner());
+        let ans = ask(&a, "to-to-a.ns.svc.cluster.local.", RecordType::A);
+        assert_eq!(ans.answers.len(), 3);
+        assert!(!ans.answers.share_one_owner());
     }
 
     #[test]

@@ -22,6 +22,6 @@ impl ClusterAnswerer {
         if self.settings.pods == PodRecords::Verified && !self.zone.pod_ip_exists(namespace, ip) {
             return Resolution::nxdomain();
         }
-        self.addresses(owner, qtype, [ip])
+        self.addresses(owner, qtype, &[ip])
     }
 }

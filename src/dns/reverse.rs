@@ -4,10 +4,11 @@
 use std::net::IpAddr;
 
 use hickory_proto::rr::rdata::PTR;
-use hickory_proto::rr::{Name, RData, Record, RecordType};
+use hickory_proto::rr::{Name, RData, RecordType};
 
 use super::addr::parse_reverse;
 use super::answer::*;
+use crate::proto::Records;
 
 impl ClusterAnswerer {
     pub(super) fn resolve_reverse(
@@ -36,12 +37,11 @@ impl ClusterAnswerer {
             return Resolution::nodata();
         }
         let ttl = self.settings.ttl;
-        Resolution::records(
-            targets
-                .into_iter()
-                .map(|t| Record::from_rdata(owner.clone(), ttl, RData::PTR(PTR(t))))
-                .collect(),
-        )
+        Resolution::records(Records::with_owner(
+            owner,
+            ttl,
+            targets.into_iter().map(|t| RData::PTR(PTR(t))),
+        ))
     }
 
     /// PTR targets for `ip` (§4.5): the first service owning it as a ClusterIP, else every

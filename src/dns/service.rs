@@ -14,6 +14,7 @@ use super::answer::*;
 use super::kept::{EndpointNames, ServiceNames};
 use crate::cluster::model::{EndpointInfo, PortInfo, PortProtocol, ServiceInfo, ServiceKind, SliceInfo};
 use crate::cluster::zone::ServiceEntry;
+use crate::proto::Records;
 
 impl ClusterAnswerer {
     pub(super) fn namespace_exposed(&self, ns: &str) -> bool {
@@ -37,21 +38,14 @@ impl ClusterAnswerer {
     }
 
     /// A, AAAA or NODATA from a set of addresses (duplicates removed, order kept).
-    pub(super) fn addresses(
-        &self,
-        owner: &Name,
-        qtype: RecordType,
-        ips: impl IntoIterator<Item = IpAddr>,
-    ) -> Resolution {
-        let ttl = self.settings.ttl;
-        let ips = ips.into_iter();
-        let mut records: Vec<Record> = Vec::with_capacity(ips.size_hint().0);
-        for ip in ips {
-            if family_matches(qtype, &ip) && !records.iter().any(|r| record_ip(r) == Some(ip)) {
-                records.push(address_record(owner, ttl, ip));
-            }
-        }
-        Resolution::records(records)
+    pub(super) fn addresses(&self, owner: &Name, qtype: RecordType, ips: &[IpAddr]) -> Resolution {
+        // Each address at its first place in `ips`: few addresses, no set to allocate.
+        let first = ips
+            .iter()
+            .enumerate()
+            .filter(|&(i, ip)| family_matches(qtype, ip) && !ips[..i].contains(ip))
+            .map(|(_, ip)| address_data(*ip));
+        Resolution::records(Records::with_owner(owner, self.settings.ttl, first))
     }
 
     /// The endpoint name of one address of `ep` (§4.3).
@@ -96,19 +90,19 @@ impl ClusterAnswerer {
         };
         match (&svc.kind, qtype) {
             (ServiceKind::ClusterIp(ips), RecordType::A | RecordType::AAAA) => {
-                self.addresses(owner, qtype, ips.iter().copied())
+                self.addresses(owner, qtype, ips)
             }
             (ServiceKind::Headless, RecordType::A | RecordType::AAAA) => {
                 // Prepared when the entry changed: ready addresses, deduplicated, in order.
-                let ttl = self.settings.ttl;
-                // Sized up front: `collect` through a filter grows by doubling.
-                let mut records = Vec::with_capacity(entry.ready_ips.len());
-                // A loop, not `extend`: through the iterator each 272-byte record was copied
-                // twice on its way into the vector.
-                for ip in entry.ready_ips.iter().filter(|ip| family_matches(qtype, ip)) {
-                    records.push(address_record(owner, ttl, *ip));
-                }
-                Resolution::records(records)
+                Resolution::records(Records::with_owner(
+                    owner,
+                    self.settings.ttl,
+                    entry
+                        .ready_ips
+                        .iter()
+                        .filter(|ip| family_matches(qtype, ip))
+                        .map(|ip| address_data(*ip)),
+                ))
             }
             (ServiceKind::ClusterIp(_) | ServiceKind::Headless, RecordType::SRV) => {
                 let zone_spelt = spelt_zone(owner, zone);
@@ -308,20 +302,20 @@ impl ClusterAnswerer {
         let ttl = self.settings.ttl;
         let n = candidates.len().max(1);
         let weight = u16::try_from(100 / n).unwrap_or(0).max(1);
-        let mut res = Resolution::nodata();
-        res.answers.reserve(candidates.len());
-        res.additional.reserve(candidates.len());
         // Targets are told apart by their ids (equal ids: the same name, ignoring case).
         let keep = first_of_each(candidates);
-        for (c, (srv, glue)) in candidates.iter().zip(keep) {
-            if glue {
-                res.additional.push(address_record(c.target, ttl, c.glue));
-            }
-            if srv {
-                let srv = SRV::new(0, weight, c.port, c.target.clone());
-                res.answers
-                    .push(Record::from_rdata(owner.clone(), ttl, RData::SRV(srv)));
-            }
+        let mut res = Resolution::records(Records::with_owner(
+            owner,
+            ttl,
+            candidates
+                .iter()
+                .zip(&keep)
+                .filter(|(_, (srv, _))| *srv)
+                .map(|(c, _)| RData::SRV(SRV::new(0, weight, c.port, c.target.clone()))),
+        ));
+        res.additional.reserve(candidates.len());
+        for (c, _) in candidates.iter().zip(&keep).filter(|(_, (_, glue))| *glue) {
+            res.additional.push(address_record(c.target, ttl, c.glue));
         }
         res
     }
@@ -353,7 +347,7 @@ impl ClusterAnswerer {
         if ips.is_empty() {
             return Resolution::nxdomain();
         }
-        self.addresses(owner, qtype, ips)
+        self.addresses(owner, qtype, &ips)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -488,6 +482,9 @@ mod tests {
         let crate::dns::Outcome::Answer(ans) = a.answer(&n(q), RecordType::SRV) else {
             panic!("fell through");
         };
+        // SRV records are all the question's: marked so for the encoder.
+        assert!(ans.answers.share_one_owner());
+        assert!(ans.answers.iter().all(|r| r.name.eq_case(&n(q))));
         let srv = ans.answers.iter().map(|r| r.data.to_string()).collect();
         let glue = ans
             .additional
@@ -495,6 +492,19 @@ mod tests {
             .map(|r| format!("{} {}", r.name, r.data))
             .collect();
         (srv, glue)
+    }
+
+    /// A headless service's addresses are one owner's records, marked so for the encoder.
+    #[test]
+    fn headless_addresses_are_marked_as_one_owners() {
+        let a = headless(&[("web", "10.0.0.1"), ("db", "10.0.0.2"), ("x", "10.0.0.3")]);
+        let q = n("H.ns.svc.cluster.local.");
+        let crate::dns::Outcome::Answer(ans) = a.answer(&q, RecordType::A) else {
+            panic!("fell through");
+        };
+        assert_eq!(ans.answers.len(), 3);
+        assert!(ans.answers.share_one_owner());
+        assert!(ans.answers.iter().all(|r| r.name.eq_case(&q)));
     }
 
     /// One target per endpoint name and one glue record per (name, address), whether the

@@ -276,9 +276,36 @@ impl Suffixes {
         self.add_labels(parent, last_first);
     }
 
-    /// Writes `r` at the end of `out`: owner, type, class, TTL, length and data.
-    pub(super) fn write_record(&mut self, out: &mut Vec<u8>, r: &Record) -> Result<(), ProtoError> {
-        self.write_name(out, &r.name, true);
+    /// Two bytes that stand for the owner a record written at `at` in `out` starts with, in a
+    /// later record of the same owner: that owner's pointer when it was written as one, else a
+    /// pointer to its first label. `None` for the root, and for an owner out of a pointer's
+    /// reach.
+    pub(super) fn owner_pointer(out: &[u8], at: usize) -> Option<[u8; 2]> {
+        match *out.get(at..at + 2)? {
+            [0, _] => None,
+            [hi, lo] if hi & 0xC0 == 0xC0 => Some([hi, lo]),
+            _ => {
+                let at = u16::try_from(at)
+                    .ok()
+                    .filter(|at| usize::from(*at) < POINTER_LIMIT)?;
+                Some((0xC000 | at).to_be_bytes())
+            }
+        }
+    }
+
+    /// Writes `r` at the end of `out`: owner, type, class, TTL, length and data. The owner is
+    /// `owner` when given (an [`owner_pointer`](Self::owner_pointer) to an earlier record of the
+    /// same owner), else `r`'s name, compressed.
+    pub(super) fn write_record(
+        &mut self,
+        out: &mut Vec<u8>,
+        r: &Record,
+        owner: Option<[u8; 2]>,
+    ) -> Result<(), ProtoError> {
+        match owner {
+            Some(pointer) => out.extend_from_slice(&pointer),
+            None => self.write_name(out, &r.name, true),
+        }
         out.extend_from_slice(&u16::from(r.record_type()).to_be_bytes());
         out.extend_from_slice(&u16::from(r.dns_class).to_be_bytes());
         out.extend_from_slice(&r.ttl.to_be_bytes());
@@ -461,7 +488,7 @@ mod tests {
         let mut out = vec![0u8; 12];
         let mut t = Suffixes::new();
         for r in &records {
-            t.write_record(&mut out, r).unwrap();
+            t.write_record(&mut out, r, None).unwrap();
         }
         let mut d = BinDecoder::new(&out);
         d.read_slice(12).unwrap();

@@ -30,6 +30,9 @@ pub struct Parts<'a> {
     pub question: &'a [u8],
     /// Answer section.
     pub answers: &'a [Record],
+    /// Every answer's owner is the first one's, spelt the same
+    /// ([`crate::proto::Records::share_one_owner`]): it is written once and pointed at.
+    pub answers_share_owner: bool,
     /// Authority section.
     pub authority: &'a [Record],
     /// Additional section (without OPT).
@@ -44,20 +47,27 @@ enum Section {
     Cut(u16),
 }
 
-/// Writes `records` while the output stays within `max` bytes.
+/// Writes `records` while the output stays within `max` bytes. With `one_owner` (every
+/// record's owner is the first one's, spelt the same), later records point at the first one's
+/// owner without reading their own.
 fn emit_section(
     out: &mut Vec<u8>,
     names: &mut Suffixes,
     records: &[Record],
+    one_owner: bool,
     max: usize,
 ) -> Result<Section, ProtoError> {
+    let mut shared_owner = None;
     for (i, r) in records.iter().enumerate() {
         let (start, recorded) = (out.len(), names.len());
-        names.write_record(out, r)?;
+        names.write_record(out, r, shared_owner)?;
         if out.len() > max {
             out.truncate(start);
             names.truncate(recorded);
             return Ok(Section::Cut(count(i)?));
+        }
+        if one_owner && i == 0 {
+            shared_owner = Suffixes::owner_pointer(out, start);
         }
     }
     Ok(Section::All(count(records.len())?))
@@ -118,23 +128,24 @@ fn encode_records(
         // Not even room for the OPT after the question: no records, TC.
         truncated = true;
     } else {
-        match emit_section(out, names, parts.answers, records_max)? {
+        match emit_section(out, names, parts.answers, parts.answers_share_owner, records_max)? {
             Section::Cut(n) => {
                 counts.answers = n;
                 truncated = true;
             }
             Section::All(n) => {
                 counts.answers = n;
-                match emit_section(out, names, parts.authority, records_max)? {
+                match emit_section(out, names, parts.authority, false, records_max)? {
                     Section::Cut(n) => {
                         counts.authorities = n;
                         truncated = true;
                     }
                     Section::All(n) => {
                         counts.authorities = n;
-                        counts.additionals = match emit_section(out, names, parts.additional, records_max)? {
-                            Section::All(n) | Section::Cut(n) => n,
-                        };
+                        counts.additionals =
+                            match emit_section(out, names, parts.additional, false, records_max)? {
+                                Section::All(n) | Section::Cut(n) => n,
+                            };
                     }
                 }
             }
@@ -144,7 +155,13 @@ fn encode_records(
         // The extended rcode's high bits travel in the OPT.
         let mut edns = edns.clone();
         edns.set_rcode_high(parts.meta.response_code.high());
-        match emit_section(out, names, std::slice::from_ref(&Record::from(&edns)), limit)? {
+        match emit_section(
+            out,
+            names,
+            std::slice::from_ref(&Record::from(&edns)),
+            false,
+            limit,
+        )? {
             Section::All(n) => counts.additionals += n,
             Section::Cut(_) => truncated = true,
         }
@@ -229,6 +246,7 @@ mod tests {
             query_count: 1,
             question: &q,
             answers,
+            answers_share_owner: false,
             authority: &[],
             additional,
             edns,
@@ -326,6 +344,7 @@ mod tests {
             query_count: 1,
             question: &q,
             answers: &answers,
+            answers_share_owner: false,
             authority: &[],
             additional: &additional,
             edns: None,
@@ -359,6 +378,7 @@ mod tests {
             query_count: 1,
             question: &q,
             answers: &records,
+            answers_share_owner: false,
             authority: &[],
             additional: &[],
             edns: None,
@@ -380,6 +400,62 @@ mod tests {
         encode(&parts, 512, &mut out).unwrap();
         let m = Message::from_bytes(&out).unwrap();
         assert!(m.answers[0].name.eq_case(&other));
+    }
+
+    /// A section marked as one owner's is written as the same records: the question's name
+    /// as before (the bytes are equal, so the memo's shuffle still applies), another name in
+    /// full once and then as pointers to it, in the case it was given; and cut as exactly.
+    #[test]
+    fn answers_of_one_owner_point_at_the_first() {
+        use crate::proto::Records;
+        let q = question();
+        let encode_with = |records: &[Record], one_owner: bool, limit: u16| {
+            let parts = Parts {
+                meta: meta(),
+                query_count: 1,
+                question: &q,
+                answers: records,
+                answers_share_owner: one_owner,
+                authority: &[],
+                additional: &[],
+                edns: None,
+            };
+            let mut out = Vec::new();
+            let header = encode(&parts, limit, &mut out).unwrap();
+            (out, header.counts.answers)
+        };
+        let data = |n: u8| (0..n).map(|i| RData::A(A(Ipv4Addr::new(10, 0, 0, i))));
+        let question_owner = Name::from_ascii("h.ns.svc.cluster.local.").unwrap();
+        let marked = Records::with_owner(&question_owner, 5, data(5));
+        assert!(marked.share_one_owner());
+        assert_eq!(encode_with(&marked, true, 512), encode_with(&marked, false, 512));
+
+        let other = Name::from_ascii("Web.Other.svc.cluster.local.").unwrap();
+        let marked = Records::with_owner(&other, 5, data(5));
+        let (out, n) = encode_with(&marked, true, 512);
+        let (plain, _) = encode_with(&marked, false, 512);
+        assert_eq!(n, 5);
+        // "Web.Other" is written in full once, then every owner is a 2-byte pointer to it.
+        let first = 12 + q.len();
+        let owner_at = u16::try_from(first).unwrap();
+        for i in 1..5 {
+            // The first record: "Web", "Other", a pointer into the question, then 14 bytes.
+            let at = first + (1 + 3 + 1 + 5 + 2) + 14 + (i - 1) * 16;
+            assert_eq!(out[at..at + 2], (0xC000 | owner_at).to_be_bytes(), "record {i}");
+        }
+        // What the suffix table finds for each later owner: the same pointer.
+        assert_eq!(out, plain);
+        let m = Message::from_bytes(&out).unwrap();
+        assert_eq!(m.answers, *marked);
+        assert!(m.answers.iter().all(|r| r.name.eq_case(&other)));
+        // Cut at every limit, the records that fit are the plain encoding's.
+        for limit in 40..u16::try_from(out.len()).unwrap() {
+            let (cut, n) = encode_with(&marked, true, limit);
+            let m = Message::from_bytes(&cut).unwrap();
+            assert_eq!(m.answers.len(), usize::from(n));
+            assert_eq!(m.answers[..], marked[..usize::from(n)], "limit {limit}");
+            assert!(m.metadata.truncation == (usize::from(n) < marked.len()));
+        }
     }
 
     #[test]
@@ -469,7 +545,20 @@ mod tests {
                 };
                 Record::from_rdata(owner, 30, data)
             };
-            let answers: Vec<Record> = (0..next(8)).map(|_| record(&mut next)).collect();
+            // Every third round, answers of one owner, marked so (`Records::with_owner`): the
+            // question's name or another, in any case.
+            let answers: crate::proto::Records = if round % 3 == 0 {
+                let owner = if next(2) == 0 {
+                    qname.clone()
+                } else {
+                    name(&mut next)
+                };
+                let data: Vec<RData> = (0..next(8)).map(|_| record(&mut next).data).collect();
+                crate::proto::Records::with_owner(&owner, 30, data)
+            } else {
+                (0..next(8)).map(|_| record(&mut next)).collect()
+            };
+            assert_eq!(answers.share_one_owner(), round % 3 == 0);
             let authority: Vec<Record> = (0..next(3)).map(|_| record(&mut next)).collect();
             let additional: Vec<Record> = (0..next(6)).map(|_| record(&mut next)).collect();
             let edns = Edns::new();
@@ -478,6 +567,7 @@ mod tests {
                 query_count: 1,
                 question: &q,
                 answers: &answers,
+                answers_share_owner: answers.share_one_owner(),
                 authority: &authority,
                 additional: &additional,
                 edns: (round % 2 == 0).then_some(&edns),
@@ -486,6 +576,16 @@ mod tests {
             let mut out = Vec::new();
             let header = encode(&parts, limit, &mut out).unwrap();
             assert!(out.len() <= usize::from(limit), "round {round}");
+            if parts.answers_share_owner {
+                // The mark saves reading owners, and changes no byte.
+                let mut plain = Vec::new();
+                let unmarked = Parts {
+                    answers_share_owner: false,
+                    ..parts
+                };
+                encode(&unmarked, limit, &mut plain).unwrap();
+                assert_eq!(out, plain, "round {round}");
+            }
             let m = Message::from_bytes(&out).unwrap_or_else(|e| panic!("round {round}: {e}"));
             assert!(m.queries[0].name().eq_case(&qname));
             let c = header.counts;

@@ -36,7 +36,7 @@ use hickory_proto::rr::{Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
 
 use crate::chain::{Answered, ReplayPlan};
-use crate::proto::{MAX_UDP_PAYLOAD, PLAIN_UDP_LIMIT, Question, Reply, Transport};
+use crate::proto::{MAX_UDP_PAYLOAD, PLAIN_UDP_LIMIT, Question, Records, Reply, Transport};
 use observe::{Exchange, Observers};
 
 /// How long an idle TCP connection is kept.
@@ -100,7 +100,7 @@ impl DnsHandler {
 /// The response an error-only or answered request gets, before encoding.
 struct Response {
     meta: Metadata,
-    answers: Vec<Record>,
+    answers: Records,
     authority: Vec<Record>,
     additional: Vec<Record>,
     /// The block that answered (index into the router) and the zone that matched (index into
@@ -122,7 +122,7 @@ impl Response {
         meta.response_code = rcode;
         Self {
             meta,
-            answers: Vec::new(),
+            answers: Records::default(),
             authority: Vec::new(),
             additional: Vec::new(),
             block: None,
@@ -228,7 +228,7 @@ impl DnsHandler {
                 meta.authentic_data = f.authentic_data;
                 meta.truncation = f.truncated;
                 Response {
-                    answers: f.answers,
+                    answers: f.answers.into(),
                     authority: f.authority,
                     additional: f.additional,
                     ..Response::rcode(meta, f.rcode)
@@ -370,6 +370,7 @@ impl DnsHandler {
             query_count: parsed.query_count,
             question: &parsed.question,
             answers: &resp.answers,
+            answers_share_owner: resp.answers.share_one_owner(),
             authority: &resp.authority,
             additional: &resp.additional,
             edns: edns.as_ref(),
@@ -657,7 +658,8 @@ mod tests {
                             q.name.clone(),
                             5,
                             RData::A(A::new(192, 0, 2, 1)),
-                        )],
+                        )]
+                        .into(),
                         authority: Vec::new(),
                         additional: Vec::new(),
                         external_target: None,

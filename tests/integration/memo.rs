@@ -431,7 +431,7 @@ impl cluster_dns::chain::Plugin for WhoAmI {
             );
             cluster_dns::proto::Reply::Authoritative(cluster_dns::proto::Answer {
                 rcode: ResponseCode::NoError,
-                answers: vec![record],
+                answers: vec![record].into(),
                 authority: Vec::new(),
                 additional: Vec::new(),
                 external_target: None,

@@ -21,7 +21,7 @@ impl MinimalAny {
         let hinfo = HINFO::new("ANY obsoleted".to_owned(), "See RFC 8482".to_owned());
         Reply::Authoritative(Answer {
             rcode: ResponseCode::NoError,
-            answers: vec![Record::from_rdata(q.name.clone(), HINFO_TTL, RData::HINFO(hinfo))],
+            answers: vec![Record::from_rdata(q.name.clone(), HINFO_TTL, RData::HINFO(hinfo))].into(),
             authority: Vec::new(),
             additional: Vec::new(),
             external_target: None,

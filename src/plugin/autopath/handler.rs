@@ -203,7 +203,7 @@ mod tests {
         );
         let reply = Reply::Authoritative(crate::proto::Answer {
             rcode: ResponseCode::NoError,
-            answers: vec![a],
+            answers: vec![a].into(),
             authority: Vec::new(),
             additional: Vec::new(),
             external_target: None,

@@ -199,7 +199,7 @@ impl Block {
         let mut reply = match kind {
             AUTHORITATIVE => Reply::Authoritative(Answer {
                 rcode,
-                answers: Vec::new(),
+                answers: Vec::new().into(),
                 authority: Vec::new(),
                 additional: Vec::new(),
                 external_target,
@@ -228,7 +228,7 @@ impl Block {
         let [an, ns, ar] = counts;
         match &mut reply {
             Reply::Authoritative(a) => {
-                a.answers = read(an)?;
+                a.answers = read(an)?.into();
                 a.authority = read(ns)?;
                 a.additional = read(ar)?;
             }
@@ -731,7 +731,7 @@ mod tests {
         });
         let authoritative = Reply::Authoritative(Answer {
             rcode: ResponseCode::NXDomain,
-            answers,
+            answers: answers.into(),
             authority,
             additional,
             external_target: Some(n("edge.example.NET.")),

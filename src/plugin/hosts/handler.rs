@@ -209,7 +209,7 @@ impl Hosts {
     fn reply(rcode: ResponseCode, answers: Vec<Record>) -> Reply {
         Reply::Authoritative(Answer {
             rcode,
-            answers,
+            answers: answers.into(),
             authority: Vec::new(),
             additional: Vec::new(),
             external_target: None,

@@ -343,7 +343,7 @@ impl K8sExternal {
         };
         Some(Reply::Authoritative(Answer {
             rcode,
-            answers,
+            answers: answers.into(),
             authority,
             additional,
             external_target: None,

@@ -13,7 +13,8 @@ impl LoadBalance {
     pub fn shuffle(&self, reply: &mut Reply) {
         match reply {
             Reply::Authoritative(a) => {
-                shuffle_records(&mut a.answers);
+                // Keeps the answers' one-owner mark: reordering does not change owners.
+                a.answers.shuffle();
                 shuffle_records(&mut a.additional);
             }
             Reply::Forwarded(f) => {

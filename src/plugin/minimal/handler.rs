@@ -80,7 +80,7 @@ mod tests {
     fn reply(rcode: ResponseCode, answers: Vec<Record>, authority: Vec<Record>) -> Reply {
         Reply::Authoritative(Answer {
             rcode,
-            answers,
+            answers: answers.into(),
             authority,
             additional: vec![a()],
             external_target: None,

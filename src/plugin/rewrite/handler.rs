@@ -355,7 +355,7 @@ mod tests {
         assert_eq!(out.question.name.to_ascii(), "c.example.");
         let reply = Reply::Authoritative(Answer {
             rcode: ResponseCode::NoError,
-            answers: vec![a("c.example.", [10, 0, 0, 1])],
+            answers: vec![a("c.example.", [10, 0, 0, 1])].into(),
             authority: vec![],
             additional: vec![],
             external_target: None,
@@ -405,7 +405,8 @@ mod tests {
                 a("db.ns.svc.cluster.local.", [10, 0, 0, 2]),
                 Record::from_rdata(n("web.ns.svc.cluster.local."), 30, RData::SRV(srv)),
                 a("unrelated.example.", [10, 0, 0, 3]),
-            ],
+            ]
+            .into(),
             authority: vec![Record::from_rdata(n("svc.cluster.local."), 30, RData::SOA(soa))],
             additional: vec![a("pod-1.web.ns.svc.cluster.local.", [10, 0, 0, 4])],
             external_target: None,
@@ -496,7 +497,7 @@ mod tests {
         let out = rw.apply(&q("a.example.")).unwrap();
         let reply = Reply::Authoritative(Answer {
             rcode: ResponseCode::NXDomain,
-            answers: vec![cname("x.example.", "b.example.")],
+            answers: vec![cname("x.example.", "b.example.")].into(),
             authority: vec![],
             additional: vec![],
             external_target: None,
@@ -546,7 +547,8 @@ mod tests {
             answers: vec![
                 a("x.new.example.", [10, 0, 0, 1]),
                 cname("alias.new.example.", "x.new.example."),
-            ],
+            ]
+            .into(),
             authority: vec![],
             additional: vec![],
             external_target: None,

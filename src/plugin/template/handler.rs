@@ -166,7 +166,7 @@ impl TemplatePlugin {
             };
             return Outcome::Answer(Reply::Authoritative(Answer {
                 rcode: rule.rcode,
-                answers,
+                answers: answers.into(),
                 authority,
                 additional,
                 external_target,

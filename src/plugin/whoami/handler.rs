@@ -35,7 +35,7 @@ impl WhoAmI {
         }
         Reply::Authoritative(Answer {
             rcode: ResponseCode::NoError,
-            answers: Vec::new(),
+            answers: Vec::new().into(),
             authority: Vec::new(),
             additional,
             external_target: None,
