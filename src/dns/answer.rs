@@ -133,6 +133,33 @@ struct ZoneLabels {
     /// be kept with a replacement character and match no question.
     labels: Vec<Box<str>>,
     reverse: bool,
+    /// Whether an NXDOMAIN under this zone goes to the next handler, worked out once from
+    /// the `fallthrough` zones.
+    fallthrough: Fallthrough,
+}
+
+/// How `fallthrough` applies to the names of one served zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fallthrough {
+    /// Off, or no fallthrough zone shares a name with this zone: a name under both would
+    /// make one of the two a suffix of the other.
+    Never,
+    /// `fallthrough` without zones, or one of them is this zone or holds it.
+    Always,
+    /// A fallthrough zone lies inside this zone: the name decides.
+    ByName,
+}
+
+impl Fallthrough {
+    fn of(zone: &Name, fallthrough: Option<&[Name]>) -> Self {
+        match fallthrough {
+            None => Self::Never,
+            Some([]) => Self::Always,
+            Some(zones) if zones.iter().any(|f| f.zone_of(zone)) => Self::Always,
+            Some(zones) if zones.iter().any(|f| zone.zone_of(f)) => Self::ByName,
+            Some(_) => Self::Never,
+        }
+    }
 }
 
 /// True when a label of `name` has an upper-case ASCII letter (so it needs lower-casing).
@@ -251,6 +278,7 @@ impl ClusterAnswerer {
                     .map(|l| String::from_utf8_lossy(l).into())
                     .collect(),
                 reverse: settings.reverse_zones.contains(z),
+                fallthrough: Fallthrough::of(z, settings.fallthrough.as_deref()),
             })
             .collect();
         let primary_index = settings.zones.iter().position(|z| z.eq_case(&settings.primary));
@@ -370,13 +398,20 @@ impl ClusterAnswerer {
         let Some((zone, res)) = found else {
             return Outcome::Fallthrough;
         };
-        let zone = &self.settings.zones[zone];
-        if res.nxdomain
-            && res.answers.is_empty()
-            && let Some(ft) = &self.settings.fallthrough
-            && (ft.is_empty() || ft.iter().any(|z| z.zone_of(qname)))
-        {
-            return Outcome::Fallthrough;
+        if res.nxdomain && res.answers.is_empty() {
+            let falls = match self.zone_labels[zone].fallthrough {
+                Fallthrough::Never => false,
+                Fallthrough::Always => true,
+                Fallthrough::ByName => self
+                    .settings
+                    .fallthrough
+                    .iter()
+                    .flatten()
+                    .any(|z| z.zone_of(qname)),
+            };
+            if falls {
+                return Outcome::Fallthrough;
+            }
         }
         let negative = res.nxdomain || res.answers.is_empty() || res.nodata_tail;
         let rcode = if res.nxdomain && res.answers.is_empty() && !self.zone.is_synced() {
@@ -387,7 +422,8 @@ impl ClusterAnswerer {
             ResponseCode::NoError
         };
         let authority = if negative {
-            vec![self.soa(zone, &spelt_zone(qname, zone))]
+            let (zone, mname, rname) = &self.soa_names[zone];
+            vec![self.soa_record(mname, rname, &spelt_zone(qname, zone))]
         } else {
             Vec::new()
         };
@@ -403,12 +439,27 @@ impl ClusterAnswerer {
     /// The SOA record of `zone` (lower-case), owned by `spelt`: the zone as the question spelt
     /// it, since every owner echoes the question's case.
     pub fn soa(&self, zone: &Name, spelt: &Name) -> Record {
+        match self.soa_names.iter().find(|(z, _, _)| z.eq_case(zone)) {
+            Some((_, m, r)) => self.soa_record(m, r, spelt),
+            None => {
+                let (m, r) = soa_names(zone);
+                self.soa_record(&m, &r, spelt)
+            }
+        }
+    }
+
+    /// The SOA record with these names, owned by `spelt`.
+    fn soa_record(&self, mname: &Name, rname: &Name, spelt: &Name) -> Record {
         let ttl = self.settings.ttl;
-        let (mname, rname) = match self.soa_names.iter().find(|(z, _, _)| z.eq_case(zone)) {
-            Some((_, m, r)) => (m.clone(), r.clone()),
-            None => soa_names(zone),
-        };
-        let soa = SOA::new(mname, rname, self.zone.serial(), 7200, 1800, 86400, ttl);
+        let soa = SOA::new(
+            mname.clone(),
+            rname.clone(),
+            self.zone.serial(),
+            7200,
+            1800,
+            86400,
+            ttl,
+        );
         Record::from_rdata(spelt.clone(), ttl.min(300), RData::SOA(soa))
     }
 
@@ -426,6 +477,7 @@ impl ClusterAnswerer {
         let ZoneLabels {
             labels: zone_labels,
             reverse,
+            ..
         } = &self.zone_labels[zone_index];
         let keep = lower.len() - zone_labels.len();
         // The labels as text: the question's own are checked; the zone's are the same bytes
@@ -691,6 +743,31 @@ pub(super) mod tests {
             Outcome::Answer(_)
         ));
         assert_eq!(a.answer(&n("example.com."), RecordType::A), Outcome::Fallthrough);
+    }
+
+    /// Fallthrough zones inside a served zone decide by the name; one holding it, for all of
+    /// its names; one beside it, for none (worked out once, when the answerer is built).
+    #[test]
+    fn fallthrough_zones_inside_around_and_beside_a_served_zone() {
+        let z = zone();
+        z.set_synced(true);
+        let mut s = settings();
+        let falls = |s: &AnswerSettings, name: &str| {
+            let a = ClusterAnswerer::new(s.clone(), z.clone());
+            a.answer(&n(name), RecordType::PTR) == Outcome::Fallthrough
+        };
+        s.fallthrough = Some(vec![n("10.IN-ADDR.arpa.")]);
+        assert!(falls(&s, "9.9.9.10.in-addr.arpa."));
+        assert!(falls(&s, "9.9.9.10.In-Addr.Arpa."));
+        assert!(!falls(&s, "9.9.9.11.in-addr.arpa."));
+        assert!(!falls(&s, "nosuch.ns.svc.cluster.local."));
+        s.fallthrough = Some(vec![n("arpa.")]);
+        assert!(falls(&s, "9.9.9.11.in-addr.arpa."));
+        assert!(!falls(&s, "nosuch.ns.svc.cluster.local."));
+        s.fallthrough = Some(vec![n("example.com."), n("svc.cluster.local.")]);
+        assert!(!falls(&s, "9.9.9.11.in-addr.arpa."));
+        assert!(falls(&s, "nosuch.ns.svc.cluster.local."));
+        assert!(!falls(&s, "nosuch.pod.cluster.local."));
     }
 
     #[test]
