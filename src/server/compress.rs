@@ -377,6 +377,37 @@ mod tests {
         Name::read(&mut d).unwrap()
     }
 
+    /// The two bytes for a later record of the same owner: its pointer when the owner was
+    /// written as one, a pointer to its labels otherwise; nothing for the root or past the
+    /// reach of a pointer, where the owner is written again.
+    #[test]
+    fn an_owner_is_pointed_at_as_it_was_written() {
+        let mut t = Suffixes::new();
+        let mut out = vec![0u8; 12];
+        let at = out.len();
+        t.write_name(&mut out, &n("web.ns.svc.cluster.local."), true);
+        assert_eq!(Suffixes::owner_pointer(&out, at), Some([0xC0, 12]));
+        let again = out.len();
+        t.write_name(&mut out, &n("web.ns.svc.cluster.local."), true);
+        assert_eq!(out.len() - again, 2);
+        assert_eq!(Suffixes::owner_pointer(&out, again), Some([0xC0, 12]));
+        let partly = out.len();
+        t.write_name(&mut out, &n("db.ns.svc.cluster.local."), true);
+        let p = Suffixes::owner_pointer(&out, partly).unwrap();
+        let pointed = usize::from(u16::from_be_bytes(p) & 0x3FFF);
+        assert_eq!(pointed, partly);
+        assert!(read_at(&out, pointed).eq_case(&n("db.ns.svc.cluster.local.")));
+        let root = out.len();
+        t.write_name(&mut out, &Name::root(), true);
+        assert_eq!(Suffixes::owner_pointer(&out, root), None);
+
+        let mut far = vec![0u8; POINTER_LIMIT];
+        let mut t = Suffixes::new();
+        t.write_name(&mut far, &n("web.ns.svc.cluster.local."), true);
+        assert_eq!(Suffixes::owner_pointer(&far, POINTER_LIMIT), None);
+        assert_eq!(Suffixes::owner_pointer(&far, far.len()), None);
+    }
+
     #[test]
     fn names_point_at_their_longest_written_suffix() {
         let mut out = vec![0u8; 12];
