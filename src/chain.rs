@@ -347,7 +347,7 @@ impl<'a> Next<'a> {
 
     /// True when a plugin after this one may await I/O.
     pub fn awaits_io(&self) -> bool {
-        self.chain.plugins.iter().skip(self.at).any(|p| p.awaits_io())
+        self.chain.last_awaiting.is_some_and(|last| last >= self.at)
     }
 
     /// The upstreams of the first plugin after this one that has some.
@@ -446,6 +446,10 @@ pub struct ReplayPlan {
 #[derive(Clone, Default)]
 pub struct Chain {
     plugins: Arc<[Arc<dyn Plugin>]>,
+    /// The index of the last plugin that may await I/O ([`Plugin::awaits_io`], a fixed property
+    /// of a plugin), found once when the chain is built: the UDP workers ask on every question
+    /// the answer memo does not hold, and `kubernetes` on every ExternalName.
+    last_awaiting: Option<usize>,
 }
 
 impl fmt::Debug for Chain {
@@ -460,8 +464,10 @@ impl Chain {
     /// A chain of `plugins`, first to last (at most [`MAX_PLUGINS`]; the rest are dropped).
     pub fn new(mut plugins: Vec<Arc<dyn Plugin>>) -> Self {
         plugins.truncate(MAX_PLUGINS);
+        let last_awaiting = plugins.iter().rposition(|p| p.awaits_io());
         Self {
             plugins: plugins.into(),
+            last_awaiting,
         }
     }
 
@@ -479,7 +485,7 @@ impl Chain {
 
     /// True when some plugin may await I/O.
     pub fn awaits_io(&self) -> bool {
-        self.plugins.iter().any(|p| p.awaits_io())
+        self.last_awaiting.is_some()
     }
 
     /// The EDNS options its plugins add to a reply to `request` ([`Plugin::edns_options`]).
@@ -966,6 +972,65 @@ mod tests {
             stub("writer", true, Replay::Same),
         ]);
         assert_eq!(chain.serve(&q()).await.replay, None);
+    }
+
+    /// A plugin that may await I/O or not, and records what [`Next::awaits_io`] said at its
+    /// place in the chain; the last one answers.
+    #[derive(Debug)]
+    struct Probe {
+        io: bool,
+        answers: bool,
+        seen: std::sync::Mutex<Option<bool>>,
+    }
+
+    impl Plugin for Probe {
+        fn name(&self) -> &'static str {
+            "probe"
+        }
+        fn awaits_io(&self) -> bool {
+            self.io
+        }
+        fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+            Box::pin(async move {
+                *self.seen.lock().unwrap() = Some(next.awaits_io());
+                if self.answers {
+                    empty_answer()
+                } else {
+                    next.serve(q).await
+                }
+            })
+        }
+    }
+
+    /// Whether a chain, and the rest of it after each plugin, may await I/O is worked out once
+    /// when the chain is built: the same as asking every plugin, for every placement of
+    /// awaiting plugins along a chain of four.
+    #[tokio::test]
+    async fn what_may_await_io_is_known_from_the_chain_as_built() {
+        for mask in 0u8..16 {
+            let probes: Vec<Arc<Probe>> = (0..4)
+                .map(|i| {
+                    Arc::new(Probe {
+                        io: mask & (1 << i) != 0,
+                        answers: i == 3,
+                        seen: std::sync::Mutex::new(None),
+                    })
+                })
+                .collect();
+            let chain = Chain::new(probes.iter().map(|p| p.clone() as Arc<dyn Plugin>).collect());
+            assert_eq!(chain.awaits_io(), mask != 0, "mask {mask:04b}");
+            let _ = chain.serve(&q()).await;
+            for (i, p) in probes.iter().enumerate() {
+                // What the plugins after plugin i declare.
+                let after = mask >> (i + 1) != 0;
+                assert_eq!(
+                    *p.seen.lock().unwrap(),
+                    Some(after),
+                    "mask {mask:04b}, plugin {i}"
+                );
+            }
+        }
+        assert!(!Chain::default().awaits_io());
     }
 
     #[tokio::test]
