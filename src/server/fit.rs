@@ -14,6 +14,7 @@ use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata};
 use hickory_proto::rr::Record;
 
 use super::compress::Suffixes;
+use crate::proto::Records;
 
 /// Wire size of an OPT record without options.
 pub const OPT_LEN: usize = 11;
@@ -28,11 +29,9 @@ pub struct Parts<'a> {
     pub query_count: usize,
     /// The raw question section of the request.
     pub question: &'a [u8],
-    /// Answer section.
-    pub answers: &'a [Record],
-    /// Every answer's owner is the first one's, spelt the same
-    /// ([`crate::proto::Records::share_one_owner`]): it is written once and pointed at.
-    pub answers_share_owner: bool,
+    /// Answer section. When its records share one owner
+    /// ([`Records::share_one_owner`]), that owner is written once and pointed at.
+    pub answers: &'a Records,
     /// Authority section.
     pub authority: &'a [Record],
     /// Additional section (without OPT).
@@ -128,7 +127,13 @@ fn encode_records(
         // Not even room for the OPT after the question: no records, TC.
         truncated = true;
     } else {
-        match emit_section(out, names, parts.answers, parts.answers_share_owner, records_max)? {
+        match emit_section(
+            out,
+            names,
+            parts.answers,
+            parts.answers.share_one_owner(),
+            records_max,
+        )? {
             Section::Cut(n) => {
                 counts.answers = n;
                 truncated = true;
@@ -241,12 +246,12 @@ mod tests {
         limit: u16,
     ) -> (usize, usize, bool, bool, usize) {
         let q = question();
+        let answers = Records::from(answers.to_vec());
         let parts = Parts {
             meta: meta(),
             query_count: 1,
             question: &q,
-            answers,
-            answers_share_owner: false,
+            answers: &answers,
             authority: &[],
             additional,
             edns,
@@ -316,7 +321,7 @@ mod tests {
         let n = |s: &str| Name::from_ascii(s).unwrap();
         let qname = n("h.ns.svc.cluster.local.");
         let target = n("p-0.h.ns.svc.cluster.local.");
-        let answers = vec![
+        let answers: Records = vec![
             Record::from_rdata(qname.clone(), 5, RData::SRV(SRV::new(0, 100, 80, target.clone()))),
             Record::from_rdata(qname.clone(), 5, RData::PTR(PTR(target.clone()))),
             Record::from_rdata(
@@ -330,7 +335,8 @@ mod tests {
                 5,
                 RData::A(A(Ipv4Addr::new(10, 0, 0, 1))),
             ),
-        ];
+        ]
+        .into();
         let additional = vec![Record::from_rdata(
             target,
             5,
@@ -344,7 +350,6 @@ mod tests {
             query_count: 1,
             question: &q,
             answers: &answers,
-            answers_share_owner: false,
             authority: &[],
             additional: &additional,
             edns: None,
@@ -352,7 +357,7 @@ mod tests {
         let mut out = Vec::new();
         encode(&parts, 4096, &mut out).unwrap();
         let m = Message::from_bytes(&out).unwrap();
-        assert_eq!(m.answers, answers);
+        assert_eq!(m.answers, *answers);
         for (got, sent) in m.answers.iter().zip(&answers) {
             assert!(got.name.eq_case(&sent.name), "{} for {}", got.name, sent.name);
         }
@@ -372,13 +377,12 @@ mod tests {
     #[test]
     fn answers_owned_by_the_question_point_at_it() {
         let q = question();
-        let records = many(3);
+        let records = Records::from(many(3));
         let parts = Parts {
             meta: meta(),
             query_count: 1,
             question: &q,
             answers: &records,
-            answers_share_owner: false,
             authority: &[],
             additional: &[],
             edns: None,
@@ -388,11 +392,12 @@ mod tests {
         // Header, question, and 16 bytes per A record: the owner is a 2-byte pointer.
         assert_eq!(out.len(), 12 + q.len() + 3 * 16);
         let m = Message::from_bytes(&out).unwrap();
-        assert_eq!(m.answers, records);
+        assert_eq!(m.answers, *records);
         // Another spelling of the name is written out, not pointed at.
         let other = Name::from_ascii("H.ns.svc.cluster.local.").unwrap();
         let mut upper = many(1);
         upper[0].name = other.clone();
+        let upper = Records::from(upper);
         let parts = Parts {
             answers: &upper,
             ..parts
@@ -407,15 +412,13 @@ mod tests {
     /// full once and then as pointers to it, in the case it was given; and cut as exactly.
     #[test]
     fn answers_of_one_owner_point_at_the_first() {
-        use crate::proto::Records;
         let q = question();
-        let encode_with = |records: &[Record], one_owner: bool, limit: u16| {
+        let encode_with = |records: &Records, limit: u16| {
             let parts = Parts {
                 meta: meta(),
                 query_count: 1,
                 question: &q,
                 answers: records,
-                answers_share_owner: one_owner,
                 authority: &[],
                 additional: &[],
                 edns: None,
@@ -428,12 +431,13 @@ mod tests {
         let question_owner = Name::from_ascii("h.ns.svc.cluster.local.").unwrap();
         let marked = Records::with_owner(&question_owner, 5, data(5));
         assert!(marked.share_one_owner());
-        assert_eq!(encode_with(&marked, true, 512), encode_with(&marked, false, 512));
+        let unmarked = Records::from(marked.to_vec());
+        assert_eq!(encode_with(&marked, 512), encode_with(&unmarked, 512));
 
         let other = Name::from_ascii("Web.Other.svc.cluster.local.").unwrap();
         let marked = Records::with_owner(&other, 5, data(5));
-        let (out, n) = encode_with(&marked, true, 512);
-        let (plain, _) = encode_with(&marked, false, 512);
+        let (out, n) = encode_with(&marked, 512);
+        let (plain, _) = encode_with(&Records::from(marked.to_vec()), 512);
         assert_eq!(n, 5);
         // "Web.Other" is written in full once, then every owner is a 2-byte pointer to it.
         let first = 12 + q.len();
@@ -450,7 +454,7 @@ mod tests {
         assert!(m.answers.iter().all(|r| r.name.eq_case(&other)));
         // Cut at every limit, the records that fit are the plain encoding's.
         for limit in 40..u16::try_from(out.len()).unwrap() {
-            let (cut, n) = encode_with(&marked, true, limit);
+            let (cut, n) = encode_with(&marked, limit);
             let m = Message::from_bytes(&cut).unwrap();
             assert_eq!(m.answers.len(), usize::from(n));
             assert_eq!(m.answers[..], marked[..usize::from(n)], "limit {limit}");
@@ -547,14 +551,14 @@ mod tests {
             };
             // Every third round, answers of one owner, marked so (`Records::with_owner`): the
             // question's name or another, in any case.
-            let answers: crate::proto::Records = if round % 3 == 0 {
+            let answers: Records = if round % 3 == 0 {
                 let owner = if next(2) == 0 {
                     qname.clone()
                 } else {
                     name(&mut next)
                 };
                 let data: Vec<RData> = (0..next(8)).map(|_| record(&mut next).data).collect();
-                crate::proto::Records::with_owner(&owner, 30, data)
+                Records::with_owner(&owner, 30, data)
             } else {
                 (0..next(8)).map(|_| record(&mut next)).collect()
             };
@@ -567,7 +571,6 @@ mod tests {
                 query_count: 1,
                 question: &q,
                 answers: &answers,
-                answers_share_owner: answers.share_one_owner(),
                 authority: &authority,
                 additional: &additional,
                 edns: (round % 2 == 0).then_some(&edns),
@@ -576,11 +579,12 @@ mod tests {
             let mut out = Vec::new();
             let header = encode(&parts, limit, &mut out).unwrap();
             assert!(out.len() <= usize::from(limit), "round {round}");
-            if parts.answers_share_owner {
+            if answers.share_one_owner() {
                 // The mark saves reading owners, and changes no byte.
                 let mut plain = Vec::new();
+                let unmarked_answers = Records::from(answers.to_vec());
                 let unmarked = Parts {
-                    answers_share_owner: false,
+                    answers: &unmarked_answers,
                     ..parts
                 };
                 encode(&unmarked, limit, &mut plain).unwrap();

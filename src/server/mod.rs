@@ -370,7 +370,6 @@ impl DnsHandler {
             query_count: parsed.query_count,
             question: &parsed.question,
             answers: &resp.answers,
-            answers_share_owner: resp.answers.share_one_owner(),
             authority: &resp.authority,
             additional: &resp.additional,
             edns: edns.as_ref(),
