@@ -49,6 +49,10 @@ pub struct Question {
     /// The client's address (an IPv4 client of a dual-stack socket as IPv4). A plugin whose
     /// answer depends on it must say so (see the plugin contract in `chain`).
     pub client: SocketAddr,
+    /// Asked by a plugin that only needs to know whether the name exists (autopath's tries of
+    /// a search path), never by a client: an NXDOMAIN may come back as the bare rcode, without
+    /// its SOA. Any other reply is the full one.
+    pub probe: bool,
 }
 
 impl Question {
@@ -63,6 +67,7 @@ impl Question {
             recursion_desired: true,
             transport: Transport::Udp,
             client: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+            probe: false,
         }
     }
 
@@ -73,7 +78,18 @@ impl Question {
 
     /// The same question for another name (an ExternalName target).
     pub fn for_name(&self, name: Name) -> Self {
-        Self { name, ..self.clone() }
+        // Field by field: `..self.clone()` would copy the old name only to drop it.
+        Self {
+            name,
+            qtype: self.qtype,
+            qclass: self.qclass,
+            dnssec_ok: self.dnssec_ok,
+            checking_disabled: self.checking_disabled,
+            recursion_desired: self.recursion_desired,
+            transport: self.transport,
+            client: self.client,
+            probe: self.probe,
+        }
     }
 }
 

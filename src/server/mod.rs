@@ -178,6 +178,7 @@ impl DnsHandler {
             recursion_desired: req.meta.recursion_desired,
             transport: protocol,
             client: observe::canonical_client(src),
+            probe: false,
         };
         let Some((index, zone, block)) = router.route_question(&question) else {
             return Response::rcode(meta, ResponseCode::Refused);

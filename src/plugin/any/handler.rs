@@ -69,6 +69,7 @@ mod tests {
             recursion_desired: true,
             transport: Transport::Udp,
             client: "127.0.0.1:5353".parse().unwrap(),
+            probe: false,
         };
         let Reply::Authoritative(a) = MinimalAny::answer(&q) else {
             panic!("authoritative")

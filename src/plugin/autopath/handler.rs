@@ -3,8 +3,12 @@
 //! the question as asked goes down the chain first; if that is NXDOMAIN, the base name (the
 //! question without that domain) is tried with each later search domain and finally bare, and
 //! the first reply that is not NXDOMAIN is the answer, under a CNAME from the asked name to the
-//! name that answered. When every try is NXDOMAIN the first reply is the answer (the client walks
-//! its own list, as without autopath).
+//! name that answered. When every try is NXDOMAIN the question as asked is answered in full
+//! (the client walks its own list, as without autopath).
+//!
+//! Cost: the first ask and the tries are probes ([`Question::probe`]), so a cached NXDOMAIN is
+//! not decoded only to be dropped; the rare walk that finds nothing asks the question once more
+//! for its full NXDOMAIN (the cache counts that ask too).
 //!
 //! Replay: the walk depends on the client, so any reply it changed, and any NXDOMAIN in its
 //! zones (which autopath would have walked for a pod client), is kept from the answer memo.
@@ -128,12 +132,6 @@ impl Plugin for AutoPath {
             if q.qclass != DNSClass::IN || !self.in_zones(&q.name) {
                 return next.serve(q).await;
             }
-            let reply = next.serve(q).await;
-            if reply.rcode() != ResponseCode::NXDomain {
-                return reply;
-            }
-            // An NXDOMAIN here is what a pod client's walk would have changed.
-            next.forbid_replay();
             let walk = self.search_path(q).and_then(|path| {
                 let (first, later) = path.split_first()?;
                 let depth = usize::from(q.name.num_labels()).checked_sub(usize::from(first.num_labels()))?;
@@ -148,9 +146,27 @@ impl Plugin for AutoPath {
                 }
                 Some(tries(&base, later))
             });
-            let Some(walk) = walk else { return reply };
+            let Some(walk) = walk else {
+                let reply = next.serve(q).await;
+                if reply.rcode() == ResponseCode::NXDomain {
+                    // What a pod client's walk would have changed: never replayed to one.
+                    next.forbid_replay();
+                }
+                return reply;
+            };
+            // The question as asked first, as a probe: a reply that is not NXDOMAIN is the
+            // full one, and an NXDOMAIN's SOA is needed only if every try fails too.
+            let mut asked = q.for_name(q.name.clone());
+            asked.probe = true;
+            let reply = next.serve(&asked).await;
+            if reply.rcode() != ResponseCode::NXDomain {
+                return reply;
+            }
+            next.forbid_replay();
             for name in walk {
-                let tried = q.for_name(name);
+                // Only a reply that is not NXDOMAIN is kept: an NXDOMAIN may be the bare rcode.
+                let mut tried = q.for_name(name);
+                tried.probe = true;
                 let answer = next.serve(&tried).await;
                 if answer.rcode() != ResponseCode::NXDomain {
                     if let Some(c) = &self.success {
@@ -159,7 +175,9 @@ impl Plugin for AutoPath {
                     return under_cname(&q.name, answer);
                 }
             }
-            reply
+            // Every try failed: the client walks its own list, starting from the full NXDOMAIN
+            // of the question as asked (a second pass down the chain, on this rare path only).
+            next.serve(q).await
         })
     }
 }

@@ -5,17 +5,17 @@
 //! names cost about 3.4 MB with the traffic that brought them (`bench/forward.sh`).
 //!
 //! Eviction: when a shard is full, its expired entries go first, then an arbitrary one (the
-//! hash map's iteration order, which the per-process random hasher makes unpredictable). This is
+//! table's iteration order, which the per-process random hash seed makes unpredictable). This is
 //! CoreDNS's random eviction: O(1) bookkeeping, no LRU list to update on every hit, and good
 //! enough for a cache whose entries all expire within minutes.
 
 use std::cell::Cell;
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, RandomState};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use hashbrown::HashTable;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
@@ -31,27 +31,95 @@ pub const STALE_TTL: u32 = 30;
 /// Shards per store.
 const SHARDS: usize = 64;
 
+/// The longest [`Key`]: a name's 255 wire bytes, then type, class and the bits byte.
+const KEY_MAX: usize = 255 + 5;
+
 /// What a cache entry is looked up by, in wire form: the lower-case name (labels with their
 /// lengths; a parsed `Name` costs about three times the bytes), then the type and class
-/// (big-endian) and a byte of the DO (bit 0) and CD (bit 1) bits.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Key(Vec<u8>);
+/// (big-endian) and a byte of the DO (bit 0) and CD (bit 1) bits. Built on the stack, with its
+/// hash worked out once: the shard and the shard's table are both chosen by it, and the
+/// success and denial stores share it.
+#[derive(Clone)]
+pub struct Key {
+    bytes: [u8; KEY_MAX],
+    len: usize,
+    hash: u64,
+}
 
 impl Key {
-    /// The key of `q`.
-    pub fn of(q: &Question) -> Self {
-        let mut k = Vec::with_capacity(q.name.len() + 6);
+    /// The key of `q`; `None` for a name longer than a name can be (never from a parsed one).
+    pub fn of(q: &Question) -> Option<Self> {
+        let mut bytes = [0u8; KEY_MAX];
+        let mut at = 0;
         for label in q.name.iter() {
-            // A label is at most 63 bytes: its length fits.
-            k.push(u8::try_from(label.len()).unwrap_or(u8::MAX));
-            k.extend(label.iter().map(u8::to_ascii_lowercase));
+            let end = at + 1 + label.len();
+            let (len, rest) = bytes.get_mut(at..end)?.split_first_mut()?;
+            *len = u8::try_from(label.len()).ok()?;
+            rest.copy_from_slice(label);
+            at = end;
         }
-        k.push(0);
-        k.extend_from_slice(&u16::from(q.qtype).to_be_bytes());
-        k.extend_from_slice(&u16::from(q.qclass).to_be_bytes());
-        k.push(u8::from(q.dnssec_ok) | (u8::from(q.checking_disabled) << 1));
-        Self(k)
+        // A label's length byte (at most 63) is never a letter: the name is lowered whole.
+        lower_ascii(bytes.get_mut(..at)?);
+        let [t0, t1] = u16::from(q.qtype).to_be_bytes();
+        let [c0, c1] = u16::from(q.qclass).to_be_bytes();
+        let bits = u8::from(q.dnssec_ok) | (u8::from(q.checking_disabled) << 1);
+        bytes
+            .get_mut(at..at + 6)?
+            .copy_from_slice(&[0, t0, t1, c0, c1, bits]);
+        let len = at + 6;
+        let hash = hash_key(bytes.get(..len)?);
+        Some(Self { bytes, len, hash })
     }
+
+    /// The key's bytes.
+    fn bytes(&self) -> &[u8] {
+        self.bytes.get(..self.len).unwrap_or_default()
+    }
+}
+
+/// Lower-cases the ASCII letters of `bytes`, eight bytes at a time (the per-byte loop was a
+/// third of a key's cost).
+fn lower_ascii(bytes: &mut [u8]) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = bytes.chunks_exact_mut(8);
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        let low = x & !HIGH;
+        // Per byte, the high bit of `low + (0x80 - c)` is set when `low >= c` (no carry leaves
+        // a byte: `low` is at most 0x7f).
+        let from_a = low + ONES * u64::from(0x80 - b'A');
+        let past_z = low + ONES * u64::from(0x80 - b'Z' - 1);
+        let upper = from_a & !past_z & !x & HIGH;
+        chunk.copy_from_slice(&(x | (upper >> 2)).to_le_bytes());
+    }
+    chunks.into_remainder().make_ascii_lowercase();
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Key").field(&self.bytes()).finish()
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes() == other.bytes()
+    }
+}
+
+impl Eq for Key {}
+
+/// The hash of a key's bytes: foldhash, seeded at random once per process. A client picks
+/// the names it asks, but not the seed; and a shard holds a bounded number of entries, so even
+/// names that collided would cost a bounded scan of one shard.
+fn hash_key(bytes: &[u8]) -> u64 {
+    static HASHER: OnceLock<foldhash::fast::RandomState> = OnceLock::new();
+    HASHER
+        .get_or_init(foldhash::fast::RandomState::default)
+        .hash_one(bytes)
 }
 
 /// The reply's kind in a [`Block`]'s head.
@@ -84,30 +152,9 @@ const HEAD: usize = 10;
 /// - an authoritative answer's ExternalName target outside the zones, in wire form (rare);
 /// - the records, one after the other, names compressed within this part.
 ///
-/// Hashed and compared by its key alone, so a shard's map is looked up with a key's bytes.
+/// A shard's table finds it by its key's hash and compares its key's bytes.
 #[derive(Debug)]
 struct Block(Box<[u8]>);
-
-impl std::borrow::Borrow<[u8]> for Block {
-    fn borrow(&self) -> &[u8] {
-        self.key()
-    }
-}
-
-impl Hash for Block {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        // As `[u8]` hashes, so that a lookup by a key's bytes finds it.
-        self.key().hash(state);
-    }
-}
-
-impl PartialEq for Block {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-
-impl Eq for Block {}
 
 thread_local! {
     /// Where a block is encoded before it is copied to an allocation of its exact size (an
@@ -141,7 +188,7 @@ impl Block {
             Reply::Rcode(r) => (RCODE, 0, *r, None, [&[], &[], &[]]),
             Reply::Failed(f) => (RCODE, 0, f.rcode, None, [&[], &[], &[]]),
         };
-        let key_len = u16::try_from(key.0.len()).ok()?;
+        let key_len = u16::try_from(key.len).ok()?;
         let mut counts = [0u8; 6];
         for (c, records) in counts.chunks_exact_mut(2).zip(sections) {
             c.copy_from_slice(&u16::try_from(records.len()).ok()?.to_be_bytes());
@@ -156,9 +203,9 @@ impl Block {
                 r.emit(&mut encoder).ok()?;
             }
             let target = target.as_deref().unwrap_or_default();
-            let mut block = Vec::with_capacity(2 + key.0.len() + HEAD + target.len() + records.len());
+            let mut block = Vec::with_capacity(2 + key.len + HEAD + target.len() + records.len());
             block.extend_from_slice(&key_len.to_le_bytes());
-            block.extend_from_slice(&key.0);
+            block.extend_from_slice(key.bytes());
             block.extend_from_slice(&[kind, flags]);
             block.extend_from_slice(&u16::from(rcode).to_be_bytes());
             block.extend_from_slice(&counts);
@@ -177,6 +224,13 @@ impl Block {
     /// The [`Key`]'s bytes.
     fn key(&self) -> &[u8] {
         self.0.get(2..2 + self.key_len()).unwrap_or_default()
+    }
+
+    /// The stored reply's rcode.
+    fn rcode(&self) -> Option<ResponseCode> {
+        let at = 2 + self.key_len() + 2;
+        let word = self.0.get(at..at + 2)?;
+        Some(u16::from_be_bytes([*word.first()?, *word.get(1)?]).into())
     }
 
     /// The reply again, every TTL set to `min(ttl, entry_ttl) - elapsed` (or `fixed`); `None`
@@ -309,7 +363,8 @@ pub enum Lookup {
 /// expired entries only once the floor has passed, not on every insert.
 #[derive(Debug, Default)]
 struct Shard {
-    entries: HashMap<Block, Entry>,
+    /// Each entry's block and times, found by its key's [`Key::hash`].
+    entries: HashTable<(Block, Entry)>,
     expiry_floor: Option<Instant>,
 }
 
@@ -326,7 +381,6 @@ fn lower_floor(floor: &mut Option<Instant>, stored: Instant, ttl: Duration) {
 pub struct Store {
     shards: Vec<Mutex<Shard>>,
     per_shard: usize,
-    hasher: RandomState,
     /// Entries evicted to make room (`coredns_cache_evictions_total`).
     pub evictions: AtomicU64,
     /// The metric series the entry count and evictions are reported to, once attached.
@@ -378,7 +432,6 @@ impl Store {
         Self {
             shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect(),
             per_shard: capacity.max(1).div_ceil(shards),
-            hasher: RandomState::new(),
             evictions: AtomicU64::new(0),
             metrics: OnceLock::new(),
             keep_ttl: false,
@@ -413,9 +466,10 @@ impl Store {
     }
 
     fn shard(&self, key: &Key) -> Option<&Mutex<Shard>> {
-        let h = self.hasher.hash_one(&key.0);
+        // Bits the shard's table does not choose buckets or tags by (its low bits, its top 7).
         let n = self.shards.len().max(1);
-        self.shards.get(usize::try_from(h % n as u64).unwrap_or(0))
+        self.shards
+            .get(usize::try_from((key.hash >> 40) % n as u64).unwrap_or(0))
     }
 
     /// How many entries it holds.
@@ -446,7 +500,7 @@ impl Store {
         let before = map.len();
         // `insert` keeps an equal key already there: take it out first, so the new block (the
         // same key, the new reply) is the one kept; a name stored again then needs no room.
-        map.remove(key.0.as_slice());
+        remove_from(map, key.hash, key.bytes());
         if map.len() >= self.per_shard {
             // An entry is expired once `now >= stored + ttl + keep_for`: none is before the
             // floor plus `keep_for`.
@@ -455,7 +509,7 @@ impl Store {
                 .is_some_and(|f| now >= f)
             {
                 *expiry_floor = None;
-                map.retain(|_, e| {
+                map.retain(|(_, e)| {
                     let keep = now.saturating_duration_since(e.stored) < e.ttl() + keep_for;
                     if keep {
                         lower_floor(expiry_floor, e.stored, e.ttl());
@@ -464,25 +518,23 @@ impl Store {
                 });
             }
             if map.len() >= self.per_shard
-                && let Some(victim) = map.keys().next().map(|b| b.key().to_vec())
+                && let Some(victim) = map.iter().next().map(|(b, _)| b.key().to_vec())
             {
-                map.remove(victim.as_slice());
+                remove_from(map, hash_key(&victim), &victim);
                 self.evictions.fetch_add(1, Ordering::Relaxed);
                 if let Some(m) = self.metrics.get() {
                     m.evictions.inc();
                 }
             }
         }
-        map.insert(
-            block,
-            Entry {
-                stored: now,
-                ttl: nanos(ttl),
-                window: Cell::new(0),
-                hits: Cell::new(0),
-                prefetching: Cell::new(false),
-            },
-        );
+        let entry = Entry {
+            stored: now,
+            ttl: nanos(ttl),
+            window: Cell::new(0),
+            hits: Cell::new(0),
+            prefetching: Cell::new(false),
+        };
+        map.insert_unique(key.hash, (block, entry), |(b, _)| hash_key(b.key()));
         lower_floor(expiry_floor, now, ttl);
         let after = map.len();
         drop(shard);
@@ -493,20 +545,22 @@ impl Store {
     pub fn remove(&self, key: &Key) {
         if let Some(shard) = self.shard(key)
             && let Ok(mut shard) = shard.lock()
-            && shard.entries.remove(key.0.as_slice()).is_some()
+            && remove_from(&mut shard.entries, key.hash, key.bytes())
         {
             drop(shard);
             self.entries_changed(-1);
         }
     }
 
-    /// Looks `key` up at `now`. Entries older than their TTL plus `stale_for` are removed.
+    /// Looks `key` up at `now`. Entries older than their TTL plus `stale_for` are removed. For
+    /// a `probe` ([`Question::probe`]) a fresh NXDOMAIN is the bare rcode, not decoded.
     pub fn lookup(
         &self,
         key: &Key,
         now: Instant,
         stale_for: Option<Duration>,
         prefetch: Option<&Prefetch>,
+        probe: bool,
     ) -> Lookup {
         let Some(shard) = self.shard(key) else {
             return Lookup::Miss;
@@ -514,7 +568,7 @@ impl Store {
         let Ok(mut shard) = shard.lock() else {
             return Lookup::Miss;
         };
-        let Some((block, e)) = shard.entries.get_key_value(key.0.as_slice()) else {
+        let Some((block, e)) = shard.entries.find(key.hash, |(b, _)| b.key() == key.bytes()) else {
             return Lookup::Miss;
         };
         let age = now.saturating_duration_since(e.stored);
@@ -542,8 +596,13 @@ impl Store {
                     due = true;
                 }
             }
-            let Some(reply) = block.unpack(entry_ttl, elapsed, None) else {
-                return Lookup::Miss;
+            let reply = if probe && block.rcode() == Some(ResponseCode::NXDomain) {
+                Reply::Rcode(ResponseCode::NXDomain)
+            } else {
+                let Some(reply) = block.unpack(entry_ttl, elapsed, None) else {
+                    return Lookup::Miss;
+                };
+                reply
             };
             return Lookup::Fresh {
                 reply,
@@ -561,12 +620,23 @@ impl Store {
                 None => Lookup::Miss,
             },
             _ => {
-                shard.entries.remove(key.0.as_slice());
+                remove_from(&mut shard.entries, key.hash, key.bytes());
                 drop(shard);
                 self.entries_changed(-1);
                 Lookup::Miss
             }
         }
+    }
+}
+
+/// Takes the entry of `key` (hashed to `hash`) out of `table`; true when there was one.
+fn remove_from(table: &mut HashTable<(Block, Entry)>, hash: u64, key: &[u8]) -> bool {
+    match table.find_entry(hash, |(b, _)| b.key() == key) {
+        Ok(found) => {
+            found.remove();
+            true
+        }
+        Err(_) => false,
     }
 }
 
@@ -738,7 +808,7 @@ mod tests {
         });
         for reply in [forwarded, authoritative] {
             let packed = Block::of(&key("www.example.com."), &reply).unwrap();
-            assert_eq!(packed.key(), key("WWW.example.com.").0.as_slice());
+            assert_eq!(packed.key(), key("WWW.example.com.").bytes());
             assert_eq!(packed.unpack(u32::MAX, 0, None).unwrap(), reply);
             assert_eq!(packed.unpack(30, 5, None).unwrap(), aged(&reply, 30, 5, None));
             assert_eq!(
@@ -756,12 +826,30 @@ mod tests {
         );
     }
 
+    /// Every byte value, at every place in a word and in the tail, lowers as
+    /// `make_ascii_lowercase` lowers it.
+    #[test]
+    fn lowering_eight_bytes_at_a_time_is_ascii_lowering() {
+        for b in 0..=255u8 {
+            for len in 1..=19 {
+                for at in 0..len {
+                    let mut got: Vec<u8> = (0..len).map(|i| b"Az@[`{Q9"[i % 8]).collect();
+                    got[at] = b;
+                    let mut want = got.clone();
+                    want.make_ascii_lowercase();
+                    lower_ascii(&mut got);
+                    assert_eq!(got, want, "byte {b:#x} at {at} of {len}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn keys_ignore_case_and_tell_types_and_bits_apart() {
         assert_eq!(key("WWW.Example.COM."), key("www.example.com."));
         assert_ne!(key("www.example.com."), key("www.example.co."));
         assert_ne!(key("ab.c."), key("a.bc."));
-        let aaaa = Key::of(&Question::new(n_("www.example.com."), RecordType::AAAA));
+        let aaaa = Key::of(&Question::new(n_("www.example.com."), RecordType::AAAA)).unwrap();
         assert_ne!(aaaa, key("www.example.com."));
     }
 
@@ -770,7 +858,7 @@ mod tests {
     }
 
     fn key(name: &str) -> Key {
-        Key::of(&Question::new(Name::from_ascii(name).unwrap(), RecordType::A))
+        Key::of(&Question::new(Name::from_ascii(name).unwrap(), RecordType::A)).unwrap()
     }
 
     fn section(cap: usize) -> Section {
@@ -810,13 +898,57 @@ mod tests {
             Duration::ZERO,
         );
         assert_eq!(s.len(), 1);
-        match s.lookup(&key("www.example.com."), Instant::now(), None, None) {
+        match s.lookup(&key("www.example.com."), Instant::now(), None, None, false) {
             Lookup::Fresh { reply, held, .. } => {
                 assert_eq!(reply.answers()[0].ttl, 20, "the second reply, stored just now");
                 assert_eq!(held.stored, Instant::now());
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A probe's hit on an NXDOMAIN is the bare rcode; an ask that is not a probe, and a
+    /// probe's hit on anything else, get the whole reply.
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_gets_a_stored_nxdomain_as_its_rcode_alone() {
+        use hickory_proto::rr::rdata::SOA;
+        let s = Store::new(10);
+        let ttl = Duration::from_secs(30);
+        let zone = n_("cluster.local.");
+        let soa = SOA::new(
+            zone.clone(),
+            n_("hostmaster.cluster.local."),
+            1,
+            7200,
+            1800,
+            86400,
+            5,
+        );
+        let nx = Reply::Authoritative(Answer {
+            rcode: ResponseCode::NXDomain,
+            answers: Vec::new().into(),
+            authority: vec![Record::from_rdata(zone, 5, RData::SOA(soa))],
+            additional: Vec::new(),
+            external_target: None,
+        });
+        let positive = a_reply(300);
+        for (name, reply) in [("nx.svc.cluster.local.", &nx), ("www.example.com.", &positive)] {
+            s.insert(&key(name), reply, ttl, Instant::now(), Duration::ZERO);
+        }
+        let get = |name: &str, probe: bool| match s.lookup(&key(name), Instant::now(), None, None, probe) {
+            Lookup::Fresh { reply, .. } => reply,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            get("nx.svc.cluster.local.", true),
+            Reply::Rcode(ResponseCode::NXDomain)
+        );
+        let Reply::Authoritative(full) = get("nx.svc.cluster.local.", false) else {
+            panic!("the stored answer")
+        };
+        assert_eq!(full.rcode, ResponseCode::NXDomain);
+        assert_eq!(full.authority.len(), 1, "with its SOA");
+        assert_eq!(get("www.example.com.", true).answers().len(), 1);
     }
 
     #[tokio::test(start_paused = true)]
@@ -831,13 +963,13 @@ mod tests {
         );
         s.insert(&key("www.example.com."), &r, ttl, Instant::now(), Duration::ZERO);
         tokio::time::advance(Duration::from_secs(12)).await;
-        match s.lookup(&key("WWW.example.com."), Instant::now(), None, None) {
+        match s.lookup(&key("WWW.example.com."), Instant::now(), None, None, false) {
             Lookup::Fresh { reply, .. } => assert_eq!(reply.answers()[0].ttl, 18),
             other => panic!("{other:?}"),
         }
         tokio::time::advance(Duration::from_secs(18)).await;
         assert!(matches!(
-            s.lookup(&key("www.example.com."), Instant::now(), None, None),
+            s.lookup(&key("www.example.com."), Instant::now(), None, None, false),
             Lookup::Miss
         ));
         assert!(s.is_empty());
@@ -850,13 +982,13 @@ mod tests {
         let (_, ttl) = classify(&r, &section(10), &section(10), Duration::from_secs(5)).unwrap();
         s.insert(&key("www.example.com."), &r, ttl, Instant::now(), Duration::ZERO);
         tokio::time::advance(Duration::from_secs(12)).await;
-        match s.lookup(&key("www.example.com."), Instant::now(), None, None) {
+        match s.lookup(&key("www.example.com."), Instant::now(), None, None, false) {
             Lookup::Fresh { reply, .. } => assert_eq!(reply.answers()[0].ttl, 30, "capped, not aged"),
             other => panic!("{other:?}"),
         }
         tokio::time::advance(Duration::from_secs(18)).await;
         assert!(matches!(
-            s.lookup(&key("www.example.com."), Instant::now(), None, None),
+            s.lookup(&key("www.example.com."), Instant::now(), None, None, false),
             Lookup::Miss
         ));
     }
@@ -878,17 +1010,17 @@ mod tests {
         );
         let now = Instant::now();
         assert!(matches!(
-            s.lookup(&key("a.example."), now, None, Some(&p)),
+            s.lookup(&key("a.example."), now, None, Some(&p), false),
             Lookup::Fresh { prefetch: false, .. }
         ));
         tokio::time::advance(Duration::from_secs(6)).await;
         assert!(matches!(
-            s.lookup(&key("a.example."), Instant::now(), None, Some(&p)),
+            s.lookup(&key("a.example."), Instant::now(), None, Some(&p), false),
             Lookup::Fresh { prefetch: true, .. }
         ));
         // Only one prefetch is started per entry.
         assert!(matches!(
-            s.lookup(&key("a.example."), Instant::now(), None, Some(&p)),
+            s.lookup(&key("a.example."), Instant::now(), None, Some(&p), false),
             Lookup::Fresh { prefetch: false, .. }
         ));
         tokio::time::advance(Duration::from_secs(10)).await;
@@ -897,6 +1029,7 @@ mod tests {
             Instant::now(),
             Some(Duration::from_secs(60)),
             None,
+            false,
         ) {
             Lookup::Stale(r) => assert_eq!(r.answers()[0].ttl, STALE_TTL),
             other => panic!("{other:?}"),
@@ -907,7 +1040,8 @@ mod tests {
                 &key("a.example."),
                 Instant::now(),
                 Some(Duration::from_secs(60)),
-                None
+                None,
+                false
             ),
             Lookup::Miss
         ));
@@ -974,7 +1108,7 @@ mod tests {
                         s.insert(&key(&name), &a_reply_for(&name, 60), ttl, Instant::now(), ttl);
                         let other = format!("n{}-{}.example.", (t + 1) % 8, i / 2);
                         let now = Instant::now();
-                        if let Lookup::Fresh { reply, .. } = s.lookup(&key(&other), now, None, None) {
+                        if let Lookup::Fresh { reply, .. } = s.lookup(&key(&other), now, None, None, false) {
                             assert!(reply.answers()[0].name.eq_case(&n_(&other)), "{other}");
                         }
                         if i % 16 == 0 {
@@ -1026,7 +1160,11 @@ mod tests {
         let key_do = Key::of(&Question {
             dnssec_ok: true,
             ..Question::new(Name::root(), RecordType::A)
-        });
-        assert_ne!(key_do, Key::of(&Question::new(Name::root(), RecordType::A)));
+        })
+        .unwrap();
+        assert_ne!(
+            key_do,
+            Key::of(&Question::new(Name::root(), RecordType::A)).unwrap()
+        );
     }
 }

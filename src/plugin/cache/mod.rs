@@ -52,8 +52,9 @@ fn names(zones: &[String]) -> Vec<Name> {
         .collect()
 }
 
-fn under(zones: &[Name], lower: &Name) -> bool {
-    zones.iter().any(|z| z.zone_of(lower))
+/// True when `name` is in one of `zones`, in any case (`Name::zone_of` ignores it).
+fn under(zones: &[Name], name: &Name) -> bool {
+    zones.iter().any(|z| z.zone_of(name))
 }
 
 impl Cache {
@@ -110,11 +111,15 @@ impl Cache {
     }
 
     /// Looks `key` up in the success store, then the denial store; gives which one answered.
-    fn lookup(&self, key: &Key, now: Instant) -> (Lookup, Kind) {
+    /// For a `probe` a fresh NXDOMAIN is the bare rcode.
+    fn lookup(&self, key: &Key, now: Instant, probe: bool) -> (Lookup, Kind) {
         let stale = self.stale_window();
         let prefetch = self.inner.config.prefetch.as_ref();
-        match self.inner.success.lookup(key, now, stale, prefetch) {
-            Lookup::Miss => (self.inner.denial.lookup(key, now, stale, prefetch), Kind::Denial),
+        match self.inner.success.lookup(key, now, stale, prefetch, false) {
+            Lookup::Miss => (
+                self.inner.denial.lookup(key, now, stale, prefetch, probe),
+                Kind::Denial,
+            ),
             found => (found, Kind::Success),
         }
     }
@@ -123,20 +128,21 @@ impl Cache {
     pub fn insert(&self, q: &Question, reply: &Reply, now: Instant) -> Option<Duration> {
         let c = &self.inner.config;
         let (kind, ttl) = classify(reply, &c.success, &c.denial, c.servfail)?;
-        let lower = q.name.to_lowercase();
-        let key = Key::of(q);
+        // Zones match regardless of case (`Name::zone_of`).
+        let name = &q.name;
+        let key = Key::of(q)?;
         let keep = self.stale_window().unwrap_or_default();
         match kind {
-            Kind::Success if !under(&self.inner.no_success, &lower) => {
+            Kind::Success if !under(&self.inner.no_success, name) => {
                 self.inner.denial.remove(&key);
                 self.inner.success.insert(&key, reply, ttl, now, keep);
             }
-            Kind::Denial if !under(&self.inner.no_denial, &lower) => {
+            Kind::Denial if !under(&self.inner.no_denial, name) => {
                 self.inner.success.remove(&key);
                 self.inner.denial.insert(&key, reply, ttl, now, keep);
             }
             // A SERVFAIL never shadows an answer that serve-stale could still give.
-            Kind::ServFail if c.serve_stale.is_none() && !under(&self.inner.no_denial, &lower) => {
+            Kind::ServFail if c.serve_stale.is_none() && !under(&self.inner.no_denial, name) => {
                 self.inner.denial.insert(&key, reply, ttl, now, Duration::ZERO);
             }
             _ => return None,
@@ -144,15 +150,15 @@ impl Cache {
         Some(ttl)
     }
 
-    /// What the cache does with questions for `lower` (a lower-case name) whose answers it may
+    /// What the cache does with questions for `name` (in any case) whose answers it may
     /// not store (`disable success` and `disable denial` both cover it): `Some(true)`, it
     /// counts them as misses and passes them on; `Some(false)`, the name is outside its zones
     /// and it does nothing. `None`: it may store answers for that name.
-    pub fn passes_through(&self, lower: &Name) -> Option<bool> {
-        if !under(&self.inner.zones, lower) {
+    pub fn passes_through(&self, name: &Name) -> Option<bool> {
+        if !under(&self.inner.zones, name) {
             return Some(false);
         }
-        (under(&self.inner.no_success, lower) && under(&self.inner.no_denial, lower)).then_some(true)
+        (under(&self.inner.no_success, name) && under(&self.inner.no_denial, name)).then_some(true)
     }
 
     /// Counts one question passed through without a lookup that could hit (see
@@ -166,15 +172,13 @@ impl Cache {
 
     /// Answers `q` from the cache, or from `next` (and caches that).
     pub async fn answer(&self, q: &Question, next: Next<'_>) -> Reply {
-        let lower = q.name.to_lowercase();
-        if !under(&self.inner.zones, &lower) {
+        let Some(key) = Key::of(q).filter(|_| under(&self.inner.zones, &q.name)) else {
             return next.serve(q).await;
-        }
-        let key = Key::of(q);
+        };
         if let Some(m) = self.metrics() {
             m.requests.inc();
         }
-        let (found, kind) = self.lookup(&key, Instant::now());
+        let (found, kind) = self.lookup(&key, Instant::now(), q.probe);
         // As CoreDNS: a stale entry within the serve-stale window is a hit too.
         if !matches!(found, Lookup::Miss)
             && let Some(s) = self.store_metrics(kind)
@@ -251,7 +255,7 @@ impl Plugin for Cache {
     /// TTLs counted down as the cache counts them, and each replay counted as a hit. Not with
     /// `prefetch`, which must see every hit of an entry to decide when to refresh it.
     fn replay(&self, q: &Question) -> Replay {
-        match self.passes_through(&q.name.to_lowercase()) {
+        match self.passes_through(&q.name) {
             Some(true) => Replay::Counted,
             Some(false) => Replay::Same,
             None if self.inner.config.prefetch.is_none() => Replay::Timed,
