@@ -390,6 +390,12 @@ impl ClusterAnswerer {
     /// Answers `qname` (as the client spelt it) for `qtype`. Class, opcode and question count
     /// are the server's business and already checked.
     pub fn answer(&self, qname: &Name, qtype: RecordType) -> Outcome {
+        self.answer_as(qname, qtype, false)
+    }
+
+    /// [`ClusterAnswerer::answer`]; for a `probe` (a plugin asking only whether the name
+    /// exists, `Question::probe`) an NXDOMAIN comes without its SOA.
+    pub fn answer_as(&self, qname: &Name, qtype: RecordType, probe: bool) -> Outcome {
         // Most clients ask in lower case: the name is copied only when it is not.
         let found = with_lower_labels(qname, |labels| {
             let zone = self.zone_index(labels)?;
@@ -421,7 +427,7 @@ impl ClusterAnswerer {
         } else {
             ResponseCode::NoError
         };
-        let authority = if negative {
+        let authority = if negative && !(probe && rcode == ResponseCode::NXDomain) {
             let (zone, mname, rname) = &self.soa_names[zone];
             vec![self.soa_record(mname, rname, &spelt_zone(qname, zone))]
         } else {
@@ -652,6 +658,30 @@ pub(super) mod tests {
             Outcome::Answer(ans) => ans,
             Outcome::Fallthrough => panic!("fell through"),
         }
+    }
+
+    /// A probe (a plugin asking whether the name exists) gets an NXDOMAIN without its SOA;
+    /// NODATA, a SERVFAIL before sync and every answer to a client keep theirs.
+    #[test]
+    fn a_probe_gets_nxdomain_without_its_soa() {
+        let z = zone();
+        let a = ClusterAnswerer::new(settings(), z.clone());
+        let probe = |name: &str, t: RecordType| match a.answer_as(&n(name), t, true) {
+            Outcome::Answer(ans) => ans,
+            Outcome::Fallthrough => panic!("fell through"),
+        };
+        let before_sync = probe("nosuch.ns.svc.cluster.local.", RecordType::A);
+        assert_eq!(before_sync.rcode, ResponseCode::ServFail);
+        assert_eq!(before_sync.authority.len(), 1);
+        z.set_synced(true);
+        let nx = probe("nosuch.ns.svc.cluster.local.", RecordType::A);
+        assert_eq!(nx.rcode, ResponseCode::NXDomain);
+        assert!(nx.authority.is_empty(), "{nx:?}");
+        let full = ask(&a, "nosuch.ns.svc.cluster.local.", RecordType::A);
+        assert_eq!((full.rcode, full.authority.len()), (ResponseCode::NXDomain, 1));
+        let nodata = probe("a.ns.svc.cluster.local.", RecordType::AAAA);
+        assert_eq!((nodata.rcode, nodata.authority.len()), (ResponseCode::NoError, 1));
+        assert_eq!(probe("a.ns.svc.cluster.local.", RecordType::A).answers.len(), 1);
     }
 
     #[test]

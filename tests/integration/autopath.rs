@@ -152,7 +152,17 @@ async fn pods_get_their_search_path_walked_in_one_round_trip() {
     // A name that exists nowhere: NXDOMAIN after the whole walk, in this one round trip, with
     // the zone's SOA; also the second time, when the cache holds every try's NXDOMAIN and the
     // walk's asks (probes) get them as bare rcodes.
+    let metrics = running.http_addr("metrics").expect("/metrics listener");
+    let denial_hits = async || {
+        crate::dropin::sum(
+            &crate::dropin::scrape(metrics).await,
+            "coredns_cache_hits_total",
+            &["type=\"denial\""],
+        )
+    };
+    let mut before = 0.0;
     for _ in 0..2 {
+        before = denial_hits().await;
         let reply = exchange_from("127.0.0.3", dns, "nxthing.ns-b.svc.cluster.local.", RecordType::A).await;
         assert_eq!(reply.metadata.response_code, ResponseCode::NXDomain);
         assert!(reply.answers.is_empty());
@@ -160,6 +170,11 @@ async fn pods_get_their_search_path_walked_in_one_round_trip() {
         assert_eq!(authority.len(), 1, "{authority:?}");
         assert!(authority[0].starts_with("cluster.local. SOA "), "{authority:?}");
     }
+    // The second walk is answered from the cache: the question as asked (its probe and its
+    // full ask) and both search names in the cluster zone at least. The cache asks whole what
+    // it stores, so a probe's NXDOMAIN without its SOA never takes the place of an entry.
+    let second = denial_hits().await - before;
+    assert!(second >= 4.0, "denial hits of the second walk: {second}");
     // Clients that are not pods (an unknown address; a host-network pod's node address) get
     // the plain answer, before and after a pod got the walked one: neither the memo nor the
     // cache carries one client's answer to another.

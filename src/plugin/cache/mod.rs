@@ -130,22 +130,29 @@ impl Cache {
         let (kind, ttl) = classify(reply, &c.success, &c.denial, c.servfail)?;
         // Zones match regardless of case (`Name::zone_of`).
         let name = &q.name;
+        let stored = match kind {
+            Kind::Success => !under(&self.inner.no_success, name),
+            Kind::Denial => !under(&self.inner.no_denial, name),
+            // A SERVFAIL never shadows an answer that serve-stale could still give.
+            Kind::ServFail => c.serve_stale.is_none() && !under(&self.inner.no_denial, name),
+        };
+        if !stored {
+            return None;
+        }
         let key = Key::of(q)?;
         let keep = self.stale_window().unwrap_or_default();
         match kind {
-            Kind::Success if !under(&self.inner.no_success, name) => {
+            Kind::Success => {
                 self.inner.denial.remove(&key);
                 self.inner.success.insert(&key, reply, ttl, now, keep);
             }
-            Kind::Denial if !under(&self.inner.no_denial, name) => {
+            Kind::Denial => {
                 self.inner.success.remove(&key);
                 self.inner.denial.insert(&key, reply, ttl, now, keep);
             }
-            // A SERVFAIL never shadows an answer that serve-stale could still give.
-            Kind::ServFail if c.serve_stale.is_none() && !under(&self.inner.no_denial, name) => {
+            Kind::ServFail => {
                 self.inner.denial.insert(&key, reply, ttl, now, Duration::ZERO);
             }
-            _ => return None,
         }
         Some(ttl)
     }
@@ -172,7 +179,17 @@ impl Cache {
 
     /// Answers `q` from the cache, or from `next` (and caches that).
     pub async fn answer(&self, q: &Question, next: Next<'_>) -> Reply {
-        let Some(key) = Key::of(q).filter(|_| under(&self.inner.zones, &q.name)) else {
+        match self.passes_through(&q.name) {
+            Some(false) => return next.serve(q).await,
+            // Nothing is ever stored for the name (kubeadm's `disable success` and `disable
+            // denial` of the cluster zone): no key, no lookup, no store.
+            Some(true) => {
+                self.count_pass_through();
+                return next.serve(q).await;
+            }
+            None => {}
+        }
+        let Some(key) = Key::of(q) else {
             return next.serve(q).await;
         };
         if let Some(m) = self.metrics() {
@@ -224,7 +241,15 @@ impl Cache {
                 if let Some(m) = self.metrics() {
                     m.misses.inc();
                 }
-                let reply = next.serve(q).await;
+                // A probe's reply may be an NXDOMAIN without its SOA: what is stored for
+                // everyone is asked for whole.
+                let reply = if q.probe {
+                    let mut whole = q.for_name(q.name.clone());
+                    whole.probe = false;
+                    next.serve(&whole).await
+                } else {
+                    next.serve(q).await
+                };
                 match self.insert(q, &reply, Instant::now()) {
                     // The first answer already carries the TTLs later hits count down from.
                     Some(ttl) => {

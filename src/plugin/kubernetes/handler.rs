@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use hickory_proto::rr::{Name, RecordType};
+use hickory_proto::rr::Name;
 
 use super::setup::{KubernetesConfig, PodMode};
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture, Scope, SearchPaths};
@@ -87,9 +87,10 @@ impl Kubernetes {
         self.answerer.zone()
     }
 
-    /// Answers `qname` / `qtype`, or hands it on ([`Outcome::Fallthrough`]).
-    pub fn serve(&self, qname: &Name, qtype: RecordType) -> Outcome {
-        self.answerer.answer(qname, qtype)
+    /// Answers `q`, or hands it on ([`Outcome::Fallthrough`]); a probe's NXDOMAIN comes
+    /// without its SOA.
+    pub fn serve(&self, q: &Question) -> Outcome {
+        self.answerer.answer_as(&q.name, q.qtype, q.probe)
     }
 }
 
@@ -119,7 +120,7 @@ impl Plugin for Kubernetes {
 
     /// Everything but an ExternalName whose target the rest of the chain must look up.
     fn serve_now(&self, q: &Question, next: &Next<'_>) -> Now {
-        match Kubernetes::serve(self, &q.name, q.qtype) {
+        match Kubernetes::serve(self, q) {
             Outcome::Answer(answer) if answer.external_target.is_some() && next.awaits_io() => Now::Later,
             Outcome::Answer(answer) => Now::Reply(Reply::Authoritative(answer)),
             Outcome::Fallthrough => Now::Pass,
@@ -128,7 +129,7 @@ impl Plugin for Kubernetes {
 
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
         Box::pin(async move {
-            match Kubernetes::serve(self, &q.name, q.qtype) {
+            match Kubernetes::serve(self, q) {
                 Outcome::Answer(answer) => match answer.external_target.clone() {
                     Some(target) if next.awaits_io() => next.chase(answer, target, q).await,
                     _ => Reply::Authoritative(answer),
