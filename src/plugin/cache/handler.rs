@@ -844,6 +844,36 @@ mod tests {
         }
     }
 
+    /// A key is the lower-cased name in wire form, then type, class and bits, for any name
+    /// up to the longest there is: random labels of any bytes, compared with hickory-proto's
+    /// own encoding of the lower-cased name.
+    #[test]
+    fn a_key_is_the_lower_cased_wire_name_for_any_name() {
+        let mut made = 0;
+        for round in 0..3000 {
+            let mut name = Name::root();
+            let labels = rand::random_range(1..=40);
+            for _ in 0..labels {
+                let label: Vec<u8> = (0..rand::random_range(1..=63)).map(|_| rand::random()).collect();
+                match name.clone().append_label(label.as_slice()) {
+                    Ok(longer) => name = longer,
+                    Err(_) => break,
+                }
+            }
+            let q = Question {
+                dnssec_ok: round % 2 == 0,
+                ..Question::new(name.clone(), RecordType::SRV)
+            };
+            let key = Key::of(&q).expect("every name has a key");
+            let mut want = name.to_lowercase().to_bytes().unwrap();
+            want.extend_from_slice(&[0, 33, 0, 1, u8::from(round % 2 == 0)]);
+            assert_eq!(key.bytes(), want.as_slice(), "{name:?}");
+            assert_eq!(key.hash, hash_key(&want));
+            made += usize::from(want.len() > 250);
+        }
+        assert!(made > 0, "some names were near the longest");
+    }
+
     #[test]
     fn keys_ignore_case_and_tell_types_and_bits_apart() {
         assert_eq!(key("WWW.Example.COM."), key("www.example.com."));
