@@ -189,13 +189,14 @@ impl Cache {
             }
             None => {}
         }
-        let Some(key) = Key::of(q) else {
+        // The key (280 bytes) goes out of scope before any await, so this future does not
+        // carry it.
+        let Some((found, kind)) = Key::of(q).map(|key| self.lookup(&key, Instant::now(), q.probe)) else {
             return next.serve(q).await;
         };
         if let Some(m) = self.metrics() {
             m.requests.inc();
         }
-        let (found, kind) = self.lookup(&key, Instant::now(), q.probe);
         // As CoreDNS: a stale entry within the serve-stale window is a hit too.
         if !matches!(found, Lookup::Miss)
             && let Some(s) = self.store_metrics(kind)
