@@ -6,6 +6,7 @@
 #
 #   bench/autopath.sh                                   # the full run
 #   bench/autopath.sh --pods 20000 --duration 3 --repeats 1   # a quick one
+#   bench/autopath.sh --kubeadm-cache   # with kubeadm's `cache 30 { disable ... cluster.local }`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()

@@ -13,7 +13,13 @@
 //!    worker), dnsperf on CPU 1; three alternating runs each, medians. The goal is judged on
 //!    the pod mix ([`Mix::Pod`]); a mix of outside names only runs beside it.
 //!
-//! Usage: `autopath-bench PATH/TO/cluster-dns UNBOUND_PORT [--pods N] [--duration S] [--repeats R]`
+//! With `--kubeadm-cache` both servers' `cache` is today's kubeadm block (`cache 30 { disable
+//! success cluster.local; disable denial cluster.local }`) instead of a bare `cache 30`: the
+//! cluster zone's answers then never come from the cache, and a walk's tries in it are answered
+//! by `kubernetes` each time.
+//!
+//! Usage: `autopath-bench PATH/TO/cluster-dns UNBOUND_PORT [--pods N] [--duration S] [--repeats R]
+//! [--kubeadm-cache]`
 
 #![allow(clippy::unwrap_used)]
 
@@ -249,13 +255,15 @@ fn throughput(
     upstream: u16,
     secs: usize,
     repeats: usize,
+    cache: &str,
 ) {
     println!("\n## 2. Lookups per second of the search-path mix");
+    println!("cache block: {}", cache.replace('\n', " "));
     let fake = start_fake(rt, 0);
     let mut servers = Vec::new();
     for (tag, autopath) in [("with", " autopath @kubernetes\n"), ("without", "")] {
         let corefile = format!(
-            ".:0 {{\n bind 127.0.0.1\n errors\n{autopath}{} forward . 127.0.0.1:{upstream}\n cache 30\n}}\n",
+            ".:0 {{\n bind 127.0.0.1\n errors\n{autopath}{} forward . 127.0.0.1:{upstream}\n {cache}\n}}\n",
             kubernetes_block(&fake.url())
         );
         let (s, _) = start_dns(bin, dir, tag, &corefile);
@@ -317,7 +325,7 @@ fn main() {
         args.get(2).and_then(|p| p.parse::<u16>().ok()),
     ) else {
         eprintln!(
-            "usage: autopath-bench PATH/TO/cluster-dns UNBOUND_PORT [--pods N] [--duration S] [--repeats R]"
+            "usage: autopath-bench PATH/TO/cluster-dns UNBOUND_PORT [--pods N] [--duration S] [--repeats R] [--kubeadm-cache]"
         );
         std::process::exit(2);
     };
@@ -338,7 +346,12 @@ fn main() {
     );
     // `--repeats 0`: the memory part only.
     if repeats > 0 {
-        throughput(&bin, &dir, &rt, upstream, secs, repeats);
+        let cache = if args.iter().any(|a| a == "--kubeadm-cache") {
+            "cache 30 {\n  disable success cluster.local\n  disable denial cluster.local\n }"
+        } else {
+            "cache 30"
+        };
+        throughput(&bin, &dir, &rt, upstream, secs, repeats, cache);
     }
     memory(&bin, &dir, &rt, pods);
 }
