@@ -153,8 +153,60 @@ pub fn dnsperf(port: u16, file: &Path, secs: usize) -> f64 {
         .unwrap_or_else(|| panic!("no QPS in dnsperf output:\n{text}"))
 }
 
+/// CPU time `pid` has used so far (user + system), from `/proc/PID/stat`; zero when it is gone.
+pub fn cpu_time(pid: u32) -> Duration {
+    static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let ticks = *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .unwrap_or(100)
+    });
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the command name (in parentheses, and it may hold spaces): state is field 3, utime
+    // and stime are fields 14 and 15.
+    let used: u64 = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|v| v.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0);
+    Duration::from_millis(used * 1000 / ticks.max(1))
+}
+
 /// The median of `v` (the upper one of an even count).
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CPU time is read from this process's own `/proc` entry and grows while it works; a
+    /// process that does not exist has used none.
+    #[test]
+    fn cpu_time_counts_what_a_process_used() {
+        let me = std::process::id();
+        let before = cpu_time(me);
+        let start = Instant::now();
+        let mut x = 0u64;
+        // Work until 100 ms of CPU show, or give up after 10 s on a machine too busy for that.
+        let mut used = Duration::ZERO;
+        while used < Duration::from_millis(100) && start.elapsed() < Duration::from_secs(10) {
+            for _ in 0..100_000 {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+            used = cpu_time(me).saturating_sub(before);
+        }
+        assert!(used >= Duration::from_millis(100), "{used:?}");
+        assert_eq!(cpu_time(u32::MAX), Duration::ZERO);
+    }
 }

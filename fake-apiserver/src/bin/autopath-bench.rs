@@ -27,7 +27,9 @@ use std::fmt::Write as _;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use fake_apiserver::bench::{Dns, Spawned, dnsperf, median, spawn_cluster_dns, status_kb, usize_arg};
+use fake_apiserver::bench::{
+    Dns, Spawned, cpu_time, dnsperf, median, spawn_cluster_dns, status_kb, usize_arg,
+};
 use fake_apiserver::synthetic::{self, SyntheticCluster};
 use fake_apiserver::{FakeApiServer, Options};
 use serde_json::{Value, json};
@@ -291,9 +293,16 @@ fn throughput(
         }
     }
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
+    // The server's CPU busy share in each round (CPU time over wall time): near 100% the
+    // server bounds the round, below it the load generator does.
+    let mut busy: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
     for _ in 0..repeats {
         for (k, (_, i, file, per_query)) in runs.iter().enumerate() {
-            results[k].push(dnsperf(servers[*i].1.addr.port(), file, secs) * per_query);
+            let server = &servers[*i].1;
+            let (cpu, wall) = (cpu_time(server.child.id()), Instant::now());
+            results[k].push(dnsperf(server.addr.port(), file, secs) * per_query);
+            let used = cpu_time(server.child.id()).saturating_sub(cpu);
+            busy[k].push(100.0 * used.as_secs_f64() / wall.elapsed().as_secs_f64());
         }
     }
     for which in [Mix::Pod, Mix::Outside] {
@@ -302,10 +311,11 @@ fn throughput(
         for (k, (_, i, _, per_query)) in runs.iter().enumerate().filter(|(_, r)| r.0 == which) {
             let m = median(results[k].clone());
             println!(
-                "{} autopath: lookups/s median {m:.0} (runs {:?}; QPS median {:.0})",
+                "{} autopath: lookups/s median {m:.0} (runs {:?}; QPS median {:.0}; server CPU busy median {:.0}%)",
                 servers[*i].0,
                 results[k].iter().map(|v| v.round()).collect::<Vec<_>>(),
-                m / per_query
+                m / per_query,
+                median(busy[k].clone())
             );
             medians.push(m);
         }
