@@ -34,27 +34,8 @@ fi
 DIR=$(mktemp -d)
 free_port() { python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 UB=$(free_port)
-cat >"$DIR/unbound.conf" <<EOF
-server:
-    interface: 127.0.0.1@$UB
-    port: $UB
-    do-ip6: no
-    do-daemonize: no
-    username: ""
-    chroot: ""
-    directory: "$DIR"
-    pidfile: ""
-    use-syslog: no
-    logfile: ""
-    verbosity: 0
-    num-threads: 1
-    access-control: 127.0.0.0/8 allow
-    local-zone: "." static
-    local-zone: "example.net." redirect
-    local-data: "example.net. 300 IN A 192.0.2.1"
-remote-control:
-    control-enable: no
-EOF
+. bench/unbound.sh
+unbound_example_net "$DIR" "$UB"
 unbound -d -c "$DIR/unbound.conf" >"$DIR/unbound.out" 2>&1 &
 UBPID=$!
 VPID=""

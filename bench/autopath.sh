@@ -20,30 +20,8 @@ cargo build --release --bin cluster-dns
 cargo build --release -p fake-apiserver --bin autopath-bench
 DIR=$(mktemp -d)
 UB=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat >"$DIR/unbound.conf" <<EOF2
-server:
-    interface: 127.0.0.1@$UB
-    port: $UB
-    do-ip6: no
-    do-daemonize: no
-    username: ""
-    chroot: ""
-    directory: "$DIR"
-    pidfile: ""
-    use-syslog: no
-    logfile: ""
-    verbosity: 0
-    num-threads: 1
-    access-control: 127.0.0.0/8 allow
-    ratelimit: 0
-    # Authoritative only: every outside name under example.net is 192.0.2.1 (no AAAA), any other
-    # name NXDOMAIN, nothing goes to the internet.
-    local-zone: "." static
-    local-zone: "example.net." redirect
-    local-data: "example.net. 300 IN A 192.0.2.1"
-remote-control:
-    control-enable: no
-EOF2
+. bench/unbound.sh
+unbound_example_net "$DIR" "$UB"
 taskset -c 1 unbound -d -c "$DIR/unbound.conf" >"$DIR/unbound.out" 2>&1 &
 UBPID=$!
 trap 'kill $UBPID 2>/dev/null || true; rm -rf "$DIR"' EXIT

@@ -146,21 +146,8 @@ zone:
     name: bench.test.
     zonefile: bench.test.zone
 EOF2
-cat >"$DIR/unbound.conf" <<EOF2
-server:
-    interface: 127.0.0.1@$UB
-    port: $UB
-    do-ip6: no
-    do-daemonize: no
-    username: ""
-    chroot: ""
-    directory: "$DIR"
-    pidfile: ""
-    use-syslog: no
-    logfile: ""
-    verbosity: 0
-    num-threads: 1
-    access-control: 127.0.0.0/8 allow
+. "$ROOT/bench/unbound.sh"
+{ unbound_server_head "$DIR" "$UB"; cat <<EOF2; } >"$DIR/unbound.conf"
     module-config: "iterator"
     do-not-query-localhost: no
     msg-cache-size: 64m
