@@ -76,6 +76,13 @@ impl Question {
         !matches!(self.transport, Transport::Udp)
     }
 
+    /// The same question, asked as a probe or not ([`Question::probe`]).
+    #[must_use]
+    pub fn probing(mut self, probe: bool) -> Self {
+        self.probe = probe;
+        self
+    }
+
     /// The same question for another name (an ExternalName target).
     pub fn for_name(&self, name: Name) -> Self {
         // Field by field: `..self.clone()` would copy the old name only to drop it.

@@ -156,18 +156,14 @@ impl Plugin for AutoPath {
             };
             // The question as asked first, as a probe: a reply that is not NXDOMAIN is the
             // full one, and an NXDOMAIN's SOA is needed only if every try fails too.
-            let mut asked = q.for_name(q.name.clone());
-            asked.probe = true;
-            let reply = next.serve(&asked).await;
+            let reply = next.serve(&q.clone().probing(true)).await;
             if reply.rcode() != ResponseCode::NXDomain {
                 return reply;
             }
             next.forbid_replay();
             for name in walk {
                 // Only a reply that is not NXDOMAIN is kept: an NXDOMAIN may be the bare rcode.
-                let mut tried = q.for_name(name);
-                tried.probe = true;
-                let answer = next.serve(&tried).await;
+                let answer = next.serve(&q.for_name(name).probing(true)).await;
                 if answer.rcode() != ResponseCode::NXDomain {
                     if let Some(c) = &self.success {
                         c.inc();

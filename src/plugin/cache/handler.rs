@@ -240,7 +240,7 @@ impl Block {
         let head = self.0.get(at..at + HEAD)?;
         let word = |i: usize| head.get(i..i + 2).map(|w| u16::from_be_bytes([w[0], w[1]]));
         let (kind, flags) = (*head.first()?, *head.get(1)?);
-        let rcode = <ResponseCode as From<u16>>::from(word(2)?);
+        let rcode = self.rcode()?;
         let counts = [word(4)?, word(6)?, word(8)?];
         let rest = self.0.get(at + HEAD..)?;
         let mut decoder = BinDecoder::new(rest);

@@ -245,9 +245,7 @@ impl Cache {
                 // A probe's reply may be an NXDOMAIN without its SOA: what is stored for
                 // everyone is asked for whole.
                 let reply = if q.probe {
-                    let mut whole = q.for_name(q.name.clone());
-                    whole.probe = false;
-                    next.serve(&whole).await
+                    next.serve(&q.clone().probing(false)).await
                 } else {
                     next.serve(q).await
                 };
