@@ -155,6 +155,20 @@ pub fn dnsperf(port: u16, file: &Path, secs: usize) -> f64 {
 
 /// CPU time `pid` has used so far (user + system), from `/proc/PID/stat`; zero when it is gone.
 pub fn cpu_time(pid: u32) -> Duration {
+    // After the command name (in parentheses, and it may hold spaces): state is field 3, utime
+    // and stime are fields 14 and 15.
+    stat_ticks(&format!("/proc/{pid}/stat"), 11)
+}
+
+/// CPU time (user + system) of this process's children that have ended and been waited for,
+/// such as a dnsperf run: `cutime` and `cstime`, fields 16 and 17 of `/proc/self/stat`.
+pub fn children_cpu_time() -> Duration {
+    stat_ticks("/proc/self/stat", 13)
+}
+
+/// The sum of two adjacent clock-tick fields of the stat file at `path`, as a duration: the
+/// fields `skip` places after the state field (the first one after the command name).
+fn stat_ticks(path: &str, skip: usize) -> Duration {
     static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     let ticks = *TICKS.get_or_init(|| {
         Command::new("getconf")
@@ -164,14 +178,12 @@ pub fn cpu_time(pid: u32) -> Duration {
             .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
             .unwrap_or(100)
     });
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // After the command name (in parentheses, and it may hold spaces): state is field 3, utime
-    // and stime are fields 14 and 15.
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
     let used: u64 = stat
         .rsplit_once(')')
         .map(|(_, rest)| {
             rest.split_whitespace()
-                .skip(11)
+                .skip(skip)
                 .take(2)
                 .filter_map(|v| v.parse::<u64>().ok())
                 .sum()
@@ -208,5 +220,22 @@ mod tests {
         }
         assert!(used >= Duration::from_millis(100), "{used:?}");
         assert_eq!(cpu_time(u32::MAX), Duration::ZERO);
+    }
+
+    /// A child's CPU time is counted once it has been waited for, as dnsperf's runs are.
+    #[test]
+    fn children_cpu_time_counts_a_waited_child() {
+        let before = children_cpu_time();
+        let start = Instant::now();
+        let mut used = Duration::ZERO;
+        while used < Duration::from_millis(50) && start.elapsed() < Duration::from_secs(20) {
+            let status = Command::new("sh")
+                .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
+                .status()
+                .unwrap();
+            assert!(status.success());
+            used = children_cpu_time().saturating_sub(before);
+        }
+        assert!(used >= Duration::from_millis(50), "{used:?}");
     }
 }

@@ -28,7 +28,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fake_apiserver::bench::{
-    Dns, Spawned, cpu_time, dnsperf, median, spawn_cluster_dns, status_kb, usize_arg,
+    Dns, Spawned, children_cpu_time, cpu_time, dnsperf, median, spawn_cluster_dns, status_kb, usize_arg,
 };
 use fake_apiserver::synthetic::{self, SyntheticCluster};
 use fake_apiserver::{FakeApiServer, Options};
@@ -296,13 +296,18 @@ fn throughput(
     // The server's CPU busy share in each round (CPU time over wall time): near 100% the
     // server bounds the round, below it the load generator does.
     let mut busy: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
+    // dnsperf's own busy share (it runs alone on CPU 1): near 100% it is the bound.
+    let mut client_busy: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
     for _ in 0..repeats {
         for (k, (_, i, file, per_query)) in runs.iter().enumerate() {
             let server = &servers[*i].1;
-            let (cpu, wall) = (cpu_time(server.child.id()), Instant::now());
+            let (cpu, client, wall) = (cpu_time(server.child.id()), children_cpu_time(), Instant::now());
             results[k].push(dnsperf(server.addr.port(), file, secs) * per_query);
             let used = cpu_time(server.child.id()).saturating_sub(cpu);
-            busy[k].push(100.0 * used.as_secs_f64() / wall.elapsed().as_secs_f64());
+            let client = children_cpu_time().saturating_sub(client);
+            let wall = wall.elapsed().as_secs_f64();
+            busy[k].push(100.0 * used.as_secs_f64() / wall);
+            client_busy[k].push(100.0 * client.as_secs_f64() / wall);
         }
     }
     for which in [Mix::Pod, Mix::Outside] {
@@ -311,11 +316,12 @@ fn throughput(
         for (k, (_, i, _, per_query)) in runs.iter().enumerate().filter(|(_, r)| r.0 == which) {
             let m = median(results[k].clone());
             println!(
-                "{} autopath: lookups/s median {m:.0} (runs {:?}; QPS median {:.0}; server CPU busy median {:.0}%)",
+                "{} autopath: lookups/s median {m:.0} (runs {:?}; QPS median {:.0}; CPU busy medians: server {:.0}%, dnsperf {:.0}%)",
                 servers[*i].0,
                 results[k].iter().map(|v| v.round()).collect::<Vec<_>>(),
                 m / per_query,
-                median(busy[k].clone())
+                median(busy[k].clone()),
+                median(client_busy[k].clone())
             );
             medians.push(m);
         }
