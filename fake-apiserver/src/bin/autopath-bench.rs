@@ -11,7 +11,9 @@
 //!    127.0.0.1) sends the queries each lookup costs: without autopath the whole walk, with it
 //!    the first pair. Lookups/s = QPS x lookups / queries in the file. Server on CPU 0 (one
 //!    worker), dnsperf on CPU 1; three alternating runs each, medians. The goal is judged on
-//!    the pod mix ([`Mix::Pod`]); a mix of outside names only runs beside it.
+//!    the pod mix ([`Mix::Pod`]); a mix of outside names only runs beside it. Each round also
+//!    reports the CPU busy share of the server and of dnsperf (which side bounds it) and the
+//!    server's CPU time per lookup, whose ratio does not depend on that side.
 //!
 //! With `--kubeadm-cache` both servers' `cache` is today's kubeadm block (`cache 30 { disable
 //! success cluster.local; disable denial cluster.local }`) instead of a bare `cache 30`: the
@@ -298,25 +300,31 @@ fn throughput(
     let mut busy: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
     // dnsperf's own busy share (it runs alone on CPU 1): near 100% it is the bound.
     let mut client_busy: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
+    // The server's CPU time per lookup answered (µs): what a lookup costs the server whichever
+    // side bounds the round.
+    let mut cpu_per_lookup: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
     for _ in 0..repeats {
         for (k, (_, i, file, per_query)) in runs.iter().enumerate() {
             let server = &servers[*i].1;
             let (cpu, client, wall) = (cpu_time(server.child.id()), children_cpu_time(), Instant::now());
-            results[k].push(dnsperf(server.addr.port(), file, secs) * per_query);
+            let lookups_per_s = dnsperf(server.addr.port(), file, secs) * per_query;
+            results[k].push(lookups_per_s);
             let used = cpu_time(server.child.id()).saturating_sub(cpu);
             let client = children_cpu_time().saturating_sub(client);
             let wall = wall.elapsed().as_secs_f64();
             busy[k].push(100.0 * used.as_secs_f64() / wall);
             client_busy[k].push(100.0 * client.as_secs_f64() / wall);
+            cpu_per_lookup[k].push(1e6 * used.as_secs_f64() / (lookups_per_s * secs as f64).max(1.0));
         }
     }
     for which in [Mix::Pod, Mix::Outside] {
         println!("\n{}:", which.label());
-        let mut medians = Vec::new();
+        let (mut medians, mut costs) = (Vec::new(), Vec::new());
         for (k, (_, i, _, per_query)) in runs.iter().enumerate().filter(|(_, r)| r.0 == which) {
             let m = median(results[k].clone());
+            let cost = median(cpu_per_lookup[k].clone());
             println!(
-                "{} autopath: lookups/s median {m:.0} (runs {:?}; QPS median {:.0}; CPU busy medians: server {:.0}%, dnsperf {:.0}%)",
+                "{} autopath: lookups/s median {m:.0} (runs {:?}; QPS median {:.0}; CPU busy medians: server {:.0}%, dnsperf {:.0}%; server CPU a lookup median {cost:.1} us)",
                 servers[*i].0,
                 results[k].iter().map(|v| v.round()).collect::<Vec<_>>(),
                 m / per_query,
@@ -324,9 +332,14 @@ fn throughput(
                 median(client_busy[k].clone())
             );
             medians.push(m);
+            costs.push(cost);
         }
         let goal = if which == Mix::Pod { " (goal >= 3x)" } else { "" };
-        println!("ratio with/without: {:.2}x{goal}", medians[0] / medians[1]);
+        println!(
+            "ratio with/without: {:.2}x{goal}; by the server's CPU a lookup: {:.2}x",
+            medians[0] / medians[1],
+            costs[1] / costs[0]
+        );
     }
     for (_, mut s) in servers {
         let _ = s.child.kill();
