@@ -15,6 +15,7 @@
 //! Replies autopath passed through unchanged and that are not NXDOMAIN are what the plain chain
 //! answers for everyone, and may be replayed.
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use hickory_proto::op::ResponseCode;
@@ -45,10 +46,11 @@ impl AutoPath {
         }
     }
 
-    /// The search path of the client asking `q`, or `None` when it is not known.
-    fn search_path(&self, q: &Question) -> Option<Vec<Name>> {
+    /// The search path of the client asking `q`, or `None` when it is not known. A fixed path
+    /// is lent, not copied.
+    fn search_path(&self, q: &Question) -> Option<Cow<'_, [Name]>> {
         match &self.config.source {
-            SearchSource::Fixed(path) => Some(path.clone()),
+            SearchSource::Fixed(path) => Some(Cow::Borrowed(path)),
             SearchSource::Plugin(_) => {
                 let mut path = self.source.get()?.search_paths()?.search_path(q.client.ip())?;
                 for domain in &self.config.own_search {
@@ -56,7 +58,7 @@ impl AutoPath {
                         path.push(domain.clone());
                     }
                 }
-                Some(path)
+                Some(Cow::Owned(path))
             }
         }
     }
@@ -67,16 +69,18 @@ impl AutoPath {
 }
 
 /// The names to try after the question as asked: `base` under each later search domain, then
-/// `base` alone. Names that would be too long are left out.
-fn tries(base: &Name, later: &[Name]) -> Vec<Name> {
-    let mut out: Vec<Name> = later
+/// `base` alone. Names that would be too long are left out. Each is built only when the walk
+/// reaches it: most walks end at the first or second.
+fn tries<'a>(base: &'a Name, later: &'a [Name]) -> impl Iterator<Item = Name> + 'a {
+    let bare = std::iter::once_with(move || {
+        let mut bare = base.clone();
+        bare.set_fqdn(true);
+        bare
+    });
+    later
         .iter()
-        .filter_map(|domain| base.clone().append_domain(domain).ok())
-        .collect();
-    let mut bare = base.clone();
-    bare.set_fqdn(true);
-    out.push(bare);
-    out
+        .filter_map(move |domain| base.clone().append_domain(domain).ok())
+        .chain(bare)
 }
 
 /// `reply`, answered for `tried`, as the answer to `asked`: a CNAME from `asked` to the owner
@@ -132,21 +136,21 @@ impl Plugin for AutoPath {
             if q.qclass != DNSClass::IN || !self.in_zones(&q.name) {
                 return next.serve(q).await;
             }
+            // The search path and the base name (the labels before its first domain).
             let walk = self.search_path(q).and_then(|path| {
-                let (first, later) = path.split_first()?;
+                let first = path.first()?;
                 let depth = usize::from(q.name.num_labels()).checked_sub(usize::from(first.num_labels()))?;
                 if depth == 0 || !first.zone_of(&q.name) {
                     return None;
                 }
-                // The labels before the first search domain, one by one (`Name::from_labels`
-                // collects three vectors first).
+                // One label at a time (`Name::from_labels` collects three vectors first).
                 let mut base = Name::new();
                 for label in q.name.iter().take(depth) {
                     base = base.append_label(label).ok()?;
                 }
-                Some(tries(&base, later))
+                Some((path, base))
             });
-            let Some(walk) = walk else {
+            let Some((path, base)) = walk else {
                 let reply = next.serve(q).await;
                 if reply.rcode() == ResponseCode::NXDomain {
                     // What a pod client's walk would have changed: never replayed to one.
@@ -161,7 +165,7 @@ impl Plugin for AutoPath {
                 return reply;
             }
             next.forbid_replay();
-            for name in walk {
+            for name in tries(&base, &path[1..]) {
                 // Only a reply that is not NXDOMAIN is kept: an NXDOMAIN may be the bare rcode.
                 let answer = next.serve(&q.for_name(name).probing(true)).await;
                 if answer.rcode() != ResponseCode::NXDomain {
@@ -188,13 +192,10 @@ mod tests {
 
     #[test]
     fn tries_follow_the_search_path_then_the_bare_name() {
-        let got: Vec<String> = tries(
-            &n("api.github.com"),
-            &[n("svc.cluster.local."), n("cluster.local."), n("ec2.internal.")],
-        )
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+        let later = [n("svc.cluster.local."), n("cluster.local."), n("ec2.internal.")];
+        let got: Vec<String> = tries(&n("api.github.com"), &later)
+            .map(|t| t.to_string())
+            .collect();
         assert_eq!(
             got,
             [
