@@ -251,6 +251,20 @@ fn mix(which: Mix, walk: bool) -> (String, usize, usize) {
     (out, lookups, queries)
 }
 
+/// What one round of dnsperf against one server measured.
+#[derive(Clone, Copy)]
+struct Round {
+    lookups_per_s: f64,
+    /// The server's CPU busy share (CPU time over wall time, %): near 100 the server bounds
+    /// the round, below it the load generator does.
+    server_busy: f64,
+    /// dnsperf's own busy share (it runs alone on CPU 1, %): near 100 it is the bound.
+    dnsperf_busy: f64,
+    /// The server's CPU time per lookup answered (µs): what a lookup costs the server whichever
+    /// side bounds the round.
+    cpu_per_lookup: f64,
+}
+
 /// Part 2: lookups per second with and without autopath.
 fn throughput(
     bin: &str,
@@ -294,56 +308,55 @@ fn throughput(
             runs.push((which, i, file, lookups as f64 / queries as f64));
         }
     }
-    let mut results: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
-    // The server's CPU busy share in each round (CPU time over wall time): near 100% the
-    // server bounds the round, below it the load generator does.
-    let mut busy: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
-    // dnsperf's own busy share (it runs alone on CPU 1): near 100% it is the bound.
-    let mut client_busy: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
-    // The server's CPU time per lookup answered (µs): what a lookup costs the server whichever
-    // side bounds the round.
-    let mut cpu_per_lookup: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
+    // What each round of each run measured, in the order of `runs`.
+    let mut rounds: Vec<Vec<Round>> = vec![Vec::new(); runs.len()];
     for _ in 0..repeats {
         for (k, (_, i, file, per_query)) in runs.iter().enumerate() {
             let server = &servers[*i].1;
             let (cpu, client, wall) = (cpu_time(server.child.id()), children_cpu_time(), Instant::now());
             let lookups_per_s = dnsperf(server.addr.port(), file, secs) * per_query;
-            results[k].push(lookups_per_s);
-            let used = cpu_time(server.child.id()).saturating_sub(cpu);
-            let client = children_cpu_time().saturating_sub(client);
+            let used = cpu_time(server.child.id()).saturating_sub(cpu).as_secs_f64();
+            let client = children_cpu_time().saturating_sub(client).as_secs_f64();
             let wall = wall.elapsed().as_secs_f64();
-            busy[k].push(100.0 * used.as_secs_f64() / wall);
-            client_busy[k].push(100.0 * client.as_secs_f64() / wall);
-            cpu_per_lookup[k].push(1e6 * used.as_secs_f64() / (lookups_per_s * secs as f64).max(1.0));
+            rounds[k].push(Round {
+                lookups_per_s,
+                server_busy: 100.0 * used / wall,
+                dnsperf_busy: 100.0 * client / wall,
+                cpu_per_lookup: 1e6 * used / (lookups_per_s * secs as f64).max(1.0),
+            });
         }
     }
     for which in [Mix::Pod, Mix::Outside] {
         println!("\n{}:", which.label());
-        let (mut medians, mut costs, mut per_queries) = (Vec::new(), Vec::new(), Vec::new());
+        // (lookups/s, server CPU a lookup, lookups a query) of the run with autopath, then without.
+        let mut medians = Vec::new();
         for (k, (_, i, _, per_query)) in runs.iter().enumerate().filter(|(_, r)| r.0 == which) {
-            let m = median(results[k].clone());
-            let cost = median(cpu_per_lookup[k].clone());
+            let of = |field: fn(&Round) -> f64| median(rounds[k].iter().map(field).collect());
+            let (m, cost) = (of(|r| r.lookups_per_s), of(|r| r.cpu_per_lookup));
             println!(
                 "{} autopath: lookups/s median {m:.0} (runs {:?}; QPS median {:.0}; CPU busy medians: server {:.0}%, dnsperf {:.0}%; server CPU a lookup median {cost:.1} us)",
                 servers[*i].0,
-                results[k].iter().map(|v| v.round()).collect::<Vec<_>>(),
+                rounds[k]
+                    .iter()
+                    .map(|r| r.lookups_per_s.round())
+                    .collect::<Vec<_>>(),
                 m / per_query,
-                median(busy[k].clone()),
-                median(client_busy[k].clone())
+                of(|r| r.server_busy),
+                of(|r| r.dnsperf_busy)
             );
-            medians.push(m);
-            costs.push(cost);
-            per_queries.push(*per_query);
+            medians.push((m, cost, *per_query));
         }
         let goal = if which == Mix::Pod { " (goal >= 3x)" } else { "" };
         // A walked question costs the server at least what a plain one does (the same packet in
         // and out, plus the walk), so neither ratio can pass the cut in queries when both
         // rounds are bound alike.
+        let ((with, with_cost, with_per_query), (without, without_cost, without_per_query)) =
+            (medians[0], medians[1]);
         println!(
             "ratio with/without: {:.2}x{goal}; by the server's CPU a lookup: {:.2}x; queries a lookup cut {:.2}x",
-            medians[0] / medians[1],
-            costs[1] / costs[0],
-            per_queries[0] / per_queries[1]
+            with / without,
+            without_cost / with_cost,
+            with_per_query / without_per_query
         );
     }
     for (_, mut s) in servers {
