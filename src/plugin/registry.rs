@@ -76,14 +76,18 @@ pub const PLUGINS: &[Entry] = &[
     entry("errors", errors::setup),
     entry("log", log::setup),
     with_families("dns64", dns64::setup::setup, dns64::families),
-    with_families("acl", acl::setup::setup, acl::families),
     entry("any", any::setup::setup),
     entry("chaos", chaos::setup::setup),
     entry("loadbalance", loadbalance::setup::setup),
+    // rewrite, autopath, acl, cache: CoreDNS 1.14.7's order, a security fix. `acl` decides on
+    // the names the rest of the chain is asked (after `rewrite` renamed the question and for
+    // each of `autopath`'s tries: CVE-2026-26017, coredns/coredns#7882 and #8290), and before
+    // the `cache` can answer a blocked client (#8289).
+    entry("rewrite", rewrite::setup::setup),
     // Before the cache: its answers depend on the client, the tries it makes below do not.
     with_families("autopath", autopath::setup::setup, autopath::families),
+    with_families("acl", acl::setup::setup, acl::families),
     with_families("cache", cache::setup::setup, cache::families),
-    entry("rewrite", rewrite::setup::setup),
     entry("minimal", minimal::setup::setup),
     with_families("template", template::setup::setup, template::families),
     entry("hosts", hosts::setup::setup),

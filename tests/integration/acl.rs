@@ -88,3 +88,58 @@ async fn rules_allow_block_filter_and_drop_by_source_and_type() {
     assert_eq!(got[6], some("NOERROR", 1), "outside the zone");
     running.stop().await.unwrap();
 }
+
+/// The names `rewrite` and `autopath` make are judged by `acl`, and a blocked client is not
+/// answered from the `cache` (CoreDNS 1.14.7's plugin order: CVE-2026-26017,
+/// coredns/coredns#7882, #8290, #8289). Before the order was changed, the first two were
+/// answered with the blocked name's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewrite_autopath_and_cache_cannot_get_past_acl() {
+    let dir = support::temp_dir("acl-bypass");
+    std::fs::write(
+        dir.join("resolv.conf"),
+        "search default.svc.cluster.local svc.cluster.local cluster.local\n",
+    )
+    .unwrap();
+    let corefile = ".:0 {
+ bind 127.0.0.1
+ acl secret.example.org {
+  block
+ }
+ acl cached.example.org {
+  block net 127.0.0.2
+ }
+ rewrite name exact public.example.org secret.example.org
+ autopath resolv.conf
+ cache 30
+ hosts {
+  192.0.2.66 secret.example.org
+  192.0.2.77 cached.example.org
+ }
+}
+";
+    let running = support::start(corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let got = tokio::task::spawn_blocking(move || {
+        [
+            ("127.0.0.1", "secret.example.org"),
+            // rewrite: asked under another name, renamed to the blocked one.
+            ("127.0.0.1", "public.example.org"),
+            // autopath: asked under the first search domain; its last try is the blocked name.
+            ("127.0.0.1", "secret.example.org.default.svc.cluster.local"),
+            // cache: an allowed client fills it, then a blocked one asks the same name.
+            ("127.0.0.1", "cached.example.org"),
+            ("127.0.0.2", "cached.example.org"),
+        ]
+        .map(|(from, name)| dig_from(addr, from, "A", name))
+    })
+    .await
+    .unwrap();
+    let some = |s: &str, n: usize| Some((s.to_owned(), n));
+    assert_eq!(got[0], some("REFUSED", 0), "the blocked name itself");
+    assert_eq!(got[1], some("REFUSED", 0), "rewritten to the blocked name");
+    assert_eq!(got[2], some("REFUSED", 0), "autopath's try of the blocked name");
+    assert_eq!(got[3], some("NOERROR", 1), "allowed client");
+    assert_eq!(got[4], some("REFUSED", 0), "blocked client, name in the cache");
+    running.stop().await.unwrap();
+}
