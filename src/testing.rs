@@ -1,18 +1,20 @@
-//! Ready-made servers for fuzz targets and benchmarks: the conformance fixture's cluster behind
-//! the kubeadm-style `kubernetes` stanza, as a [`DnsHandler`] that answers wire bytes without
-//! sockets. Not part of the server; kept in the library so every harness builds the same thing.
+//! Ready-made servers for fuzz targets, benchmarks and tests: the conformance fixture's cluster
+//! behind the kubeadm-style `kubernetes` stanza, as a [`DnsHandler`] that answers wire bytes
+//! without sockets. Built by the server's own builder ([`crate::app::build::build`]), with
+//! the cluster zone given to every `kubernetes` block, so a handler answers exactly as the
+//! server with the same Corefile would (its `bufsize`, `view`, metrics and memo included).
+//! Not part of the server; kept in the library so every harness builds the same thing.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::chain::BuildCtx;
-use crate::cluster::{ClusterZone, manifests};
+use crate::app::build::{BuildEnv, build};
+use crate::chain::Resources;
+use crate::cluster::{ClusterSource, ClusterZone, manifests};
 use crate::config::Config;
 use crate::corefile::Corefile;
-use crate::plugin::kubernetes::setup::KubernetesConfig;
-use crate::plugin::registry::build_chain;
-use crate::server::observe::Observers;
-use crate::server::{BlockRoute, DnsHandler, Router, router_cell};
+use crate::server::{DnsHandler, router_cell};
+use crate::telemetry::DnsMetrics;
 
 /// The conformance fixture (Namespaces, Services, EndpointSlices, Pods).
 pub const FIXTURE_YAML: &str = include_str!("../tests/data/conformance-fixture.yaml");
@@ -36,6 +38,18 @@ pub fn handler_with_zone(
     Ok((handler_on_zone(corefile, &zone, memo)?, zone))
 }
 
+/// [`handler_with_zone`], with the metrics its plugins count into (a registry of its own).
+pub fn handler_with_metrics(
+    corefile: &str,
+    yaml: &str,
+    memo: bool,
+) -> Result<(DnsHandler, Arc<ClusterZone>, DnsMetrics), String> {
+    let zone = zone_from_yaml(yaml)?;
+    let metrics = DnsMetrics::new().map_err(|e| e.to_string())?;
+    let handler = build_handler(corefile, &zone, memo, &metrics)?;
+    Ok((handler, zone, metrics))
+}
+
 /// A synced zone holding the objects of `yaml`.
 pub fn zone_from_yaml(yaml: &str) -> Result<Arc<ClusterZone>, String> {
     let zone = Arc::new(ClusterZone::new());
@@ -45,53 +59,41 @@ pub fn zone_from_yaml(yaml: &str) -> Result<Arc<ClusterZone>, String> {
     Ok(zone)
 }
 
-/// A handler with the server block `corefile` over an existing `zone`: two handlers on one zone
-/// give the same SOA serial, so their responses can be compared byte for byte.
+/// A handler with the Corefile `corefile` over an existing `zone` (every `kubernetes` block
+/// answers from it): two handlers on one zone give the same SOA serial, so their responses can
+/// be compared byte for byte. The handler serves the first listen address the Corefile has
+/// (its only one, in the harness's Corefiles); relative paths are read from the working
+/// directory.
 pub fn handler_on_zone(corefile: &str, zone: &Arc<ClusterZone>, memo: bool) -> Result<DnsHandler, String> {
-    let path = Path::new("/dev/null/Corefile");
+    let metrics = DnsMetrics::new().map_err(|e| e.to_string())?;
+    build_handler(corefile, zone, memo, &metrics)
+}
+
+/// The handler of [`handler_on_zone`], counting into `metrics`.
+fn build_handler(
+    corefile: &str,
+    zone: &Arc<ClusterZone>,
+    memo: bool,
+    metrics: &DnsMetrics,
+) -> Result<DnsHandler, String> {
+    let path = Path::new("Corefile");
     let cf = Corefile::parse_str(corefile, path).map_err(|e| e.to_string())?;
     let config = Config::from_corefile(&cf, path, 53).map_err(|e| e.to_string())?;
-    let mut blocks = Vec::new();
-    for block in &config.blocks {
-        let ctx = BuildCtx {
-            first_zone: block
-                .zones
-                .first()
-                .and_then(|z| hickory_proto::rr::Name::from_ascii(z).ok())
-                .map(|n| n.to_lowercase())
-                .unwrap_or_else(hickory_proto::rr::Name::root),
-            server: "dns://:53",
-            metrics: None,
-            source: block
-                .get::<KubernetesConfig>()
-                .map(|_| zone.clone() as Arc<dyn std::any::Any + Send + Sync>),
-            hostname: "localhost",
-        };
-        let (chain, plugins) = build_chain(&block.plugins, &ctx);
-        let zones = block
-            .zones
-            .iter()
-            .map(|z| hickory_proto::rr::Name::from_ascii(z).map_err(|e| e.to_string()))
-            .collect::<Result<_, _>>()?;
-        blocks.push(BlockRoute {
-            zones,
-            chain,
-            udp_payload: crate::proto::MAX_UDP_PAYLOAD,
-            view: None,
-            observers: Observers {
-                metrics: None,
-                plugins,
-            },
-        });
-    }
-    let router = if memo {
-        Router::new(blocks)
-    } else {
-        Router {
-            blocks,
-            ..Router::default()
-        }
+    let resources = Resources::default().providing(Arc::new(ClusterSource::fixed(zone.clone())));
+    let env = BuildEnv {
+        resources: &resources,
+        metrics: Some(metrics),
+        memo,
+        memo_metrics: None,
+        hostname: "localhost",
     };
+    // Nothing the build awaits needs a runtime here: the one resource it acquires is given.
+    let generation = futures::executor::block_on(build(config, &env)).map_err(|e| e.to_string())?;
+    let router = generation
+        .routers
+        .into_values()
+        .next()
+        .ok_or("the Corefile has no server block")?;
     Ok(DnsHandler::new(router_cell(router)))
 }
 

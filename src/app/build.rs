@@ -1,17 +1,124 @@
-//! Building a configuration's generation: its data sources (kept across reloads when their
-//! configuration did not change), each block's chain and observers, the routing tables per
-//! listen address with their answer memos, and the readiness checks `/ready` reads.
+//! The one builder: turns a [`Config`] into what it runs, without sockets. For each server
+//! block it acquires the plugins' long-lived resources (kept in [`Resources`] across
+//! configurations), builds its chain and observers in the registry's order, and routes it
+//! on each of its listen addresses with its settings (UDP size, view, metrics); each address
+//! gets its answer memo once its blocks are known. The server, the test harness, the benches
+//! and the fuzz targets all build through [`build`], so they answer alike.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
 
-pub(super) fn zone_name(z: &str) -> Result<Name, StartError> {
+use hickory_proto::rr::Name;
+
+use crate::chain::{
+    AcquireCtx, AcquireError, BuildCtx, Capabilities, Chain, Observer, Plugin, ReadinessCheck, Resources,
+};
+use crate::config::{BlockConfig, Config};
+use crate::corefile::Scheme;
+use crate::plugin::registry::build_chain;
+use crate::server::observe::Observers;
+use crate::server::{BlockRoute, Router};
+use crate::telemetry::memo::MemoMetrics;
+use crate::telemetry::{BlockMetrics, DnsMetrics};
+
+/// Where a group of server blocks listens: an address (`None`: all interfaces), a port, and
+/// how questions arrive there.
+pub type ListenKey = (Option<IpAddr>, u16, Scheme);
+
+/// Why a configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A zone in the configuration is not a valid DNS name.
+    #[error("invalid zone '{0}'")]
+    Zone(String),
+    /// A plugin could not acquire its resources (a manifest, the API connection).
+    #[error(transparent)]
+    Acquire(#[from] AcquireError),
+}
+
+/// What a build draws on besides the configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct BuildEnv<'a> {
+    /// The resources that outlive configurations.
+    pub resources: &'a Resources,
+    /// The process's metrics, when it exports them.
+    pub metrics: Option<&'a DnsMetrics>,
+    /// Each listen address gets an answer memo (counted in these families, when given).
+    pub memo: bool,
+    /// The families the memos count into.
+    pub memo_metrics: Option<&'a MemoMetrics>,
+    /// The host's name (`chaos`, `nsid`).
+    pub hostname: &'a str,
+}
+
+/// What one configuration runs: its routing tables and chains, and what its blocks acquired.
+#[derive(Debug)]
+pub struct Generation {
+    /// The configuration.
+    pub config: Config,
+    /// The routing table of each listen address.
+    pub routers: BTreeMap<ListenKey, Router>,
+    /// The TLS configuration of each `tls://` or `https://` listen address whose blocks have
+    /// one (the first block's).
+    pub tls: BTreeMap<ListenKey, Arc<tokio_rustls::rustls::ServerConfig>>,
+    /// One chain per server block, in block order.
+    pub chains: Vec<Chain>,
+    /// The observers of every block (their background work starts with the generation).
+    pub observers: Vec<Arc<dyn Observer>>,
+    /// What each block's plugins acquired, held while the generation runs.
+    pub acquired: Vec<Capabilities>,
+}
+
+impl Generation {
+    /// Starts the plugins' and observers' background work (once the listeners are up).
+    pub fn start(&self) {
+        for o in &self.observers {
+            o.start();
+        }
+        for chain in &self.chains {
+            chain.start();
+        }
+    }
+
+    /// One readiness check per plugin of every chain ([`Plugin::not_ready`]).
+    pub fn readiness_checks(&self) -> Vec<Arc<dyn ReadinessCheck>> {
+        self.chains
+            .iter()
+            .flat_map(|c| c.plugins().iter().cloned())
+            .map(|p| Arc::new(PluginReady(p)) as Arc<dyn ReadinessCheck>)
+            .collect()
+    }
+
+    /// What is not ready in it, one line each.
+    pub fn not_ready(&self) -> Vec<String> {
+        self.readiness_checks()
+            .iter()
+            .flat_map(|c| c.not_ready())
+            .collect()
+    }
+}
+
+/// A plugin's own readiness, as `/ready` reads it.
+#[derive(Debug)]
+struct PluginReady(Arc<dyn Plugin>);
+
+impl ReadinessCheck for PluginReady {
+    fn not_ready(&self) -> Vec<String> {
+        self.0.not_ready()
+    }
+}
+
+/// The name of zone `z` (lower-case).
+pub fn zone_name(z: &str) -> Result<Name, BuildError> {
     Name::from_ascii(z)
         .map(|n| n.to_lowercase())
-        .map_err(|_| StartError::Zone(z.to_owned()))
+        .map_err(|_| BuildError::Zone(z.to_owned()))
 }
 
 /// The `server` label of a listen address, as CoreDNS writes it (`dns://:53`, `tls://:853`).
-pub(super) fn server_label(key: &ListenKey) -> String {
+pub fn server_label(key: &ListenKey) -> String {
     let scheme = key.2.as_str();
     match key {
         (None, port, _) => format!("{scheme}://:{port}"),
@@ -20,47 +127,47 @@ pub(super) fn server_label(key: &ListenKey) -> String {
     }
 }
 
-/// Builds everything `config` runs except sockets, keeping the sources of `previous` whose
-/// configuration did not change.
-pub(super) async fn build(
-    config: Config,
-    shared: &Shared,
-    previous: &[Arc<Source>],
-) -> Result<Generation, StartError> {
-    let mut sources: Vec<Arc<Source>> = Vec::new();
+/// The listen addresses of `block`: one per `bind` address, or all interfaces.
+fn listen_keys(block: &BlockConfig) -> Vec<ListenKey> {
+    if block.settings.bind.is_empty() {
+        vec![(None, block.port, block.scheme)]
+    } else {
+        block
+            .settings
+            .bind
+            .iter()
+            .map(|ip| (Some(*ip), block.port, block.scheme))
+            .collect()
+    }
+}
+
+/// Builds everything `config` runs except sockets (see the module docs).
+pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, BuildError> {
     let mut routers: BTreeMap<ListenKey, Router> = BTreeMap::new();
     let mut tls = BTreeMap::new();
     let mut chains = Vec::new();
+    let mut all_observers = Vec::new();
+    let mut acquired = Vec::new();
     for block in &config.blocks {
-        let mut cluster_zone = None;
-        if let Some(k) = block.get::<KubernetesConfig>() {
-            let source = match previous.iter().chain(sources.iter()).find(|s| s.config == *k) {
-                Some(s) => s.clone(),
-                None => Arc::new(new_source(k, &shared.metrics).await?),
-            };
-            cluster_zone = Some(source.zone.clone());
-            sources.push(source);
-        }
-        let keys: Vec<ListenKey> = if block.bind().is_empty() {
-            vec![(None, block.port, block.scheme)]
-        } else {
-            block
-                .bind()
-                .iter()
-                .map(|ip| (Some(*ip), block.port, block.scheme))
-                .collect()
-        };
+        let keys = listen_keys(block);
         if block.scheme != Scheme::Dns
-            && let Some(config) = block.tls()
+            && let Some(config) = &block.settings.tls
         {
             for key in &keys {
                 tls.entry(*key).or_insert_with(|| config.clone());
             }
         }
-        // The plugin order and composition live in the registry (`plugin::registry`). One chain
-        // serves every address of the block; its metrics carry the first address's label.
+        let mut capabilities = Capabilities::default();
+        for (_, configured) in &block.plugins {
+            let ctx = AcquireCtx {
+                resources: env.resources,
+                metrics: env.metrics,
+            };
+            capabilities.extend(configured.acquire(ctx).await?);
+        }
+        // The plugin order and composition live in the registry. One chain serves every
+        // address of the block; its metrics carry the first address's label.
         let first_server = keys.first().map(server_label).unwrap_or_default();
-        let hostname = super::host_name();
         let ctx = BuildCtx {
             first_zone: block
                 .zones
@@ -68,14 +175,11 @@ pub(super) async fn build(
                 .and_then(|z| zone_name(z).ok())
                 .unwrap_or_else(Name::root),
             server: &first_server,
-            metrics: Some(&shared.metrics),
-            source: cluster_zone.map(|z| z as Arc<dyn std::any::Any + Send + Sync>),
-            hostname: &hostname,
+            metrics: env.metrics,
+            capabilities: &capabilities,
+            hostname: env.hostname,
         };
         let (chain, observing) = build_chain(&block.plugins, &ctx);
-        for o in &observing {
-            o.start();
-        }
         chains.push(chain.clone());
         let zones: Vec<Name> = block
             .zones
@@ -84,84 +188,57 @@ pub(super) async fn build(
             .collect::<Result<_, _>>()?;
         for key in keys {
             let server = server_label(&key);
-            let observers = observers(block, &zones, shared, &server, &observing);
             routers.entry(key).or_default().blocks.push(BlockRoute {
                 zones: zones.clone(),
                 chain: chain.clone(),
-                udp_payload: block.udp_payload(),
-                view: block.view(),
-                observers,
+                udp_payload: block.settings.udp_payload,
+                view: block.settings.filter.clone(),
+                observers: observers(block, &zones, env.metrics, &server, &observing),
             });
         }
+        all_observers.extend(observing);
+        acquired.push(capabilities);
     }
-    // Each address gets its answer memo once its blocks are known.
     let routers = routers
         .into_iter()
         .map(|(k, r)| {
+            if !env.memo {
+                return (k, r);
+            }
             let r = r.with_memo();
-            r.memo.attach(shared.memo.listener(&server_label(&k)));
+            if let Some(m) = env.memo_metrics {
+                r.memo.attach(m.listener(&server_label(&k)));
+            }
             (k, r)
         })
         .collect();
     Ok(Generation {
         config,
-        sources,
         routers,
         tls,
         chains,
+        observers: all_observers,
+        acquired,
     })
 }
 
-pub(super) async fn new_source(k: &KubernetesConfig, metrics: &DnsMetrics) -> Result<Source, StartError> {
-    let zone = Arc::new(ClusterZone::new());
-    let watch = match &k.source {
-        ApiSource::Manifests(paths) => {
-            let report = manifests::load_files(paths, &zone)?;
-            tracing::info!(
-                applied = report.applied,
-                ignored = report.ignored,
-                skipped = report.skipped.len(),
-                services = zone.service_count(),
-                "loaded cluster objects from manifests"
-            );
-            None
-        }
-        // The API source: serving starts at once; until the first lists are in, a would-be
-        // NXDOMAIN is answered SERVFAIL.
-        _ => {
-            let families = metrics.families::<KubernetesMetrics>()?;
-            Some(watch::start_with_metrics(&k.watch_options(), zone.clone(), Some(families)).await?)
-        }
-    };
-    Ok(Source {
-        config: k.clone(),
-        zone,
-        watch,
-    })
-}
-
-/// The observers of `block` on the listener labelled `server`: its `prometheus` recorders and
-/// its observing plugins.
-pub(super) fn observers(
+/// The observers of `block` on the listener labelled `server`: its request metrics (when the
+/// block counts them and the process exports metrics) and its observing plugins.
+fn observers(
     block: &BlockConfig,
     zones: &[Name],
-    shared: &Shared,
+    metrics: Option<&DnsMetrics>,
     server: &str,
     plugins: &[Arc<dyn Observer>],
 ) -> Observers {
-    let metrics = block.get::<PrometheusConfig>().map(|_| {
+    let metrics = metrics.filter(|_| block.settings.records_metrics).map(|metrics| {
         for zone in &block.zones {
             for name in block.plugin_names() {
-                shared.metrics.plugin_enabled(server, zone, name);
+                metrics.plugin_enabled(server, zone, name);
             }
         }
-        let view = block.view();
-        BlockMetrics::new(
-            &shared.metrics,
-            server,
-            zones,
-            view.as_ref().map_or("", |v| v.name()),
-        )
+        let view = block.settings.filter.as_ref().map_or("", |v| v.name());
+        BlockMetrics::new(metrics, server, zones, view)
     });
     Observers {
         metrics,
@@ -169,60 +246,13 @@ pub(super) fn observers(
     }
 }
 
-#[derive(Debug)]
-pub(super) struct Synced(SyncState);
-
-impl ReadinessCheck for Synced {
-    fn name(&self) -> &str {
-        "kubernetes"
-    }
-    fn is_ready(&self) -> bool {
-        self.0.is_synced()
-    }
-    fn why_not(&self) -> Vec<String> {
-        let waiting = self.0.waiting();
-        if waiting.is_empty() {
-            // Synced since `is_ready` was asked.
-            return vec!["kubernetes".to_owned()];
-        }
-        waiting.into_iter().map(|w| format!("kubernetes: {w}")).collect()
-    }
-}
-
-/// A plugin's own readiness ([`Plugin::not_ready`]), as `/ready` reads it.
-#[derive(Debug)]
-pub(super) struct PluginReady(Arc<dyn Plugin>);
-
-impl ReadinessCheck for PluginReady {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    fn is_ready(&self) -> bool {
-        self.0.not_ready().is_none()
-    }
-}
-
-pub(super) fn readiness_checks(g: &Generation) -> Vec<Arc<dyn ReadinessCheck>> {
-    let mut checks: Vec<Arc<dyn ReadinessCheck>> = Vec::new();
-    for s in &g.sources {
-        if let Some(w) = &s.watch {
-            checks.push(Arc::new(Synced(w.sync_state())));
-        }
-    }
-    for chain in &g.chains {
-        for p in chain.plugins() {
-            checks.push(Arc::new(PluginReady(p.clone())));
-        }
-    }
-    checks
-}
-
 #[cfg(test)]
 mod tests {
-    //! The runtime's building blocks without sockets: what a configuration builds.
+    //! The builder without sockets: what a configuration builds.
     use std::path::Path;
 
     use super::*;
+    use crate::cluster::ClusterSource;
 
     fn config(dir: &Path, text: &str) -> Config {
         std::fs::create_dir_all(dir).unwrap();
@@ -234,6 +264,16 @@ mod tests {
         let path = dir.join("Corefile");
         std::fs::write(&path, text).unwrap();
         Config::load(&path, 53).unwrap()
+    }
+
+    fn env(resources: &Resources) -> BuildEnv<'_> {
+        BuildEnv {
+            resources,
+            metrics: None,
+            memo: true,
+            memo_metrics: None,
+            hostname: "localhost",
+        }
     }
 
     #[test]
@@ -252,14 +292,15 @@ mod tests {
     }
 
     /// Blocks are grouped by listen address (a `bind` per address), each block gets one chain
-    /// in registry order, and an unchanged `kubernetes` configuration keeps its source (and
-    /// zone) across a rebuild, as a reload does.
+    /// in registry order, and a cluster source whose watch options did not change is kept
+    /// across a rebuild while the old generation holds it, as a reload does; a change to the
+    /// answers alone (`ttl`) keeps it too, a change to what is loaded does not.
     #[tokio::test]
     async fn a_generation_groups_blocks_by_address_and_keeps_unchanged_sources() {
         let dir = std::env::temp_dir().join(format!("cluster-dns-app-build-{}", std::process::id()));
         let text = "cluster.local:0 {\n bind 127.0.0.1 127.0.0.2\n loop\n cache 30\n kubernetes {\n  manifests cluster.yaml\n }\n}\n.:0 {\n bind 127.0.0.1\n forward . 127.0.0.1:9\n}\n";
-        let shared = Shared::new().unwrap();
-        let g = build(config(&dir, text), &shared, &[]).await.unwrap();
+        let resources = Resources::default();
+        let g = build(config(&dir, text), &env(&resources)).await.unwrap();
         let keys: Vec<String> = g.routers.keys().map(server_label).collect();
         assert_eq!(keys, ["dns://127.0.0.1:0", "dns://127.0.0.2:0"]);
         let first = &g.routers[&(Some("127.0.0.1".parse().unwrap()), 0, Scheme::Dns)];
@@ -267,41 +308,52 @@ mod tests {
         let names: Vec<&str> = first.blocks[0].chain.plugins().iter().map(|p| p.name()).collect();
         assert_eq!(names, ["cache", "kubernetes", "loop"]);
         assert!(first.memo.is_on(), "the kubernetes zone turns the memo on");
-        assert_eq!(g.sources.len(), 1);
-        let again = build(config(&dir, text), &shared, &g.sources).await.unwrap();
+        let source = |g: &Generation| g.acquired[0].get::<ClusterSource>().unwrap();
+        assert_eq!(resources.live(), 1);
+        let again = build(config(&dir, text), &env(&resources)).await.unwrap();
         assert!(
-            Arc::ptr_eq(&g.sources[0], &again.sources[0]),
+            Arc::ptr_eq(&source(&g), &source(&again)),
             "the unchanged source is kept"
         );
-        let changed = text.replace(
+        let ttl = text.replace(
             "  manifests cluster.yaml\n",
             "  manifests cluster.yaml\n  ttl 30\n",
         );
-        let other = build(config(&dir, &changed), &shared, &g.sources).await.unwrap();
+        let other = build(config(&dir, &ttl), &env(&resources)).await.unwrap();
         assert!(
-            !Arc::ptr_eq(&g.sources[0], &other.sources[0]),
+            Arc::ptr_eq(&source(&g), &source(&other)),
+            "a ttl change keeps the source"
+        );
+        let labels = text.replace(
+            "  manifests cluster.yaml\n",
+            "  manifests cluster.yaml\n  labels app=dns\n",
+        );
+        let relabelled = build(config(&dir, &labels), &env(&resources)).await.unwrap();
+        assert!(
+            !Arc::ptr_eq(&source(&g), &source(&relabelled)),
             "a changed source is new"
+        );
+        drop((g, again, other));
+        assert_eq!(
+            resources.live(),
+            1,
+            "the old source went with the last generation holding it"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// `/ready` asks every plugin of every chain: a `loop` plugin that found a loop is not ready.
+    /// `/ready` asks every plugin of every chain (a `loop` that found a loop is not ready:
+    /// `tests/integration/forward.rs`).
     #[tokio::test]
     async fn readiness_asks_every_plugin() {
         let dir = std::env::temp_dir().join(format!("cluster-dns-app-ready-{}", std::process::id()));
         let text = ".:0 {\n bind 127.0.0.1\n loop\n forward . 127.0.0.1:9\n}\n";
-        let shared = Shared::new().unwrap();
-        let g = build(config(&dir, text), &shared, &[]).await.unwrap();
-        let checks = readiness_checks(&g);
-        assert!(checks.iter().all(|c| c.is_ready()));
-        let l = g.chains[0].find::<LoopDetect>().unwrap();
-        l.status().record("127.0.0.1:9".parse().unwrap());
-        let not_ready: Vec<String> = checks
-            .iter()
-            .filter(|c| !c.is_ready())
-            .map(|c| c.name().to_owned())
-            .collect();
-        assert_eq!(not_ready, ["loop"]);
+        let resources = Resources::default();
+        let g = build(config(&dir, text), &env(&resources)).await.unwrap();
+        assert!(g.not_ready().is_empty());
+        let names: Vec<&str> = g.chains[0].plugins().iter().map(|p| p.name()).collect();
+        assert_eq!(names, ["loop", "forward"]);
+        assert_eq!(g.readiness_checks().len(), 2, "one check per plugin");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,16 +1,25 @@
 //! The listeners: binding a listen address's DNS sockets and serving them, and the HTTP
-//! listeners of `/health`, `/ready` and `/metrics`.
+//! listeners, each serving the routes plugins declared on its address
+//! ([`crate::chain::HttpRoute`]) with what runs beside them.
 
-use super::*;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+
+use super::build::{ListenKey, server_label};
+use super::error::StartError;
+use super::state::{HttpListener, Listener, Shared};
+use crate::chain::{HttpCtx, HttpRoute};
+use crate::corefile::Scheme;
+use crate::server::tcp::{StreamProtocol, TcpLimits};
+use crate::server::{self, Router, ServerError};
+use crate::telemetry::tcp::TcpMetrics;
 
 /// What the connections of a listen address speak: plain DNS, or DNS over TLS or HTTPS with
 /// `tls` (CoreDNS serves a `tls://` block without a `tls` directive unencrypted, and an
 /// `https://` one as plain HTTP; both are logged).
-fn stream_protocol(
-    key: &ListenKey,
-    tls: Option<&tokio_rustls::rustls::ServerConfig>,
-) -> server::tcp::StreamProtocol {
-    use server::tcp::StreamProtocol;
+fn stream_protocol(key: &ListenKey, tls: Option<&tokio_rustls::rustls::ServerConfig>) -> StreamProtocol {
     match (key.2, tls) {
         (Scheme::Dns, _) => StreamProtocol::Tcp,
         (Scheme::Tls, Some(c)) => StreamProtocol::dot(c),
@@ -26,10 +35,7 @@ fn stream_protocol(
     }
 }
 
-pub(super) async fn bind_dns(
-    key: ListenKey,
-    protocol: server::tcp::StreamProtocol,
-) -> Result<server::Listeners, ServerError> {
+async fn bind_dns(key: ListenKey, protocol: StreamProtocol) -> Result<server::Listeners, ServerError> {
     let bind = |addr: SocketAddr| {
         let protocol = protocol.clone();
         async move {
@@ -49,6 +55,7 @@ pub(super) async fn bind_dns(
     }
 }
 
+/// Binds `key` and serves it with `router`.
 pub(super) async fn listen(
     key: ListenKey,
     router: Router,
@@ -74,9 +81,9 @@ pub(super) async fn listen(
     tracing::info!(%addr, zones = %zone_list.join(" "), "serving DNS over {over}");
     let cell = server::router_cell(router);
     let (stop, rx) = oneshot::channel::<()>();
-    let tcp_limits = server::tcp::TcpLimits {
+    let tcp_limits = TcpLimits {
         metrics: Some(tcp.listener(&server_label(&key))),
-        ..server::tcp::TcpLimits::from_env()
+        ..TcpLimits::from_env()
     };
     let task = tokio::spawn(server::serve_with(
         cell.clone(),
@@ -95,24 +102,20 @@ pub(super) async fn listen(
     })
 }
 
+/// Binds `addr` and serves `routes` on it, with what runs beside them.
 pub(super) async fn start_http(
     shared: &Shared,
     addr: SocketAddr,
-    what: HttpEndpoints,
+    routes: &[HttpRoute],
 ) -> Result<(HttpListener, SocketAddr), StartError> {
+    let ctx = HttpCtx {
+        metrics: &shared.metrics,
+        readiness: &shared.readiness,
+    };
     let mut router = axum::Router::new();
-    let mut names = Vec::new();
-    if what.health {
-        router = router.merge(health::router());
-        names.push("/health");
-    }
-    if what.ready {
-        router = router.merge(shared.readiness.router());
-        names.push("/ready");
-    }
-    if what.metrics {
-        router = router.merge(shared.metrics.router());
-        names.push("/metrics");
+    let names: Vec<&str> = routes.iter().map(|r| r.path).collect();
+    for route in routes {
+        router = router.merge((route.router)(ctx));
     }
     let listener = crate::http::bind_http(addr)
         .await
@@ -127,8 +130,10 @@ pub(super) async fn start_http(
     let task = tokio::spawn(crate::http::serve(listener, router, async move {
         let _ = rx.await;
     }));
-    let probe = what
-        .health
-        .then(|| tokio::spawn(health::self_probe(bound, shared.health_metrics.clone())));
-    Ok((HttpListener { probe, stop, task }, bound))
+    let beside = routes
+        .iter()
+        .filter_map(|r| r.beside.as_ref())
+        .map(|b| tokio::spawn(b(bound, ctx)))
+        .collect();
+    Ok((HttpListener { beside, stop, task }, bound))
 }

@@ -1,181 +1,51 @@
 //! Start-up, reload and shutdown: turns a [`Config`] into running listeners and keeps them
-//! running through Corefile changes.
+//! running through Corefile changes. It names no plugin: it reads the blocks' settings, the
+//! HTTP routes plugins declare, and the resources they keep, and builds through the one
+//! builder ([`build::build`]).
 //!
-//! [`start`] fills each `kubernetes` plugin's zone from its source, builds the chains, groups
-//! server blocks by listen address, binds and serves DNS, and starts the HTTP listeners of
-//! `health`, `ready` and `prometheus`. A reload ([`Running::reload`], or the `reload` plugin's
-//! timer) builds the new configuration beside the running one and swaps each listen address's
-//! routing table in one store, so no query is dropped: listeners that stay keep their sockets,
-//! a `kubernetes` source whose configuration did not change is kept with its zone, and a broken
-//! Corefile is refused while the old one keeps serving. [`Running::shutdown`] is SIGTERM's
-//! lameduck: `/ready` turns 503 at once, DNS keeps answering for the lameduck duration, then
-//! the listeners stop.
+//! [`start`] builds the configuration, groups server blocks by listen address, binds and serves
+//! DNS, and serves each HTTP address's declared routes. A reload ([`Running::reload`], or the
+//! `reload` timer) builds the new configuration beside the running one and swaps each listen
+//! address's routing table in one store, so no query is dropped: listeners that stay keep their
+//! sockets, resources whose configuration did not change are taken over (a `kubernetes` zone
+//! and its watches, with no relist), and a broken Corefile is refused while the old one keeps
+//! serving. [`Running::shutdown`] is SIGTERM's lameduck: `/ready` turns 503 at once, DNS keeps
+//! answering for the lameduck duration, then the listeners stop.
+//!
+//! | file | what it holds |
+//! | --- | --- |
+//! | `build.rs` | the builder: a configuration's chains, routing tables and memos |
+//! | `state.rs` | what a running server holds: process-wide state, the generation, listeners |
+//! | `listen.rs` | binding and serving DNS and HTTP listeners |
+//! | `reload.rs` | the reload timer, the change detector, applying a configuration |
+//! | `error.rs` | [`StartError`] |
 
-use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
-
-use hickory_proto::rr::Name;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-
-use crate::chain::BuildCtx;
-use crate::chain::{Chain, Observer, Plugin};
-use crate::cluster::metrics::KubernetesMetrics;
-use crate::cluster::watch::{self, SyncState, WatchSource};
-use crate::cluster::{ClusterZone, manifests};
-use crate::config::{BlockConfig, Config, HttpEndpoints};
-use crate::corefile::{Corefile, CorefileError, Scheme};
-use crate::plugin::health;
-use crate::plugin::kubernetes::setup::{ApiSource, KubernetesConfig};
-use crate::plugin::loop_detect::{LoopDetect, LoopStatus};
-use crate::plugin::metrics::PrometheusConfig;
-use crate::plugin::ready::{Readiness, ReadinessCheck};
-use crate::plugin::registry::build_chain;
-use crate::plugin::reload::{ChangeDetector, ReloadMetrics};
-use crate::server::observe::Observers;
-use crate::server::{self, BlockRoute, Router, RouterCell, ServerError};
-use crate::telemetry::BlockMetrics;
-use crate::telemetry::DnsMetrics;
-use crate::telemetry::memo::MemoMetrics;
-use crate::telemetry::tcp::TcpMetrics;
-
-mod build;
+pub mod build;
+mod error;
 mod listen;
 mod reload;
+mod state;
 
-use build::*;
-use listen::*;
-use reload::*;
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-/// Why the server could not start (or a new configuration could not be applied).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StartError {
-    /// A manifest file could not be loaded.
-    #[error(transparent)]
-    Manifest(#[from] manifests::ManifestError),
-    /// A listener could not be bound.
-    #[error(transparent)]
-    Server(#[from] ServerError),
-    /// A zone in the configuration is not a valid DNS name.
-    #[error("invalid zone '{0}'")]
-    Zone(String),
-    /// The Kubernetes API source could not be set up.
-    #[error(transparent)]
-    Watch(#[from] watch::WatchError),
-    /// An HTTP listener (`health`, `ready`, `prometheus`) could not be bound.
-    #[error("cannot listen on {addr} for {what}: {source}")]
-    Http {
-        /// The address.
-        addr: SocketAddr,
-        /// What it serves.
-        what: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The metrics registry refused a metric (a bug).
-    #[error("metrics: {0}")]
-    Metrics(#[from] prometheus::Error),
-    /// A reloaded Corefile is not UTF-8 text.
-    #[error("{}: the Corefile is not UTF-8 text", .0.display())]
-    NotUtf8(std::path::PathBuf),
-    /// A reloaded Corefile is not valid.
-    #[error(transparent)]
-    Corefile(#[from] CorefileError),
-}
+use tokio::task::JoinHandle;
 
-/// Process-wide state that outlives every configuration: the metric families (so counters keep
-/// counting through reloads) and the readiness registry `/ready` reads.
-#[derive(Debug, Clone)]
-struct Shared {
-    metrics: DnsMetrics,
-    health_metrics: health::HealthMetrics,
-    readiness: Readiness,
-    reload: ReloadMetrics,
-    tcp: TcpMetrics,
-    memo: MemoMetrics,
-}
+use crate::chain::{Chain, Readiness};
+use crate::config::Config;
+use crate::server::ServerError;
+use crate::telemetry::DnsMetrics;
 
-impl Shared {
-    fn new() -> Result<Self, StartError> {
-        let metrics = DnsMetrics::new()?;
-        // Every plugin's families from the start, as CoreDNS registers its plugins' at init.
-        crate::plugin::registry::register_families(&metrics)?;
-        let reload = ReloadMetrics::register(metrics.registry())?;
-        let health_metrics = health::HealthMetrics::register(metrics.registry())?;
-        let tcp = TcpMetrics::register(metrics.registry())?;
-        let memo = MemoMetrics::register(metrics.registry())?;
-        Ok(Self {
-            metrics,
-            health_metrics,
-            readiness: Readiness::default(),
-            reload,
-            tcp,
-            memo,
-        })
-    }
-}
+pub use error::StartError;
+pub use state::host_name;
 
-/// One `kubernetes` plugin's data: its zone and, for the API source, the watches filling it.
-/// Shared by the generations whose configuration of that plugin is the same.
-#[derive(Debug)]
-struct Source {
-    config: KubernetesConfig,
-    zone: Arc<ClusterZone>,
-    watch: Option<WatchSource>,
-}
-
-/// What one configuration runs: its sources, its routing tables and its chains (one per server
-/// block, whose background work starts once the listeners are up).
-#[derive(Debug)]
-struct Generation {
-    config: Config,
-    sources: Vec<Arc<Source>>,
-    routers: BTreeMap<ListenKey, Router>,
-    /// The TLS configuration of each `tls://` or `https://` listen address whose blocks have
-    /// a `tls` directive (the first block's).
-    tls: BTreeMap<ListenKey, Arc<tokio_rustls::rustls::ServerConfig>>,
-    chains: Vec<Chain>,
-}
-
-/// Where a group of server blocks listens: an address (`None`: all interfaces), a port, and
-/// how questions arrive there.
-type ListenKey = (Option<IpAddr>, u16, Scheme);
-
-#[derive(Debug)]
-struct Listener {
-    addr: SocketAddr,
-    cell: RouterCell,
-    /// What its connections speak (its TLS configuration is replaced on reload).
-    protocol: server::tcp::StreamProtocol,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<Result<(), ServerError>>,
-}
-
-#[derive(Debug)]
-struct State {
-    generation: Generation,
-    listeners: BTreeMap<ListenKey, Listener>,
-}
-
-#[derive(Debug)]
-struct HttpListener {
-    /// `/health`'s self-probe, when this listener serves it.
-    probe: Option<JoinHandle<()>>,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<std::io::Result<()>>,
-}
-
-#[derive(Debug)]
-struct Inner {
-    shared: Shared,
-    default_port: u16,
-    state: Mutex<Option<State>>,
-    http: Mutex<Vec<HttpListener>>,
-    http_addrs: Vec<(SocketAddr, HttpEndpoints)>,
-}
+use build::build;
+use listen::{listen, start_http};
+use reload::{apply, reload_loop};
+use state::{Inner, Shared, State};
 
 /// A started server.
 #[derive(Debug)]
@@ -195,56 +65,42 @@ impl Running {
             .unwrap_or_default()
     }
 
-    /// The HTTP listeners with their real ports and what each serves.
-    pub fn http_addrs(&self) -> &[(SocketAddr, HttpEndpoints)] {
+    /// The HTTP listeners with their real ports and the paths each serves.
+    pub fn http_addrs(&self) -> &[(SocketAddr, Vec<&'static str>)] {
         &self.inner.http_addrs
     }
 
-    /// The address serving `/health`, `/ready` or `/metrics` (`path` without the slash).
+    /// The address serving HTTP path `path` (`/metrics`, or `metrics`).
     pub fn http_addr(&self, path: &str) -> Option<SocketAddr> {
+        let path = path.trim_start_matches('/');
         self.inner
             .http_addrs
             .iter()
-            .find(|(_, e)| match path {
-                "health" => e.health,
-                "ready" => e.ready,
-                "metrics" => e.metrics,
-                _ => false,
-            })
+            .find(|(_, paths)| paths.iter().any(|p| p.trim_start_matches('/') == path))
             .map(|(a, _)| *a)
     }
 
-    /// Responses held in the answer memos of every listen address (see [`server::memo`]).
+    /// Responses held in the answer memos of every listen address (see
+    /// [`crate::server::memo`]).
     pub fn memoized(&self) -> usize {
         self.with_state(|s| s.listeners.values().map(|l| l.cell.load().memo.len()).sum())
             .unwrap_or_default()
     }
 
-    /// The cluster zones, one per `kubernetes` plugin, in block order.
-    pub fn zones(&self) -> Vec<Arc<ClusterZone>> {
-        self.with_state(|s| s.generation.sources.iter().map(|src| src.zone.clone()).collect())
+    /// The chains of the running configuration, one per server block, in block order.
+    pub fn chains(&self) -> Vec<Chain> {
+        self.with_state(|s| s.generation.chains.clone())
             .unwrap_or_default()
     }
 
-    /// The sync state of every `kubernetes` plugin that watches the API, in block order.
-    pub fn sync_states(&self) -> Vec<SyncState> {
+    /// What the running configuration's blocks acquired of type `T` (a `kubernetes` block's
+    /// `cluster::ClusterSource`), in block order.
+    pub fn acquired<T: Any + Send + Sync>(&self) -> Vec<Arc<T>> {
         self.with_state(|s| {
             s.generation
-                .sources
+                .acquired
                 .iter()
-                .filter_map(|src| src.watch.as_ref().map(WatchSource::sync_state))
-                .collect()
-        })
-        .unwrap_or_default()
-    }
-
-    /// What each `loop` plugin found, in block order (for metrics and `/ready`).
-    pub fn loop_statuses(&self) -> Vec<Arc<LoopStatus>> {
-        self.with_state(|s| {
-            s.generation
-                .chains
-                .iter()
-                .filter_map(|c| c.find::<LoopDetect>().map(|l| l.status().clone()))
+                .filter_map(|c| c.get::<T>())
                 .collect()
         })
         .unwrap_or_default()
@@ -300,11 +156,7 @@ impl Running {
             .map(|mut h| std::mem::take(&mut *h))
             .unwrap_or_default();
         for h in http {
-            if let Some(p) = h.probe {
-                p.abort();
-            }
-            let _ = h.stop.send(());
-            let _ = h.task.await;
+            let _ = h.stop().await;
         }
         let Some(state) = state else { return Ok(()) };
         let mut result = Ok(());
@@ -328,27 +180,13 @@ impl Drop for Running {
         }
         if let Ok(mut http) = self.inner.http.lock() {
             for h in http.drain(..) {
-                if let Some(p) = h.probe {
-                    p.abort();
-                }
-                let _ = h.stop.send(());
+                drop(h.stop());
             }
         }
     }
 }
 
-/// The host's name as the kernel holds it (what Go's `os.Hostname` reads on Linux), or
-/// `localhost` when it cannot be read, as CoreDNS's `chaos` falls back.
-pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".to_owned())
-}
-
-/// Loads the zones, binds every listener of `config` and starts serving.
+/// Builds `config`, binds every listener and starts serving.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     start_with_port(config, crate::config::DEFAULT_DNS_PORT).await
 }
@@ -359,7 +197,7 @@ pub async fn start_with_port(config: &Config, default_port: u16) -> Result<Runni
     if let Ok(text) = std::fs::read(&config.path) {
         shared.reload.running(&text);
     }
-    let generation = build(config.clone(), &shared, &[]).await?;
+    let generation = build(config.clone(), &shared.build_env()).await?;
     let mut listeners = BTreeMap::new();
     for (key, router) in &generation.routers {
         let tls = generation.tls.get(key).cloned();
@@ -367,17 +205,15 @@ pub async fn start_with_port(config: &Config, default_port: u16) -> Result<Runni
     }
     let mut http = Vec::new();
     let mut http_addrs = Vec::new();
-    for (addr, what) in config.http_listeners() {
-        let (l, bound) = start_http(&shared, addr, what).await?;
+    for (addr, routes) in config.http_listeners() {
+        let (l, bound) = start_http(&shared, addr, &routes).await?;
         http.push(l);
-        http_addrs.push((bound, what));
+        http_addrs.push((bound, routes.iter().map(|r| r.path).collect()));
     }
-    shared.readiness.replace(readiness_checks(&generation));
+    shared.readiness.replace(generation.readiness_checks());
     // The listeners are up: the plugins' background work (the loop probes, bounded: a few
-    // tries per upstream; the hosts file's reload).
-    for chain in &generation.chains {
-        chain.start();
-    }
+    // tries per upstream; the hosts file's reload; errors' consolidation timers).
+    generation.start();
     let reload = config.reload();
     let inner = Arc::new(Inner {
         shared,
@@ -386,6 +222,7 @@ pub async fn start_with_port(config: &Config, default_port: u16) -> Result<Runni
             generation,
             listeners,
         })),
+        applying: tokio::sync::Mutex::new(()),
         http: Mutex::new(http),
         http_addrs,
     });

@@ -1,6 +1,6 @@
 //! The cluster zone: Kubernetes objects reduced to what DNS needs ([`model`]), the store that
 //! joins and indexes them ([`zone`]), and the sources that fill it ([`manifests`], and [`watch`]
-//! for the Kubernetes API).
+//! for the Kubernetes API), held together as one [`source::ClusterSource`].
 
 pub mod heap;
 pub mod manifests;
@@ -8,9 +8,11 @@ pub mod metrics;
 pub mod model;
 pub mod pods;
 pub mod rest_client;
+pub mod source;
 pub mod watch;
 pub mod zone;
 
+pub use source::ClusterSource;
 pub use zone::ClusterZone;
 
 /// The environment variable that names this server's own IPs (the Pod IP, from the downward

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::str::Chars;
 use std::sync::Arc;
 
-use super::{CorefileError, Location};
+use super::syntax::{CorefileError, Location};
 
 /// What a lexeme is to the parser.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

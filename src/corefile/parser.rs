@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::lexer::{Kind, Lexeme, lex};
-use super::{CorefileError, Directive, Location, ServerBlock, Token};
+use super::syntax::{CorefileError, Directive, Location, ServerBlock, Token};
 
 /// How deep imports may nest (a file or snippet importing one that imports one...).
 pub const MAX_IMPORT_DEPTH: usize = 10;
@@ -780,9 +780,37 @@ fn wildcard_match(pattern: &[char], name: &[char]) -> bool {
     pattern[p..].iter().all(|&c| c == '*')
 }
 
+/// A parsed Corefile: its server blocks in order, with snippets and imports resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Corefile {
+    /// The server blocks, in file order (imported blocks where their `import` stood).
+    pub blocks: Vec<ServerBlock>,
+}
+
+impl Corefile {
+    /// Reads the Corefile at `path`, parses it and resolves its imports (relative to its
+    /// directory).
+    pub fn from_file(path: &Path) -> Result<Self, CorefileError> {
+        let text = std::fs::read_to_string(path).map_err(|e| CorefileError::Read {
+            loc: Location {
+                file: Arc::new(path.to_path_buf()),
+                line: 0,
+            },
+            message: e.to_string(),
+        })?;
+        Self::parse_str(&text, path)
+    }
+
+    /// Parses `text`. `file` names it in errors and its directory is the base of relative
+    /// imports; it need not exist.
+    pub fn parse_str(text: &str, file: &Path) -> Result<Self, CorefileError> {
+        let blocks = parse_root(text, file)?;
+        Ok(Self { blocks })
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::Corefile;
     use super::*;
 
     /// kubeadm's default Corefile, as shipped in `config/Corefile`.

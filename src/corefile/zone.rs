@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use super::{CorefileError, Token};
+use super::syntax::{CorefileError, Token};
 
 /// How a server block's questions arrive: its key's scheme.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

@@ -6,8 +6,8 @@
 //! One setup signature ([`Setup`], the contract is in [`crate::chain`]): a directive and its
 //! block's context in, a [`Configured`] value out. What a configured plugin becomes when a
 //! configuration is built ([`Configured::build`]): a plugin in the chain, an observer, or
-//! nothing in the query path (`bind`, `health`, `ready`, `prometheus`, `reload`, which the
-//! runtime reads by type).
+//! nothing in the query path (`bind`, `health`, `ready`, `prometheus`, `reload`: what they do
+//! is in the block's settings, `chain::BlockSettings`).
 
 use std::sync::Arc;
 
@@ -71,7 +71,7 @@ pub const PLUGINS: &[Entry] = &[
     entry("bind", bind::setup),
     entry("debug", debug::setup),
     entry("ready", ready::setup),
-    entry("health", health::setup),
+    with_families("health", health::setup, health::families),
     entry("prometheus", metrics::setup),
     entry("errors", errors::setup),
     entry("log", log::setup),

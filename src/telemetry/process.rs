@@ -76,12 +76,12 @@ mod tests {
     }
 
     fn exported(registry: &Registry) -> f64 {
-        let text = crate::telemetry::render_registry(registry);
-        let line = text
-            .lines()
-            .find(|l| l.starts_with("process_cpu_seconds_total "))
-            .unwrap_or_else(|| panic!("no {CPU} in\n{text}"));
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+        let family = registry
+            .gather()
+            .into_iter()
+            .find(|f| f.name() == "process_cpu_seconds_total")
+            .unwrap_or_else(|| panic!("no {CPU} gathered"));
+        family.get_metric()[0].get_counter().get_value()
     }
 
     /// Burns CPU until the counter is caught between two whole seconds. The crate's collector

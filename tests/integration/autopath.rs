@@ -120,7 +120,7 @@ async fn walks_in_one_round_trip(cache: Cache) {
     let running = support::start(&corefile, &support::temp_dir("autopath")).await;
     let dns = running.dns_addrs()[0];
     for _ in 0..1500 {
-        if running.zones()[0].is_synced() && running.zones()[0].pod_count() == 3 {
+        if support::zone(&running).is_synced() && support::zone(&running).pod_count() == 3 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -248,7 +248,7 @@ async fn walks_in_one_round_trip(cache: Cache) {
     fake.create(pod("ns-a", "a2", "127.0.0.3", false)).unwrap();
     let mut moved = false;
     for _ in 0..500 {
-        if running.zones()[0]
+        if support::zone(&running)
             .pod_namespace("127.0.0.3".parse().unwrap())
             .as_deref()
             == Some("ns-a")

@@ -383,7 +383,7 @@ async fn cluster_answers_are_never_stale_past_their_ttl() {
     let m = ask(addr, "gone.testns.svc.cluster.local.", RecordType::A).await;
     assert_eq!(a_records(&m), ["10.96.50.50"]);
     assert!(m.metadata.authoritative);
-    running.zones()[0].delete_service("testns", "gone");
+    support::zone(&running).delete_service("testns", "gone");
     tokio::time::sleep(Duration::from_millis(2200)).await;
     let m = ask(addr, "gone.testns.svc.cluster.local.", RecordType::A).await;
     assert_eq!(
@@ -433,7 +433,7 @@ async fn loop_back_to_ourselves_is_detected_and_we_keep_serving() {
     let stub = Scripted::start().await;
     let (running, addr) = start("fwd-loop", 30, &format!("forward . {}\n loop", stub.addr)).await;
     stub.set_mode(Mode::Relay(addr));
-    let status = running.loop_statuses()[0].clone();
+    let status = support::loop_status(&running).clone();
     let mut detected = false;
     for _ in 0..100 {
         if status.detected() {
@@ -470,7 +470,7 @@ async fn no_loop_against_a_real_upstream() {
     )
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!running.loop_statuses()[0].detected());
+    assert!(!support::loop_status(&running).detected());
     let m = ask(addr, "www.example.com.", RecordType::A).await;
     assert_eq!(a_records(&m), ["192.0.2.1"]);
     running.stop().await.unwrap();

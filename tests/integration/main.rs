@@ -10,6 +10,7 @@ mod bufsize;
 mod chaos;
 mod cli;
 mod concurrency;
+mod config;
 mod conformance;
 mod deploy;
 mod dns64;

@@ -10,7 +10,9 @@ use std::path::Path;
 use cluster_dns::cluster::manifests;
 use cluster_dns::proto::Transport;
 use cluster_dns::server::DnsHandler;
-use cluster_dns::testing::{FIXTURE_YAML, KUBEADM_BLOCK, handler_on_zone, handler_with_zone, zone_from_yaml};
+use cluster_dns::testing::{
+    FIXTURE_YAML, KUBEADM_BLOCK, handler_on_zone, handler_with_metrics, handler_with_zone, zone_from_yaml,
+};
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{RData, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
@@ -267,18 +269,6 @@ fn blocks_whose_answers_change_without_the_zone_do_not_memoize() {
 }
 
 /// The cache's exported counters, attached to the cache of `h`'s first block.
-fn cache_counters(h: &DnsHandler) -> prometheus::Registry {
-    let registry = prometheus::Registry::new();
-    let families = cluster_dns::plugin::cache::CacheMetrics::register(&registry).unwrap();
-    let router = h.router();
-    let cache = router.blocks[0]
-        .chain
-        .find::<cluster_dns::plugin::cache::Cache>()
-        .unwrap();
-    let _ = cache.clone().with_metrics(families, "dns://:53");
-    registry
-}
-
 /// A cache hit is memoized for as long as the cache holds the entry: each replay is the
 /// bytes the cache itself gives at that moment (TTLs counted down, asked over TCP, which never
 /// replays), it is counted as a cache hit, a zone change does not end it (the cache would not
@@ -286,8 +276,7 @@ fn cache_counters(h: &DnsHandler) -> prometheus::Registry {
 #[tokio::test(start_paused = true)]
 async fn a_cache_hit_is_replayed_with_the_caches_ttls_until_it_expires() {
     let block = ".:53 {\n cache 30\n kubernetes cluster.local {\n  ttl 20\n }\n}\n";
-    let (h, zone) = handler_with_zone(block, FIXTURE_YAML, true).unwrap();
-    let registry = cache_counters(&h);
+    let (h, zone, metrics) = handler_with_metrics(block, FIXTURE_YAML, true).unwrap();
     let router = h.router();
     let src: SocketAddr = CLIENT.parse().unwrap();
     let name = "svc1.testns.svc.cluster.local.";
@@ -314,7 +303,7 @@ async fn a_cache_hit_is_replayed_with_the_caches_ttls_until_it_expires() {
     tokio::time::advance(std::time::Duration::from_millis(12_700)).await;
     // 20 s: the entry expired; the full path asks the zone again and stores it anew.
     assert_eq!(ttl(&udp(4).await), 20);
-    let text = cluster_dns::telemetry::render_registry(&registry);
+    let text = metrics.render();
     for line in [
         "coredns_cache_requests_total{server=\"dns://:53\",view=\"\",zones=\".\"} 5",
         "coredns_cache_hits_total{server=\"dns://:53\",type=\"success\",view=\"\",zones=\".\"} 3",
@@ -328,8 +317,7 @@ async fn a_cache_hit_is_replayed_with_the_caches_ttls_until_it_expires() {
 fn a_pass_through_cache_counts_memoized_questions() {
     // kubeadm's newer form: the cache never stores cluster answers, but counts them.
     let block = ".:53 {\n cache 30 {\n  disable success cluster.local\n  disable denial cluster.local\n }\n kubernetes cluster.local\n}\n";
-    let (h, _) = handler_with_zone(block, FIXTURE_YAML, true).unwrap();
-    let registry = cache_counters(&h);
+    let (h, _, metrics) = handler_with_metrics(block, FIXTURE_YAML, true).unwrap();
     let router = h.router();
     for id in 0..5 {
         ask(
@@ -338,7 +326,7 @@ fn a_pass_through_cache_counts_memoized_questions() {
         );
     }
     assert_eq!(router.memo.len(), 1);
-    let text = cluster_dns::telemetry::render_registry(&registry);
+    let text = metrics.render();
     assert!(
         text.contains("coredns_cache_misses_total{server=\"dns://:53\",view=\"\",zones=\".\"} 5"),
         "every question counted, memoized or not:\n{text}"

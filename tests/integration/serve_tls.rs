@@ -366,7 +366,11 @@ async fn a_doh_request_whose_stream_is_reset_stops_counting() {
     let cf = cluster_dns::corefile::Corefile::parse_str("https://.:0 {\n tls cert.pem key.pem\n}\n", &path)
         .unwrap();
     let config = cluster_dns::config::Config::from_corefile(&cf, &path, 53).unwrap();
-    let tls = config.blocks[0].tls().expect("the block's TLS configuration");
+    let tls = config.blocks[0]
+        .settings
+        .tls
+        .clone()
+        .expect("the block's TLS configuration");
     let metrics = DnsMetrics::new().unwrap();
     let tcp_metrics = TcpMetrics::register(metrics.registry()).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -181,3 +181,29 @@ pub fn check_corefile(dir: &Path, text: &str) -> Result<(), String> {
         .map(|_| ())
         .map_err(|e| e.to_string())
 }
+
+/// The cluster zone of the running configuration's first `kubernetes` block.
+pub fn zone(running: &Running) -> std::sync::Arc<cluster_dns::cluster::ClusterZone> {
+    running.acquired::<cluster_dns::cluster::ClusterSource>()[0]
+        .zone()
+        .clone()
+}
+
+/// The API watches' sync state of the running configuration's first `kubernetes` block.
+pub fn sync_state(running: &Running) -> cluster_dns::cluster::watch::SyncState {
+    running.acquired::<cluster_dns::cluster::ClusterSource>()[0]
+        .sync_state()
+        .expect("the kubernetes block watches the API")
+}
+
+/// What the first `loop` plugin of the running configuration found.
+pub fn loop_status(running: &Running) -> std::sync::Arc<cluster_dns::plugin::loop_detect::LoopStatus> {
+    running
+        .chains()
+        .iter()
+        .find_map(|c| {
+            c.find::<cluster_dns::plugin::loop_detect::LoopDetect>()
+                .map(|l| l.status().clone())
+        })
+        .expect("a loop plugin")
+}

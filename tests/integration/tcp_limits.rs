@@ -423,7 +423,11 @@ async fn a_tls_handshake_that_never_ends_is_closed_at_the_deadline() {
     let cf =
         cluster_dns::corefile::Corefile::parse_str("tls://.:0 {\n tls cert.pem key.pem\n}\n", &path).unwrap();
     let config = cluster_dns::config::Config::from_corefile(&cf, &path, 53).unwrap();
-    let tls = config.blocks[0].tls().expect("the block's TLS configuration");
+    let tls = config.blocks[0]
+        .settings
+        .tls
+        .clone()
+        .expect("the block's TLS configuration");
     let (addr, metrics, _task) = serve_stream(
         TcpLimits {
             message_deadline: Duration::from_millis(300),

@@ -4,6 +4,7 @@
 //! malformed objects, RBAC Forbidden), in process and with the real binary.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use cluster_dns::app::Running;
@@ -49,14 +50,14 @@ async fn start_dns(url: &str, options: &str) -> (Running, SocketAddr) {
 
 async fn wait_synced(running: &Running) {
     for _ in 0..1500 {
-        if running.zones()[0].is_synced() {
+        if support::zone(running).is_synced() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!(
         "not synced after 15 s: pending {:?}",
-        running.sync_states()[0].pending()
+        support::sync_state(running).pending()
     );
 }
 
@@ -370,15 +371,15 @@ async fn api_down_at_start_answers_servfail_then_the_cluster() {
     let errs = conformance::check(u, &m, "udp, API down");
     assert!(errs.is_empty(), "{errs:?}");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!running.zones()[0].is_synced());
-    assert_eq!(running.sync_states()[0].pending().len(), 3);
+    assert!(!support::zone(&running).is_synced());
+    assert_eq!(support::sync_state(&running).pending().len(), 3);
 
     for o in fixture() {
         fake.create(o).unwrap();
     }
     fake.restart_listener().await.unwrap();
     wait_synced(&running).await;
-    assert!(running.sync_states()[0].is_synced());
+    assert!(support::sync_state(&running).is_synced());
     eventually(addr, &u.qname, u.qtype, 5, rcode_is(ResponseCode::NXDomain)).await;
     let m = ask(addr, "kubernetes.default.svc.cluster.local.", RecordType::A).await;
     assert_eq!(answers(&m), ["kubernetes.default.svc.cluster.local. A 10.96.0.1"]);
@@ -708,7 +709,7 @@ async fn large_cluster_answers(fake: &FakeApiServer) {
     fake.load(c.objects()).unwrap();
     let (running, addr) = start_dns(&fake.url(), K).await;
     wait_synced(&running).await;
-    assert_eq!(running.zones()[0].service_count(), 1_200);
+    assert_eq!(support::zone(&running).service_count(), 1_200);
     // The last Service, and an endpoint of a headless Service from the last page of slices.
     let name = "svc-1199.ns-99.svc.cluster.local.";
     let m = ask(addr, name, RecordType::A).await;
@@ -972,7 +973,7 @@ async fn refused_first_lists_back_off_then_sync() {
     fake.stop_listener().await;
     let (running, addr) = start_dns(&fake.url(), K).await;
     tokio::time::sleep(Duration::from_secs(10)).await;
-    let state = running.sync_states()[0].clone();
+    let state = support::sync_state(&running).clone();
     for watch in ["namespaces", "services", "endpointslices.discovery.k8s.io"] {
         let n = state.failures(watch).unwrap();
         assert!(
@@ -994,12 +995,12 @@ async fn refused_first_lists_back_off_then_sync() {
     fake.restart_listener().await.unwrap();
     // The next retry is at most 16 s away.
     for _ in 0..3000 {
-        if running.zones()[0].is_synced() {
+        if support::zone(&running).is_synced() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(running.zones()[0].is_synced(), "{:?}", state.waiting());
+    assert!(support::zone(&running).is_synced(), "{:?}", state.waiting());
     assert!(running.readiness().not_ready().is_empty());
     eventually(
         addr,
@@ -1164,7 +1165,7 @@ async fn after_a_long_outage_the_zone_catches_up_before_the_scheduled_retry() {
     let fake = fake_with(&fixture()).await;
     let (running, addr) = start_dns(&fake.url(), K).await;
     wait_synced(&running).await;
-    let state = running.sync_states()[0].clone();
+    let state = support::sync_state(&running).clone();
     fake.stop_listener().await;
     for _ in 0..3000 {
         if state.failures("services") >= Some(5) {
@@ -1183,5 +1184,101 @@ async fn after_a_long_outage_the_zone_catches_up_before_the_scheduled_retry() {
         std::time::Instant::now() < due,
         "caught up only at the scheduled retry"
     );
+    running.stop().await.unwrap();
+}
+
+/// The lists the fake has served: paged lists and streaming lists (a watch that starts with
+/// `sendInitialEvents=true`), every resource.
+fn lists_served(fake: &FakeApiServer) -> usize {
+    fake.requests()
+        .iter()
+        .filter(|r| {
+            r.contains("sendInitialEvents=true") || (r.starts_with("GET ") && !r.contains("watch=true"))
+        })
+        .filter(|r| !r.starts_with("GET /version"))
+        .count()
+}
+
+/// A reload that changes only the `forward` line keeps the kubernetes source: no list is
+/// made again, the watches stay open and `/ready` never says the source is waiting. A reload
+/// that removes `kubernetes` stops its watches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_the_watch_it_does_not_change_and_stops_the_one_it_removes() {
+    // Frequent bookmarks: the fake notices a closed stream when it next writes to it.
+    let fake = FakeApiServer::start_with(fake_apiserver::Options {
+        bookmark_interval: Duration::from_millis(100),
+        ..fake_apiserver::Options::default()
+    })
+    .await
+    .unwrap();
+    for o in fixture() {
+        fake.create(o).unwrap();
+    }
+    let dir = support::temp_dir("watch-reload");
+    let with_forward = |upstream: &str| {
+        format!(
+            ".:0 {{\n bind 127.0.0.1\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n  endpoint {}\n }}\n forward . {upstream}\n}}\n",
+            fake.url()
+        )
+    };
+    let running = support::start(&with_forward("127.0.0.1:9"), &dir).await;
+    let addr = running.dns_addrs()[0];
+    wait_synced(&running).await;
+    let lists = lists_served(&fake);
+    let watches = fake.open_watches();
+    assert!(lists >= 3 && watches >= 3, "lists {lists}, watches {watches}");
+    let source = running.acquired::<cluster_dns::cluster::ClusterSource>()[0].clone();
+
+    let reload = |text: String| {
+        let path = dir.join("Corefile");
+        std::fs::write(&path, &text).unwrap();
+        cluster_dns::config::Config::load(&path, 53).unwrap()
+    };
+    running
+        .reload(reload(with_forward("127.0.0.1:10")))
+        .await
+        .unwrap();
+    assert!(
+        Arc::ptr_eq(
+            &source,
+            &running.acquired::<cluster_dns::cluster::ClusterSource>()[0]
+        ),
+        "the new configuration answers from the same source"
+    );
+    assert!(
+        running.readiness().not_ready().is_empty(),
+        "{:?}",
+        running.readiness().not_ready()
+    );
+    let m = ask(addr, "svc1.testns.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(answers(&m), ["svc1.testns.svc.cluster.local. A 10.96.10.1"]);
+    assert_eq!(lists_served(&fake), lists, "no relist: {:#?}", fake.requests());
+    assert_eq!(fake.open_watches(), watches);
+    drop(source);
+
+    // Without `kubernetes`, its watches end (the fake sees their streams close).
+    running
+        .reload(reload(
+            ".:0 {\n bind 127.0.0.1\n forward . 127.0.0.1:10\n}\n".to_owned(),
+        ))
+        .await
+        .unwrap();
+    assert!(
+        running
+            .acquired::<cluster_dns::cluster::ClusterSource>()
+            .is_empty()
+    );
+    for _ in 0..500 {
+        if fake.open_watches() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        fake.open_watches(),
+        0,
+        "the removed source's watches are still open after 5 s"
+    );
+    assert_eq!(lists_served(&fake), lists);
     running.stop().await.unwrap();
 }

@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx, previous};
+use crate::chain::{BlockSettings, Configured, SetupCtx, previous};
 use crate::corefile::{CorefileError, Directive};
 
 /// The addresses of a block's `bind` lines, without repeats.
@@ -100,8 +100,8 @@ fn interface_addresses(name: &str) -> Result<Vec<IpAddr>, nix::Error> {
 }
 
 impl Configured for BindConfig {
-    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
-        Built::Nothing
+    fn configure(&self, settings: &mut BlockSettings) {
+        settings.bind.clone_from(&self.addrs);
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::chain::{BlockSettings, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
 use crate::proto::{MAX_UDP_PAYLOAD, PLAIN_UDP_LIMIT};
 
@@ -45,7 +45,7 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 }
 
 impl Configured for BufsizeConfig {
-    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
-        Built::Nothing
+    fn configure(&self, settings: &mut BlockSettings) {
+        settings.udp_payload = self.size;
     }
 }

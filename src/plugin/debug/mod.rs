@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::chain::{BlockSettings, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
 
 /// A block's `debug`.
@@ -18,7 +18,7 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 }
 
 impl Configured for DebugConfig {
-    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
-        Built::Nothing
+    fn configure(&self, settings: &mut BlockSettings) {
+        settings.debug = true;
     }
 }

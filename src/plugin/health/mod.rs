@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use axum::routing::get;
 
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::chain::{BlockSettings, Configured, HttpRoute, SetupCtx};
 use crate::corefile::{Args, CorefileError, Directive, parse_duration};
+use crate::telemetry::{DnsMetrics, Families};
 use std::sync::Arc;
 
 /// The default listen address.
@@ -58,9 +59,8 @@ pub struct HealthMetrics {
     failures: prometheus::IntCounter,
 }
 
-impl HealthMetrics {
-    /// Registers the families in `registry`.
-    pub fn register(registry: &prometheus::Registry) -> Result<Self, prometheus::Error> {
+impl Families for HealthMetrics {
+    fn register(registry: &prometheus::Registry) -> Result<Self, prometheus::Error> {
         let duration = prometheus::Histogram::with_opts(
             prometheus::HistogramOpts::new(
                 "coredns_health_request_duration_seconds",
@@ -117,6 +117,11 @@ pub fn router() -> axum::Router {
     axum::Router::new().route("/health", get(|| async { "OK" }))
 }
 
+/// Registers this plugin's metric families (see the registry): CoreDNS shows them from start.
+pub fn families(metrics: &DnsMetrics) -> Result<(), prometheus::Error> {
+    metrics.families::<HealthMetrics>().map(|_| ())
+}
+
 /// The `health` directive's setup (one per block; the runtime reads it).
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
     ctx.refuse_twice(d)?;
@@ -124,8 +129,23 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 }
 
 impl Configured for HealthConfig {
-    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
-        Built::Nothing
+    /// The lameduck, and `/health` on its address with the probe of itself beside it.
+    fn configure(&self, settings: &mut BlockSettings) {
+        settings.lameduck = settings.lameduck.max(self.lameduck);
+        settings.http.push(HttpRoute {
+            addr: self.addr,
+            path: "/health",
+            router: Arc::new(|_| router()),
+            beside: Some(Arc::new(|bound, ctx| {
+                match ctx.metrics.families::<HealthMetrics>() {
+                    Ok(metrics) => Box::pin(self_probe(bound, metrics)),
+                    Err(error) => {
+                        tracing::warn!(%error, "health: no self-probe metrics");
+                        Box::pin(std::future::ready(()))
+                    }
+                }
+            })),
+        });
     }
 }
 

@@ -1,12 +1,13 @@
 //! The `k8s_external` directive's Corefile syntax:
 //! `k8s_external [ZONE...] { apex APEX; ttl TTL; headless; fallthrough [ZONE...] }`.
 
+use std::any::TypeId;
 use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 
 use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
-use crate::cluster::ClusterZone;
+use crate::cluster::ClusterSource;
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr};
 use crate::proto::is_dns_label;
 
@@ -104,20 +105,20 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 
 impl Configured for K8sExternalConfig {
     fn build(&self, ctx: &BuildCtx<'_>) -> Built {
-        match ctx.source.clone().and_then(|s| s.downcast::<ClusterZone>().ok()) {
-            Some(zone) => Built::Plugin(Arc::new(super::K8sExternal::new(
+        match ctx.capabilities.get::<ClusterSource>() {
+            Some(source) => Built::Plugin(Arc::new(super::K8sExternal::new(
                 self.clone(),
-                zone,
+                source.zone().clone(),
                 crate::cluster::self_ips_from_env(),
             ))),
             None => Built::Nothing,
         }
     }
 
-    /// It serves from the cluster zone the block's `kubernetes` plugin keeps (CoreDNS refuses a
-    /// `k8s_external` without one too).
+    /// It serves from the cluster zone a plugin of its block offers (the `kubernetes` plugin's;
+    /// CoreDNS refuses a `k8s_external` without one too).
     fn check(&self, block: &[(&'static str, Arc<dyn Configured>)]) -> Result<(), CorefileError> {
-        if block.iter().any(|(n, _)| *n == "kubernetes") {
+        if block.iter().any(|(_, c)| c.offers(TypeId::of::<ClusterSource>())) {
             Ok(())
         } else {
             Err(CorefileError::Directive {

@@ -10,7 +10,7 @@ use hickory_proto::rr::Name;
 
 use super::setup::{KubernetesConfig, PodMode};
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture, Scope, SearchPaths};
-use crate::cluster::ClusterZone;
+use crate::cluster::{ClusterSource, ClusterZone};
 use crate::corefile::is_reverse_zone;
 use crate::dns::answer::name_under;
 use crate::dns::kept::KeptBudget;
@@ -21,6 +21,8 @@ use crate::proto::{ChangeCounter, Question, Reply};
 #[derive(Debug, Clone)]
 pub struct Kubernetes {
     answerer: ClusterAnswerer,
+    /// Its zone and what fills it; `/ready` waits for its first lists.
+    source: Arc<ClusterSource>,
     /// With `pods verified`: the cluster domain its clients' search paths are made under,
     /// and `svc.<domain>` under it (built once: every autopath walk starts from them).
     search_domain: Option<(Name, Name)>,
@@ -31,10 +33,10 @@ fn zone_name(zone: &str) -> Option<Name> {
 }
 
 impl Kubernetes {
-    /// The plugin for `config`, answering from `zone`.
+    /// The plugin for `config`, answering from the zone of `source`.
     pub fn new(
         config: &KubernetesConfig,
-        zone: Arc<ClusterZone>,
+        source: Arc<ClusterSource>,
         self_ips: Vec<IpAddr>,
         kept: Arc<KeptBudget>,
     ) -> Self {
@@ -77,7 +79,8 @@ impl Kubernetes {
             self_ips,
         };
         Self {
-            answerer: ClusterAnswerer::new(settings, zone).with_kept_budget(kept),
+            answerer: ClusterAnswerer::new(settings, source.zone().clone()).with_kept_budget(kept),
+            source,
             search_domain,
         }
     }
@@ -107,6 +110,15 @@ impl Plugin for Kubernetes {
 
     fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {
         vec![self.zone().clone() as Arc<dyn ChangeCounter>]
+    }
+
+    /// Until every watch has its first list in, each one waiting, with its last error.
+    fn not_ready(&self) -> Vec<String> {
+        self.source
+            .waiting()
+            .into_iter()
+            .map(|w| format!("kubernetes: {w}"))
+            .collect()
     }
 
     /// A name about one Service or one address is made from that scope's data only.

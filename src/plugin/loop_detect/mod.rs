@@ -131,10 +131,11 @@ impl Plugin for LoopDetect {
         }
     }
 
-    fn not_ready(&self) -> Option<String> {
-        self.status.detected().then(|| {
-            let upstreams: Vec<String> = self.status.upstreams().iter().map(|u| u.to_string()).collect();
-            format!("forwarding loop through {}", upstreams.join(" "))
-        })
+    fn not_ready(&self) -> Vec<String> {
+        if !self.status.detected() {
+            return Vec::new();
+        }
+        let upstreams: Vec<String> = self.status.upstreams().iter().map(|u| u.to_string()).collect();
+        vec![format!("loop: forwarding loop through {}", upstreams.join(" "))]
     }
 }

@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::chain::{BlockSettings, Configured, HttpRoute, SetupCtx};
 use crate::corefile::{Args, CorefileError, Directive};
 use std::sync::Arc;
 
@@ -39,7 +39,14 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 }
 
 impl Configured for PrometheusConfig {
-    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
-        Built::Nothing
+    /// The block's requests are counted, and `/metrics` is served on its address.
+    fn configure(&self, settings: &mut BlockSettings) {
+        settings.records_metrics = true;
+        settings.http.push(HttpRoute {
+            addr: self.addr,
+            path: "/metrics",
+            router: Arc::new(|ctx| ctx.metrics.router()),
+            beside: None,
+        });
     }
 }

@@ -1,91 +1,36 @@
-//! The `ready` plugin: `GET /ready` answers 200 `OK` when every plugin that reports readiness
-//! is ready, else 503 with what is not ready (and why, when the plugin knows), one per line. [`Readiness`] is the
-//! registry plugins report into (the kubernetes source's sync state, loop detection) and that
-//! lameduck turns off.
+//! The `ready` plugin: `GET /ready` answers 200 `OK` when every plugin of the running
+//! configuration is ready, else 503 with what is not ready (and why, when the plugin knows),
+//! one per line. What it reads is the process's [`Readiness`] (`crate::chain`), which the
+//! runtime fills with one check per plugin and lameduck turns off.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use axum::http::StatusCode;
 use axum::routing::get;
 
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::chain::{BlockSettings, Configured, HttpRoute, Readiness, SetupCtx};
 use crate::corefile::{Args, CorefileError, Directive};
 
 /// The default listen address.
 pub const DEFAULT_ADDR: &str = ":8181";
 
-/// Something that can say whether it is ready.
-pub trait ReadinessCheck: Send + Sync + std::fmt::Debug {
-    /// The plugin's name, as `/ready` lists it.
-    fn name(&self) -> &str;
-    /// True when ready.
-    fn is_ready(&self) -> bool;
-    /// What `/ready` lists while not ready, one line each: by default the name; a plugin that
-    /// knows why it waits says so (`kubernetes: services: 401 Unauthorized: ...`).
-    fn why_not(&self) -> Vec<String> {
-        vec![self.name().to_owned()]
-    }
-}
-
-/// The readiness registry shared by the plugins and the `/ready` endpoint.
-#[derive(Debug, Clone, Default)]
-pub struct Readiness {
-    checks: Arc<RwLock<Vec<Arc<dyn ReadinessCheck>>>>,
-    shutting_down: Arc<AtomicBool>,
-}
-
-impl Readiness {
-    /// Adds a check.
-    pub fn register(&self, check: Arc<dyn ReadinessCheck>) {
-        if let Ok(mut c) = self.checks.write() {
-            c.push(check);
-        }
-    }
-
-    /// Replaces every check (a reloaded configuration brings its own plugins).
-    pub fn replace(&self, checks: Vec<Arc<dyn ReadinessCheck>>) {
-        if let Ok(mut c) = self.checks.write() {
-            *c = checks;
-        }
-    }
-
-    /// Turns readiness off for good (SIGTERM: lameduck starts).
-    pub fn set_shutting_down(&self) {
-        self.shutting_down.store(true, Ordering::Release);
-    }
-
-    /// What is not ready, one line each (see [`ReadinessCheck::why_not`]); empty when ready.
-    pub fn not_ready(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if self.shutting_down.load(Ordering::Acquire) {
-            out.push("shutting down (lameduck)".to_owned());
-        }
-        if let Ok(checks) = self.checks.read() {
-            out.extend(checks.iter().filter(|c| !c.is_ready()).flat_map(|c| c.why_not()));
-        }
-        out
-    }
-
-    /// The `/ready` router.
-    pub fn router(&self) -> axum::Router {
-        let readiness = self.clone();
-        axum::Router::new().route(
-            "/ready",
-            get(move || {
-                let readiness = readiness.clone();
-                async move {
-                    let not = readiness.not_ready();
-                    if not.is_empty() {
-                        (StatusCode::OK, "OK".to_owned())
-                    } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, format!("{}\n", not.join("\n")))
-                    }
+/// The `/ready` router over `readiness`.
+pub fn router(readiness: Readiness) -> axum::Router {
+    axum::Router::new().route(
+        "/ready",
+        get(move || {
+            let readiness = readiness.clone();
+            async move {
+                let not = readiness.not_ready();
+                if not.is_empty() {
+                    (StatusCode::OK, "OK".to_owned())
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, format!("{}\n", not.join("\n")))
                 }
-            }),
-        )
-    }
+            }
+        }),
+    )
 }
 
 /// Parses `ready [ADDR]`.
@@ -106,56 +51,33 @@ pub struct ReadyConfig {
     pub addr: SocketAddr,
 }
 
-/// The `ready` directive's setup (one per block; the runtime reads it).
+/// The `ready` directive's setup (one per block).
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
     ctx.refuse_twice(d)?;
     Ok(Arc::new(ReadyConfig { addr: parse(d)? }))
 }
 
 impl Configured for ReadyConfig {
-    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
-        Built::Nothing
+    /// `/ready` on its address.
+    fn configure(&self, settings: &mut BlockSettings) {
+        settings.http.push(HttpRoute {
+            addr: self.addr,
+            path: "/ready",
+            router: Arc::new(|ctx| router(ctx.readiness.clone())),
+            beside: None,
+        });
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[derive(Debug)]
-    struct Flag(&'static str, Arc<AtomicBool>);
-    impl ReadinessCheck for Flag {
-        fn name(&self) -> &str {
-            self.0
-        }
-        fn is_ready(&self) -> bool {
-            self.1.load(Ordering::Relaxed)
-        }
-    }
-
-    #[test]
-    fn lists_what_is_not_ready() {
-        let r = Readiness::default();
-        assert!(r.not_ready().is_empty());
-        let f = Arc::new(AtomicBool::new(false));
-        r.register(Arc::new(Flag("kubernetes", f.clone())));
-        assert_eq!(r.not_ready(), ["kubernetes"]);
-        f.store(true, Ordering::Relaxed);
-        assert!(r.not_ready().is_empty());
-        r.set_shutting_down();
-        assert_eq!(r.not_ready().len(), 1);
-    }
+    use crate::chain::ReadinessCheck;
 
     #[derive(Debug)]
     struct Why;
     impl ReadinessCheck for Why {
-        fn name(&self) -> &str {
-            "kubernetes"
-        }
-        fn is_ready(&self) -> bool {
-            false
-        }
-        fn why_not(&self) -> Vec<String> {
+        fn not_ready(&self) -> Vec<String> {
             vec!["kubernetes: services: 401".into(), "kubernetes: pods: 403".into()]
         }
     }
@@ -163,10 +85,10 @@ mod tests {
     #[tokio::test]
     async fn the_body_says_why_one_line_each() {
         let r = Readiness::default();
-        r.register(Arc::new(Why));
+        r.replace(vec![Arc::new(Why)]);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move { axum::serve(listener, r.router()).await });
+        let server = tokio::spawn(async move { axum::serve(listener, router(r)).await });
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         s.write_all(b"GET /ready HTTP/1.0\r\n\r\n").await.unwrap();

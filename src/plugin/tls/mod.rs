@@ -11,7 +11,7 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::server::WebPkiClientVerifier;
 use tokio_rustls::rustls::{RootCertStore, ServerConfig};
 
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::chain::{BlockSettings, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token};
 
 /// Which client certificates a server asks for (`client_auth`). rustls verifies every
@@ -49,8 +49,8 @@ impl std::fmt::Debug for TlsConfig {
 }
 
 impl Configured for TlsConfig {
-    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
-        Built::Nothing
+    fn configure(&self, settings: &mut BlockSettings) {
+        settings.tls = Some(self.server.clone());
     }
 }
 

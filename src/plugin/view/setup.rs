@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::expr::{Context, Expr};
-use crate::chain::{BlockFilter, BuildCtx, Built, Configured, SetupCtx};
+use crate::chain::{BlockFilter, BlockSettings, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
 use crate::proto::{Question, transport_label};
 
@@ -72,11 +72,7 @@ impl BlockFilter for ViewConfig {
 }
 
 impl Configured for ViewConfig {
-    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
-        Built::Nothing
-    }
-
-    fn block_filter(&self) -> Option<Arc<dyn BlockFilter>> {
-        Some(Arc::new(self.clone()))
+    fn configure(&self, settings: &mut BlockSettings) {
+        settings.filter = Some(Arc::new(self.clone()));
     }
 }

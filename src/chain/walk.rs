@@ -1,44 +1,29 @@
-//! The plugin contract and the chain: what a plugin says about itself, and the order a question
-//! passes through a server block's plugins, built once per configuration.
-//!
-//! The server reads only what a plugin declares ([`Plugin`]): its name (the `plugin` label of
-//! the replies it writes), whether it may await I/O (the UDP workers hand such questions to a
-//! task) and what its answer depends on ([`Replay`]: may the server send the same response again
-//! for the same request bytes while the cluster zones are unchanged?). The safe default is "no":
-//! a plugin that forgets to declare costs speed, never a wrong answer. The server never names a
-//! plugin; which plugins exist and their order is the registry's business (`plugin::registry`).
+//! The chain: the [`Plugin`] trait a query-path plugin implements, and the walk of a question
+//! through a server block's plugins, built once per configuration.
 //!
 //! [`Chain::serve`] walks the plugins in order; each answers or hands the question to [`Next`].
 //! A plugin that can answer without awaiting says so per question ([`Plugin::serve_now`]): the
 //! walk runs through such plugins as plain calls and builds a future only for the first that
 //! needs one, so an answer from memory costs no boxed future.
 //! The walk is traced ([`Trace`]): which plugins the question visited and which one wrote the
-//! reply, so the reply can be labelled and judged for replay.
+//! reply, so the reply can be labelled and judged for replay ([`crate::chain::ReplayPlan`]).
 //!
-//! Observers ([`Observer`]: `errors`, `log`) see every answered request after it is encoded.
-//!
-//! The setup contract: every directive is parsed by one [`Setup`] into a [`Configured`] value,
-//! which [`Configured::build`] turns into a plugin, an observer or nothing in the query path.
-//!
-//! Imports `proto`, `corefile` and `telemetry`.
+//! The trait, [`Next`] and [`Chain`] share this file: each is written in terms of the others.
 
 use std::any::Any;
 use std::fmt;
 use std::future::Future;
-use std::net::SocketAddr;
-use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
-use hickory_proto::op::{Edns, Metadata, ResponseCode};
+use hickory_proto::op::{Edns, ResponseCode};
 use hickory_proto::rr::rdata::opt::EdnsOption;
-use hickory_proto::rr::{DNSClass, Name, RData, RecordType};
+use hickory_proto::rr::{DNSClass, Name, RData};
 
-use crate::corefile::{CorefileError, Directive};
-use crate::proto::{Answer, ChangeCounter, Failure, NO_PLUGIN_ANSWERED, Question, Reply, Transport};
-use crate::telemetry::DnsMetrics;
+use super::capability::{SearchPaths, Upstreams};
+use super::replay::{Lifetime, Replay, ReplayPlan, Replayed, Scope};
+use crate::proto::{Answer, ChangeCounter, Failure, NO_PLUGIN_ANSWERED, Question, Reply};
 
 /// A boxed future of a [`Reply`] (the chain recurses through its plugins).
 pub type ReplyFuture<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
@@ -57,89 +42,6 @@ pub enum Now {
     /// Only [`Plugin::serve`] can answer: the plugin may await, or works on what the rest of
     /// the chain answers. The default.
     Later,
-}
-
-/// May the server send a plugin's reply to a request again, for the same request bytes, while
-/// the cluster zones are unchanged (the answer memo)? Declared per question.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Replay {
-    /// No: the answer depends on more than the request bytes and the zones (the client's
-    /// address, the clock, chance, a file). The default.
-    Never,
-    /// Yes, as it is.
-    Same,
-    /// Yes, and the plugin is told ([`Plugin::replayed`]) so it counts the question as it
-    /// would have (the cache's pass-through counters).
-    Counted,
-    /// Yes, with its address records in a fresh random order each time (`loadbalance`).
-    Reordered,
-    /// Yes, when the plugin wrote the reply from a store of its own and said how long it holds
-    /// ([`Next::held_until`]): until then, with its TTLs counted down as they age, and the
-    /// plugin is told of each replay (the cache's hits). Otherwise, never.
-    Timed,
-}
-
-/// How long a reply taken from a store stays what the store would answer ([`Replay::Timed`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lifetime {
-    /// When the store took it in.
-    pub stored: tokio::time::Instant,
-    /// When the store stops answering with it.
-    pub expires: tokio::time::Instant,
-    /// The whole seconds since `stored` its TTLs were counted down by, or `None` when they are
-    /// sent as stored (`keepttl`).
-    pub aged_by: Option<u32>,
-}
-
-/// A replay a plugin is told of ([`Plugin::replayed`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Replayed {
-    /// The reply was one the plugin wrote from its store ([`Replay::Timed`]); otherwise the
-    /// plugin passed the question on ([`Replay::Counted`]).
-    pub from_store: bool,
-    /// The rcode sent.
-    pub rcode: ResponseCode,
-    /// Records in the answer section.
-    pub answers: usize,
-}
-
-/// What part of the zones a plugin's answer to a question is made from, so the answer memo
-/// keeps it through changes elsewhere. Declared per question, after answering it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// None of the zones' data: the plugin does not read them. The default.
-    Independent,
-    /// Any of it: every change may alter the answer.
-    Whole,
-    /// The data of one scope (`proto::service_scope`, `proto::address_scope`) and the zones'
-    /// structure ([`crate::proto::ChangeCounter::structure_generation`]).
-    Key(u64),
-}
-
-impl Scope {
-    /// The scope of an answer two plugins' scopes went into.
-    #[must_use]
-    pub fn and(self, other: Self) -> Self {
-        match (self, other) {
-            (Self::Independent, x) | (x, Self::Independent) => x,
-            (Self::Key(a), Self::Key(b)) if a == b => Self::Key(a),
-            _ => Self::Whole,
-        }
-    }
-}
-
-/// Upstream servers a question can be sent to, one by one (what `forward` offers, and what the
-/// `loop` plugin probes through).
-pub trait Upstreams: Send + Sync {
-    /// How many upstreams there are.
-    fn count(&self) -> usize;
-    /// True when the upstreams would be asked for `name`.
-    fn handles(&self, name: &Name) -> bool;
-    /// Sends a loop probe (`HINFO name`) to upstream `index`; true when any reply came.
-    fn probe(&self, index: usize, name: Name) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
-    /// Stops using upstream `index` for good (it loops back to this server); its address when
-    /// this call took it out of use.
-    fn mark_looping(&self, index: usize) -> Option<SocketAddr>;
 }
 
 /// One plugin in a chain. See the module docs for what the server reads. (`Any`: the runtime
@@ -211,9 +113,10 @@ pub trait Plugin: Any + Send + Sync + fmt::Debug {
         None
     }
 
-    /// Why it is not ready to serve (`/ready`), or `None` when it is.
-    fn not_ready(&self) -> Option<String> {
-        None
+    /// Why it is not ready to serve, one line each as `/ready` lists them (`loop`, or
+    /// `kubernetes: services: 401 Unauthorized`); empty when it is ready.
+    fn not_ready(&self) -> Vec<String> {
+        Vec::new()
     }
 
     /// The search paths of its clients, if it knows them (`kubernetes` with `pods verified`:
@@ -221,13 +124,6 @@ pub trait Plugin: Any + Send + Sync + fmt::Debug {
     fn search_paths(&self) -> Option<&dyn SearchPaths> {
         None
     }
-}
-
-/// What knows each client's resolv.conf search path (CoreDNS's AutoPather).
-pub trait SearchPaths: Send + Sync {
-    /// The search domains a client at `client` walks, in order (without the bare name); `None`
-    /// when it is not known (the client is not a pod this source knows).
-    fn search_path(&self, client: std::net::IpAddr) -> Option<Vec<Name>>;
 }
 
 /// What one question's walk through the chain touched: the plugins visited, the one that
@@ -422,24 +318,6 @@ pub struct Answered {
     pub by: &'static str,
     /// How it may be replayed, or `None` when it may not be.
     pub replay: Option<ReplayPlan>,
-}
-
-/// How a reply may be sent again (see [`Replay`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ReplayPlan {
-    /// Its address records are reordered on each replay.
-    pub reordered: bool,
-    /// Bit `i`: plugin `i` is told of each replay ([`Chain::replayed`]).
-    pub counted: u32,
-    /// What of the zones the reply is made from: `Some(key)` for one scope, `None` for any
-    /// (or none) of it.
-    pub scope: Option<u64>,
-    /// For a reply from a plugin's store ([`Replay::Timed`]): how long it holds. Such a plan
-    /// has `reads_zones` false unless a plugin before the store read them.
-    pub lifetime: Option<Lifetime>,
-    /// Some visited plugin's answer is made from the zones ([`Scope::Whole`] or
-    /// [`Scope::Key`]).
-    pub reads_zones: bool,
 }
 
 /// The plugins of one server block, in the registry's order. Cheap to clone.
@@ -673,170 +551,12 @@ impl Chain {
     }
 }
 
-/// One request and its response, as the observers see it.
-#[derive(Debug, Clone, Copy)]
-pub struct Exchange<'a> {
-    /// The client.
-    pub client: SocketAddr,
-    /// The transport.
-    pub proto: Transport,
-    /// The request's header fields.
-    pub request: &'a Metadata,
-    /// The question, when the request had exactly one that reached a block.
-    pub query: Option<(&'a Name, RecordType, DNSClass)>,
-    /// The type asked, when the request had a readable question (also unrouted ones).
-    pub qtype: Option<RecordType>,
-    /// The request's DO bit.
-    pub dnssec_ok: bool,
-    /// The client's advertised UDP size (512 without EDNS).
-    pub bufsize: u16,
-    /// Request size in bytes.
-    pub request_size: usize,
-    /// The response's header fields (as decided, before encoding).
-    pub response: &'a Metadata,
-    /// The rcode sent (SERVFAIL when the response could not be encoded).
-    pub rcode: ResponseCode,
-    /// Response size in bytes.
-    pub response_size: usize,
-    /// Records in the response's answer section.
-    pub answers: usize,
-    /// Time from the request to the encoded response.
-    pub elapsed: Duration,
-    /// The plugin that wrote the response (`""`: the server or the chain itself).
-    pub plugin: &'static str,
-    /// Why the chain failed, when it produced the failure itself (for `errors`).
-    pub failure: Option<&'static str>,
-}
-
-/// A plugin that watches answered requests (`errors`, `log`) instead of answering them.
-pub trait Observer: Send + Sync + fmt::Debug {
-    /// Its directive.
-    fn name(&self) -> &'static str;
-
-    /// Sees one answered request of its block.
-    fn observe(&self, x: &Exchange<'_>);
-
-    /// True when it must see the question of every request, so its block's responses are
-    /// never replayed from the memo (a replay has no parsed question at hand).
-    fn needs_every_question(&self) -> bool {
-        false
-    }
-
-    /// Background work, started once with the block.
-    fn start(&self) {}
-}
-
-/// What a setup knows of the directive's server block.
-#[derive(Debug, Clone, Copy)]
-pub struct SetupCtx<'a> {
-    /// The block's zones, lower-case and absolute.
-    pub zones: &'a [String],
-    /// The Corefile's folder: relative paths (manifests, hosts files, TLS files, resolv.conf)
-    /// are read from it.
-    pub dir: &'a Path,
-    /// What an earlier use of the same directive in this block configured (the plugins that
-    /// may be used more than once, such as `rewrite`, fold it in; the others refuse).
-    pub previous: Option<&'a dyn Configured>,
-}
-
-impl SetupCtx<'_> {
-    /// The error for a second use of a directive that may be used once per block.
-    pub fn refuse_twice(&self, d: &Directive) -> Result<(), CorefileError> {
-        match self.previous {
-            Some(_) => Err(d.error("can be used only once per server block")),
-            None => Ok(()),
-        }
-    }
-
-    /// Checks a directive that takes nothing (`any`, `debug`, `whoami`): once per block, no
-    /// arguments, no block.
-    pub fn bare(&self, d: &Directive) -> Result<(), CorefileError> {
-        self.refuse_twice(d)?;
-        d.args().expect_none()?;
-        d.expect_no_block()
-    }
-}
-
-/// A plugin's setup: parses one directive.
-pub type Setup = fn(&Directive, &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError>;
-
-/// What a configuration needs to build its plugins.
-#[derive(Debug, Clone)]
-pub struct BuildCtx<'a> {
-    /// The block's first zone (the `loop` plugin's probe names are made under it).
-    pub first_zone: Name,
-    /// The `server` label of the block's first listen address (`dns://:53`).
-    pub server: &'a str,
-    /// The process's metrics, when it exports them: a plugin takes its own families from
-    /// [`DnsMetrics::families`].
-    pub metrics: Option<&'a DnsMetrics>,
-    /// What the block's data source filled, owned by the runtime because it outlives
-    /// configurations (for `kubernetes`: its cluster zone).
-    pub source: Option<Arc<dyn Any + Send + Sync>>,
-    /// The host's name, as the OS tells it (`chaos`'s `hostname.bind`, `nsid`'s default).
-    pub hostname: &'a str,
-}
-
-/// What a configured directive becomes in a built configuration.
-#[derive(Debug)]
-pub enum Built {
-    /// A plugin in the query path.
-    Plugin(Arc<dyn Plugin>),
-    /// A plugin that observes answered requests.
-    Observer(Arc<dyn Observer>),
-    /// Nothing in the query path (the runtime reads the configuration itself).
-    Nothing,
-}
-
-/// Which questions a server block takes (`view`): blocks of the same zones and port are told
-/// apart by it, the first whose filter admits a question answering it.
-pub trait BlockFilter: Send + Sync + fmt::Debug {
-    /// True when the block takes `q`.
-    fn admits(&self, q: &Question) -> bool;
-    /// Its name (the `view` label of the block's metrics).
-    fn name(&self) -> &str;
-}
-
-/// A parsed directive.
-pub trait Configured: Any + Send + Sync + fmt::Debug {
-    /// What it becomes when a configuration is built.
-    fn build(&self, ctx: &BuildCtx<'_>) -> Built;
-
-    /// Checks it against the rest of its block, once every directive of the block is parsed
-    /// (`autopath @kubernetes` needs a `kubernetes` with `pods verified`).
-    fn check(&self, _block: &[(&'static str, Arc<dyn Configured>)]) -> Result<(), CorefileError> {
-        Ok(())
-    }
-
-    /// Whether the plugin it builds will know its clients' search paths
-    /// ([`Plugin::search_paths`]): `None` when it never does, `Some(Err(why))` when it would
-    /// with other options.
-    fn offers_search_paths(&self) -> Option<Result<(), String>> {
-        None
-    }
-
-    /// The filter it puts on its block's questions (`view`), if any.
-    fn block_filter(&self) -> Option<Arc<dyn BlockFilter>> {
-        None
-    }
-}
-
-/// The configured value of type `T` among a block's directives.
-pub fn find_configured<'a, T: Configured>(
-    configured: &'a [(&'static str, Arc<dyn Configured>)],
-) -> Option<&'a T> {
-    configured
-        .iter()
-        .find_map(|(_, c)| (c.as_ref() as &dyn Any).downcast_ref::<T>())
-}
-
-/// The `previous` use of a directive whose setup folds repeated uses, as its own type.
-pub fn previous<'a, T: Configured>(ctx: &SetupCtx<'a>) -> Option<&'a T> {
-    ctx.previous.and_then(|p| (p as &dyn Any).downcast_ref::<T>())
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use hickory_proto::rr::RecordType;
+
     use super::*;
     use crate::proto::Answer;
 

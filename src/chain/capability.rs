@@ -1,0 +1,71 @@
+//! What plugins offer one another without naming each other: the upstreams a question can be
+//! sent to ([`Upstreams`], `forward`'s, probed by `loop`), the search paths of the clients
+//! ([`SearchPaths`], the kubernetes plugin's, walked by `autopath`), and, while a server
+//! block is built, the long-lived values its plugins acquired ([`Capabilities`], the cluster
+//! source `kubernetes` shares with `k8s_external`), found by their type.
+
+use std::any::Any;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use hickory_proto::rr::Name;
+
+/// Upstream servers a question can be sent to, one by one (what `forward` offers, and what the
+/// `loop` plugin probes through).
+pub trait Upstreams: Send + Sync {
+    /// How many upstreams there are.
+    fn count(&self) -> usize;
+    /// True when the upstreams would be asked for `name`.
+    fn handles(&self, name: &Name) -> bool;
+    /// Sends a loop probe (`HINFO name`) to upstream `index`; true when any reply came.
+    fn probe(&self, index: usize, name: Name) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
+    /// Stops using upstream `index` for good (it loops back to this server); its address when
+    /// this call took it out of use.
+    fn mark_looping(&self, index: usize) -> Option<SocketAddr>;
+}
+
+/// What knows each client's resolv.conf search path (CoreDNS's AutoPather).
+pub trait SearchPaths: Send + Sync {
+    /// The search domains a client at `client` walks, in order (without the bare name); `None`
+    /// when it is not known (the client is not a pod this source knows).
+    fn search_path(&self, client: std::net::IpAddr) -> Option<Vec<Name>>;
+}
+
+/// The values the plugins of one server block acquired ([`crate::chain::Configured::acquire`]),
+/// offered to every plugin of the block when it is built, found by their type.
+#[derive(Clone, Default)]
+pub struct Capabilities {
+    items: Vec<Arc<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Capabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capabilities")
+            .field("items", &self.items.len())
+            .finish()
+    }
+}
+
+impl Capabilities {
+    /// Offers `value` to the block's plugins.
+    pub fn offer<T: Any + Send + Sync>(&mut self, value: Arc<T>) {
+        self.items.push(value);
+    }
+
+    /// Adds what `other` offers.
+    pub fn extend(&mut self, other: Self) {
+        self.items.extend(other.items);
+    }
+
+    /// The first value of type `T` offered.
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.items.iter().find_map(|v| v.clone().downcast::<T>().ok())
+    }
+
+    /// Everything offered (a generation holds it while it runs).
+    pub fn values(&self) -> &[Arc<dyn Any + Send + Sync>] {
+        &self.items
+    }
+}

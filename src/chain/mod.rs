@@ -1,0 +1,50 @@
+//! The plugin contract: what a plugin says about itself, the chain a question walks through a
+//! server block's plugins, and what a directive's setup gives the runtime.
+//!
+//! The server reads only what a plugin declares ([`Plugin`]): its name (the `plugin` label of
+//! the replies it writes), whether it may await I/O (the UDP workers hand such questions to a
+//! task) and what its answer depends on ([`Replay`]: may the server send the same response again
+//! for the same request bytes while the cluster zones are unchanged?). The safe default is "no":
+//! a plugin that forgets to declare costs speed, never a wrong answer. The server never names a
+//! plugin; which plugins exist and their order is the registry's business (`plugin::registry`).
+//!
+//! The runtime reads only what a directive's setup gives it ([`Configured`]): the server
+//! settings it writes ([`BlockSettings`], HTTP routes among them), the long-lived resources it
+//! keeps in [`Resources`] across configurations and offers its block by type
+//! ([`Capabilities`]), and the plugin or observer it builds. The runtime never names a plugin.
+//!
+//! | file | what it holds |
+//! | --- | --- |
+//! | `walk.rs` | the [`Plugin`] trait, [`Next`], the [`Chain`] and its traced walk |
+//! | `replay.rs` | the answer memo's contract: [`Replay`], [`Scope`], [`Lifetime`], [`ReplayPlan`] |
+//! | `capability.rs` | what plugins offer each other by type: [`Upstreams`], [`SearchPaths`], [`Capabilities`] |
+//! | `observer.rs` | [`Observer`] and the [`Exchange`] it sees |
+//! | `setup.rs` | the setup contract: [`Setup`], [`Configured`], [`BuildCtx`], [`Built`] |
+//! | `settings.rs` | [`BlockSettings`], [`HttpRoute`], [`BlockFilter`] |
+//! | `resources.rs` | [`Resources`]: the typed store that outlives configurations |
+//! | `ready.rs` | [`Readiness`]: what `/ready` reads |
+//!
+//! Imports `proto`, `corefile` and `telemetry`.
+
+mod capability;
+mod observer;
+mod ready;
+mod replay;
+mod resources;
+mod settings;
+mod setup;
+mod walk;
+
+pub use capability::{Capabilities, SearchPaths, Upstreams};
+pub use observer::{Exchange, Observer};
+pub use ready::{Readiness, ReadinessCheck};
+pub use replay::{Lifetime, Replay, ReplayPlan, Replayed, Scope};
+pub use resources::{Acquired, Resources};
+pub use settings::{Beside, BlockFilter, BlockSettings, HttpCtx, HttpRoute, MakeRouter, ReloadSettings};
+pub use setup::{
+    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Configured, Setup, SetupCtx, find_configured,
+    previous,
+};
+pub use walk::{
+    Answered, Chain, DetachedNext, MAX_CHASES, MAX_PLUGINS, Next, Now, Plugin, ReplyFuture, Trace,
+};

@@ -1,0 +1,93 @@
+//! What a plugin declares about replaying its answers (the answer memo's contract): whether
+//! the server may send the same response again for the same request bytes ([`Replay`]), what
+//! of the zones it is made from ([`Scope`]), how long a stored reply holds ([`Lifetime`]), and
+//! the plan the chain works out from the plugins a question visited ([`ReplayPlan`]).
+
+use hickory_proto::op::ResponseCode;
+
+/// May the server send a plugin's reply to a request again, for the same request bytes, while
+/// the cluster zones are unchanged (the answer memo)? Declared per question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// No: the answer depends on more than the request bytes and the zones (the client's
+    /// address, the clock, chance, a file). The default.
+    Never,
+    /// Yes, as it is.
+    Same,
+    /// Yes, and the plugin is told ([`Plugin::replayed`]) so it counts the question as it
+    /// would have (the cache's pass-through counters).
+    Counted,
+    /// Yes, with its address records in a fresh random order each time (`loadbalance`).
+    Reordered,
+    /// Yes, when the plugin wrote the reply from a store of its own and said how long it holds
+    /// ([`Next::held_until`]): until then, with its TTLs counted down as they age, and the
+    /// plugin is told of each replay (the cache's hits). Otherwise, never.
+    Timed,
+}
+
+/// How long a reply taken from a store stays what the store would answer ([`Replay::Timed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifetime {
+    /// When the store took it in.
+    pub stored: tokio::time::Instant,
+    /// When the store stops answering with it.
+    pub expires: tokio::time::Instant,
+    /// The whole seconds since `stored` its TTLs were counted down by, or `None` when they are
+    /// sent as stored (`keepttl`).
+    pub aged_by: Option<u32>,
+}
+
+/// A replay a plugin is told of ([`Plugin::replayed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replayed {
+    /// The reply was one the plugin wrote from its store ([`Replay::Timed`]); otherwise the
+    /// plugin passed the question on ([`Replay::Counted`]).
+    pub from_store: bool,
+    /// The rcode sent.
+    pub rcode: ResponseCode,
+    /// Records in the answer section.
+    pub answers: usize,
+}
+
+/// What part of the zones a plugin's answer to a question is made from, so the answer memo
+/// keeps it through changes elsewhere. Declared per question, after answering it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// None of the zones' data: the plugin does not read them. The default.
+    Independent,
+    /// Any of it: every change may alter the answer.
+    Whole,
+    /// The data of one scope (`proto::service_scope`, `proto::address_scope`) and the zones'
+    /// structure ([`crate::proto::ChangeCounter::structure_generation`]).
+    Key(u64),
+}
+
+impl Scope {
+    /// The scope of an answer two plugins' scopes went into.
+    #[must_use]
+    pub fn and(self, other: Self) -> Self {
+        match (self, other) {
+            (Self::Independent, x) | (x, Self::Independent) => x,
+            (Self::Key(a), Self::Key(b)) if a == b => Self::Key(a),
+            _ => Self::Whole,
+        }
+    }
+}
+
+/// How a reply may be sent again (see [`Replay`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReplayPlan {
+    /// Its address records are reordered on each replay.
+    pub reordered: bool,
+    /// Bit `i`: plugin `i` is told of each replay ([`Chain::replayed`]).
+    pub counted: u32,
+    /// What of the zones the reply is made from: `Some(key)` for one scope, `None` for any
+    /// (or none) of it.
+    pub scope: Option<u64>,
+    /// For a reply from a plugin's store ([`Replay::Timed`]): how long it holds. Such a plan
+    /// has `reads_zones` false unless a plugin before the store read them.
+    pub lifetime: Option<Lifetime>,
+    /// Some visited plugin's answer is made from the zones ([`Scope::Whole`] or
+    /// [`Scope::Key`]).
+    pub reads_zones: bool,
+}

@@ -1,0 +1,115 @@
+//! What a server block's directives set for the server that runs it, beside its chain (as
+//! CoreDNS's setups write `dnsserver.Config`): listen addresses, UDP size, server TLS, the
+//! lameduck, reload, debug logging, whether its requests are counted, the HTTP routes its
+//! plugins serve, and the filter that tells blocks of one zone apart. Setups write these
+//! ([`crate::chain::Configured::configure`]); the runtime reads the plain fields and never
+//! the plugins' own types.
+
+use std::fmt;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::ready::Readiness;
+use crate::proto::{MAX_UDP_PAYLOAD, Question};
+use crate::telemetry::DnsMetrics;
+
+/// Which questions a server block takes (`view`): blocks of the same zones and port are told
+/// apart by it, the first whose filter admits a question answering it.
+pub trait BlockFilter: Send + Sync + fmt::Debug {
+    /// True when the block takes `q`.
+    fn admits(&self, q: &Question) -> bool;
+    /// Its name (the `view` label of the block's metrics).
+    fn name(&self) -> &str;
+}
+
+/// How often the Corefile is read again for changes (`reload`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReloadSettings {
+    /// How often.
+    pub interval: Duration,
+    /// Up to this much is added to or taken from each interval.
+    pub jitter: Duration,
+}
+
+/// What an HTTP route's handler may use: the process-wide state that outlives configurations.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpCtx<'a> {
+    /// The metrics registry.
+    pub metrics: &'a DnsMetrics,
+    /// What `/ready` reads.
+    pub readiness: &'a Readiness,
+}
+
+/// Makes a route's handler when its listener starts.
+pub type MakeRouter = Arc<dyn Fn(HttpCtx<'_>) -> axum::Router + Send + Sync>;
+
+/// Work that runs beside a listener while it serves, given the address it is bound to.
+pub type Beside =
+    Arc<dyn Fn(SocketAddr, HttpCtx<'_>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// A path a plugin serves over HTTP on an address (`/health` on `:8080`). Routes of every
+/// block on one address share one listener, as in CoreDNS.
+#[derive(Clone)]
+pub struct HttpRoute {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The path, with its slash (`/health`).
+    pub path: &'static str,
+    /// Its handler.
+    pub router: MakeRouter,
+    /// Work that runs while the listener serves (`health`'s probe of itself).
+    pub beside: Option<Beside>,
+}
+
+impl fmt::Debug for HttpRoute {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpRoute")
+            .field("addr", &self.addr)
+            .field("path", &self.path)
+            .field("beside", &self.beside.is_some())
+            .finish()
+    }
+}
+
+/// A server block's settings (see the module docs). The defaults are a block without any
+/// of the directives that set them.
+#[derive(Debug, Clone)]
+pub struct BlockSettings {
+    /// The addresses to listen on (`bind`); empty: every interface.
+    pub bind: Vec<IpAddr>,
+    /// The largest UDP payload the block advertises and fills (`bufsize`; 1232 by default).
+    pub udp_payload: u16,
+    /// The server certificate of `tls://` and `https://` blocks (`tls`).
+    pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    /// The process logs cluster-dns's own messages at debug level (`debug`).
+    pub debug: bool,
+    /// How long DNS keeps answering after SIGTERM (`health { lameduck }`).
+    pub lameduck: Duration,
+    /// Read the Corefile again for changes (`reload`).
+    pub reload: Option<ReloadSettings>,
+    /// The block's requests are counted in CoreDNS's `coredns_dns_*` families (`prometheus`).
+    pub records_metrics: bool,
+    /// The HTTP routes its plugins serve (`health`, `ready`, `prometheus`).
+    pub http: Vec<HttpRoute>,
+    /// Which questions the block takes (`view`); all when `None`.
+    pub filter: Option<Arc<dyn BlockFilter>>,
+}
+
+impl Default for BlockSettings {
+    fn default() -> Self {
+        Self {
+            bind: Vec::new(),
+            udp_payload: MAX_UDP_PAYLOAD,
+            tls: None,
+            debug: false,
+            lameduck: Duration::ZERO,
+            reload: None,
+            records_metrics: false,
+            http: Vec::new(),
+            filter: None,
+        }
+    }
+}
