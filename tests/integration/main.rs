@@ -18,6 +18,7 @@ mod dot;
 mod dropin;
 mod forward;
 mod fuzz_corpus;
+mod harness;
 mod image;
 mod k8s_external;
 mod keys;
