@@ -460,7 +460,7 @@ impl Configured for KubernetesConfig {
                 let families = ctx
                     .metrics
                     .and_then(|m| m.families::<crate::cluster::metrics::KubernetesMetrics>().ok());
-                use crate::dns::kept::{DEFAULT_KEPT_BYTES, KeptBudget, KeptChange};
+                use super::answer::kept::{DEFAULT_KEPT_BYTES, KeptBudget, KeptChange};
                 let observe = families.map(|f| {
                     Box::new(move |change| match change {
                         KeptChange::Used(d) => f.kept_names.add(d),
