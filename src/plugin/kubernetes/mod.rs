@@ -3,6 +3,7 @@
 
 pub mod answer;
 pub mod handler;
+mod options;
 mod selector;
 pub mod setup;
 
