@@ -201,7 +201,7 @@ fn reply_question() -> Question {
 /// carries and encodes as the server would send it.
 pub fn forward_reply(data: &[u8]) {
     let q = reply_question();
-    let Some(msg) = forward::handler::accept_reply(data, REPLY_ID, &q) else {
+    let Some(msg) = forward::exchange::accept_reply(data, REPLY_ID, &q) else {
         return;
     };
     assert_eq!(msg.metadata.id, REPLY_ID, "accepted a reply with another ID");
@@ -231,7 +231,7 @@ pub fn forward_reply(data: &[u8]) {
 /// A well-formed upstream reply to [`forward_reply`]'s question (a corpus seed).
 pub fn forward_reply_seed() -> Vec<u8> {
     let q = reply_question();
-    let bytes = forward::handler::build_query(&q, REPLY_ID).expect("a query");
+    let bytes = forward::exchange::build_query(&q, REPLY_ID).expect("a query");
     let mut msg = Message::from_bytes(&bytes).expect("our query parses");
     msg.metadata.message_type = MessageType::Response;
     msg.add_answer(hickory_proto::rr::Record::from_rdata(

@@ -6,8 +6,9 @@
 //! - [`telemetry`]: the metric registry and CoreDNS's core families.
 //! - [`chain`]: the plugin contract (what a plugin declares), the chain, the setup contract.
 //! - [`cluster`]: the in-memory cluster zone and the sources that fill it (manifests, the API
-//!   watches); [`dns`]: the cluster zone's answerer.
-//! - [`plugin`]: one folder per plugin; [`plugin::registry`] is the one list of them.
+//!   watches).
+//! - [`plugin`]: one folder per plugin; [`plugin::registry`] is the one list of them. The
+//!   cluster zone's answerer is the `kubernetes` plugin's own ([`plugin::kubernetes::answer`]).
 //! - [`server`]: validation, routing, encoding, the answer memo, the UDP and TCP transports;
 //!   it reads only what plugins declare.
 //! - The runtime: [`app`] (start-up, reload, shutdown), [`config`], [`http`], and the
@@ -18,7 +19,6 @@ pub mod chain;
 pub mod cluster;
 pub mod config;
 pub mod corefile;
-pub mod dns;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http;

@@ -2,8 +2,8 @@
 //!
 //! The store owns the join of EndpointSlices to their Service (by the
 //! `kubernetes.io/service-name` label), the reverse index from IPs to services, the pod IP index
-//! and the SOA serial. It knows nothing about DNS names or record types: the query engine in
-//! [`crate::dns`] reads it.
+//! and the SOA serial. It knows nothing about DNS names or record types: the `kubernetes`
+//! plugin's query engine ([`crate::plugin::kubernetes::answer`]) reads it.
 //!
 //! Consistency: each Service's record set (the Service and all its slices) lives in one
 //! [`ServiceEntry`] behind an `Arc` that is swapped whole on every change, so a reader sees either

@@ -10,7 +10,6 @@
 //! the server cleanly.
 
 mod compress;
-mod doh;
 pub mod fit;
 mod listen;
 pub mod memo;

@@ -61,7 +61,7 @@ fn forward_reply_seed_is_accepted_and_another_id_is_not() {
         hickory_proto::rr::Name::from_ascii("www.example.com.").unwrap(),
         hickory_proto::rr::RecordType::A,
     );
-    assert!(cluster_dns::plugin::forward::handler::accept_reply(&seed, 0x2b1d, &q).is_some());
-    assert!(cluster_dns::plugin::forward::handler::accept_reply(&seed, 0x2b1e, &q).is_none());
+    assert!(cluster_dns::plugin::forward::exchange::accept_reply(&seed, 0x2b1d, &q).is_some());
+    assert!(cluster_dns::plugin::forward::exchange::accept_reply(&seed, 0x2b1e, &q).is_none());
     cluster_dns::fuzzing::forward_reply(&seed);
 }

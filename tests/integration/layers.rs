@@ -23,11 +23,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("telemetry", &["proto"]),
     ("chain", &["proto", "corefile", "telemetry"]),
     ("cluster", &["proto", "telemetry"]),
-    ("dns", &["proto", "cluster"]),
-    (
-        "plugin",
-        &["proto", "corefile", "telemetry", "chain", "cluster", "dns"],
-    ),
+    ("plugin", &["proto", "corefile", "telemetry", "chain", "cluster"]),
     ("server", &["proto", "telemetry", "chain"]),
 ];
 

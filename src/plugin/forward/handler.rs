@@ -1,223 +1,761 @@
-//! One exchange with one upstream: the query built with a fresh random ID (from the thread's
-//! CSPRNG), sent from a socket on a random source port (UDP; from the upstream's pool of them,
-//! [`super::udp`]) or over a new TCP connection,
-//! and a reply accepted only when its source address and port, ID, QR bit and question (name
-//! case-insensitively, type, class) match. The UDP socket is connected to the upstream: the
-//! kernel drops datagrams from any other source, and an ICMP port unreachable comes back as
-//! ECONNREFUSED at once instead of a silent wait for the timeout. Anything else is dropped and counted, and the wait
-//! goes on until the attempt's deadline.
+//! The `forward` plugin's query path ([`Forward`]): it decides which questions it handles
+//! (FROM, outside `except`), bounds them (`max_concurrent`, [`TOTAL_BUDGET`]), chooses among its
+//! [`Upstream`]s by `policy` and their health, tries them in turn (each attempt one
+//! [`exchange`]), marks an upstream down after `max_fails` failures and probes it back in the
+//! background, and sends the loop probes of `loop`.
 
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
-use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
+use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{Name, RecordType};
-use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
-use nix::sys::socket::{MsgFlags, recv};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
-use tokio::net::{TcpStream, UdpSocket};
-use tokio::time::{Instant, timeout_at};
+use rand::seq::SliceRandom;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
-use super::ForwardError;
-use super::tls::TlsTransport;
-use super::udp::{self, UdpPool};
-use crate::proto::MAX_UDP_PAYLOAD;
-use crate::proto::Question;
+use super::exchange::{ExchangeStats, ForwardError, PROBE_TIMEOUT, exchange, probe_question};
+use super::metrics::{ForwardMetrics, PluginInstruments, Pool, UpstreamInstruments};
+use super::setup::{ForwardConfig, Policy};
+use super::{tls, udp};
+use crate::chain::{Next, Plugin, ReplyFuture, Upstreams};
+use crate::proto::{Failure, Forwarded, Question, Reply};
 
-/// Most datagrams one UDP attempt reads before it gives up (the deadline normally ends it first).
-const MAX_DATAGRAMS_PER_ATTEMPT: usize = 256;
-/// The receive buffer of one UDP read, on the stack. The query advertises [`MAX_UDP_PAYLOAD`]; a
-/// larger datagram is cut by the kernel, fails to parse and is dropped like any bad reply.
-const UDP_RECV_BUFFER: usize = 4096;
+/// The most time one client query spends in `forward`, all attempts included.
+pub const TOTAL_BUDGET: Duration = Duration::from_millis(4500);
+/// The most attempts one client query makes, whatever the timeouts (a bound on the loop).
+const MAX_ATTEMPTS: usize = 16;
 
-/// The query sent upstream for `q` with message ID `id`: the client's name (its case kept), type,
-/// class, RD and CD bits, and EDNS advertising [`MAX_UDP_PAYLOAD`] with the client's DO bit.
-pub fn build_query(q: &Question, id: u16) -> Result<Vec<u8>, ForwardError> {
-    let mut msg = Message::new(id, MessageType::Query, OpCode::Query);
-    msg.metadata.recursion_desired = q.recursion_desired;
-    msg.metadata.checking_disabled = q.checking_disabled;
-    let mut query = Query::query(q.name.clone(), q.qtype);
-    query.set_query_class(q.qclass);
-    msg.add_query(query);
-    let mut edns = Edns::new();
-    edns.set_max_payload(MAX_UDP_PAYLOAD);
-    edns.set_dnssec_ok(q.dnssec_ok);
-    msg.set_edns(edns);
-    msg.to_bytes().map_err(|e| ForwardError::Encode(e.to_string()))
+/// The failure when upstreams stayed silent until the budget ran out.
+pub const NO_REPLY_IN_TIME: &str = "no upstream answered in time";
+/// The failure when every upstream refused or failed at once (no timeout was waited for).
+pub const NO_REPLY_REFUSED: &str = "no upstream answered: each refused or failed the exchange";
+/// The failure when `max_concurrent` questions were already in flight (REFUSED).
+pub const TOO_MANY_IN_FLIGHT: &str = "too many queries in flight";
+
+/// One upstream and its health.
+#[derive(Debug)]
+pub struct Upstream {
+    addr: SocketAddr,
+    fails: AtomicU32,
+    down: AtomicBool,
+    probing: AtomicBool,
+    looping: AtomicBool,
+    metrics: OnceLock<UpstreamInstruments>,
+    /// DNS over TLS to it (`tls://`), with its idle connections; plain DNS when `None`.
+    tls: Option<tls::TlsTransport>,
+    /// Its idle UDP sockets (plain DNS).
+    udp: udp::UdpPool,
 }
 
-/// The reply in `bytes` if it answers query `id` for `q`: a response with that ID and exactly
-/// that question.
-pub fn accept_reply(bytes: &[u8], id: u16, q: &Question) -> Option<Message> {
-    let msg = Message::from_bytes(bytes).ok()?;
-    if msg.metadata.id != id || msg.metadata.message_type != MessageType::Response {
-        return None;
-    }
-    match msg.queries.as_slice() {
-        [rq] if same_name(rq.name(), &q.name)
-            && rq.query_type() == q.qtype
-            && rq.query_class() == q.qclass =>
-        {
-            Some(msg)
+impl Upstream {
+    fn new(addr: SocketAddr, tls: Option<tls::TlsTransport>, expire: Duration) -> Self {
+        Self {
+            addr,
+            tls,
+            udp: udp::UdpPool::new(addr, expire),
+            fails: AtomicU32::new(0),
+            down: AtomicBool::new(false),
+            probing: AtomicBool::new(false),
+            looping: AtomicBool::new(false),
+            metrics: OnceLock::new(),
         }
-        _ => None,
+    }
+
+    /// Its address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Marked down after `max_fails` consecutive failures, until a probe gets a reply.
+    pub fn is_down(&self) -> bool {
+        self.down.load(Ordering::Relaxed)
+    }
+
+    /// A forwarding loop leads through it back to this server: it is never used again.
+    pub fn is_looping(&self) -> bool {
+        self.looping.load(Ordering::Relaxed)
     }
 }
 
-fn same_name(a: &Name, b: &Name) -> bool {
-    a.to_lowercase() == b.to_lowercase()
-}
-
-/// Counters the exchanges update.
+/// Counters of one `forward`, for tests and diagnostics (the exported metrics are in
+/// [`super::metrics`], attached with [`Forward::with_metrics`]).
 #[derive(Debug, Default)]
-pub struct ExchangeStats {
-    /// Replies dropped: wrong ID or question, or unparsable (the connected socket never sees
-    /// another source's datagrams).
-    pub unwanted_replies: AtomicU64,
+pub struct ForwardStats {
+    /// Queries refused because `max_concurrent` were in flight
+    /// (`coredns_forward_max_concurrent_rejects_total`).
+    pub max_concurrent_rejects: AtomicU64,
+    /// Health probes that got no reply (`coredns_proxy_healthcheck_failures_total`).
+    pub healthcheck_failures: AtomicU64,
+    /// Queries answered SERVFAIL because no upstream replied in time.
+    pub no_upstream_reply: AtomicU64,
+    /// Queries sent upstream (attempts, retries included).
+    pub attempts: AtomicU64,
+    /// Mismatched replies dropped.
+    pub exchange: ExchangeStats,
 }
 
-/// Asks `addr` for `q` over TLS when `tls` is given, else over UDP (or TCP when `tcp`), giving
-/// up at `deadline`. Over UDP the socket comes from `pool` when given (and goes back to it
-/// once the reply is in), else it is opened for this query alone.
-pub async fn exchange(
-    addr: SocketAddr,
-    tls: Option<&TlsTransport>,
-    pool: Option<&UdpPool>,
-    q: &Question,
-    tcp: bool,
-    deadline: Instant,
-    stats: &ExchangeStats,
-) -> Result<Message, ForwardError> {
-    let id: u16 = rand::random();
-    let query = build_query(q, id)?;
-    let work = async {
-        if let Some(tls) = tls {
-            let reply = tls
-                .exchange(addr, &query)
-                .await
-                .map_err(|source| ForwardError::Io { addr, source })?;
-            accept_reply(&reply, id, q).ok_or_else(|| {
-                stats.unwanted_replies.fetch_add(1, Ordering::Relaxed);
-                ForwardError::Unwanted { addr }
-            })
-        } else if tcp {
-            exchange_tcp(addr, &query, id, q, stats).await
+#[derive(Debug)]
+struct Inner {
+    config: ForwardConfig,
+    from: Name,
+    except: Vec<Name>,
+    upstreams: Vec<Arc<Upstream>>,
+    inflight: Option<Arc<Semaphore>>,
+    next: AtomicUsize,
+    stats: Arc<ForwardStats>,
+    metrics: OnceLock<PluginInstruments>,
+}
+
+/// The `forward` plugin in a chain. Clones share upstream state.
+#[derive(Debug, Clone)]
+pub struct Forward {
+    inner: Arc<Inner>,
+}
+
+fn name_of(zone: &str) -> Name {
+    Name::from_ascii(zone)
+        .map(|n| n.to_lowercase())
+        .unwrap_or_else(|_| Name::root())
+}
+
+impl Forward {
+    /// The plugin for `config`.
+    pub fn new(config: &ForwardConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                from: name_of(&config.from),
+                except: config.except.iter().map(|z| name_of(z)).collect(),
+                upstreams: {
+                    // The settings were checked when the Corefile was read (setup), so a
+                    // failure here cannot happen; such an upstream would be plain DNS.
+                    let client = config.tls.as_ref().and_then(|t| tls::client_config(t).ok());
+                    config
+                        .to
+                        .iter()
+                        .map(|a| {
+                            let transport = client.clone().and_then(|c| {
+                                let name = config.tls.as_ref().and_then(|t| t.server_name.as_deref());
+                                tls::TlsTransport::new(c, *a, name, config.expire).ok()
+                            });
+                            Arc::new(Upstream::new(*a, transport, config.expire))
+                        })
+                        .collect()
+                },
+                inflight: config.max_concurrent.map(|n| Arc::new(Semaphore::new(n))),
+                next: AtomicUsize::new(0),
+                stats: Arc::new(ForwardStats::default()),
+                metrics: OnceLock::new(),
+                config: config.clone(),
+            }),
+        }
+    }
+
+    /// Reports to `metrics` from now on. Each upstream's series (`to` = its `IP:PORT`) are
+    /// resolved here, once. CoreDNS's forward metrics have no `server` label, so `_server` is
+    /// not used; it is taken for the same call shape as the other plugins. Only the first call
+    /// takes effect.
+    pub fn with_metrics(self, metrics: ForwardMetrics, _server: &str) -> Self {
+        if self.inner.metrics.set(metrics.plugin()).is_ok() {
+            for up in &self.inner.upstreams {
+                let instruments = metrics.upstream(up.addr);
+                if let Some(tls) = &up.tls {
+                    tls.count_into(instruments.conn_counters(&metrics, Pool::Tls));
+                }
+                up.udp.count_into(instruments.conn_counters(&metrics, Pool::Udp));
+                let _ = up.metrics.set(instruments);
+            }
+        }
+        self
+    }
+
+    /// The upstreams, in configured order.
+    pub fn upstreams(&self) -> &[Arc<Upstream>] {
+        &self.inner.upstreams
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &Arc<ForwardStats> {
+        &self.inner.stats
+    }
+
+    /// True when `name` is under FROM and not under an `except` zone.
+    pub fn handles(&self, name: &Name) -> bool {
+        let lower = name.to_lowercase();
+        self.inner.from.zone_of(&lower) && !self.inner.except.iter().any(|z| z.zone_of(&lower))
+    }
+
+    /// Marks upstream `index` as looping: it is never used again. Its address when this call
+    /// marked it.
+    pub fn mark_looping(&self, index: usize) -> Option<SocketAddr> {
+        let u = self.inner.upstreams.get(index)?;
+        (!u.looping.swap(true, Ordering::Relaxed)).then_some(u.addr)
+    }
+
+    /// The upstream indices to try, in the policy's order: healthy ones, else (all down) the
+    /// down ones anyway, unless `failfast_all_unhealthy_upstreams`. Looping ones never.
+    fn candidates(&self) -> Vec<usize> {
+        let n = self.inner.upstreams.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        match self.inner.config.policy {
+            Policy::Random => order.shuffle(&mut rand::rng()),
+            Policy::RoundRobin => {
+                let start = self.inner.next.fetch_add(1, Ordering::Relaxed) % n.max(1);
+                order.rotate_left(start);
+            }
+            Policy::Sequential => {}
+        }
+        let usable: Vec<usize> = order
+            .into_iter()
+            .filter(|i| self.inner.upstreams.get(*i).is_some_and(|u| !u.is_looping()))
+            .collect();
+        let healthy: Vec<usize> = usable
+            .iter()
+            .copied()
+            .filter(|i| self.inner.upstreams.get(*i).is_some_and(|u| !u.is_down()))
+            .collect();
+        if healthy.is_empty() && !self.inner.config.failfast_all_unhealthy {
+            if !usable.is_empty()
+                && let Some(m) = self.inner.metrics.get()
+            {
+                // Every upstream is down: health checking is taken to be broken (CoreDNS).
+                m.healthcheck_broken.inc();
+            }
+            usable
         } else {
-            let io = |source| ForwardError::Io { addr, source };
-            match pool {
-                Some(pool) => {
-                    let lease = pool.lease().await.map_err(io)?;
-                    let reply = exchange_udp(addr, lease.socket(), &query, id, q, stats).await?;
-                    pool.give_back(lease);
-                    Ok(reply)
+            healthy
+        }
+    }
+
+    /// Forwards `q`: REFUSED at once over `max_concurrent`; the first upstream reply otherwise
+    /// (UDP retried over TCP when truncated); SERVFAIL when none replies within the budget.
+    pub async fn serve(&self, q: &Question) -> Reply {
+        let _permit = match &self.inner.inflight {
+            Some(sem) => match Arc::clone(sem).try_acquire_owned() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    self.inner
+                        .stats
+                        .max_concurrent_rejects
+                        .fetch_add(1, Ordering::Relaxed);
+                    if let Some(m) = self.inner.metrics.get() {
+                        m.max_concurrent_rejects.inc();
+                    }
+                    return Reply::Failed(Failure {
+                        rcode: ResponseCode::Refused,
+                        reason: TOO_MANY_IN_FLIGHT,
+                    });
                 }
-                None => {
-                    let sock = udp::connect(addr).await.map_err(io)?;
-                    exchange_udp(addr, &sock, &query, id, q, stats).await
+            },
+            None => None,
+        };
+        let deadline = Instant::now() + TOTAL_BUDGET;
+        let cfg = &self.inner.config;
+        let tcp = cfg.force_tcp || cfg.tls.is_some() || (q.over_stream() && !cfg.prefer_udp);
+        // The upstreams still worth asking, tried in turn until the budget is spent. One that
+        // failed at once (refused, reset, only bad replies) leaves the list; one that timed out
+        // stays for the next round, as in CoreDNS.
+        let mut candidates = self.candidates();
+        let mut timed_out = false;
+        let mut at = 0;
+        for _ in 0..MAX_ATTEMPTS {
+            if candidates.is_empty() {
+                break;
+            }
+            at %= candidates.len();
+            let Some(up) = candidates.get(at).and_then(|i| self.inner.upstreams.get(*i)) else {
+                break;
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            let attempt_deadline = deadline.min(now + cfg.read_timeout);
+            match self.attempt(up, q, tcp, attempt_deadline).await {
+                Ok(msg) => {
+                    up.fails.store(0, Ordering::Relaxed);
+                    return Reply::Forwarded(forwarded(msg));
+                }
+                Err(error) => {
+                    tracing::debug!(upstream = %up.addr, qname = %q.name, qtype = %q.qtype, %error, "upstream attempt failed");
+                    self.failed(up);
+                    if matches!(error, ForwardError::Timeout { .. }) {
+                        timed_out = true;
+                        at += 1;
+                    } else {
+                        candidates.remove(at);
+                    }
                 }
             }
         }
-    };
-    match timeout_at(deadline, work).await {
-        Ok(r) => r,
-        Err(_) => Err(ForwardError::Timeout { addr, tcp }),
+        self.inner.stats.no_upstream_reply.fetch_add(1, Ordering::Relaxed);
+        Reply::Failed(Failure {
+            rcode: ResponseCode::ServFail,
+            reason: if timed_out {
+                NO_REPLY_IN_TIME
+            } else {
+                NO_REPLY_REFUSED
+            },
+        })
+    }
+
+    async fn attempt(
+        &self,
+        up: &Upstream,
+        q: &Question,
+        tcp: bool,
+        deadline: Instant,
+    ) -> Result<Message, ForwardError> {
+        let stats = &self.inner.stats;
+        stats.attempts.fetch_add(1, Ordering::Relaxed);
+        let msg = self.exchange_observed(up, q, tcp, deadline).await?;
+        if !tcp && msg.metadata.truncation {
+            // Truncated over UDP: ask again over TCP, in the same attempt's time.
+            stats.attempts.fetch_add(1, Ordering::Relaxed);
+            return self.exchange_observed(up, q, true, deadline).await;
+        }
+        Ok(msg)
+    }
+
+    /// One exchange with `up`, counted in the connection cache (a TCP exchange always opens a
+    /// connection; UDP sockets and TLS connections are counted by their pools) and, when a reply
+    /// comes, timed into `coredns_proxy_request_duration_seconds{to, rcode}` (as CoreDNS's
+    /// `proxy.Connect`).
+    async fn exchange_observed(
+        &self,
+        up: &Upstream,
+        q: &Question,
+        tcp: bool,
+        deadline: Instant,
+    ) -> Result<Message, ForwardError> {
+        let m = up.metrics.get();
+        if let Some(m) = m
+            && up.tls.is_none()
+            && tcp
+        {
+            m.tcp_exchange_started();
+        }
+        let start = Instant::now();
+        let result = exchange(
+            up.addr,
+            up.tls.as_ref(),
+            Some(&up.udp),
+            q,
+            tcp,
+            deadline,
+            &self.inner.stats.exchange,
+        )
+        .await;
+        if let (Some(m), Ok(msg)) = (m, &result) {
+            m.replied(msg.metadata.response_code, start.elapsed());
+        }
+        result
+    }
+
+    /// Counts a failure; at `max_fails` in a row the upstream goes down and a probe starts.
+    fn failed(&self, up: &Arc<Upstream>) {
+        let cfg = &self.inner.config;
+        let fails = up.fails.fetch_add(1, Ordering::Relaxed) + 1;
+        if cfg.max_fails == 0 || cfg.health_check.is_zero() || fails < cfg.max_fails {
+            return;
+        }
+        if !up.down.swap(true, Ordering::Relaxed) {
+            tracing::warn!(upstream = %up.addr, fails, "upstream marked down; probing it in the background");
+        }
+        if !up.probing.swap(true, Ordering::Relaxed) {
+            let weak = Arc::downgrade(up);
+            let stats = Arc::downgrade(&self.inner.stats);
+            let tcp = cfg.force_tcp;
+            tokio::spawn(probe_until_healthy(weak, stats, cfg.health_check, tcp));
+        }
+    }
+
+    /// Sends one loop probe (`HINFO name`) to upstream `index` over UDP and waits for any reply;
+    /// true when one came.
+    pub async fn send_probe(&self, index: usize, name: Name) -> bool {
+        let Some(up) = self.inner.upstreams.get(index) else {
+            return false;
+        };
+        let q = Question::new(name, RecordType::HINFO);
+        let deadline = Instant::now() + self.inner.config.read_timeout;
+        // In CoreDNS the loop probe reaches the upstream through forward, so it is counted too.
+        self.exchange_observed(up, &q, self.inner.config.force_tcp, deadline)
+            .await
+            .is_ok()
     }
 }
 
-/// Sends `query` on `sock` (connected to `addr`) and waits for the reply that matches it.
-async fn exchange_udp(
-    addr: SocketAddr,
-    sock: &UdpSocket,
-    query: &[u8],
-    id: u16,
-    q: &Question,
-    stats: &ExchangeStats,
-) -> Result<Message, ForwardError> {
-    let io = |source| ForwardError::Io { addr, source };
-    sock.send(query).await.map_err(io)?;
-    for _ in 0..MAX_DATAGRAMS_PER_ATTEMPT {
-        // Woken on an error too, as `recv` is: an ICMP port unreachable is ECONNREFUSED now.
-        let read = sock.async_io(Interest::READABLE | Interest::ERROR, || read_reply(sock, id, q));
-        match read.await.map_err(io)? {
-            Some(msg) => return Ok(msg),
-            None => {
-                stats.unwanted_replies.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(%addr, "dropped a reply whose ID or question does not match");
+impl Plugin for Forward {
+    fn name(&self) -> &'static str {
+        "forward"
+    }
+
+    fn awaits_io(&self) -> bool {
+        true
+    }
+
+    /// Upstream answers depend on the upstream and the clock: never replayed (the default).
+    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+        Box::pin(async move {
+            if self.handles(&q.name) {
+                Forward::serve(self, q).await
+            } else {
+                next.serve(q).await
+            }
+        })
+    }
+
+    fn upstreams(&self) -> Option<&dyn Upstreams> {
+        Some(self)
+    }
+}
+
+impl Upstreams for Forward {
+    fn count(&self) -> usize {
+        self.inner.upstreams.len()
+    }
+
+    fn handles(&self, name: &Name) -> bool {
+        Forward::handles(self, name)
+    }
+
+    fn probe(
+        &self,
+        index: usize,
+        name: Name,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + '_>> {
+        Box::pin(self.send_probe(index, name))
+    }
+
+    fn mark_looping(&self, index: usize) -> Option<SocketAddr> {
+        Forward::mark_looping(self, index)
+    }
+}
+
+/// Probes a down upstream every `interval` until it answers (then takes it back) or the plugin
+/// is gone.
+async fn probe_until_healthy(up: Weak<Upstream>, stats: Weak<ForwardStats>, interval: Duration, tcp: bool) {
+    let q = probe_question();
+    loop {
+        tokio::time::sleep(interval).await;
+        let (Some(up), Some(stats)) = (up.upgrade(), stats.upgrade()) else {
+            return;
+        };
+        let deadline = Instant::now() + PROBE_TIMEOUT;
+        match exchange(up.addr, up.tls.as_ref(), None, &q, tcp, deadline, &stats.exchange).await {
+            Ok(_) => {
+                up.fails.store(0, Ordering::Relaxed);
+                up.down.store(false, Ordering::Relaxed);
+                up.probing.store(false, Ordering::Relaxed);
+                tracing::info!(upstream = %up.addr, "upstream answers again; back in use");
+                return;
+            }
+            Err(_) => {
+                stats.healthcheck_failures.fetch_add(1, Ordering::Relaxed);
+                if let Some(m) = up.metrics.get() {
+                    m.healthcheck_failures.inc();
+                }
             }
         }
     }
-    Err(ForwardError::Unwanted { addr })
 }
 
-/// Reads one queued datagram from `sock` and parses it as the reply to `id` for `q` (`None`:
-/// not that reply). The receive buffer is on this function's stack, not in the exchange's
-/// future: a query waiting for its reply holds no buffer, where a heap buffer per query in
-/// flight (4 KiB, at `max_concurrent 1000`) left megabytes of freed holes between the cache's
-/// entries once the burst was over.
-fn read_reply(sock: &UdpSocket, id: u16, q: &Question) -> std::io::Result<Option<Message>> {
-    let mut buf = [0u8; UDP_RECV_BUFFER];
-    let n = recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty())?;
-    Ok(buf.get(..n).and_then(|b| accept_reply(b, id, q)))
-}
-
-async fn exchange_tcp(
-    addr: SocketAddr,
-    query: &[u8],
-    id: u16,
-    q: &Question,
-    stats: &ExchangeStats,
-) -> Result<Message, ForwardError> {
-    let io = |source| ForwardError::Io { addr, source };
-    let mut stream = TcpStream::connect(addr).await.map_err(io)?;
-    let len = u16::try_from(query.len()).map_err(|_| ForwardError::Encode("query too long".into()))?;
-    let mut out = Vec::with_capacity(query.len() + 2);
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(query);
-    stream.write_all(&out).await.map_err(io)?;
-    let mut lenb = [0u8; 2];
-    stream.read_exact(&mut lenb).await.map_err(io)?;
-    let mut buf = vec![0u8; usize::from(u16::from_be_bytes(lenb))];
-    stream.read_exact(&mut buf).await.map_err(io)?;
-    match accept_reply(&buf, id, q) {
-        Some(msg) => Ok(msg),
-        None => {
-            stats.unwanted_replies.fetch_add(1, Ordering::Relaxed);
-            Err(ForwardError::Unwanted { addr })
-        }
+/// The upstream reply as the chain carries it (its OPT, TSIG and SIG records left out: the
+/// server writes its own OPT).
+pub fn forwarded(msg: Message) -> Forwarded {
+    let meta = msg.metadata;
+    Forwarded {
+        rcode: meta.response_code,
+        recursion_available: meta.recursion_available,
+        authentic_data: meta.authentic_data,
+        truncated: meta.truncation,
+        answers: msg.answers,
+        authority: msg.authorities,
+        additional: msg
+            .additionals
+            .into_iter()
+            .filter(|r| {
+                !matches!(
+                    r.record_type(),
+                    RecordType::OPT | RecordType::TSIG | RecordType::SIG
+                )
+            })
+            .collect(),
     }
 }
-
-/// The question a health probe asks: `. IN NS`, as CoreDNS's.
-pub fn probe_question() -> Question {
-    Question::new(Name::root(), RecordType::NS)
-}
-
-/// How long a health probe waits for its reply.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 #[cfg(test)]
 mod tests {
+    use std::net::Ipv4Addr;
+    use std::path::Path;
+
+    use hickory_proto::op::MessageType;
+    use hickory_proto::rr::RData;
+    use hickory_proto::rr::Record;
+    use hickory_proto::rr::rdata::A;
+    use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
+    use prometheus::Registry;
+    use tokio::net::UdpSocket;
+
     use super::*;
+    use crate::plugin::forward::setup;
+    use crate::telemetry::render_registry as render;
+
+    fn forward(text: &str) -> Forward {
+        let cf =
+            crate::corefile::Corefile::parse_str(&format!(".:53 {{\n{text}\n}}\n"), Path::new("Corefile"))
+                .unwrap();
+        Forward::new(&setup::parse(&cf.blocks[0].directives[0], Path::new("/")).unwrap())
+    }
+
+    /// A loopback upstream: answers `nx.*` NXDOMAIN and everything else one A record, `count`
+    /// times, then stops.
+    async fn upstream(count: usize) -> SocketAddr {
+        let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = sock.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            for _ in 0..count {
+                let (n, from) = sock.recv_from(&mut buf).await.unwrap();
+                let query = Message::from_bytes(&buf[..n]).unwrap();
+                let mut reply = query.clone();
+                reply.metadata.message_type = MessageType::Response;
+                let name = query.queries[0].name().clone();
+                if name.to_ascii().starts_with("nx.") {
+                    reply.metadata.response_code = ResponseCode::NXDomain;
+                } else {
+                    reply.add_answer(Record::from_rdata(
+                        name,
+                        60,
+                        RData::A(A(Ipv4Addr::new(192, 0, 2, 7))),
+                    ));
+                }
+                sock.send_to(&reply.to_bytes().unwrap(), from).await.unwrap();
+            }
+        });
+        addr
+    }
+
+    fn has(text: &str, want: &str) {
+        assert!(text.contains(want), "missing {want} in\n{text}");
+    }
+
+    #[tokio::test]
+    async fn over_max_concurrent_is_refused_and_counted() {
+        // An upstream that never answers keeps the first query in flight.
+        let silent = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = silent.local_addr().unwrap();
+        let f = forward(&format!(
+            "forward . {addr} {{\n max_concurrent 1\n read_timeout 100ms\n}}"
+        ));
+        let q = Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A);
+        let first = {
+            let (f, q) = (f.clone(), q.clone());
+            tokio::spawn(async move { f.serve(&q).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            f.serve(&q).await,
+            Reply::Failed(crate::proto::Failure {
+                rcode: ResponseCode::Refused,
+                reason: crate::plugin::forward::TOO_MANY_IN_FLIGHT
+            })
+        );
+        assert_eq!(f.stats().max_concurrent_rejects.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            first.await.unwrap(),
+            Reply::Failed(crate::proto::Failure {
+                rcode: ResponseCode::ServFail,
+                reason: crate::plugin::forward::NO_REPLY_IN_TIME
+            })
+        );
+        // The permit is back: the next query is tried again (and fails again), not refused.
+        assert_eq!(
+            f.serve(&q).await,
+            Reply::Failed(crate::proto::Failure {
+                rcode: ResponseCode::ServFail,
+                reason: crate::plugin::forward::NO_REPLY_IN_TIME
+            })
+        );
+        assert_eq!(f.stats().max_concurrent_rejects.load(Ordering::Relaxed), 1);
+    }
 
     #[test]
-    fn replies_must_match_id_and_question() {
-        let q = Question::new(Name::from_ascii("WwW.Example.com.").unwrap(), RecordType::A);
-        let bytes = build_query(&q, 7).unwrap();
-        let mut reply = Message::from_bytes(&bytes).unwrap();
-        // A query is not a reply.
-        assert!(accept_reply(&bytes, 7, &q).is_none());
-        reply.metadata.message_type = MessageType::Response;
-        let ok = reply.to_bytes().unwrap();
-        assert!(accept_reply(&ok, 7, &q).is_some());
-        assert!(accept_reply(&ok, 8, &q).is_none());
-        let other = Question::new(Name::from_ascii("www.example.org.").unwrap(), RecordType::A);
-        assert!(accept_reply(&ok, 7, &other).is_none());
-        let case = Question::new(Name::from_ascii("www.EXAMPLE.com.").unwrap(), RecordType::A);
-        assert!(accept_reply(&ok, 7, &case).is_some());
-        let aaaa = Question::new(q.name.clone(), RecordType::AAAA);
-        assert!(accept_reply(&ok, 7, &aaaa).is_none());
-        assert!(accept_reply(&ok[..5], 7, &q).is_none());
+    fn handles_from_and_except() {
+        let f = forward("forward example.org 127.0.0.1 {\n except internal.example.org\n}");
+        let n = |s: &str| Name::from_ascii(s).unwrap();
+        assert!(f.handles(&n("www.EXAMPLE.org.")));
+        assert!(!f.handles(&n("a.internal.example.org.")));
+        assert!(!f.handles(&n("example.com.")));
+    }
+
+    /// An upstream whose port is closed answers with ICMP port unreachable: on the connected
+    /// UDP socket that is ECONNREFUSED, so the question fails at once with the "refused" reason,
+    /// not after the 2 s read timeout (the reason says which path was taken). Before the socket
+    /// was connected the error never reached it and the question waited for the timeout.
+    #[tokio::test]
+    async fn a_closed_upstream_port_fails_without_a_timeout() {
+        let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = closed.local_addr().unwrap();
+        drop(closed);
+        let f = forward(&format!("forward . {addr}"));
+        let q = Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A);
+        assert_eq!(
+            f.serve(&q).await,
+            Reply::Failed(Failure {
+                rcode: ResponseCode::ServFail,
+                reason: NO_REPLY_REFUSED
+            })
+        );
+        assert_eq!(
+            f.stats().attempts.load(Ordering::Relaxed),
+            1,
+            "a refusing upstream is asked once"
+        );
+    }
+
+    /// One silent upstream is asked again while the budget lasts (CoreDNS's forward does the
+    /// same): with `read_timeout 100ms`, more than one attempt, all within the attempt bound.
+    #[tokio::test]
+    async fn a_silent_upstream_is_retried_within_the_budget() {
+        let silent = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = silent.local_addr().unwrap();
+        let f = forward(&format!("forward . {addr} {{\n read_timeout 100ms\n}}"));
+        let q = Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A);
+        assert_eq!(
+            f.serve(&q).await,
+            Reply::Failed(Failure {
+                rcode: ResponseCode::ServFail,
+                reason: NO_REPLY_IN_TIME
+            })
+        );
+        let attempts = f.stats().attempts.load(Ordering::Relaxed);
+        assert!(
+            (2..=MAX_ATTEMPTS as u64).contains(&attempts),
+            "{attempts} attempts"
+        );
+    }
+
+    /// Three questions in turn: one new UDP socket, reused for the next two (its pool keeps it
+    /// idle in between).
+    #[tokio::test]
+    async fn exchanges_are_timed_and_counted_per_upstream_and_rcode() {
+        let r = Registry::new();
+        let m = ForwardMetrics::register(&r).unwrap();
+        let up = upstream(3).await;
+        let f = forward(&format!("forward . {up}")).with_metrics(m, "dns://:53");
+        let ask = |name: &str| Question::new(Name::from_ascii(name).unwrap(), RecordType::A);
+        for name in ["a.example.", "b.example.", "nx.example."] {
+            assert!(matches!(f.serve(&ask(name)).await, Reply::Forwarded(_)));
+        }
+        let text = render(&r);
+        let to = up.to_string();
+        for want in [
+            format!(
+                "coredns_proxy_request_duration_seconds_count{{proxy_name=\"forward\",rcode=\"NOERROR\",to=\"{to}\"}} 2"
+            ),
+            format!(
+                "coredns_proxy_request_duration_seconds_count{{proxy_name=\"forward\",rcode=\"NXDOMAIN\",to=\"{to}\"}} 1"
+            ),
+            format!(
+                "coredns_proxy_request_duration_seconds_bucket{{proxy_name=\"forward\",rcode=\"NOERROR\",to=\"{to}\",le=\"+Inf\"}} 2"
+            ),
+            format!(
+                "coredns_proxy_conn_cache_misses_total{{proto=\"udp\",proxy_name=\"forward\",to=\"{to}\"}} 1"
+            ),
+            format!(
+                "coredns_proxy_conn_cache_misses_total{{proto=\"tcp\",proxy_name=\"forward\",to=\"{to}\"}} 0"
+            ),
+            format!(
+                "coredns_proxy_conn_cache_hits_total{{proto=\"udp\",proxy_name=\"forward\",to=\"{to}\"}} 2"
+            ),
+            format!("coredns_proxy_healthcheck_failures_total{{proxy_name=\"forward\",to=\"{to}\"}} 0"),
+            format!("cluster_dns_forward_udp_idle_sockets{{to=\"{to}\"}} 1"),
+            "# TYPE coredns_proxy_request_duration_seconds histogram".to_owned(),
+            "coredns_forward_healthcheck_broken_total 0".to_owned(),
+        ] {
+            has(&text, &want);
+        }
+    }
+
+    #[tokio::test]
+    async fn rejects_broken_health_and_failed_probes() {
+        let r = Registry::new();
+        let m = ForwardMetrics::register(&r).unwrap();
+        // An upstream that never answers: every attempt times out.
+        let silent = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = silent.local_addr().unwrap();
+        let f = forward(&format!(
+            "forward . {addr} {{\n max_concurrent 1\n read_timeout 100ms\n max_fails 1\n health_check 50ms\n}}"
+        ))
+        .with_metrics(m, "dns://:53");
+        let q = Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A);
+        // The first query fails (SERVFAIL) and marks the upstream down; a probe starts.
+        assert_eq!(
+            f.serve(&q).await,
+            Reply::Failed(crate::proto::Failure {
+                rcode: ResponseCode::ServFail,
+                reason: crate::plugin::forward::NO_REPLY_IN_TIME
+            })
+        );
+        assert!(f.upstreams()[0].is_down());
+        // With every upstream down, the next query is sprayed at it anyway: health check broken.
+        let second = {
+            let (f, q) = (f.clone(), q.clone());
+            tokio::spawn(async move { f.serve(&q).await })
+        };
+        // While that one is in flight, a third is over max_concurrent. (The test runtime has one
+        // thread: after a yield the second query has taken its permit and waits for the reply.)
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            f.serve(&q).await,
+            Reply::Failed(crate::proto::Failure {
+                rcode: ResponseCode::Refused,
+                reason: crate::plugin::forward::TOO_MANY_IN_FLIGHT
+            })
+        );
+        assert_eq!(
+            second.await.unwrap(),
+            Reply::Failed(crate::proto::Failure {
+                rcode: ResponseCode::ServFail,
+                reason: crate::plugin::forward::NO_REPLY_IN_TIME
+            })
+        );
+        // The probe (every 50 ms, 1 s timeout each) fails at least once while nobody answers.
+        for _ in 0..400 {
+            if f.stats().healthcheck_failures.load(Ordering::Relaxed) > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let text = render(&r);
+        let to = addr.to_string();
+        // Every attempt of both failed queries (a silent upstream is retried within the budget)
+        // is one exchange; the refused one made none.
+        let attempts = f.stats().attempts.load(Ordering::Relaxed);
+        assert!(attempts >= 4, "{attempts}");
+        for want in [
+            "coredns_forward_max_concurrent_rejects_total 1".to_owned(),
+            "coredns_forward_healthcheck_broken_total 1".to_owned(),
+            format!(
+                "coredns_proxy_conn_cache_misses_total{{proto=\"udp\",proxy_name=\"forward\",to=\"{to}\"}} {attempts}"
+            ),
+        ] {
+            has(&text, &want);
+        }
+        // The probe keeps failing in the background: at least one failure is counted.
+        let series =
+            format!("coredns_proxy_healthcheck_failures_total{{proxy_name=\"forward\",to=\"{to}\"}} ");
+        let failures: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("missing {series} in\n{text}"));
+        assert!(failures >= 1, "{text}");
+        // No reply, no duration sample.
+        assert!(!text.contains("coredns_proxy_request_duration_seconds_count"));
     }
 }

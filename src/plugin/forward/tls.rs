@@ -161,11 +161,6 @@ impl TlsTransport {
         let _ = self.counters.set(counters);
     }
 
-    /// Idle connections held now.
-    pub fn idle_count(&self) -> usize {
-        self.idle.lock().map_or(0, |i| i.len())
-    }
-
     /// Sends the framed `query` to `addr` and returns the reply's bytes: on an idle connection
     /// when one is fresh (a new one if that fails before a reply), else on a new connection.
     pub async fn exchange(&self, addr: SocketAddr, query: &[u8]) -> std::io::Result<Vec<u8>> {

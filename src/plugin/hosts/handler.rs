@@ -194,11 +194,6 @@ impl Hosts {
         self.inner.table().entries()
     }
 
-    /// When the table was last built (CoreDNS's `coredns_hosts_reload_timestamp_seconds`).
-    pub fn last_reload(&self) -> SystemTime {
-        self.inner.table().loaded_at()
-    }
-
     fn falls_through(&self, name: &Name) -> bool {
         match &self.inner.fallthrough {
             None => false,

@@ -1,5 +1,5 @@
 //! The `kubernetes` plugin's handler: owns the cluster zone for its zones and answers from it
-//! through the query engine in [`crate::dns`]. An ExternalName whose target is outside the
+//! through the query engine in [`super::answer`]. An ExternalName whose target is outside the
 //! cluster is chased through the rest of the chain when a plugin after this one may reach an
 //! upstream: the CNAME, then the target's records, with the target's rcode (RFC 6604).
 
@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 
+use super::answer::answerer::name_under;
+use super::answer::kept::KeptBudget;
+use super::answer::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
 use super::setup::{KubernetesConfig, PodMode};
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture, Scope, SearchPaths};
 use crate::cluster::{ClusterSource, ClusterZone};
 use crate::corefile::is_reverse_zone;
-use crate::dns::answer::name_under;
-use crate::dns::kept::KeptBudget;
-use crate::dns::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
 use crate::proto::{ChangeCounter, Question, Reply};
 
 /// The `kubernetes` plugin in a server block's chain.

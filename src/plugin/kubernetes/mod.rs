@@ -1,7 +1,9 @@
 //! The `kubernetes` plugin: answers the cluster zone (`cluster.local` and the reverse zones)
 //! from the Kubernetes objects. See `README.md` in this folder for its Corefile syntax.
 
+pub mod answer;
 pub mod handler;
+mod options;
 mod selector;
 pub mod setup;
 

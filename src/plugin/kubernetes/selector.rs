@@ -117,3 +117,57 @@ fn is_label_value(v: &str) -> bool {
             && b.first().is_some_and(u8::is_ascii_alphanumeric)
             && b.last().is_some_and(u8::is_ascii_alphanumeric))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors() {
+        for ok in [
+            "app=dns",
+            "app==dns,tier!=test",
+            "app = dns , tier != test",
+            "env in (a, b)",
+            "env notin (x)",
+            "env in(a,b)",
+            "app",
+            "!app",
+            "! app",
+            "k8s.io/name=x",
+            "kubernetes.io/metadata.name notin (kube-system, default)",
+            "a=",
+            "x in (a,)",
+            "in=notin",
+        ] {
+            assert!(check_selector(ok).is_ok(), "{ok}: {:?}", check_selector(ok));
+        }
+        for bad in [
+            "",
+            "a=b=c",
+            "env in a",
+            "env in ()",
+            "(",
+            ")",
+            "a b",
+            "a,",
+            ",a",
+            "a>1",
+            "a<1",
+            "-a=b",
+            "a=-b",
+            "a/b/c=d",
+            "Bad_Prefix/x=y",
+            "/x",
+            "x/",
+            "a in (b",
+            "a in (b))",
+            "a in ((b))",
+            "a=b c",
+            &"k".repeat(64),
+            &format!("a={}", "v".repeat(64)),
+        ] {
+            assert!(check_selector(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,6 +1,7 @@
 //! The `kubernetes` directive's Corefile syntax, parsed into a [`KubernetesConfig`] with
 //! CoreDNS's options, defaults and checks (see this folder's README), plus cluster-dns's own
-//! `manifests` source.
+//! `manifests` source. Each option is read by its own function in `options`; [`parse`] is the
+//! dispatch and the checks that span options, [`zones`] the directive's own arguments.
 //!
 //! Every mistake is reported at the line of the option at fault, as
 //! `Corefile:7: kubernetes: ttl: ...` or `Corefile:7: kubernetes: unknown property 'foo'`.
@@ -9,7 +10,12 @@ use std::any::TypeId;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::selector::check_selector;
+pub use super::options::{MAX_TTL, PodMode};
+use super::options::{
+    Opt, SourceOptions, parse_count, parse_endpoint, parse_fallthrough, parse_flag, parse_ignore,
+    parse_kubeconfig, parse_manifests, parse_namespaces, parse_pods, parse_qps, parse_selector,
+    parse_startup_timeout, parse_tls, parse_ttl,
+};
 use crate::chain::{
     AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, Configured, SetupCtx,
 };
@@ -17,22 +23,8 @@ use crate::cluster::ClusterSource;
 use crate::cluster::metrics::KubernetesMetrics;
 pub use crate::cluster::watch::ApiSource;
 use crate::cluster::watch::WatchOptions;
-use crate::corefile::{
-    Args, CorefileError, Directive, Token, is_reverse_zone, normalize_zone_or_cidr, parse_duration,
-};
-use crate::proto::is_dns_label;
+use crate::corefile::{CorefileError, Directive, Token, is_reverse_zone, normalize_zone_or_cidr};
 use std::sync::Arc;
-
-/// How pod records (`1-2-3-4.ns.pod.cluster.local`) are answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PodMode {
-    /// No pod records (`pods disabled`, the default).
-    Disabled,
-    /// The address in the name, for any namespace that exists (`pods insecure`).
-    Insecure,
-    /// Only the addresses of live pods in that namespace (`pods verified`).
-    Verified,
-}
 
 /// The `kubernetes` plugin's configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,9 +69,6 @@ pub struct KubernetesConfig {
 /// The TTL when `ttl` is not given.
 pub const DEFAULT_TTL: u32 = 5;
 
-/// The largest `ttl` (CoreDNS's).
-pub const MAX_TTL: u32 = 3600;
-
 /// The start-up timeout when `startup_timeout` is not given.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -123,7 +112,8 @@ impl KubernetesConfig {
 }
 
 /// Parses the `kubernetes` directive `d` of a server block whose zones are `server_zones`
-/// (normalized). `manifests` and `tls` paths are taken relative to `corefile_dir`.
+/// (normalized). `manifests` and `tls` paths are taken relative to `corefile_dir`. Each option
+/// is read by its own function in `options`; what is checked here is only what spans options.
 pub fn parse(
     d: &Directive,
     server_zones: &[String],
@@ -133,245 +123,50 @@ pub fn parse(
         zones: zones(d, server_zones)?,
         ..KubernetesConfig::default()
     };
-    let mut endpoint: Option<&Token> = None;
-    let mut kubeconfig: Option<(&Token, Option<String>)> = None;
-    let mut manifests: Option<(&Token, Vec<PathBuf>)> = None;
+    let mut source = SourceOptions::default();
     let mut namespaces_at: Option<&Token> = None;
     let mut namespace_labels_at: Option<&Token> = None;
-    let mut tls_at: Option<&Token> = None;
 
-    for opt in &d.block {
-        let name = opt.name.text.as_str();
-        let fail = |msg: String| d.error_at(&opt.name, format!("{name}: {msg}"));
-        let mut args = Args::new(opt);
-        if opt.has_block {
-            return Err(fail("takes no block".into()));
+    for line in &d.block {
+        let opt = Opt { d, line };
+        if line.has_block {
+            return Err(opt.fail("takes no block".into()));
         }
-        match name {
-            "endpoint" => {
-                let urls = args.remaining();
-                let first = urls.first().ok_or_else(|| {
-                    fail("expected the API server's URL, e.g. https://10.0.0.1:6443".into())
-                })?;
-                check_url(&first.text).map_err(fail)?;
-                if urls.len() > 1 {
-                    tracing::warn!(
-                        at = %opt.name.loc,
-                        endpoint = %first.text,
-                        "kubernetes: several endpoints are deprecated; only the first is used"
-                    );
-                }
-                endpoint = Some(first);
-            }
-            "kubeconfig" => {
-                const USAGE: &str =
-                    "expected a kubeconfig file and an optional context: kubeconfig PATH [CONTEXT]";
-                let [path, rest @ ..] = args.remaining() else {
-                    return Err(fail(USAGE.into()));
-                };
-                let context = match rest {
-                    [] => None,
-                    [ctx] => Some(ctx.text.clone()),
-                    [_, extra, ..] => {
-                        return Err(fail(format!("unexpected argument '{}': {USAGE}", extra.text)));
-                    }
-                };
-                if path.text.is_empty() {
-                    return Err(fail("the kubeconfig path is empty".into()));
-                }
-                kubeconfig = Some((path, context));
-            }
-            "manifests" => {
-                let files = args.remaining();
-                if files.is_empty() {
-                    return Err(fail(
-                        "expected one or more Kubernetes YAML files: manifests PATH...".into(),
-                    ));
-                }
-                let (_, paths) = manifests.get_or_insert_with(|| (&opt.name, Vec::new()));
-                for f in files {
-                    if f.text.is_empty() {
-                        return Err(fail("empty file name".into()));
-                    }
-                    paths.push(corefile_dir.join(&f.text));
-                }
-            }
+        match opt.name() {
+            "endpoint" => source.endpoint = Some(parse_endpoint(&opt)?),
+            "kubeconfig" => source.kubeconfig = Some(parse_kubeconfig(&opt)?),
+            "manifests" => parse_manifests(&opt, corefile_dir, &mut source.manifests)?,
             "tls" => {
-                let [cert, key, ca] = args.remaining() else {
-                    return Err(fail("expected three files: tls CERT KEY CACERT".into()));
-                };
-                // Relative to the Corefile's folder, as `manifests` (not the working directory).
-                let [cert, key, ca] = [cert, key, ca].map(|t| corefile_dir.join(&t.text));
-                c.tls = Some((cert, key, ca));
-                tls_at = Some(&opt.name);
+                c.tls = Some(parse_tls(&opt, corefile_dir)?);
+                source.tls_at = Some(&line.name);
             }
             "namespaces" => {
-                let list = args.remaining();
-                if list.is_empty() {
-                    return Err(fail(
-                        "expected one or more namespaces: namespaces NAMESPACE...".into(),
-                    ));
-                }
-                for ns in list {
-                    let lower = ns.text.to_ascii_lowercase();
-                    if !is_dns_label(&lower) {
-                        return Err(fail(format!(
-                            "'{}' is not a valid namespace name (lower-case letters, digits and '-', at most 63)",
-                            ns.text
-                        )));
-                    }
-                    if !c.namespaces.contains(&lower) {
-                        c.namespaces.push(lower);
-                    }
-                }
-                namespaces_at = Some(&opt.name);
+                parse_namespaces(&opt, &mut c.namespaces)?;
+                namespaces_at = Some(&line.name);
             }
-            "labels" | "namespace_labels" => {
-                let words = args.remaining();
-                if words.is_empty() {
-                    return Err(fail(
-                        "expected a label selector, e.g. 'app=dns,tier notin (test)'".into(),
-                    ));
-                }
-                let selector = words
-                    .iter()
-                    .map(|t| t.text.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                check_selector(&selector)
-                    .map_err(|why| fail(format!("'{selector}' is not a valid label selector: {why}")))?;
-                if name == "labels" {
-                    c.labels = Some(selector);
-                } else {
-                    c.namespace_labels = Some(selector);
-                    namespace_labels_at = Some(&opt.name);
-                }
+            "labels" => c.labels = Some(parse_selector(&opt)?),
+            "namespace_labels" => {
+                c.namespace_labels = Some(parse_selector(&opt)?);
+                namespace_labels_at = Some(&line.name);
             }
-            "pods" => {
-                let mode = args.single("one of disabled, insecure, verified").map_err(fail)?;
-                c.pods = match mode.text.as_str() {
-                    "disabled" => PodMode::Disabled,
-                    "insecure" => PodMode::Insecure,
-                    "verified" => PodMode::Verified,
-                    other => {
-                        return Err(fail(format!(
-                            "'{other}' is not one of disabled, insecure, verified"
-                        )));
-                    }
-                };
-            }
-            "endpoint_pod_names" => {
-                args.none().map_err(fail)?;
-                c.endpoint_pod_names = true;
-            }
-            "noendpoints" => {
-                args.none().map_err(fail)?;
-                c.noendpoints = true;
-            }
-            "ttl" => {
-                let v = args.single("a number of seconds from 0 to 3600").map_err(fail)?;
-                c.ttl = match v.text.parse::<i64>() {
-                    Ok(t) if (0..=i64::from(MAX_TTL)).contains(&t) => u32::try_from(t).unwrap_or(MAX_TTL),
-                    Ok(t) => {
-                        return Err(fail(format!(
-                            "{t} is out of range: the ttl must be from 0 to {MAX_TTL} seconds"
-                        )));
-                    }
-                    Err(_) => {
-                        return Err(fail(format!(
-                            "'{}' is not a whole number of seconds from 0 to {MAX_TTL}",
-                            v.text
-                        )));
-                    }
-                };
-            }
-            "fallthrough" => {
-                let mut zones = Vec::new();
-                for z in args.remaining() {
-                    let z = normalize_zone_or_cidr(&z.text).map_err(fail)?;
-                    if !zones.contains(&z) {
-                        zones.push(z);
-                    }
-                }
-                c.fallthrough = Some(zones);
-            }
-            "ignore" => {
-                let what = args.single("'empty_service'").map_err(fail)?;
-                if what.text != "empty_service" {
-                    return Err(fail(format!(
-                        "cannot ignore '{}': the only choice is 'empty_service'",
-                        what.text
-                    )));
-                }
-                c.ignore_empty_service = true;
-            }
-            "startup_timeout" => {
-                let v = args.single("a duration, e.g. 5s or 1m30s").map_err(fail)?;
-                c.startup_timeout = parse_duration(&v.text)
-                    .ok_or_else(|| fail(format!("'{}' is not a duration (e.g. 5s, 500ms, 1m30s)", v.text)))?;
-            }
-            "apiserver_qps" => {
-                let v = args.single("a number of queries per second").map_err(fail)?;
-                let qps = v.text.parse::<f32>().ok().filter(|q| q.is_finite() && *q >= 0.0);
-                c.apiserver_qps =
-                    Some(qps.ok_or_else(|| fail(format!("'{}' is not a non-negative number", v.text)))?);
-            }
-            "apiserver_burst" | "apiserver_max_inflight" => {
-                let v = args.single("a whole number").map_err(fail)?;
-                let n = v
-                    .text
-                    .parse::<u32>()
-                    .map_err(|_| fail(format!("'{}' is not a non-negative whole number", v.text)))?;
-                if name == "apiserver_burst" {
-                    c.apiserver_burst = Some(n);
-                } else {
-                    c.apiserver_max_inflight = Some(n);
-                }
-            }
-            "multicluster" | "zonal" => {
-                return Err(d.error_at(&opt.name, format!("'{name}' is not supported yet by cluster-dns")));
-            }
-            "resyncperiod" | "upstream" => {
-                return Err(d.error_at(
-                    &opt.name,
-                    format!(
-                        "'{name}' was removed from CoreDNS (ignored since 1.6, an error since 1.7): delete this line"
-                    ),
-                ));
-            }
-            other => return Err(d.error_at(&opt.name, format!("unknown property '{other}'"))),
+            "pods" => c.pods = parse_pods(&opt)?,
+            "endpoint_pod_names" => c.endpoint_pod_names = parse_flag(&opt)?,
+            "noendpoints" => c.noendpoints = parse_flag(&opt)?,
+            "ttl" => c.ttl = parse_ttl(&opt)?,
+            "fallthrough" => c.fallthrough = Some(parse_fallthrough(&opt)?),
+            "ignore" => c.ignore_empty_service = parse_ignore(&opt)?,
+            "startup_timeout" => c.startup_timeout = parse_startup_timeout(&opt)?,
+            "apiserver_qps" => c.apiserver_qps = Some(parse_qps(&opt)?),
+            "apiserver_burst" => c.apiserver_burst = Some(parse_count(&opt)?),
+            "apiserver_max_inflight" => c.apiserver_max_inflight = Some(parse_count(&opt)?),
+            _ => return Err(opt.refused()),
         }
     }
 
     if let (Some(_), Some(at)) = (namespaces_at, namespace_labels_at) {
         return Err(d.error_at(at, "'namespaces' and 'namespace_labels' cannot both be set"));
     }
-    c.source = match (manifests, kubeconfig, endpoint) {
-        (Some((at, _)), Some(_), _) | (Some((at, _)), _, Some(_)) => {
-            return Err(d.error_at(
-                at,
-                "'manifests' cannot be combined with 'endpoint' or 'kubeconfig': objects come either from files or from the API",
-            ));
-        }
-        (Some((at, _)), None, None) if tls_at.is_some() => {
-            return Err(d.error_at(
-                at,
-                "'manifests' cannot be combined with 'tls', which is for the API connection",
-            ));
-        }
-        (Some((_, paths)), None, None) => ApiSource::Manifests(paths),
-        (None, Some((path, context)), url) => {
-            if let Some(url) = url {
-                tracing::warn!(at = %url.loc, "kubernetes: 'kubeconfig' is set, so 'endpoint' is ignored");
-            }
-            ApiSource::Kubeconfig {
-                path: PathBuf::from(&path.text),
-                context,
-            }
-        }
-        (None, None, Some(url)) => ApiSource::Endpoint(url.text.clone()),
-        (None, None, None) => ApiSource::InCluster,
-    };
+    c.source = source.resolve(d)?;
     Ok(c)
 }
 
@@ -420,24 +215,6 @@ fn zones(d: &Directive, server_zones: &[String]) -> Result<Vec<String>, Corefile
 /// True when `zone` is `parent` or under it (both normalized).
 fn is_subzone(zone: &str, parent: &str) -> bool {
     parent == "." || zone == parent || zone.strip_suffix(parent).is_some_and(|head| head.ends_with('.'))
-}
-
-/// An API server URL: `http(s)://host[:port][/path]` or `host:port`, without spaces.
-fn check_url(url: &str) -> Result<(), String> {
-    if url.is_empty() || url.contains(char::is_whitespace) {
-        return Err(format!("'{url}' is not a URL"));
-    }
-    if let Some((scheme, rest)) = url.split_once("://") {
-        if !(scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")) {
-            return Err(format!(
-                "'{url}': the API server is reached over https:// (or http://), not {scheme}://"
-            ));
-        }
-        if rest.is_empty() || rest.starts_with('/') {
-            return Err(format!("'{url}' has no host"));
-        }
-    }
-    Ok(())
 }
 
 /// The `kubernetes` directive's setup (one per block).
@@ -497,7 +274,7 @@ impl Configured for KubernetesConfig {
         };
         // What the answerer keeps with zone entries, shown in the kubernetes families.
         let families = ctx.metrics.and_then(|m| m.families::<KubernetesMetrics>().ok());
-        use crate::dns::kept::{DEFAULT_KEPT_BYTES, KeptBudget, KeptChange};
+        use super::answer::kept::{DEFAULT_KEPT_BYTES, KeptBudget, KeptChange};
         let observe = families.map(|f| {
             Box::new(move |change| match change {
                 KeptChange::Used(d) => f.kept_names.add(d),
@@ -879,72 +656,5 @@ mod tests {
             .clone();
         let e = parse(&d, &[], Path::new("")).unwrap_err().to_string();
         assert!(e.starts_with("Corefile:2: kubernetes: no zones"), "{e}");
-    }
-
-    #[test]
-    fn garbage_selectors_and_urls_never_panic() {
-        const PIECES: &[&str] = &[
-            "a", "=", "!", "(", ")", ",", " ", "in", "notin", "/", ".", "-", "é", "<", "://",
-        ];
-        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
-        for _ in 0..20_000 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let text: String = (0..seed % 12)
-                .map(|i| PIECES[((seed >> (i * 4)) % PIECES.len() as u64) as usize])
-                .collect();
-            let _ = check_selector(&text);
-            let _ = check_url(&text);
-        }
-    }
-
-    #[test]
-    fn selectors() {
-        for ok in [
-            "app=dns",
-            "app==dns,tier!=test",
-            "app = dns , tier != test",
-            "env in (a, b)",
-            "env notin (x)",
-            "env in(a,b)",
-            "app",
-            "!app",
-            "! app",
-            "k8s.io/name=x",
-            "kubernetes.io/metadata.name notin (kube-system, default)",
-            "a=",
-            "x in (a,)",
-            "in=notin",
-        ] {
-            assert!(check_selector(ok).is_ok(), "{ok}: {:?}", check_selector(ok));
-        }
-        for bad in [
-            "",
-            "a=b=c",
-            "env in a",
-            "env in ()",
-            "(",
-            ")",
-            "a b",
-            "a,",
-            ",a",
-            "a>1",
-            "a<1",
-            "-a=b",
-            "a=-b",
-            "a/b/c=d",
-            "Bad_Prefix/x=y",
-            "/x",
-            "x/",
-            "a in (b",
-            "a in (b))",
-            "a in ((b))",
-            "a=b c",
-            &"k".repeat(64),
-            &format!("a={}", "v".repeat(64)),
-        ] {
-            assert!(check_selector(bad).is_err(), "{bad}");
-        }
     }
 }

@@ -1,40 +1,85 @@
-//! The start-up probe: each upstream of the chain's upstream plugin gets a `HINFO` query for a
-//! name only this process knows, a few times until it replies. The plugin marks the upstream
-//! looping if the name comes back in (see [`super::LoopDetect::probe_seen`]).
+//! The `loop` plugin's query path ([`LoopDetect`]): one of our probe names coming back in
+//! marks the upstream it was sent to as looping (through the chain's
+//! [`Upstreams`](crate::chain::Upstreams)) and records it in the [`LoopStatus`]; the probes
+//! start with the chain, and `/ready` reports a loop while one is known.
 
+use std::sync::Arc;
+
+use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::Name;
 
-use super::LoopDetect;
-use crate::chain::Chain;
+use super::probe::{Probes, run_probes};
+use super::status::LoopStatus;
+use crate::chain::{Chain, Next, Plugin, ReplyFuture};
+use crate::proto::{Question, Reply};
 
-/// Tries per upstream before giving up on getting any reply (CoreDNS probes for 30 s).
-const PROBE_TRIES: usize = 3;
-
-/// A fresh random probe name under `zone`: `<random>.<random>.<zone>`.
-pub fn probe_name(zone: &Name) -> Option<Name> {
-    let a: u64 = rand::random();
-    let b: u64 = rand::random();
-    let mut n = Name::from_labels([a.to_string().as_bytes(), b.to_string().as_bytes()]).ok()?;
-    n.set_fqdn(false);
-    n.append_domain(zone).ok()
+/// The `loop` plugin in a chain.
+#[derive(Debug, Clone)]
+pub struct LoopDetect {
+    probes: Probes,
+    status: Arc<LoopStatus>,
 }
 
-/// Probes every upstream of `chain`'s upstream plugin for the `loop` plugin `l`. Returns when
-/// each upstream replied once or used up its tries.
-pub async fn run_probes(l: LoopDetect, chain: Chain) {
-    let Some(upstreams) = chain.upstreams() else {
-        return;
-    };
-    for index in 0..upstreams.count() {
-        for _ in 0..PROBE_TRIES {
-            let Some(name) = probe_name(l.zone()) else { return };
-            if !upstreams.handles(&name) {
-                break;
-            }
-            l.register(&name, index);
-            if upstreams.probe(index, name).await {
-                break;
-            }
+impl LoopDetect {
+    /// The plugin for a block whose first zone is `zone`.
+    pub fn new(zone: Name) -> Self {
+        Self {
+            probes: Probes::new(zone),
+            status: Arc::new(LoopStatus::default()),
         }
+    }
+
+    /// The loop status.
+    pub fn status(&self) -> &Arc<LoopStatus> {
+        &self.status
+    }
+
+    /// The zone the probe names are made in.
+    pub fn zone(&self) -> &Name {
+        self.probes.zone()
+    }
+
+    /// If `name` is one of our probes, the index of the upstream it was sent to.
+    pub fn probe_seen(&self, name: &Name) -> Option<usize> {
+        self.probes.seen(name)
+    }
+
+    /// Registers a probe name for upstream `index`.
+    pub fn register(&self, name: &Name, index: usize) {
+        self.probes.register(name, index);
+    }
+}
+
+impl Plugin for LoopDetect {
+    fn name(&self) -> &'static str {
+        "loop"
+    }
+
+    /// One of our probes coming back marks the upstream it went to as looping and gets
+    /// SERVFAIL; any other question goes on.
+    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+        Box::pin(async move {
+            if let Some(index) = self.probe_seen(&q.name) {
+                if let Some(addr) = next.upstreams().and_then(|u| u.mark_looping(index)) {
+                    self.status.record(addr);
+                }
+                return Reply::Rcode(ResponseCode::ServFail);
+            }
+            next.serve(q).await
+        })
+    }
+
+    fn start(&self, chain: &Chain) {
+        if chain.upstreams().is_some() {
+            tokio::spawn(run_probes(self.probes.clone(), chain.clone()));
+        }
+    }
+
+    fn not_ready(&self) -> Vec<String> {
+        if !self.status.detected() {
+            return Vec::new();
+        }
+        let upstreams: Vec<String> = self.status.upstreams().iter().map(|u| u.to_string()).collect();
+        vec![format!("loop: forwarding loop through {}", upstreams.join(" "))]
     }
 }

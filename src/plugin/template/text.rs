@@ -114,17 +114,6 @@ impl Template {
         })
     }
 
-    /// The highest match index it uses.
-    pub fn max_match(&self) -> Option<usize> {
-        self.pieces
-            .iter()
-            .filter_map(|p| match p {
-                Piece::Match(n) => Some(*n),
-                _ => None,
-            })
-            .max()
-    }
-
     /// The line for `data`. A missing group renders empty, as Go's templates render a missing
     /// map key; a missing match index is an error (Go's `index` fails).
     pub fn render(&self, data: &Data<'_>) -> Result<String, String> {

@@ -4,7 +4,7 @@
 //! over TCP is (no truncation; the `proto` label is `tcp`, as CoreDNS counts DoH).
 //!
 //! The TCP listener's bounds hold here: the connection takes a slot in the listener's
-//! [`Slots`](super::tcp::Slots) (evicted when idle at the limit), a body's bytes beyond the
+//! [`Slots`](super::slots::Slots) (evicted when idle at the limit), a body's bytes beyond the
 //! first chunk come out of the listener's budget, a request must arrive whole within the
 //! message deadline, at most [`MAX_STREAMS`] requests of a connection are answered at once, and
 //! a connection with none for the idle timeout is closed.
@@ -28,7 +28,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::tcp::{FIRST_CHUNK, Reservation, Shared, Slot};
+use super::budget::{FIRST_CHUNK, Reservation};
+use super::shared::Shared;
+use super::slots::Slot;
 use crate::proto::Transport;
 use crate::telemetry::tcp::{CloseReason, ListenerTcpMetrics};
 

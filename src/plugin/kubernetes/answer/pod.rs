@@ -3,7 +3,7 @@
 use hickory_proto::rr::{Name, RecordType};
 
 use super::addr::parse_pod_label;
-use super::answer::*;
+use super::answerer::{ClusterAnswerer, PodRecords, Resolution};
 
 impl ClusterAnswerer {
     pub(super) fn resolve_pod(

@@ -1,12 +1,12 @@
-//! The cluster zone's query engine: the name grammar ([`qname`]), address spellings in names
-//! ([`addr`]) and the answerer ([`answer`]) that turns a question into records by the
+//! The `kubernetes` plugin's answerer, its query engine over the cluster zone: the name grammar
+//! ([`qname`]), address spellings in names ([`addr`]) and the answerer ([`answerer`]) that turns a question into records by the
 //! Kubernetes DNS spec, one file per name form: Services, their endpoints and ports
 //! (`service`), pods (`pod`), reverse names (`reverse`) and the apex's NS records (`apex`);
 //! what the answerer keeps with zone entries between questions, within a byte budget
 //! ([`kept`]).
 
 pub mod addr;
-pub mod answer;
+pub mod answerer;
 mod apex;
 pub mod kept;
 mod pod;
@@ -14,4 +14,4 @@ pub mod qname;
 mod reverse;
 mod service;
 
-pub use answer::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
+pub use answerer::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use hickory_proto::rr::rdata::NS;
 use hickory_proto::rr::{Name, RData, Record};
 
-use super::answer::*;
+use super::answerer::{ClusterAnswerer, Resolution, address_record, name_under};
 use crate::cluster::model::ServiceKind;
 
 impl ClusterAnswerer {

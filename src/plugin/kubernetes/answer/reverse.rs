@@ -7,7 +7,7 @@ use hickory_proto::rr::rdata::PTR;
 use hickory_proto::rr::{Name, RData, RecordType};
 
 use super::addr::parse_reverse;
-use super::answer::*;
+use super::answerer::{ClusterAnswerer, Resolution, name_under};
 use crate::proto::Records;
 
 impl ClusterAnswerer {

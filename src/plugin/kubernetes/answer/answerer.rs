@@ -591,7 +591,7 @@ pub(super) mod tests {
     }
 
     /// Settings for `cluster.local` and the reverse zones, TTL 5, everything else default.
-    pub(in crate::dns) fn settings() -> AnswerSettings {
+    pub(in crate::plugin::kubernetes::answer) fn settings() -> AnswerSettings {
         AnswerSettings {
             zones: vec![n("cluster.local."), n("in-addr.arpa."), n("ip6.arpa.")],
             reverse_zones: vec![n("in-addr.arpa."), n("ip6.arpa.")],

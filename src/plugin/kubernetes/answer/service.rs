@@ -10,7 +10,10 @@ use hickory_proto::rr::rdata::{CNAME, SRV};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 use super::addr::dashed;
-use super::answer::*;
+use super::answerer::{
+    ClusterAnswerer, MAX_CNAME_CHAIN, Resolution, SrvCandidate, address_data, address_record, family_matches,
+    name_under, spelt_zone, with_lower_labels,
+};
 use super::kept::{EndpointNames, ServiceNames};
 use crate::cluster::model::{EndpointInfo, PortInfo, PortProtocol, ServiceInfo, ServiceKind, SliceInfo};
 use crate::cluster::zone::ServiceEntry;
@@ -460,7 +463,7 @@ mod tests {
                 .collect(),
         ));
         zone.set_synced(true);
-        ClusterAnswerer::new(super::super::answer::tests::settings(), Arc::new(zone))
+        ClusterAnswerer::new(super::super::answerer::tests::settings(), Arc::new(zone))
     }
 
     /// Slice `h-1` of service `h` in `ns`, port 80 `http`, holding `endpoints`.
@@ -479,7 +482,7 @@ mod tests {
     }
 
     fn srv_and_glue(a: &ClusterAnswerer, q: &str) -> (Vec<String>, Vec<String>) {
-        let crate::dns::Outcome::Answer(ans) = a.answer(&n(q), RecordType::SRV) else {
+        let crate::plugin::kubernetes::answer::Outcome::Answer(ans) = a.answer(&n(q), RecordType::SRV) else {
             panic!("fell through");
         };
         // SRV records are all the question's: marked so for the encoder.
@@ -499,7 +502,7 @@ mod tests {
     fn headless_addresses_are_marked_as_one_owners() {
         let a = headless(&[("web", "10.0.0.1"), ("db", "10.0.0.2"), ("x", "10.0.0.3")]);
         let q = n("H.ns.svc.cluster.local.");
-        let crate::dns::Outcome::Answer(ans) = a.answer(&q, RecordType::A) else {
+        let crate::plugin::kubernetes::answer::Outcome::Answer(ans) = a.answer(&q, RecordType::A) else {
             panic!("fell through");
         };
         assert_eq!(ans.answers.len(), 3);
@@ -560,7 +563,7 @@ mod tests {
     }
 
     fn ptr(a: &ClusterAnswerer, q: &str) -> Vec<String> {
-        let crate::dns::Outcome::Answer(ans) = a.answer(&n(q), RecordType::PTR) else {
+        let crate::plugin::kubernetes::answer::Outcome::Answer(ans) = a.answer(&n(q), RecordType::PTR) else {
             panic!("fell through");
         };
         ans.answers.iter().map(|r| r.data.to_string()).collect()
@@ -596,7 +599,7 @@ mod tests {
             None,
             Some("web-pod"),
         )]));
-        let mut s = super::super::answer::tests::settings();
+        let mut s = super::super::answerer::tests::settings();
         s.endpoint_pod_names = true;
         let pods = ClusterAnswerer::new(s, plain.zone().clone());
         let q = "_http._tcp.h.ns.svc.cluster.local.";
@@ -683,7 +686,7 @@ mod tests {
     /// what was kept is given back when its entry changes.
     #[test]
     fn names_past_the_budget_are_built_for_each_answer() {
-        use crate::dns::kept::KeptBudget;
+        use crate::plugin::kubernetes::answer::kept::KeptBudget;
         let endpoints = [("web", "10.0.0.1"), ("db", "10.0.0.2")];
         let q = "_http._tcp.h.ns.svc.cluster.local.";
         let want = srv_and_glue(&headless(&endpoints), q);

@@ -1,0 +1,162 @@
+//! What the source watches: the resources ([`Resource`]) and the watches the `kubernetes`
+//! plugin's filters make of them ([`watch_specs`]): one Namespace watch with the
+//! `namespace_labels` selector, and one Service, EndpointSlice (and, with `pods verified`, Pod)
+//! watch per listed namespace, or one at the cluster scope, with the `labels` selector.
+
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::ApiResource;
+
+use super::client::WatchOptions;
+
+/// The resources the source watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Resource {
+    /// core/v1 Namespaces (cluster-scoped).
+    Namespaces,
+    /// core/v1 Services.
+    Services,
+    /// discovery.k8s.io/v1 EndpointSlices.
+    EndpointSlices,
+    /// core/v1 Pods (only with `pods verified`).
+    Pods,
+}
+
+impl Resource {
+    /// The resource as RBAC names it (`services`, `endpointslices.discovery.k8s.io`, ...).
+    pub fn rbac_name(self) -> &'static str {
+        match self {
+            Self::Namespaces => "namespaces",
+            Self::Services => "services",
+            Self::EndpointSlices => "endpointslices.discovery.k8s.io",
+            Self::Pods => "pods",
+        }
+    }
+
+    /// The kind of its objects.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::Namespaces => "Namespace",
+            Self::Services => "Service",
+            Self::EndpointSlices => "EndpointSlice",
+            Self::Pods => "Pod",
+        }
+    }
+
+    pub(super) fn api_resource(self) -> ApiResource {
+        match self {
+            Self::Namespaces => ApiResource::erase::<Namespace>(&()),
+            Self::Services => ApiResource::erase::<Service>(&()),
+            Self::EndpointSlices => ApiResource::erase::<EndpointSlice>(&()),
+            Self::Pods => ApiResource::erase::<Pod>(&()),
+        }
+    }
+}
+
+/// One watch to run: a resource in a scope with a label selector.
+#[derive(Debug, Clone)]
+pub(super) struct WatchSpec {
+    pub(super) resource: Resource,
+    pub(super) namespace: Option<String>,
+    pub(super) labels: Option<String>,
+}
+
+impl WatchSpec {
+    pub(super) fn name(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} in {ns}", self.resource.rbac_name()),
+            None => self.resource.rbac_name().to_owned(),
+        }
+    }
+
+    pub(super) fn scope(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("in namespace {ns}"),
+            None => "at the cluster scope".to_owned(),
+        }
+    }
+}
+
+/// The watches `config` asks for, the Namespace watch first.
+pub(super) fn watch_specs(config: &WatchOptions) -> Vec<WatchSpec> {
+    let mut resources = vec![Resource::Services, Resource::EndpointSlices];
+    if config.pods {
+        resources.push(Resource::Pods);
+    }
+    let mut specs = vec![WatchSpec {
+        resource: Resource::Namespaces,
+        namespace: None,
+        labels: config.namespace_labels.clone(),
+    }];
+    for resource in resources {
+        if config.namespaces.is_empty() {
+            specs.push(WatchSpec {
+                resource,
+                namespace: None,
+                labels: config.labels.clone(),
+            });
+        } else {
+            for ns in &config.namespaces {
+                specs.push(WatchSpec {
+                    resource,
+                    namespace: Some(ns.clone()),
+                    labels: config.labels.clone(),
+                });
+            }
+        }
+    }
+    specs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::watch::client::ApiSource;
+
+    /// Options as `namespaces`, `labels`, `namespace_labels` and `pods verified` set them.
+    fn config(
+        namespaces: &[&str],
+        labels: Option<&str>,
+        namespace_labels: Option<&str>,
+        pods: bool,
+    ) -> WatchOptions {
+        WatchOptions {
+            source: ApiSource::Endpoint("http://127.0.0.1:1".into()),
+            namespaces: namespaces.iter().map(|n| (*n).to_owned()).collect(),
+            labels: labels.map(str::to_owned),
+            namespace_labels: namespace_labels.map(str::to_owned),
+            pods,
+            ..WatchOptions::default()
+        }
+    }
+
+    #[test]
+    fn watches_follow_the_filters() {
+        let names = |c: &WatchOptions| watch_specs(c).iter().map(WatchSpec::name).collect::<Vec<_>>();
+        assert_eq!(
+            names(&config(&[], None, None, false)),
+            ["namespaces", "services", "endpointslices.discovery.k8s.io"]
+        );
+        let c = config(&["a", "b"], Some("app=x"), None, true);
+        assert_eq!(
+            names(&c),
+            [
+                "namespaces",
+                "services in a",
+                "services in b",
+                "endpointslices.discovery.k8s.io in a",
+                "endpointslices.discovery.k8s.io in b",
+                "pods in a",
+                "pods in b"
+            ]
+        );
+        assert!(
+            watch_specs(&c)[1..]
+                .iter()
+                .all(|s| s.labels.as_deref() == Some("app=x"))
+        );
+        let c = config(&[], None, Some("team=dns"), false);
+        assert_eq!(watch_specs(&c)[0].labels.as_deref(), Some("team=dns"));
+        assert_eq!(watch_specs(&c)[1].labels, None);
+    }
+}
