@@ -15,8 +15,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde_json::Value;
 
 use crate::cluster::model::{PodInfo, ServiceInfo, SliceInfo, namespace_name};
-use crate::plugin::forward;
-use crate::proto::{Question, Reply, Transport};
+use crate::proto::Transport;
 use crate::server::DnsHandler;
 
 /// The client every fuzzed query comes from.
@@ -183,61 +182,4 @@ pub fn k8s_objects(data: &[u8]) {
             }
         }
     }
-}
-
-/// The question the fuzzed upstream replies are matched against, and its message ID.
-const REPLY_ID: u16 = 0x2b1d;
-
-fn reply_question() -> Question {
-    Question::new(
-        Name::from_ascii("www.Example.com.").expect("a name"),
-        RecordType::A,
-    )
-}
-
-/// Arbitrary bytes as an upstream's reply to `A www.Example.com.` sent with ID 0x2b1d: the
-/// forward plugin's matcher must accept only a response with that ID and that question (name
-/// case-insensitively, type, class), and an accepted reply converts to the answer the chain
-/// carries and encodes as the server would send it.
-pub fn forward_reply(data: &[u8]) {
-    let q = reply_question();
-    let Some(msg) = forward::exchange::accept_reply(data, REPLY_ID, &q) else {
-        return;
-    };
-    assert_eq!(msg.metadata.id, REPLY_ID, "accepted a reply with another ID");
-    assert_eq!(
-        msg.metadata.message_type,
-        MessageType::Response,
-        "accepted a query"
-    );
-    let [rq] = msg.queries.as_slice() else {
-        panic!("accepted a reply with {} questions", msg.queries.len());
-    };
-    assert_eq!(
-        rq.name().to_lowercase(),
-        q.name.to_lowercase(),
-        "accepted another name"
-    );
-    assert_eq!((rq.query_type(), rq.query_class()), (q.qtype, q.qclass));
-    let f = forward::forwarded(msg);
-    assert!(
-        !f.additional.iter().any(|r| r.record_type() == RecordType::OPT),
-        "the upstream's OPT is carried on"
-    );
-    let reply = Reply::Forwarded(f);
-    let _ = reply.rcode();
-}
-
-/// A well-formed upstream reply to [`forward_reply`]'s question (a corpus seed).
-pub fn forward_reply_seed() -> Vec<u8> {
-    let q = reply_question();
-    let bytes = forward::exchange::build_query(&q, REPLY_ID).expect("a query");
-    let mut msg = Message::from_bytes(&bytes).expect("our query parses");
-    msg.metadata.message_type = MessageType::Response;
-    msg.add_answer(hickory_proto::rr::Record::from_rdata(
-        q.name.clone(),
-        300,
-        hickory_proto::rr::RData::A(hickory_proto::rr::rdata::A::new(192, 0, 2, 1)),
-    ));
-    msg.to_bytes().expect("a reply")
 }

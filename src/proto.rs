@@ -6,7 +6,6 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
-use rand::seq::SliceRandom;
 
 /// The transport a request came over: the one transport type of the crate.
 pub use hickory_server::net::xfer::Protocol as Transport;
@@ -131,20 +130,6 @@ pub struct Failure {
     pub reason: &'static str,
 }
 
-/// The [`Failure::reason`] that asks the server to send no reply at all (`acl`'s `drop`): the
-/// client sees a timeout, and nothing observes the request.
-pub const NO_REPLY: &str = "dropped by policy, no reply";
-
-impl Failure {
-    /// A failure that sends nothing (see [`NO_REPLY`]).
-    pub fn no_reply() -> Self {
-        Self {
-            rcode: ResponseCode::Refused,
-            reason: NO_REPLY,
-        }
-    }
-}
-
 /// What the chain decided for one question.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
@@ -158,6 +143,10 @@ pub enum Reply {
     /// The chain failed on this question (no upstream answered, no plugin could answer): the
     /// rcode with no records, and the failure for `errors`.
     Failed(Failure),
+    /// No reply is sent at all (`acl`'s `drop`): the client sees a timeout, and nothing
+    /// observes the request. Its [`Reply::rcode`] is REFUSED, for the plugins it passes on the
+    /// way out (it is never stored, replayed or sent).
+    Dropped,
 }
 
 impl Reply {
@@ -168,14 +157,7 @@ impl Reply {
             Self::Forwarded(f) => f.rcode,
             Self::Rcode(r) => *r,
             Self::Failed(f) => f.rcode,
-        }
-    }
-
-    /// This reply as it may be served again later: a failure becomes its bare rcode.
-    pub fn to_stored(&self) -> Self {
-        match self {
-            Self::Failed(f) => Self::Rcode(f.rcode),
-            other => other.clone(),
+            Self::Dropped => ResponseCode::Refused,
         }
     }
 
@@ -184,7 +166,7 @@ impl Reply {
         match self {
             Self::Authoritative(a) => &a.answers,
             Self::Forwarded(f) => &f.answers,
-            Self::Rcode(_) | Self::Failed(_) => &[],
+            Self::Rcode(_) | Self::Failed(_) | Self::Dropped => &[],
         }
     }
 }
@@ -234,9 +216,10 @@ impl Records {
         self.list
     }
 
-    /// Shuffles the records as `loadbalance` does ([`shuffle_records`]), keeping the mark.
-    pub fn shuffle(&mut self) {
-        shuffle_records(&mut self.list);
+    /// Reorders the records with `f`, keeping the mark: `f` may only move records (a slice
+    /// cannot grow or shrink), so they keep sharing their one owner.
+    pub fn permute(&mut self, f: impl FnOnce(&mut [Record])) {
+        f(&mut self.list);
     }
 }
 
@@ -304,9 +287,10 @@ pub struct Answer {
     pub authority: Vec<Record>,
     /// Additional section (SRV/NS glue).
     pub additional: Vec<Record>,
-    /// An ExternalName target outside the cluster zones whose records should follow the CNAME
-    /// (chased through the forwarder when one is configured).
-    pub external_target: Option<Name>,
+    /// A CNAME target outside what the writing plugin answers (a kubernetes ExternalName, a
+    /// template's CNAME) whose records should follow the CNAME: the rest of the chain is asked
+    /// for it (`chain::Next::chase`) when a plugin that may reach an upstream follows.
+    pub chase_target: Option<Name>,
 }
 
 /// Something answers are made from that counts its changes (the cluster zone): a response made
@@ -340,78 +324,6 @@ pub trait ChangeCounter: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// FNV-1a, for scope keys (stable across the writer and the readers of one process).
-fn fnv(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for b in part.iter().chain(&[0xff]) {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
-}
-
-/// The scope of the answers about one Service (its names, ports and endpoints): `namespace`
-/// and `service` lower-case.
-pub fn service_scope(namespace: &str, service: &str) -> u64 {
-    fnv(&[b"svc", namespace.as_bytes(), service.as_bytes()])
-}
-
-/// The scope of the answers about one address (its PTR, the pod name spelling it).
-pub fn address_scope(ip: std::net::IpAddr) -> u64 {
-    match ip {
-        std::net::IpAddr::V4(a) => fnv(&[b"ip", &a.octets()]),
-        std::net::IpAddr::V6(a) => match a.to_ipv4_mapped() {
-            Some(v4) => fnv(&[b"ip", &v4.octets()]),
-            None => fnv(&[b"ip", &a.octets()]),
-        },
-    }
-}
-
-fn is_addr(r: &Record) -> bool {
-    matches!(r.record_type(), RecordType::A | RecordType::AAAA)
-}
-
-fn is_mx(r: &Record) -> bool {
-    r.record_type() == RecordType::MX
-}
-
-/// True when [`shuffle_records`] may change `records`: two or more A/AAAA, or two or more MX.
-pub fn shuffles(records: &[Record]) -> bool {
-    records.iter().filter(|r| is_addr(r)).count() >= 2 || records.iter().filter(|r| is_mx(r)).count() >= 2
-}
-
-/// The `loadbalance` order, which the answer memo replays too. Reorders `records`: CNAMEs first, then the records that are not shuffled in their order,
-/// then the A/AAAA records shuffled, then the MX records shuffled.
-pub fn shuffle_records(records: &mut Vec<Record>) {
-    if !shuffles(records) {
-        return;
-    }
-    let mut cnames = Vec::new();
-    let mut rest = Vec::new();
-    let mut addrs = Vec::new();
-    let mut mxs = Vec::new();
-    for r in records.drain(..) {
-        if r.record_type() == RecordType::CNAME {
-            cnames.push(r);
-        } else if is_addr(&r) {
-            addrs.push(r);
-        } else if is_mx(&r) {
-            mxs.push(r);
-        } else {
-            rest.push(r);
-        }
-    }
-    let mut rng = rand::rng();
-    addrs.shuffle(&mut rng);
-    mxs.shuffle(&mut rng);
-    records.extend(cnames);
-    records.extend(rest);
-    records.extend(addrs);
-    records.extend(mxs);
-}
-
 /// True for a label Kubernetes accepts as a DNS label (RFC 1123), compared case-insensitively.
 pub fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
@@ -435,7 +347,7 @@ mod tests {
         )
     }
 
-    /// The mark is set only by `with_owner`, survives reading, cloning and `shuffle`, and is
+    /// The mark is set only by `with_owner`, survives reading, cloning and `permute`, and is
     /// forgotten by any mutable access, even one that changes nothing.
     #[test]
     fn the_one_owner_mark_is_lost_with_any_mutable_access() {
@@ -444,9 +356,10 @@ mod tests {
         assert_eq!(r.len(), 4);
         assert!(r.iter().all(|x| x.name.eq_case(&r[0].name)));
         assert!(r.clone().share_one_owner());
-        let mut shuffled = r.clone();
-        shuffled.shuffle();
-        assert!(shuffled.share_one_owner());
+        let mut reversed = r.clone();
+        reversed.permute(|list| list.reverse());
+        assert!(reversed.share_one_owner());
+        assert_eq!(reversed[0], r[3]);
         assert!(!Records::from(r.clone().into_vec()).share_one_owner());
         assert!(!r.iter().cloned().collect::<Records>().share_one_owner());
 

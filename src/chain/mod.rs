@@ -38,7 +38,7 @@ mod walk;
 pub use capability::{Capabilities, SearchPaths, Upstreams};
 pub use observer::{Exchange, Observer};
 pub use ready::{Readiness, ReadinessCheck};
-pub use replay::{Lifetime, Replay, ReplayPlan, Replayed, Scope};
+pub use replay::{Lifetime, Replay, ReplayPlan, Replayed, Scope, reorder, reorders};
 pub use resources::{Acquired, Resources};
 pub use settings::{Beside, BlockFilter, BlockSettings, HttpCtx, HttpRoute, MakeRouter, ReloadSettings};
 pub use setup::{

@@ -1,9 +1,12 @@
 //! What a plugin declares about replaying its answers (the answer memo's contract): whether
 //! the server may send the same response again for the same request bytes ([`Replay`]), what
 //! of the zones it is made from ([`Scope`]), how long a stored reply holds ([`Lifetime`]), and
-//! the plan the chain works out from the plugins a question visited ([`ReplayPlan`]).
+//! the plan the chain works out from the plugins a question visited ([`ReplayPlan`]), and the
+//! order a [`Replay::Reordered`] answer is replayed in ([`reorder`], `loadbalance`'s).
 
 use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{Record, RecordType};
+use rand::seq::SliceRandom;
 
 /// May the server send a plugin's reply to a request again, for the same request bytes, while
 /// the cluster zones are unchanged (the answer memo)? Declared per question.
@@ -57,7 +60,7 @@ pub enum Scope {
     Independent,
     /// Any of it: every change may alter the answer.
     Whole,
-    /// The data of one scope (`proto::service_scope`, `proto::address_scope`) and the zones'
+    /// The data of one scope (`cluster::scope::service_scope`, `cluster::scope::address_scope`) and the zones'
     /// structure ([`crate::proto::ChangeCounter::structure_generation`]).
     Key(u64),
 }
@@ -90,4 +93,42 @@ pub struct ReplayPlan {
     /// Some visited plugin's answer is made from the zones ([`Scope::Whole`] or
     /// [`Scope::Key`]).
     pub reads_zones: bool,
+}
+
+/// True when [`reorder`] may change `records`: two or more A/AAAA, or two or more MX.
+pub fn reorders(records: &[Record]) -> bool {
+    let count = |t: &[RecordType]| records.iter().filter(|r| t.contains(&r.record_type())).count();
+    count(&[RecordType::A, RecordType::AAAA]) >= 2 || count(&[RecordType::MX]) >= 2
+}
+
+/// Where a record goes in [`reorder`]'s order.
+fn place(r: &Record) -> u8 {
+    match r.record_type() {
+        RecordType::CNAME => 0,
+        RecordType::A | RecordType::AAAA => 2,
+        RecordType::MX => 3,
+        _ => 1,
+    }
+}
+
+/// The order of an answer that [`Replay::Reordered`] promises afresh on every replay (and that
+/// `loadbalance` gives every answer): CNAMEs first, then the records that are not reordered in
+/// their order, then the A/AAAA records shuffled, then the MX records shuffled.
+pub fn reorder(records: &mut [Record]) {
+    if !reorders(records) {
+        return;
+    }
+    // A stable sort keeps each group's own order before the shuffles.
+    records.sort_by_key(place);
+    let addrs = records
+        .iter()
+        .position(|r| place(r) >= 2)
+        .unwrap_or(records.len());
+    let mxs = records
+        .iter()
+        .position(|r| place(r) == 3)
+        .unwrap_or(records.len());
+    let mut rng = rand::rng();
+    records[addrs..mxs].shuffle(&mut rng);
+    records[mxs..].shuffle(&mut rng);
 }

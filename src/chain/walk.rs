@@ -210,7 +210,7 @@ impl<'a> Next<'a> {
     /// rcode (RFC 6604) and negative authority. The asking plugin is recorded as the writer.
     /// Past [`MAX_CHASES`] chases for one question, the CNAME is returned alone.
     pub async fn chase(&self, mut answer: Answer, target: Name, q: &Question) -> Reply {
-        answer.external_target = None;
+        answer.chase_target = None;
         // Keep only what this answer owns: the CNAME(s) it wrote.
         answer.answers.retain(|r| matches!(r.data, RData::CNAME(_)));
         if self.trace.chases.fetch_add(1, Ordering::Relaxed) >= MAX_CHASES {
@@ -236,6 +236,8 @@ impl<'a> Next<'a> {
                 answer.rcode = r;
                 answer.authority = Vec::new();
             }
+            // The target is not to be answered (`acl`'s drop): neither is the question.
+            Reply::Dropped => return Reply::Dropped,
         }
         self.claim();
         Reply::Authoritative(answer)
@@ -579,7 +581,7 @@ mod tests {
             answers: Vec::new().into(),
             authority: Vec::new(),
             additional: Vec::new(),
-            external_target: None,
+            chase_target: None,
         })
     }
 

@@ -8,6 +8,7 @@ pub mod metrics;
 pub mod model;
 pub mod pods;
 pub mod rest_client;
+pub mod scope;
 pub mod source;
 pub mod watch;
 pub mod zone;

@@ -279,7 +279,7 @@ impl ServiceInfo {
 
         let kind = if spec.type_.as_deref() == Some("ExternalName") {
             let target = spec.external_name.as_deref().unwrap_or_default();
-            ServiceKind::ExternalName(external_target(target))
+            ServiceKind::ExternalName(chase_target(target))
         } else {
             let listed: Vec<&str> = match &spec.cluster_ips {
                 Some(ips) if !ips.is_empty() => ips.iter().map(String::as_str).collect(),
@@ -342,7 +342,7 @@ fn external_addresses(svc: &Service, kind: &ServiceKind) -> Option<Box<ExternalA
         .flatten()
         .filter_map(|i| i.hostname.as_deref())
     {
-        if let Some(h) = external_target(host)
+        if let Some(h) = chase_target(host)
             && !out.hostnames.contains(&h)
         {
             out.hostnames.push(h);
@@ -353,7 +353,7 @@ fn external_addresses(svc: &Service, kind: &ServiceKind) -> Option<Box<ExternalA
 
 /// Normalises an `externalName` into an absolute lower-case DNS name, or `None` when it is an IP
 /// literal or not a valid name (CoreDNS refuses to make a CNAME to those).
-fn external_target(target: &str) -> Option<Arc<str>> {
+fn chase_target(target: &str) -> Option<Arc<str>> {
     let t = target.trim().trim_end_matches('.');
     if t.is_empty() || t.parse::<IpAddr>().is_ok() || t.len() > 253 {
         return None;

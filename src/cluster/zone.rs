@@ -319,7 +319,7 @@ pub struct ClusterZone {
     /// Counts the changes that can alter the answers of every scope: namespaces, the synced
     /// flag, a relist's pod removals. Bumped after `generation`.
     structure: AtomicU64,
-    /// Change counters of the scopes (`proto::service_scope`, `proto::address_scope`), by key
+    /// Change counters of the scopes (`cluster::scope::service_scope`, `cluster::scope::address_scope`), by key
     /// modulo their number: a change bumps the counters of the scopes it touches, after
     /// `generation`. Two scopes sharing a counter only cost each other memo hits.
     scopes: Box<[AtomicU64]>,
@@ -562,7 +562,7 @@ impl ClusterZone {
         if changed {
             self.bump_serial();
             for ip in old.into_iter().chain(pod.ip) {
-                self.bump_scope(crate::proto::address_scope(ip));
+                self.bump_scope(super::scope::address_scope(ip));
             }
         }
     }
@@ -575,7 +575,7 @@ impl ClusterZone {
         if changed {
             self.bump_serial();
             if let Some(ip) = old {
-                self.bump_scope(crate::proto::address_scope(ip));
+                self.bump_scope(super::scope::address_scope(ip));
             }
         }
     }
@@ -648,9 +648,9 @@ impl ClusterZone {
         }
         self.reindex(namespace, name, &old_ips, &new_ips);
         self.bump_serial();
-        self.bump_scope(crate::proto::service_scope(namespace, name));
+        self.bump_scope(super::scope::service_scope(namespace, name));
         for (ip, _) in old_ips.iter().chain(&new_ips) {
-            self.bump_scope(crate::proto::address_scope(*ip));
+            self.bump_scope(super::scope::address_scope(*ip));
         }
     }
 

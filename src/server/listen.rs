@@ -156,3 +156,48 @@ pub async fn serve_with(
     .map_err(|e| ServerError::Serve(format!("UDP worker failed: {e}")))?;
     Ok(())
 }
+
+/// The UDP workers' sockets as binding and serving them makes them.
+#[cfg(test)]
+mod udp_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn sockets_of_one_address_share_its_port() {
+        let l = crate::server::bind_with("127.0.0.1:0".parse().unwrap(), 3)
+            .await
+            .unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert_ne!(port, 0);
+        assert_eq!(l.udp.len(), 3);
+        for s in &l.udp {
+            assert_eq!(s.local_addr().unwrap().port(), port);
+        }
+        assert_eq!(l.tcp.local_addr().unwrap().port(), port);
+    }
+
+    /// A serve future dropped without its shutdown (the runtime going away) still stops the
+    /// worker threads, which close their sockets.
+    #[tokio::test]
+    async fn dropping_serve_stops_the_workers() {
+        let l = crate::server::bind_with("127.0.0.1:0".parse().unwrap(), 2)
+            .await
+            .unwrap();
+        let addr = l.local_addr().unwrap();
+        let router = crate::server::router_cell(crate::server::Router::default());
+        let task = tokio::spawn(crate::server::serve(router, vec![l], std::future::pending()));
+        tokio::task::yield_now().await;
+        task.abort();
+        let _ = task.await;
+        // A plain bind (no SO_REUSEPORT) succeeds once no worker holds the port.
+        let mut freed = false;
+        for _ in 0..100 {
+            if std::net::UdpSocket::bind(addr).is_ok() {
+                freed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(freed, "the UDP workers kept {addr}");
+    }
+}

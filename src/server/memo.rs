@@ -44,8 +44,8 @@ use rand::seq::SliceRandom;
 
 use tokio::time::Instant;
 
-use crate::chain::Lifetime;
-use crate::proto::{ChangeCounter, Transport, shuffles};
+use crate::chain::{Lifetime, reorders};
+use crate::proto::{ChangeCounter, Transport};
 use crate::telemetry::memo::ListenerMemoMetrics;
 
 /// The most the memo holds (request and response bytes plus a fixed cost per entry).
@@ -503,10 +503,10 @@ pub fn shuffle_plan(
     answers: &[Record],
     additional: &[Record],
 ) -> Result<Option<Shuffle>, ()> {
-    if shuffles(additional) {
+    if reorders(additional) {
         return Err(());
     }
-    if !shuffles(answers) {
+    if !reorders(answers) {
         return Ok(None);
     }
     let addrs = answers

@@ -113,6 +113,8 @@ struct Response {
     replay: Option<ReplayPlan>,
     /// The chain's own failure, for `errors`.
     failure: Option<&'static str>,
+    /// No reply is sent ([`Reply::Dropped`]).
+    dropped: bool,
 }
 
 impl Response {
@@ -129,6 +131,7 @@ impl Response {
             plugin: "",
             replay: None,
             failure: None,
+            dropped: false,
         }
     }
 }
@@ -240,6 +243,11 @@ impl DnsHandler {
                 r.failure = Some(f.reason);
                 r
             }
+            Reply::Dropped => {
+                let mut r = Response::rcode(meta, ResponseCode::Refused);
+                r.dropped = true;
+                r
+            }
         };
         resp.plugin = answered.by;
         resp.replay = answered.replay;
@@ -342,7 +350,7 @@ impl DnsHandler {
         // Read before the answer is made: the memo keeps it only if no zone changed meanwhile.
         let generation = router.memo.generation();
         let resp = self.respond(&router, &mut parsed, protocol, src).await;
-        if resp.failure == Some(crate::proto::NO_REPLY) {
+        if resp.dropped {
             return None;
         }
         // Our OPT, sent only when the query had one: the client's payload capped at the
@@ -661,7 +669,7 @@ mod tests {
                         .into(),
                         authority: Vec::new(),
                         additional: Vec::new(),
-                        external_target: None,
+                        chase_target: None,
                     })
                 } else {
                     Reply::Failed(Failure {

@@ -49,19 +49,19 @@ fn k8s_objects_corpus() {
 
 #[test]
 fn forward_reply_corpus() {
-    replay("forward_reply", cluster_dns::fuzzing::forward_reply);
+    replay("forward_reply", cluster_dns::plugin::forward::fuzz::forward_reply);
 }
 
 /// The forward_reply seed is a reply the matcher accepts (so the target reaches the
 /// conversion), and the same reply with another ID is refused.
 #[test]
 fn forward_reply_seed_is_accepted_and_another_id_is_not() {
-    let seed = cluster_dns::fuzzing::forward_reply_seed();
+    let seed = cluster_dns::plugin::forward::fuzz::forward_reply_seed();
     let q = cluster_dns::proto::Question::new(
         hickory_proto::rr::Name::from_ascii("www.example.com.").unwrap(),
         hickory_proto::rr::RecordType::A,
     );
     assert!(cluster_dns::plugin::forward::exchange::accept_reply(&seed, 0x2b1d, &q).is_some());
     assert!(cluster_dns::plugin::forward::exchange::accept_reply(&seed, 0x2b1e, &q).is_none());
-    cluster_dns::fuzzing::forward_reply(&seed);
+    cluster_dns::plugin::forward::fuzz::forward_reply(&seed);
 }

@@ -4,14 +4,20 @@
 //! - `proto` and `corefile` are leaves; `telemetry` sits on `proto`; `chain` (the plugin and
 //!   setup contracts) on `proto`, `corefile` and `telemetry`;
 //! - `cluster` (the zone and its sources) on `proto` and `telemetry`: no Corefile, no plugin;
-//! - `dns` (the cluster zone's answerer) on `cluster` and `proto`;
 //! - `plugin` on everything below it, and no plugin imports another (only `plugin/mod.rs` and
 //!   the registry name them);
 //! - `server` on `chain`, `proto` and `telemetry`: it never imports a plugin;
 //! - the runtime (`app`, `config`, `http`, `main`, and the harnesses `testing` and `fuzzing`,
-//!   `lib`) on anything.
+//!   `lib`) on anything but plugins: of `plugin`, `app`, `config` and the harnesses import only
+//!   the registry, so a plugin is a folder and a line in the registry, never a runtime edit.
 //!
 //! Every `crate::NAME` path counts, in `use` lines and inline, tests included.
+//!
+//! And file by file: no two files import each other (a `crate::`, `super::` or `self::` path,
+//! or a `mod.rs`'s use of a child it declares, is an import of the file that defines the
+//! module it names; a `mod.rs` re-exporting its children with `pub use` is not). Every file
+//! under `src/` says what it owns in a `//!` first line and holds at most [`MAX_LINES`] lines
+//! before its tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -27,8 +33,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("server", &["proto", "telemetry", "chain"]),
 ];
 
-/// The runtime: may import anything.
+/// The runtime: may import anything but plugins.
 const RUNTIME: &[&str] = &["app", "config", "http", "main", "testing", "fuzzing", "lib"];
+
+/// The runtime files that name no plugin: of `plugin` they import the registry alone.
+const PLUGIN_BLIND: &[&str] = &["app", "config", "testing", "fuzzing"];
+
+/// The most lines a file under `src/` holds before its `#[cfg(test)]` module.
+const MAX_LINES: usize = 900;
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -85,6 +97,15 @@ fn layer_of(rel: &Path) -> (String, String) {
 
 /// The imports of `text` (a file of `layer`, plugin `sub`) against the rules.
 fn violations(layer: &str, sub: &str, text: &str) -> Vec<String> {
+    if PLUGIN_BLIND.contains(&layer) {
+        return crate_paths(text)
+            .into_iter()
+            .filter(|(first, next)| first == "plugin" && next != "registry")
+            .map(|(_, next)| {
+                format!("{layer} imports plugin '{next}' (the runtime names no plugin but the registry)")
+            })
+            .collect();
+    }
     if RUNTIME.contains(&layer) {
         return Vec::new();
     }
@@ -182,9 +203,326 @@ fn the_layer_check_catches_a_server_importing_a_plugin() {
         )
         .is_empty()
     );
-    assert!(violations("app", "", "use crate::plugin::cache::Cache;").is_empty());
+    assert_eq!(
+        violations("app", "build", "use crate::plugin::cache::Cache;"),
+        ["app imports plugin 'cache' (the runtime names no plugin but the registry)"]
+    );
+    assert!(violations("app", "build", "use crate::plugin::registry::build_chain;").is_empty());
+    assert!(violations("main", "", "use crate::plugin::cache::Cache;").is_empty());
     assert_eq!(
         violations("cluster", "watch", "x::<crate::config::Config>()"),
         ["cluster imports config"]
     );
+}
+
+/// The module path of a file under `src/` (`plugin/acl/mod.rs` is `plugin::acl`,
+/// `plugin/acl/handler.rs` is `plugin::acl::handler`, `lib.rs` is the crate root).
+fn module_of(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_owned())
+        .collect();
+    if parts.last().is_some_and(|l| l == "mod" || l == "lib") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The identifier at the start of `s`.
+fn ident(s: &str) -> &str {
+    let end = s
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// The module paths `text` (the file of module `module`) imports: every `crate::`, `super::`
+/// and `self::` path, resolved to absolute segments (`use a::{b, c::d}` gives both), and each
+/// use of a child module it declares (`mod x;` then `x::...`), except in `pub use` re-exports.
+/// Lines after an inline `mod NAME {` (the tests) resolve `super` against the file's own module.
+fn imported_paths(module: &[String], text: &str) -> Vec<Vec<String>> {
+    let children: Vec<String> = text
+        .lines()
+        .filter_map(|l| {
+            let l = l
+                .trim_start()
+                .trim_start_matches("pub ")
+                .trim_start_matches("pub(crate) ");
+            l.strip_prefix("mod ")
+                .and_then(|r| r.strip_suffix(';'))
+                .map(|n| n.trim().to_owned())
+        })
+        .collect();
+    let mut base = module.to_vec();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        let trimmed = code.trim_start();
+        if let Some(rest) = trimmed
+            .strip_prefix("mod ")
+            .or_else(|| trimmed.strip_prefix("pub mod "))
+            && rest.trim_end().ends_with('{')
+        {
+            base = module.to_vec();
+            base.push(ident(rest).to_owned());
+            continue;
+        }
+        if trimmed.starts_with("mod ") || trimmed.starts_with("pub mod ") {
+            continue;
+        }
+        let reexport = trimmed.starts_with("pub use ") || trimmed.starts_with("pub(crate) use ");
+        let bytes = code.as_bytes();
+        let mut at = 0;
+        while at < code.len() {
+            let rest = &code[at..];
+            let word = ident(rest);
+            let boundary = at == 0 || {
+                let b = bytes[at - 1];
+                !(b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+            };
+            if word.is_empty() || !boundary {
+                at += rest.chars().next().map_or(1, char::len_utf8);
+                continue;
+            }
+            let after = &rest[word.len()..];
+            if !after.starts_with("::") {
+                at += word.len();
+                continue;
+            }
+            // The path: `word::seg::seg...`, possibly ending in a `{...}` group.
+            let mut start: Vec<String> = match word {
+                "crate" => Vec::new(),
+                "self" => base.clone(),
+                "super" => base[..base.len().saturating_sub(1)].to_vec(),
+                w if children.iter().any(|c| c == w) && !reexport => {
+                    let mut p = module.to_vec();
+                    p.push(w.to_owned());
+                    p
+                }
+                _ => {
+                    at += word.len();
+                    continue;
+                }
+            };
+            let mut tail = after;
+            while let Some(next) = tail.strip_prefix("::") {
+                if next.starts_with("super") && ident(next) == "super" {
+                    start.pop();
+                    tail = &next["super".len()..];
+                    continue;
+                }
+                let seg = ident(next);
+                if seg.is_empty() {
+                    tail = next;
+                    break;
+                }
+                start.push(seg.to_owned());
+                tail = &next[seg.len()..];
+            }
+            if let Some(group) = tail.strip_prefix('{') {
+                let inner = group.split('}').next().unwrap_or("");
+                for item in inner.split(',') {
+                    let mut p = start.clone();
+                    for seg in item.trim().split("::") {
+                        let seg = ident(seg.trim());
+                        if !seg.is_empty() && seg != "self" {
+                            p.push(seg.to_owned());
+                        }
+                    }
+                    out.push(p);
+                }
+            } else {
+                out.push(start);
+            }
+            at = code.len() - tail.len().min(code.len() - at);
+            at = at.max(code.len() - rest.len() + word.len());
+        }
+    }
+    out
+}
+
+/// The file of the longest module prefix of `path` that has one.
+fn file_of<'a>(path: &[String], files: &'a BTreeMap<Vec<String>, String>) -> Option<&'a String> {
+    (0..=path.len()).rev().find_map(|n| files.get(&path[..n]))
+}
+
+/// The items each module re-exports (`pub use child::Item;` in its file), and where from.
+fn reexports(sources: &BTreeMap<Vec<String>, (String, String)>) -> BTreeMap<Vec<String>, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for (module, (_, text)) in sources {
+        for line in text.lines() {
+            let t = line.trim_start();
+            if !(t.starts_with("pub use ") || t.starts_with("pub(crate) use ")) {
+                continue;
+            }
+            let stmt = t.split_once("use ").map_or("", |(_, r)| r).trim_end_matches(';');
+            // Only a module's own children: `pub use child::...`.
+            let first = ident(stmt);
+            if first.is_empty() || ["crate", "super", "self"].contains(&first) {
+                continue;
+            }
+            let mut child = module.clone();
+            child.push(first.to_owned());
+            if !sources.contains_key(&child) {
+                continue;
+            }
+            let fake_module = module.clone();
+            let as_child = format!("self::{stmt}");
+            for target in imported_paths(&fake_module, &as_child) {
+                if let Some(item) = target.last() {
+                    let mut at = module.clone();
+                    at.push(item.clone());
+                    out.insert(at, target);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `path` with the re-exports it goes through followed to where the item is defined.
+fn through_reexports(path: Vec<String>, reexported: &BTreeMap<Vec<String>, Vec<String>>) -> Vec<String> {
+    let mut path = path;
+    for _ in 0..8 {
+        let hit = (1..=path.len())
+            .rev()
+            .find_map(|n| reexported.get(&path[..n]).map(|to| (n, to)));
+        match hit {
+            Some((n, to)) => {
+                let mut next = to.clone();
+                next.extend_from_slice(&path[n..]);
+                if next == path {
+                    break;
+                }
+                path = next;
+            }
+            None => break,
+        }
+    }
+    path
+}
+
+/// Pairs of files that import each other, in `files` (module path to file name, text).
+fn mutual_imports(sources: &BTreeMap<Vec<String>, (String, String)>) -> Vec<String> {
+    let files: BTreeMap<Vec<String>, String> =
+        sources.iter().map(|(m, (f, _))| (m.clone(), f.clone())).collect();
+    let reexported = reexports(sources);
+    let mut edges: BTreeSet<(String, String)> = BTreeSet::new();
+    for (module, (file, text)) in sources {
+        for path in imported_paths(module, text) {
+            let path = through_reexports(path, &reexported);
+            if let Some(target) = file_of(&path, &files)
+                && target != file
+            {
+                edges.insert((file.clone(), target.clone()));
+            }
+        }
+    }
+    edges
+        .iter()
+        .filter(|(a, b)| a < b && edges.contains(&(b.clone(), a.clone())))
+        .map(|(a, b)| format!("{a} <-> {b}"))
+        .collect()
+}
+
+/// Every file under `src/`, by module path: its name and text.
+fn sources() -> BTreeMap<Vec<String>, (String, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(&src).unwrap();
+            (
+                module_of(rel),
+                (rel.display().to_string(), std::fs::read_to_string(f).unwrap()),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn no_two_files_import_each_other() {
+    let mutual = mutual_imports(&sources());
+    assert!(
+        mutual.is_empty(),
+        "files that import each other:\n{}",
+        mutual.join("\n")
+    );
+}
+
+#[test]
+fn every_file_says_what_it_owns_and_stays_small() {
+    let mut bad = Vec::new();
+    for (file, text) in sources().values() {
+        if !text.starts_with("//!") {
+            bad.push(format!("{file}: no `//!` comment saying what it owns"));
+        }
+        let lines = text
+            .lines()
+            .take_while(|l| !l.starts_with("#[cfg(test)]"))
+            .count();
+        if lines > MAX_LINES {
+            bad.push(format!(
+                "{file}: {lines} lines before its tests (at most {MAX_LINES})"
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The file checker catches what it is for.
+#[test]
+fn the_file_checks_catch_mutual_imports_and_resolve_paths() {
+    let module = |s: &str| s.split("::").map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(
+        imported_paths(
+            &module("plugin::acl::handler"),
+            "use super::setup::{AclConfig, Action};\nuse super::*;\nuse crate::chain::{Next, walk::Plugin};"
+        ),
+        [
+            module("plugin::acl::setup::AclConfig"),
+            module("plugin::acl::setup::Action"),
+            module("plugin::acl"),
+            module("chain::Next"),
+            module("chain::walk::Plugin"),
+        ]
+    );
+    // A mod.rs using a child it declares imports it; re-exporting it does not.
+    assert_eq!(
+        imported_paths(
+            &module("app"),
+            "mod build;\npub use build::Generation;\nfn f() { build::build(); }"
+        ),
+        [module("app::build::build")]
+    );
+    // In the tests module, `super` is the file itself.
+    assert_eq!(
+        imported_paths(
+            &module("server::tcp"),
+            "#[cfg(test)]\nmod tests {\n    use super::*;\n}"
+        ),
+        [module("server::tcp")]
+    );
+    let mut sources = BTreeMap::new();
+    sources.insert(
+        module("server::tcp"),
+        ("server/tcp.rs".to_owned(), "use super::doh::Doh;".to_owned()),
+    );
+    sources.insert(
+        module("server::doh"),
+        (
+            "server/doh.rs".to_owned(),
+            "use crate::server::tcp::Slots;".to_owned(),
+        ),
+    );
+    sources.insert(
+        module("server"),
+        (
+            "server/mod.rs".to_owned(),
+            "pub use tcp::Slots;\nmod tcp;".to_owned(),
+        ),
+    );
+    assert_eq!(mutual_imports(&sources), ["server/doh.rs <-> server/tcp.rs"]);
 }

@@ -422,7 +422,7 @@ impl cluster_dns::chain::Plugin for WhoAmI {
                 answers: vec![record].into(),
                 authority: Vec::new(),
                 additional: Vec::new(),
-                external_target: None,
+                chase_target: None,
             })
         })
     }

@@ -13,7 +13,7 @@ use prometheus::IntCounter;
 use super::metrics::AclMetrics;
 use super::setup::{AclConfig, Action};
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
-use crate::proto::{Failure, Question, Reply};
+use crate::proto::{Question, Reply};
 
 /// One policy as built: its zones, rules and the counters of its zone (resolved once).
 #[derive(Debug)]
@@ -119,7 +119,7 @@ impl Plugin for Acl {
             Action::Allow => return Now::Pass,
             Action::Block => Reply::Rcode(ResponseCode::Refused),
             Action::Filter => Reply::Rcode(ResponseCode::NoError),
-            Action::Drop => Reply::Failed(Failure::no_reply()),
+            Action::Drop => Reply::Dropped,
         })
     }
 

@@ -2,6 +2,7 @@
 //! questions by the client's source address and the question type, in the zones it covers.
 //! See this folder's README.
 
+mod build;
 pub mod handler;
 pub mod metrics;
 pub mod setup;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use hickory_proto::rr::{Name, RecordType};
 
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx, previous};
+use crate::chain::{Configured, SetupCtx, previous};
 use crate::corefile::{Cidr, CorefileError, Directive, Token};
 
 /// What a matching rule does.
@@ -158,17 +158,6 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
         .collect::<Result<_, _>>()?;
     config.policies.push(Policy { zones, rules });
     Ok(Arc::new(config))
-}
-
-impl Configured for AclConfig {
-    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
-        let metrics = ctx.metrics.and_then(|m| m.families::<super::AclMetrics>().ok());
-        Built::Plugin(Arc::new(super::Acl::new(
-            self.clone(),
-            metrics.as_ref(),
-            ctx.server,
-        )))
-    }
 }
 
 #[cfg(test)]

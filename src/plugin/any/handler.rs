@@ -24,7 +24,7 @@ impl MinimalAny {
             answers: vec![Record::from_rdata(q.name.clone(), HINFO_TTL, RData::HINFO(hinfo))].into(),
             authority: Vec::new(),
             additional: Vec::new(),
-            external_target: None,
+            chase_target: None,
         })
     }
 }

@@ -221,7 +221,7 @@ mod tests {
             answers: vec![a].into(),
             authority: Vec::new(),
             additional: Vec::new(),
-            external_target: None,
+            chase_target: None,
         });
         let Reply::Authoritative(out) = under_cname(&asked, reply) else {
             panic!()

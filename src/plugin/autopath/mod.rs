@@ -2,6 +2,7 @@
 //! pod's lookup of a name outside its namespace costs one round trip instead of one per search
 //! domain. See this folder's README for its syntax, answers and metric.
 
+mod build;
 pub mod handler;
 pub mod metrics;
 pub mod setup;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::chain::{Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token};
 
 /// Where the search path comes from.
@@ -115,37 +115,8 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 }
 
 impl AutoPathConfig {
-    fn source_error(&self, message: String) -> CorefileError {
+    pub(super) fn source_error(&self, message: String) -> CorefileError {
         self.at.0.error_at(&self.at.1, message)
-    }
-}
-
-impl Configured for AutoPathConfig {
-    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
-        let success = ctx
-            .metrics
-            .and_then(|m| m.families::<super::AutoPathMetrics>().ok())
-            .map(|m| m.for_server(ctx.server));
-        Built::Plugin(Arc::new(super::AutoPath::new(self.clone(), success)))
-    }
-
-    /// `@PLUGIN` must name a plugin of the block that can give search paths.
-    fn check(&self, block: &[(&'static str, Arc<dyn Configured>)]) -> Result<(), CorefileError> {
-        let SearchSource::Plugin(name) = &self.source else {
-            return Ok(());
-        };
-        let Some((_, plugin)) = block.iter().find(|(n, _)| n == name) else {
-            return Err(self.source_error(format!(
-                "@{name}: this server block has no '{name}' plugin to take search paths from"
-            )));
-        };
-        match plugin.offers_search_paths() {
-            Some(Ok(())) => Ok(()),
-            Some(Err(why)) => Err(self.source_error(format!("@{name}: {why}"))),
-            None => Err(self.source_error(format!(
-                "@{name}: the {name} plugin does not know its clients' search paths (only @kubernetes does)"
-            ))),
-        }
     }
 }
 

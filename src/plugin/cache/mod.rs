@@ -9,6 +9,7 @@
 //! The files: `handler` holds the query path ([`Cache`]), `store` the capacity-bounded stores
 //! and what may be cached for how long, `setup` the Corefile options, `metrics` the families.
 
+mod build;
 pub mod handler;
 pub mod metrics;
 pub mod setup;

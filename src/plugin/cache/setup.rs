@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::chain::{Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr, parse_duration};
 use std::sync::Arc;
 
@@ -265,18 +265,6 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<CacheConfig, Coref
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
     ctx.refuse_twice(d)?;
     Ok(Arc::new(parse(d, ctx.zones)?))
-}
-
-impl Configured for CacheConfig {
-    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
-        let cache = super::Cache::new(self);
-        let families = ctx.metrics.and_then(|m| m.families::<super::CacheMetrics>().ok());
-        let cache = match families {
-            Some(f) => cache.with_metrics(f, ctx.server),
-            None => cache,
-        };
-        Built::Plugin(Arc::new(cache))
-    }
 }
 
 #[cfg(test)]

@@ -130,7 +130,7 @@ const RCODE: u8 = 2;
 const RECURSION_AVAILABLE: u8 = 1;
 const AUTHENTIC_DATA: u8 = 2;
 const TRUNCATED: u8 = 4;
-const EXTERNAL_TARGET: u8 = 8;
+const CHASE_TARGET: u8 = 8;
 
 /// `bit` when `on`, else no bit.
 fn flag(on: bool, bit: u8) -> u8 {
@@ -171,9 +171,9 @@ impl Block {
         {
             Reply::Authoritative(a) => (
                 AUTHORITATIVE,
-                flag(a.external_target.is_some(), EXTERNAL_TARGET),
+                flag(a.chase_target.is_some(), CHASE_TARGET),
                 a.rcode,
-                a.external_target.as_ref(),
+                a.chase_target.as_ref(),
                 [&a.answers, &a.authority, &a.additional],
             ),
             Reply::Forwarded(f) => (
@@ -187,6 +187,8 @@ impl Block {
             ),
             Reply::Rcode(r) => (RCODE, 0, *r, None, [&[], &[], &[]]),
             Reply::Failed(f) => (RCODE, 0, f.rcode, None, [&[], &[], &[]]),
+            // Nothing was sent: nothing to keep.
+            Reply::Dropped => return None,
         };
         let key_len = u16::try_from(key.len).ok()?;
         let mut counts = [0u8; 6];
@@ -244,7 +246,7 @@ impl Block {
         let counts = [word(4)?, word(6)?, word(8)?];
         let rest = self.0.get(at + HEAD..)?;
         let mut decoder = BinDecoder::new(rest);
-        let external_target = if flags & EXTERNAL_TARGET != 0 {
+        let chase_target = if flags & CHASE_TARGET != 0 {
             Some(Name::read(&mut decoder).ok()?)
         } else {
             None
@@ -256,7 +258,7 @@ impl Block {
                 answers: Vec::new().into(),
                 authority: Vec::new(),
                 additional: Vec::new(),
-                external_target,
+                chase_target,
             }),
             FORWARDED => Reply::Forwarded(Forwarded {
                 rcode,
@@ -291,7 +293,7 @@ impl Block {
                 f.authority = read(ns)?;
                 f.additional = read(ar)?;
             }
-            Reply::Rcode(_) | Reply::Failed(_) => {}
+            Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped => {}
         }
         Some(reply)
     }
@@ -420,7 +422,7 @@ pub fn aged(reply: &Reply, entry_ttl: u32, elapsed: u32, fixed: Option<u32>) -> 
             adjust(&mut f.authority);
             adjust(&mut f.additional);
         }
-        Reply::Rcode(_) | Reply::Failed(_) => {}
+        Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped => {}
     }
     out
 }
@@ -680,7 +682,7 @@ pub fn classify(
             rcode: ResponseCode::ServFail,
             ..
         }) => (!servfail.is_zero()).then_some((Kind::ServFail, servfail)),
-        Reply::Rcode(_) | Reply::Failed(_) => None,
+        Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped => None,
         Reply::Authoritative(a) => {
             let kind = kind_of(a.rcode, !a.answers.is_empty())?;
             if kind == Kind::ServFail {
@@ -804,7 +806,7 @@ mod tests {
             answers: answers.into(),
             authority,
             additional,
-            external_target: Some(n("edge.example.NET.")),
+            chase_target: Some(n("edge.example.NET.")),
         });
         for reply in [forwarded, authoritative] {
             let packed = Block::of(&key("www.example.com."), &reply).unwrap();
@@ -961,7 +963,7 @@ mod tests {
             answers: Vec::new().into(),
             authority: vec![Record::from_rdata(zone, 5, RData::SOA(soa))],
             additional: Vec::new(),
-            external_target: None,
+            chase_target: None,
         });
         let positive = a_reply(300);
         for (name, reply) in [("nx.svc.cluster.local.", &nx), ("www.example.com.", &positive)] {

@@ -92,7 +92,7 @@ impl Chaos {
             answers,
             authority: Vec::new(),
             additional: Vec::new(),
-            external_target: None,
+            chase_target: None,
         }))
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::chain::{Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
 
 /// The version string `version.bind` answers by default (CoreDNS: `CoreDNS-<version>`).
@@ -49,10 +49,4 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
             authors
         },
     }))
-}
-
-impl Configured for ChaosConfig {
-    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
-        Built::Plugin(Arc::new(super::Chaos::new(self, ctx.hostname)))
-    }
 }

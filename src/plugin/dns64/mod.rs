@@ -2,6 +2,7 @@
 //! with AAAA records synthesized from its A records under a NAT64 prefix (RFC 6052), so
 //! IPv6-only pods reach IPv4-only names through a NAT64 gateway. See this folder's README.
 
+mod build;
 pub mod handler;
 pub mod metrics;
 pub mod setup;

@@ -15,7 +15,7 @@
 use std::net::Ipv6Addr;
 use std::sync::Arc;
 
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::chain::{Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token};
 
 /// The RFC 6052 prefix lengths.
@@ -96,16 +96,6 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
         }
     }
     Ok(Arc::new(config))
-}
-
-impl Configured for Dns64Config {
-    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
-        let translated = ctx
-            .metrics
-            .and_then(|m| m.families::<super::Dns64Metrics>().ok())
-            .map(|m| m.for_server(ctx.server));
-        Built::Plugin(Arc::new(super::Dns64::new(self.clone(), translated)))
-    }
 }
 
 #[cfg(test)]

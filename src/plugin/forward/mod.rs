@@ -11,9 +11,12 @@
 //!
 //! The files: `handler` holds the query path ([`Forward`], its upstreams and their health),
 //! `exchange` one exchange with one upstream, `udp` and `tls` the upstream sockets and
-//! connections kept for reuse, `setup` the Corefile options, `metrics` the families.
+//! connections kept for reuse, `setup` the Corefile options, `metrics` the families, `fuzz`
+//! the body of the `forward_reply` fuzz target.
 
 pub mod exchange;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod handler;
 pub mod metrics;
 pub mod setup;

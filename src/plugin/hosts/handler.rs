@@ -207,7 +207,7 @@ impl Hosts {
             answers: answers.into(),
             authority: Vec::new(),
             additional: Vec::new(),
-            external_target: None,
+            chase_target: None,
         })
     }
 
@@ -556,5 +556,65 @@ mod tests {
         }
         assert!(gone, "the reload task kept the hosts alive");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The metrics a [`Hosts`] keeps (`metrics.rs`'s families), driven through its file.
+#[cfg(test)]
+mod metrics_tests {
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    use prometheus::Registry;
+
+    use super::{Hosts, HostsConfig, HostsMetrics};
+    use crate::telemetry::{Families, render_registry};
+
+    fn value(registry: &Registry, name: &str) -> f64 {
+        let text = render_registry(registry);
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn entries_and_reload_time_follow_the_file() {
+        let dir = std::env::temp_dir().join(format!("hosts-metrics-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("hosts");
+        std::fs::write(&path, "10.0.0.1 a.example.org\n10.0.0.2 b.example.org\n").unwrap();
+        let config = HostsConfig {
+            path: path.clone(),
+            zones: vec![".".to_owned()],
+            inline: Vec::new(),
+            ttl: 3600,
+            no_reverse: false,
+            reload: std::time::Duration::ZERO,
+            fallthrough: None,
+            fallthrough_unsupported: false,
+        };
+        let registry = Registry::new();
+        let m = HostsMetrics::register(&registry).unwrap();
+        let start = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let hosts = Hosts::new(&config).with_metrics(m);
+        assert_eq!(value(&registry, "coredns_hosts_entries"), 2.0);
+        let first = value(&registry, "coredns_hosts_reload_timestamp_seconds");
+        assert!(first >= start.floor() - 1.0, "{first} < {start}");
+
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(
+            &path,
+            "10.0.0.1 a.example.org\n10.0.0.2 b.example.org\n10.0.0.3 c.example.org d.example.org\n",
+        )
+        .unwrap();
+        assert!(hosts.reload_now());
+        assert_eq!(value(&registry, "coredns_hosts_entries"), 4.0);
+        let second = value(&registry, "coredns_hosts_reload_timestamp_seconds");
+        assert!(second > first, "{second} <= {first}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -7,6 +7,7 @@
 //! builds the lookup table, `handler` answers questions ([`Hosts::answer`]) and runs the reload
 //! task ([`Hosts::start_reload`]), `metrics` exports the table's size and build time.
 
+mod build;
 pub mod handler;
 pub mod metrics;
 pub mod setup;

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use hickory_proto::rr::Name;
 
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::chain::{Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr, parse_duration};
 use std::sync::Arc;
 
@@ -217,17 +217,6 @@ pub fn parse(d: &Directive, block_zones: &[String], dir: &Path) -> Result<HostsC
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
     ctx.refuse_twice(d)?;
     Ok(Arc::new(parse(d, ctx.zones, ctx.dir)?))
-}
-
-impl Configured for HostsConfig {
-    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
-        let hosts = super::Hosts::new(self);
-        let hosts = match ctx.metrics.and_then(|m| m.families::<super::HostsMetrics>().ok()) {
-            Some(m) => hosts.with_metrics(m),
-            None => hosts,
-        };
-        Built::Plugin(Arc::new(hosts))
-    }
 }
 
 #[cfg(test)]

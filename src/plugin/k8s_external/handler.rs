@@ -346,7 +346,7 @@ impl K8sExternal {
             answers: answers.into(),
             authority,
             additional,
-            external_target: None,
+            chase_target: None,
         }))
     }
 }

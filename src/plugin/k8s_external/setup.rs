@@ -1,13 +1,11 @@
 //! The `k8s_external` directive's Corefile syntax:
 //! `k8s_external [ZONE...] { apex APEX; ttl TTL; headless; fallthrough [ZONE...] }`.
 
-use std::any::TypeId;
 use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
-use crate::cluster::ClusterSource;
+use crate::chain::{Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr};
 use crate::proto::is_dns_label;
 
@@ -28,7 +26,7 @@ pub struct K8sExternalConfig {
     /// `fallthrough`: `None` off; empty for every zone.
     pub fallthrough: Option<Vec<Name>>,
     /// The directive's name token, for the error `check` gives.
-    at: Token,
+    pub(super) at: Token,
 }
 
 fn zone_name(d: &Directive, t: &Token) -> Result<Name, CorefileError> {
@@ -101,33 +99,4 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
         }
     }
     Ok(Arc::new(c))
-}
-
-impl Configured for K8sExternalConfig {
-    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
-        match ctx.capabilities.get::<ClusterSource>() {
-            Some(source) => Built::Plugin(Arc::new(super::K8sExternal::new(
-                self.clone(),
-                source.zone().clone(),
-                crate::cluster::self_ips_from_env(),
-            ))),
-            None => Built::Nothing,
-        }
-    }
-
-    /// It serves from the cluster zone a plugin of its block offers (the `kubernetes` plugin's;
-    /// CoreDNS refuses a `k8s_external` without one too).
-    fn check(&self, block: &[(&'static str, Arc<dyn Configured>)]) -> Result<(), CorefileError> {
-        if block.iter().any(|(_, c)| c.offers(TypeId::of::<ClusterSource>())) {
-            Ok(())
-        } else {
-            Err(CorefileError::Directive {
-                loc: self.at.loc.clone(),
-                directive: self.at.text.clone(),
-                message:
-                    "needs a 'kubernetes' plugin in the same server block (it serves that plugin's Services)"
-                        .into(),
-            })
-        }
-    }
 }

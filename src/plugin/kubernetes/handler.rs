@@ -133,7 +133,7 @@ impl Plugin for Kubernetes {
     /// Everything but an ExternalName whose target the rest of the chain must look up.
     fn serve_now(&self, q: &Question, next: &Next<'_>) -> Now {
         match Kubernetes::serve(self, q) {
-            Outcome::Answer(answer) if answer.external_target.is_some() && next.awaits_io() => Now::Later,
+            Outcome::Answer(answer) if answer.chase_target.is_some() && next.awaits_io() => Now::Later,
             Outcome::Answer(answer) => Now::Reply(Reply::Authoritative(answer)),
             Outcome::Fallthrough => Now::Pass,
         }
@@ -142,7 +142,7 @@ impl Plugin for Kubernetes {
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
         Box::pin(async move {
             match Kubernetes::serve(self, q) {
-                Outcome::Answer(answer) => match answer.external_target.clone() {
+                Outcome::Answer(answer) => match answer.chase_target.clone() {
                     Some(target) if next.awaits_io() => next.chase(answer, target, q).await,
                     _ => Reply::Authoritative(answer),
                 },

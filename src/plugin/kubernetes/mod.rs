@@ -2,6 +2,7 @@
 //! from the Kubernetes objects. See `README.md` in this folder for its Corefile syntax.
 
 pub mod answer;
+mod build;
 pub mod handler;
 mod options;
 mod selector;

@@ -6,7 +6,6 @@
 //! Every mistake is reported at the line of the option at fault, as
 //! `Corefile:7: kubernetes: ttl: ...` or `Corefile:7: kubernetes: unknown property 'foo'`.
 
-use std::any::TypeId;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -16,11 +15,7 @@ use super::options::{
     parse_kubeconfig, parse_manifests, parse_namespaces, parse_pods, parse_qps, parse_selector,
     parse_startup_timeout, parse_tls, parse_ttl,
 };
-use crate::chain::{
-    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, Configured, SetupCtx,
-};
-use crate::cluster::ClusterSource;
-use crate::cluster::metrics::KubernetesMetrics;
+use crate::chain::{Configured, SetupCtx};
 pub use crate::cluster::watch::ApiSource;
 use crate::cluster::watch::WatchOptions;
 use crate::corefile::{CorefileError, Directive, Token, is_reverse_zone, normalize_zone_or_cidr};
@@ -221,74 +216,6 @@ fn is_subzone(zone: &str, parent: &str) -> bool {
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
     ctx.refuse_twice(d)?;
     Ok(Arc::new(parse(d, ctx.zones, ctx.dir)?))
-}
-
-impl Configured for KubernetesConfig {
-    /// Search paths come from the pod index, which only `pods verified` keeps.
-    fn offers_search_paths(&self) -> Option<Result<(), String>> {
-        Some(match self.pods {
-            PodMode::Verified => Ok(()),
-            _ => Err("the kubernetes plugin knows its clients' namespaces only with `pods verified` (CoreDNS silently skips autopath without it); add `pods verified` to the kubernetes block".to_owned()),
-        })
-    }
-
-    /// Its cluster source, shared with the block (`k8s_external` answers from its zone).
-    fn offers(&self, capability: TypeId) -> bool {
-        capability == TypeId::of::<ClusterSource>()
-    }
-
-    /// The cluster source of its watch options: the one a running configuration holds
-    /// (a reload that changes another line keeps the zone and its watches), or a new one.
-    fn acquire<'a>(&'a self, ctx: AcquireCtx<'a>) -> AcquireFuture<'a> {
-        Box::pin(async move {
-            let failed = |source: Box<dyn std::error::Error + Send + Sync>| AcquireError {
-                plugin: "kubernetes",
-                source,
-            };
-            let families = match ctx.metrics {
-                Some(m) => Some(
-                    m.families::<KubernetesMetrics>()
-                        .map_err(|e| failed(Box::new(e)))?,
-                ),
-                None => None,
-            };
-            let options = self.watch_options();
-            let source = ctx
-                .resources
-                .get_or_make(options.clone(), || ClusterSource::start(&options, families))
-                .await
-                .map_err(|e| failed(Box::new(e)))?;
-            if !source.made {
-                tracing::debug!(zones = %self.zones.join(" "), "kubernetes: keeping the running cluster source");
-            }
-            let mut offered = Capabilities::default();
-            offered.offer(source.value);
-            Ok(offered)
-        })
-    }
-
-    /// The plugin over the cluster source it acquired.
-    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
-        let Some(source) = ctx.capabilities.get::<ClusterSource>() else {
-            return Built::Nothing;
-        };
-        // What the answerer keeps with zone entries, shown in the kubernetes families.
-        let families = ctx.metrics.and_then(|m| m.families::<KubernetesMetrics>().ok());
-        use super::answer::kept::{DEFAULT_KEPT_BYTES, KeptBudget, KeptChange};
-        let observe = families.map(|f| {
-            Box::new(move |change| match change {
-                KeptChange::Used(d) => f.kept_names.add(d),
-                KeptChange::Limit(d) => f.kept_names_limit.add(d),
-            }) as Box<dyn Fn(KeptChange) + Send + Sync>
-        });
-        let budget = KeptBudget::new(DEFAULT_KEPT_BYTES, observe);
-        Built::Plugin(Arc::new(super::Kubernetes::new(
-            self,
-            source,
-            crate::cluster::self_ips_from_env(),
-            budget,
-        )))
-    }
 }
 
 #[cfg(test)]

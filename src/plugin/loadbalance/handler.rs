@@ -1,8 +1,8 @@
 //! The shuffle, applied to the answer and additional sections of every reply (the order rule
-//! itself is [`crate::proto::shuffle_records`], which the answer memo replays too).
+//! itself is [`crate::chain::reorder`], the order the answer memo replays `Reordered` answers in).
 
-use crate::chain::{Next, Plugin, Replay, ReplyFuture};
-use crate::proto::{Question, Reply, shuffle_records};
+use crate::chain::{Next, Plugin, Replay, ReplyFuture, reorder};
+use crate::proto::{Question, Reply};
 
 /// The `loadbalance` plugin in a chain.
 #[derive(Debug, Clone, Copy, Default)]
@@ -14,14 +14,14 @@ impl LoadBalance {
         match reply {
             Reply::Authoritative(a) => {
                 // Keeps the answers' one-owner mark: reordering does not change owners.
-                a.answers.shuffle();
-                shuffle_records(&mut a.additional);
+                a.answers.permute(reorder);
+                reorder(&mut a.additional);
             }
             Reply::Forwarded(f) => {
-                shuffle_records(&mut f.answers);
-                shuffle_records(&mut f.additional);
+                reorder(&mut f.answers);
+                reorder(&mut f.additional);
             }
-            Reply::Rcode(_) | Reply::Failed(_) => {}
+            Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped => {}
         }
     }
 }
@@ -64,7 +64,7 @@ mod tests {
         let mut seen = BTreeSet::new();
         for _ in 0..200 {
             let mut r = base.clone();
-            shuffle_records(&mut r);
+            reorder(&mut r);
             assert_eq!(r[0].record_type(), RecordType::CNAME);
             assert_eq!(r.len(), 4);
             seen.insert(format!(

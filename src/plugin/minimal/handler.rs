@@ -83,7 +83,7 @@ mod tests {
             answers: answers.into(),
             authority,
             additional: vec![a()],
-            external_target: None,
+            chase_target: None,
         })
     }
 

@@ -183,6 +183,7 @@ impl Rewritten {
             }
             Reply::Rcode(r) => Reply::Rcode(r),
             Reply::Failed(f) => Reply::Failed(f),
+            Reply::Dropped => Reply::Dropped,
         }
     }
 
@@ -358,7 +359,7 @@ mod tests {
             answers: vec![a("c.example.", [10, 0, 0, 1])].into(),
             authority: vec![],
             additional: vec![],
-            external_target: None,
+            chase_target: None,
         });
         assert_eq!(show(out.restore(reply).answers()), ["A.example. 10.0.0.1"]);
     }
@@ -409,7 +410,7 @@ mod tests {
             .into(),
             authority: vec![Record::from_rdata(n("svc.cluster.local."), 30, RData::SOA(soa))],
             additional: vec![a("pod-1.web.ns.svc.cluster.local.", [10, 0, 0, 4])],
-            external_target: None,
+            chase_target: None,
         });
         let Reply::Authoritative(back) = out.restore(reply) else {
             panic!("kind changed");
@@ -500,7 +501,7 @@ mod tests {
             answers: vec![cname("x.example.", "b.example.")].into(),
             authority: vec![],
             additional: vec![],
-            external_target: None,
+            chase_target: None,
         });
         let back = out.restore(reply);
         assert_eq!(back.rcode(), ResponseCode::NXDomain);
@@ -551,7 +552,7 @@ mod tests {
             .into(),
             authority: vec![],
             additional: vec![],
-            external_target: None,
+            chase_target: None,
         });
         assert_eq!(
             show(out.restore(reply).answers()),

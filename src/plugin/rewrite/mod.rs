@@ -6,6 +6,7 @@
 //! Layout: `setup` parses one directive into a [`RewriteRule`], `handler` applies the rules
 //! ([`Rewrite::apply`]) and restores replies ([`Rewritten::restore`]).
 
+mod build;
 pub mod handler;
 pub mod setup;
 

@@ -15,7 +15,7 @@
 
 use regex::{Regex, RegexBuilder};
 
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx, previous};
+use crate::chain::{Configured, SetupCtx, previous};
 use crate::corefile::{CorefileError, Directive, Token};
 use std::sync::Arc;
 
@@ -392,12 +392,6 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
         .unwrap_or_default();
     rules.push(parse(d)?);
     Ok(Arc::new(RewriteRules(rules)))
-}
-
-impl Configured for RewriteRules {
-    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
-        Built::Plugin(Arc::new(super::Rewrite::new(self.0.clone())))
-    }
 }
 
 #[cfg(test)]

@@ -159,7 +159,7 @@ impl TemplatePlugin {
                     reason: TEMPLATE_FAILED,
                 }));
             };
-            let external_target = if rule.upstream {
+            let chase_target = if rule.upstream {
                 cname_to_chase(&answers, q.qtype)
             } else {
                 None
@@ -169,7 +169,7 @@ impl TemplatePlugin {
                 answers: answers.into(),
                 authority,
                 additional,
-                external_target,
+                chase_target,
             }));
         }
         Outcome::Next
@@ -216,9 +216,9 @@ impl Plugin for TemplatePlugin {
             next.forbid_replay();
         }
         match outcome {
-            Outcome::Answer(Reply::Authoritative(mut a)) if a.external_target.is_some() => {
+            Outcome::Answer(Reply::Authoritative(mut a)) if a.chase_target.is_some() => {
                 Box::pin(async move {
-                    match a.external_target.take() {
+                    match a.chase_target.take() {
                         Some(target) => next.chase(a, target, q).await,
                         None => Reply::Authoritative(a),
                     }

@@ -2,6 +2,7 @@
 //! records rendered from templates (wildcard ingress names, NODATA for AAAA on IPv4-only
 //! clusters). See this folder's README.
 
+mod build;
 pub mod handler;
 pub mod metrics;
 pub mod setup;

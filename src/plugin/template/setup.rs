@@ -21,7 +21,7 @@ use hickory_proto::rr::{DNSClass, Name, RecordType};
 use regex::Regex;
 
 use super::text::Template;
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx, previous};
+use crate::chain::{Configured, SetupCtx, previous};
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr};
 
 /// One `template` directive.
@@ -204,17 +204,4 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
     let mut config = previous::<TemplateConfig>(ctx).cloned().unwrap_or_default();
     config.rules.push(rule(d, ctx)?);
     Ok(Arc::new(config))
-}
-
-impl Configured for TemplateConfig {
-    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
-        let metrics = ctx
-            .metrics
-            .and_then(|m| m.families::<super::TemplateMetrics>().ok());
-        Built::Plugin(Arc::new(super::TemplatePlugin::new(
-            self.clone(),
-            metrics,
-            ctx.server,
-        )))
-    }
 }

@@ -38,7 +38,7 @@ impl WhoAmI {
             answers: Vec::new().into(),
             authority: Vec::new(),
             additional,
-            external_target: None,
+            chase_target: None,
         })
     }
 }

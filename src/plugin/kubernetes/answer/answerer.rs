@@ -82,7 +82,7 @@ pub(super) struct Resolution {
     pub(super) nxdomain: bool,
     pub(super) answers: Records,
     pub(super) additional: Vec<Record>,
-    pub(super) external_target: Option<Name>,
+    pub(super) chase_target: Option<Name>,
     /// The answer is a CNAME chain whose in-zone end has no records of the asked type.
     pub(super) nodata_tail: bool,
 }
@@ -350,7 +350,7 @@ impl ClusterAnswerer {
         with_lower_labels(name, |labels| self.zone_index(labels)).map(|i| &self.settings.zones[i])
     }
 
-    /// The scope of the answers to `qname` (`proto::service_scope`, `proto::address_scope`):
+    /// The scope of the answers to `qname` (`cluster::scope::service_scope`, `cluster::scope::address_scope`):
     /// the one Service or address whose data they are made from, besides the zone's structure
     /// (its namespaces). `None` for names whose answers are made from more (the apex, a
     /// namespace, partial reverse names, wildcards) or outside the zones.
@@ -369,7 +369,7 @@ impl ClusterAnswerer {
             return None;
         }
         if self.zone_labels[zone].reverse {
-            return super::addr::parse_reverse(&labels).map(crate::proto::address_scope);
+            return super::addr::parse_reverse(&labels).map(crate::cluster::scope::address_scope);
         }
         let keep = labels.len().checked_sub(self.zone_labels[zone].labels.len())?;
         match ClusterName::parse(&labels[..keep]) {
@@ -379,9 +379,9 @@ impl ClusterAnswerer {
             }
             | ClusterName::Port {
                 namespace, service, ..
-            } => Some(crate::proto::service_scope(namespace, service)),
+            } => Some(crate::cluster::scope::service_scope(namespace, service)),
             ClusterName::PodAddress { address, .. } => {
-                super::addr::parse_pod_label(address).map(crate::proto::address_scope)
+                super::addr::parse_pod_label(address).map(crate::cluster::scope::address_scope)
             }
             _ => None,
         }
@@ -438,7 +438,7 @@ impl ClusterAnswerer {
             answers: res.answers,
             authority,
             additional: res.additional,
-            external_target: res.external_target,
+            chase_target: res.chase_target,
         })
     }
 
@@ -721,7 +721,7 @@ pub(super) mod tests {
         // Outside the zone: the CNAME, and the target to chase upstream.
         let ans = ask(&a, "out.ns.svc.cluster.local.", RecordType::AAAA);
         assert_eq!(ans.answers.len(), 1);
-        assert_eq!(ans.external_target, Some(n("www.example.com.")));
+        assert_eq!(ans.chase_target, Some(n("www.example.com.")));
         // CNAME questions are never chased.
         let ans = ask(&a, "to-a.ns.svc.cluster.local.", RecordType::CNAME);
         assert_eq!(ans.answers.len(), 1);

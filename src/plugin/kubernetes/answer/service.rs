@@ -160,7 +160,7 @@ impl ClusterAnswerer {
                 ..Resolution::records(vec![cname])
             },
             None => Resolution {
-                external_target: Some(target),
+                chase_target: Some(target),
                 ..Resolution::records(vec![cname])
             },
         }

@@ -1,0 +1,79 @@
+//! How a configured `kubernetes` directive becomes its plugin, and what it checks against its block
+//! and offers it: the glue between the Corefile syntax (`setup.rs`) and the query path
+//! (`handler.rs`), kept apart so neither of them imports the other.
+
+use super::options::PodMode;
+use super::setup::KubernetesConfig;
+use crate::chain::{AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, Configured};
+use crate::cluster::ClusterSource;
+use crate::cluster::metrics::KubernetesMetrics;
+use std::any::TypeId;
+use std::sync::Arc;
+
+impl Configured for KubernetesConfig {
+    /// Search paths come from the pod index, which only `pods verified` keeps.
+    fn offers_search_paths(&self) -> Option<Result<(), String>> {
+        Some(match self.pods {
+            PodMode::Verified => Ok(()),
+            _ => Err("the kubernetes plugin knows its clients' namespaces only with `pods verified` (CoreDNS silently skips autopath without it); add `pods verified` to the kubernetes block".to_owned()),
+        })
+    }
+
+    /// Its cluster source, shared with the block (`k8s_external` answers from its zone).
+    fn offers(&self, capability: TypeId) -> bool {
+        capability == TypeId::of::<ClusterSource>()
+    }
+
+    /// The cluster source of its watch options: the one a running configuration holds
+    /// (a reload that changes another line keeps the zone and its watches), or a new one.
+    fn acquire<'a>(&'a self, ctx: AcquireCtx<'a>) -> AcquireFuture<'a> {
+        Box::pin(async move {
+            let failed = |source: Box<dyn std::error::Error + Send + Sync>| AcquireError {
+                plugin: "kubernetes",
+                source,
+            };
+            let families = match ctx.metrics {
+                Some(m) => Some(
+                    m.families::<KubernetesMetrics>()
+                        .map_err(|e| failed(Box::new(e)))?,
+                ),
+                None => None,
+            };
+            let options = self.watch_options();
+            let source = ctx
+                .resources
+                .get_or_make(options.clone(), || ClusterSource::start(&options, families))
+                .await
+                .map_err(|e| failed(Box::new(e)))?;
+            if !source.made {
+                tracing::debug!(zones = %self.zones.join(" "), "kubernetes: keeping the running cluster source");
+            }
+            let mut offered = Capabilities::default();
+            offered.offer(source.value);
+            Ok(offered)
+        })
+    }
+
+    /// The plugin over the cluster source it acquired.
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        let Some(source) = ctx.capabilities.get::<ClusterSource>() else {
+            return Built::Nothing;
+        };
+        // What the answerer keeps with zone entries, shown in the kubernetes families.
+        let families = ctx.metrics.and_then(|m| m.families::<KubernetesMetrics>().ok());
+        use super::answer::kept::{DEFAULT_KEPT_BYTES, KeptBudget, KeptChange};
+        let observe = families.map(|f| {
+            Box::new(move |change| match change {
+                KeptChange::Used(d) => f.kept_names.add(d),
+                KeptChange::Limit(d) => f.kept_names_limit.add(d),
+            }) as Box<dyn Fn(KeptChange) + Send + Sync>
+        });
+        let budget = KeptBudget::new(DEFAULT_KEPT_BYTES, observe);
+        Built::Plugin(Arc::new(super::Kubernetes::new(
+            self,
+            source,
+            crate::cluster::self_ips_from_env(),
+            budget,
+        )))
+    }
+}
