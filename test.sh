@@ -22,6 +22,10 @@ command -v musl-gcc >/dev/null 2>&1 || need_apt+=(musl-tools)
 command -v gcc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v unshare >/dev/null 2>&1 || need_apt+=(util-linux)
+# The port-53 test gives a copy of the binary the file capability (setcap) and runs it as
+# uid 65532 (setpriv, util-linux) in a private network namespace.
+command -v setcap >/dev/null 2>&1 || need_apt+=(libcap2-bin)
+command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "test.sh: installing ${need_apt[*]}" >&2
     SUDO=""

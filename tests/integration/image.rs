@@ -92,14 +92,20 @@ fn dockerfile_ships_the_benchmarked_glibc_release_build_on_distroless_cc() {
     // The benchmarks' build (bench/run.sh: `cargo build --release --bin cluster-dns`): the host
     // target (glibc, no --target musl) with the default allocator.
     assert!(
-        lines.contains(&"RUN cargo build --release --locked --bin cluster-dns"),
+        lines.contains(&"RUN cargo build --release --locked --bin cluster-dns \\"),
         "{text}"
     );
     assert!(!text.contains("musl"), "{text}");
-    assert!(
-        lines.contains(&"COPY --from=build /src/target/release/cluster-dns /cluster-dns"),
-        "{text}"
-    );
+    // The shipped binary: its debug sections split off, the file capability for port 53 as
+    // uid 65532 (tests/integration/privileges.rs), copied with it into the base.
+    for step in [
+        "&& cp target/release/cluster-dns /cluster-dns \\",
+        "&& objcopy --strip-debug --add-gnu-debuglink=/cluster-dns.debug /cluster-dns \\",
+        "&& setcap cap_net_bind_service=+ep /cluster-dns",
+        "COPY --from=build /cluster-dns /cluster-dns",
+    ] {
+        assert!(lines.contains(&step), "no '{step}' in:\n{text}");
+    }
     assert!(lines.contains(&"USER 65532:65532"));
 }
 

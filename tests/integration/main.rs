@@ -27,6 +27,7 @@ mod memo;
 mod minimal;
 mod monitoring;
 mod nsid;
+mod privileges;
 mod serve_tls;
 mod support;
 mod tcp_limits;

@@ -1,5 +1,6 @@
 //! The `debug` plugin: debug-level logs for the process, as CoreDNS's `debug` turns on its
-//! debug messages. Not in the query path: the runtime reads it when it sets up logging. See
+//! debug messages. Not in the query path: it sets its block's `debug` setting, which the runtime
+//! reads when it sets up logging. See
 //! this folder's README.
 
 use std::sync::Arc;

@@ -122,7 +122,7 @@ pub fn families(metrics: &DnsMetrics) -> Result<(), prometheus::Error> {
     metrics.families::<HealthMetrics>().map(|_| ())
 }
 
-/// The `health` directive's setup (one per block; the runtime reads it).
+/// The `health` directive's setup (one per block).
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
     ctx.refuse_twice(d)?;
     Ok(Arc::new(parse(d)?))

@@ -32,7 +32,7 @@ pub struct PrometheusConfig {
     pub addr: SocketAddr,
 }
 
-/// The `prometheus` directive's setup (one per block; the runtime reads it).
+/// The `prometheus` directive's setup (one per block).
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
     ctx.refuse_twice(d)?;
     Ok(Arc::new(PrometheusConfig { addr: parse(d)? }))

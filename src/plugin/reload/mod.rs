@@ -54,7 +54,7 @@ pub fn parse(d: &Directive) -> Result<ReloadConfig, CorefileError> {
     Ok(c)
 }
 
-/// The `reload` directive's setup (one per block; the runtime reads it).
+/// The `reload` directive's setup (one per block).
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
     ctx.refuse_twice(d)?;
     Ok(Arc::new(parse(d)?))

@@ -1,6 +1,6 @@
 //! The `tls` plugin: the certificate, key and client-certificate policy of a `tls://` (DNS over
-//! TLS) or `https://` (DNS over HTTPS) server block. Not in the query path: the runtime reads it
-//! when it binds the block's listener and hands the server a rustls configuration. In a plain
+//! TLS) or `https://` (DNS over HTTPS) server block. Not in the query path: it sets its block's
+//! `tls` setting (a rustls configuration), which the runtime hands the listener it binds. In a plain
 //! `dns://` block it has no effect (as in CoreDNS). See this folder's README.
 
 use std::path::{Path, PathBuf};
