@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::chain::{BlockSettings, Configured, HttpRoute, ReloadSettings, SetupCtx};
+use crate::chain::{BlockSettings, Configured, HttpRoute, NamedFile, ReloadSettings, SetupCtx};
 use crate::corefile::{Corefile, CorefileError, Scheme, Token, parse_zone_key};
 use crate::plugin::registry;
 
@@ -231,6 +231,28 @@ impl Config {
             .map(|b| b.settings.lameduck)
             .max()
             .unwrap_or_default()
+    }
+
+    /// The files the directives name ([`Configured::files`]) that cannot be opened now, each
+    /// once, with the error.
+    pub fn unopenable_files(&self) -> Vec<(NamedFile, std::io::Error)> {
+        let mut seen: Vec<NamedFile> = Vec::new();
+        let mut out = Vec::new();
+        for file in self
+            .blocks
+            .iter()
+            .flat_map(|b| &b.plugins)
+            .flat_map(|(_, c)| c.files())
+        {
+            if seen.contains(&file) {
+                continue;
+            }
+            seen.push(file.clone());
+            if let Err(error) = std::fs::File::open(&file.path) {
+                out.push((file, error));
+            }
+        }
+        out
     }
 
     /// How often the Corefile is read again, when any block asks (it reloads the whole file,

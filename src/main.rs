@@ -170,6 +170,22 @@ fn main() -> ExitCode {
         }
     };
     if cli.check {
+        // The files the Corefile names that start-up opens later (a kubeconfig, client TLS
+        // files, manifests): each one that cannot be opened, at its file:line.
+        let mut failed = false;
+        for (file, error) in config.unopenable_files() {
+            let level = if file.needed { "" } else { "warning: " };
+            eprintln!(
+                "cluster-dns: {level}{}: {}: cannot open {}: {error}",
+                file.at,
+                file.what,
+                file.path.display()
+            );
+            failed |= file.needed;
+        }
+        if failed {
+            return ExitCode::FAILURE;
+        }
         println!(
             "{}: OK ({} server block(s))",
             cli.conf.display(),

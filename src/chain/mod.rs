@@ -42,8 +42,8 @@ pub use replay::{Lifetime, Replay, ReplayPlan, Replayed, Scope, reorder, reorder
 pub use resources::{Acquired, Resources};
 pub use settings::{Beside, BlockFilter, BlockSettings, HttpCtx, HttpRoute, MakeRouter, ReloadSettings};
 pub use setup::{
-    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Configured, Setup, SetupCtx, find_configured,
-    previous,
+    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Configured, NamedFile, Setup, SetupCtx,
+    find_configured, previous,
 };
 pub use walk::{
     Answered, Chain, DetachedNext, MAX_CHASES, MAX_PLUGINS, Next, Now, Plugin, ReplyFuture, Trace,

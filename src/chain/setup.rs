@@ -13,7 +13,7 @@
 use std::any::{Any, TypeId};
 use std::fmt;
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -24,7 +24,7 @@ use super::observer::Observer;
 use super::resources::Resources;
 use super::settings::BlockSettings;
 use super::walk::Plugin;
-use crate::corefile::{CorefileError, Directive};
+use crate::corefile::{CorefileError, Directive, Location};
 use crate::telemetry::DnsMetrics;
 
 /// What a setup knows of the directive's server block.
@@ -113,6 +113,20 @@ pub enum Built {
     Nothing,
 }
 
+/// A file a directive names, which `--check` opens (a TLS key, a kubeconfig, a hosts file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedFile {
+    /// The file, as the server will open it.
+    pub path: PathBuf,
+    /// Where the Corefile names it.
+    pub at: Location,
+    /// What it is, as the error names it (`kubernetes: kubeconfig`).
+    pub what: String,
+    /// True when the server cannot start without it; false when it starts and reads the file
+    /// once it appears (a hosts file, as CoreDNS's).
+    pub needed: bool,
+}
+
 /// A parsed directive.
 pub trait Configured: Any + Send + Sync + fmt::Debug {
     /// Writes what it sets for the server running its block into `settings`. Default: nothing.
@@ -140,6 +154,12 @@ pub trait Configured: Any + Send + Sync + fmt::Debug {
     /// at setup by the plugins that need one: `k8s_external` needs a cluster source).
     fn offers(&self, _capability: TypeId) -> bool {
         false
+    }
+
+    /// The files it names that setup did not read itself, for `--check` to open. Default:
+    /// none (a file setup reads, such as `tls`'s certificate, fails setup already).
+    fn files(&self) -> Vec<NamedFile> {
+        Vec::new()
     }
 
     /// Whether the plugin it builds will know its clients' search paths

@@ -403,6 +403,65 @@ fn check_rejects_each_kind_of_corefile_mistake() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/Corefile"));
 }
 
+/// `--check` opens the files the Corefile names that start-up would open later (the
+/// kubernetes plugin's kubeconfig, client TLS files and manifests) and names each missing one
+/// at its file:line; with them present it passes.
+#[test]
+fn check_opens_the_files_the_corefile_names() {
+    let dir = support::temp_dir("check-files");
+    let text = ".:53 {\n kubernetes cluster.local {\n  kubeconfig /nonexistent/kubeconfig\n }\n}\n\
+                cluster.local:5353 {\n kubernetes cluster.local {\n  endpoint https://10.0.0.1:6443\n  tls client.crt client.key ca.crt\n }\n}\n\
+                example.org:5354 {\n kubernetes example.org {\n  manifests here.yaml gone.yaml\n }\n}\n";
+    std::fs::write(dir.join("Corefile"), text).unwrap();
+    std::fs::write(
+        dir.join("here.yaml"),
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("client.key"), "").unwrap();
+    let check = || {
+        bin()
+            .args(["--check", "-conf"])
+            .arg(dir.join("Corefile"))
+            .output()
+            .unwrap()
+    };
+    let out = check();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "accepted: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    let corefile = dir.join("Corefile");
+    let at = |line: u32, what: &str, file: String| {
+        format!(
+            "cluster-dns: {}:{line}: kubernetes: {what}: cannot open {file}: No such file or directory (os error 2)",
+            corefile.display()
+        )
+    };
+    assert_eq!(
+        lines,
+        [
+            at(3, "kubeconfig", "/nonexistent/kubeconfig".to_owned()),
+            at(9, "tls", dir.join("client.crt").display().to_string()),
+            at(9, "tls", dir.join("ca.crt").display().to_string()),
+            at(14, "manifests", dir.join("gone.yaml").display().to_string()),
+        ],
+        "{err}"
+    );
+    for f in ["client.crt", "ca.crt", "gone.yaml"] {
+        std::fs::write(dir.join(f), "").unwrap();
+    }
+    std::fs::write(
+        dir.join("Corefile"),
+        text.replace(
+            "/nonexistent/kubeconfig",
+            &dir.join("client.key").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let out = check();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// kubeadm's Corefile outside a pod stops at start-up with an error that names the way out.
 #[test]
 fn kubeadm_corefile_outside_a_cluster_says_what_to_add() {

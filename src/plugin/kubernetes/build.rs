@@ -4,7 +4,9 @@
 
 use super::options::PodMode;
 use super::setup::KubernetesConfig;
-use crate::chain::{AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, Configured};
+use crate::chain::{
+    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, Configured, NamedFile,
+};
 use crate::cluster::ClusterSource;
 use crate::cluster::metrics::KubernetesMetrics;
 use std::any::TypeId;
@@ -12,6 +14,10 @@ use std::sync::Arc;
 
 impl Configured for KubernetesConfig {
     /// Search paths come from the pod index, which only `pods verified` keeps.
+    fn files(&self) -> Vec<NamedFile> {
+        self.files.clone()
+    }
+
     fn offers_search_paths(&self) -> Option<Result<(), String>> {
         Some(match self.pods {
             PodMode::Verified => Ok(()),

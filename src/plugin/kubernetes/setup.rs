@@ -15,7 +15,7 @@ use super::options::{
     parse_kubeconfig, parse_manifests, parse_namespaces, parse_pods, parse_qps, parse_selector,
     parse_startup_timeout, parse_tls, parse_ttl,
 };
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{Configured, NamedFile, SetupCtx};
 pub use crate::cluster::watch::ApiSource;
 use crate::cluster::watch::WatchOptions;
 use crate::corefile::{CorefileError, Directive, Token, is_reverse_zone, normalize_zone_or_cidr};
@@ -59,6 +59,8 @@ pub struct KubernetesConfig {
     pub apiserver_burst: Option<u32>,
     /// `apiserver_max_inflight`: the client's limit on requests in flight.
     pub apiserver_max_inflight: Option<u32>,
+    /// The files its options name (`kubeconfig`, `tls`, `manifests`), for `--check`.
+    pub files: Vec<NamedFile>,
 }
 
 /// The TTL when `ttl` is not given.
@@ -87,6 +89,7 @@ impl Default for KubernetesConfig {
             apiserver_qps: None,
             apiserver_burst: None,
             apiserver_max_inflight: None,
+            files: Vec::new(),
         }
     }
 }
@@ -129,10 +132,26 @@ pub fn parse(
         }
         match opt.name() {
             "endpoint" => source.endpoint = Some(parse_endpoint(&opt)?),
-            "kubeconfig" => source.kubeconfig = Some(parse_kubeconfig(&opt)?),
-            "manifests" => parse_manifests(&opt, corefile_dir, &mut source.manifests)?,
+            "kubeconfig" => {
+                let (path, context) = parse_kubeconfig(&opt)?;
+                // As written: relative to the working directory, as CoreDNS reads it.
+                c.files.push(named(line, PathBuf::from(&path.text)));
+                source.kubeconfig = Some((path, context));
+            }
+            "manifests" => {
+                let before = source.manifests.as_ref().map_or(0, |(_, files)| files.len());
+                parse_manifests(&opt, corefile_dir, &mut source.manifests)?;
+                let added = source
+                    .manifests
+                    .iter()
+                    .flat_map(|(_, files)| files.iter().skip(before));
+                c.files
+                    .extend(added.cloned().map(|f| named(line, f)).collect::<Vec<_>>());
+            }
             "tls" => {
-                c.tls = Some(parse_tls(&opt, corefile_dir)?);
+                let (cert, key, ca) = parse_tls(&opt, corefile_dir)?;
+                c.files.extend([&cert, &key, &ca].map(|f| named(line, f.clone())));
+                c.tls = Some((cert, key, ca));
                 source.tls_at = Some(&line.name);
             }
             "namespaces" => {
@@ -163,6 +182,16 @@ pub fn parse(
     }
     c.source = source.resolve(d)?;
     Ok(c)
+}
+
+/// `path`, named by option `line` of the `kubernetes` block, which start-up cannot do without.
+fn named(line: &Directive, path: PathBuf) -> NamedFile {
+    NamedFile {
+        path,
+        at: line.name.loc.clone(),
+        what: format!("kubernetes: {}", line.name.text),
+        needed: true,
+    }
 }
 
 /// The plugin's zones: its arguments (normalized, CIDRs as reverse zones, duplicates dropped),
