@@ -11,8 +11,8 @@
 //!   cluster zone's answerer is the `kubernetes` plugin's own ([`plugin::kubernetes::answer`]).
 //! - [`server`]: validation, routing, encoding, the answer memo, the UDP and TCP transports;
 //!   it reads only what plugins declare.
-//! - The runtime: [`app`] (start-up, reload, shutdown), [`config`], [`http`], and the
-//!   harnesses [`testing`] and [`fuzzing`].
+//! - The runtime: [`app`] (start-up, reload, shutdown), [`config`], [`http`], [`logging`], and
+//!   the harnesses [`testing`] and [`fuzzing`].
 
 pub mod app;
 pub mod chain;
@@ -22,6 +22,7 @@ pub mod corefile;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http;
+pub mod logging;
 pub mod plugin;
 pub mod proto;
 pub mod server;

@@ -6,16 +6,19 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use cluster_dns::config::{Config, DEFAULT_DNS_PORT};
+use cluster_dns::logging::LogFormat;
 
 const USAGE: &str = "\
 cluster-dns: a Kubernetes cluster DNS server (a drop-in for CoreDNS)
 
-Usage: cluster-dns [-conf PATH] [-dns.port PORT] [--check]
+Usage: cluster-dns [-conf PATH] [-dns.port PORT] [--log-format FORMAT] [--check]
        cluster-dns --version | --help
 
 Options:
   -conf, --conf PATH       Corefile to load (default: ./Corefile)
   -dns.port, --dns.port N  port for server blocks whose keys name none (default: 53)
+  --log-format FORMAT      text (default), coredns ([LEVEL] plugin/NAME: message, as CoreDNS
+                           writes its log) or json (one object a line)
   --check, -check          validate the Corefile and exit (non-zero with the error)
   --version, -version      print the version and exit
   -h, --help, -help        print this help and exit
@@ -28,6 +31,7 @@ struct Cli {
     conf: PathBuf,
     dns_port: u16,
     check: bool,
+    log_format: LogFormat,
 }
 
 #[derive(Debug)]
@@ -42,6 +46,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Action, String> 
         conf: PathBuf::from("Corefile"),
         dns_port: DEFAULT_DNS_PORT,
         check: false,
+        log_format: LogFormat::default(),
     };
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -73,6 +78,10 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Action, String> 
                     .parse()
                     .map_err(|_| format!("{flag}: '{v}' is not a port (0-65535)"))?;
             }
+            "log-format" => {
+                let v = value("a format (text, coredns or json)")?;
+                cli.log_format = v.parse().map_err(|e| format!("{flag}: {e}"))?;
+            }
             "check" | "validate" if inline.is_none() => cli.check = true,
             "version" if inline.is_none() => return Ok(Action::Version),
             "h" | "help" if inline.is_none() => return Ok(Action::Help),
@@ -80,41 +89,6 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Action, String> 
         }
     }
     Ok(Action::Run(cli))
-}
-
-/// Targets quietened by default (a `RUST_LOG` that names their crate wins):
-/// - hickory-server logs every response at INFO; that is the `log` plugin's job here;
-/// - kube-client's HTTP trace layer logs an ERROR for every failed attempt (`failed with error
-///   client error (Connect)`, `failed with status 500 Internal Server Error`), and
-///   kube-runtime's watcher a WARN for every 403: the watch task logs each
-///   distinct error once, with its whole cause chain (see `cluster::watch`).
-const QUIET: [&str; 4] = [
-    "hickory_server=warn",
-    "hickory_proto=warn",
-    "kube_client::client::builder=off",
-    "kube_runtime::watcher=error",
-];
-
-fn init_logging(debug: bool) {
-    let env = std::env::var("RUST_LOG").unwrap_or_default();
-    // `debug` in the Corefile puts this crate's own messages at debug level (the crates under
-    // it stay at info); RUST_LOG, when set, decides.
-    let default = if debug { "info,cluster_dns=debug" } else { "info" };
-    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    for directive in QUIET {
-        let krate = directive.split(['=', ':']).next().unwrap_or(directive);
-        if !env.contains(krate) {
-            filter = filter.add_directive(directive.parse().expect("static directive"));
-        }
-    }
-    use std::io::IsTerminal;
-    let ansi = std::io::stderr().is_terminal();
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .init();
 }
 
 async fn shutdown_signal() {
@@ -193,7 +167,7 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    init_logging(config.debug());
+    cluster_dns::logging::init(config.debug(), cli.log_format);
     cluster_dns::cluster::heap::fix_mmap_threshold();
     // Systemd and containerd 2.x hand out a soft open-file limit of 1,024: raise it to the hard
     // one, as Go (so CoreDNS) does. The TCP connection limit stays below what results.
@@ -256,6 +230,20 @@ mod tests {
             parse(&["-dns.port", "1053"]),
             Ok(Action::Run(Cli { dns_port: 1053, .. }))
         ));
+        assert!(matches!(
+            parse(&["--log-format", "coredns"]),
+            Ok(Action::Run(Cli {
+                log_format: LogFormat::CoreDns,
+                ..
+            }))
+        ));
+        assert!(matches!(
+            parse(&["-log-format=json"]),
+            Ok(Action::Run(Cli {
+                log_format: LogFormat::Json,
+                ..
+            }))
+        ));
     }
 
     #[test]
@@ -263,6 +251,11 @@ mod tests {
         assert!(parse(&["-conf"]).unwrap_err().contains("needs a path"));
         assert!(parse(&["-dns.port", "99999"]).unwrap_err().contains("not a port"));
         assert!(parse(&["--frob"]).unwrap_err().contains("unknown flag"));
+        assert!(
+            parse(&["--log-format", "xml"])
+                .unwrap_err()
+                .contains("text, coredns or json")
+        );
         assert!(parse(&["stray"]).unwrap_err().contains("unexpected argument"));
         assert!(parse(&["--version=1"]).is_err());
     }

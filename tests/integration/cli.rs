@@ -8,6 +8,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use hickory_proto::rr::RecordType;
+use hickory_proto::serialize::binary::BinEncodable;
+
 use crate::support;
 
 pub(crate) fn bin() -> Command {
@@ -478,5 +481,93 @@ fn kubeadm_corefile_outside_a_cluster_says_what_to_add() {
         err.contains("in-cluster configuration is not available")
             && err.contains("add `endpoint URL` or `kubeconfig PATH`"),
         "{err}"
+    );
+}
+
+/// The binary run with `--log-format FORMAT` on a Corefile whose only upstream refuses: one
+/// question outside the cluster (answered SERVFAIL, which `errors` logs), then SIGTERM. Its
+/// stderr.
+fn log_of_a_failed_forward(format: &str) -> String {
+    let dir = support::temp_dir("log-format");
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        dir.join("Corefile"),
+        format!(".:{port} {{\n bind 127.0.0.1\n errors\n forward . 127.0.0.1:9\n}}\n"),
+    )
+    .unwrap();
+    let stderr = std::fs::File::create(dir.join("stderr")).unwrap();
+    let mut child = bin()
+        .args(["--log-format", format, "-conf"])
+        .arg(dir.join("Corefile"))
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let query = support::query("outside.example.", RecordType::A)
+        .to_bytes()
+        .unwrap();
+    let mut answered = false;
+    for _ in 0..50 {
+        socket.send_to(&query, ("127.0.0.1", port)).unwrap();
+        let mut buf = [0u8; 512];
+        if socket.recv_from(&mut buf).is_ok() {
+            answered = true;
+            break;
+        }
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let log = std::fs::read_to_string(dir.join("stderr")).unwrap();
+    assert!(answered, "no answer; log:\n{log}");
+    log
+}
+
+/// `--log-format coredns` writes CoreDNS's lines, so a log alert written for CoreDNS's
+/// `[ERROR] plugin/errors: ...` matches cluster-dns's; `json` writes one object a line.
+#[test]
+fn log_formats_coredns_and_json() {
+    let log = log_of_a_failed_forward("coredns");
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("[ERROR] plugin/errors: 2 outside.example. A: no upstream answered")),
+        "{log}"
+    );
+    assert!(log.lines().all(|l| l.starts_with('[')), "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("[INFO] serving DNS over UDP and TCP")),
+        "{log}"
+    );
+
+    let log = log_of_a_failed_forward("json");
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    for l in &lines {
+        for key in ["time", "level", "target", "message"] {
+            assert!(l.get(key).is_some(), "no {key} in {l}");
+        }
+    }
+    let error = lines
+        .iter()
+        .find(|l| l["plugin"] == "errors")
+        .unwrap_or_else(|| panic!("no errors line in {log}"));
+    assert_eq!(error["level"], "error");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("2 outside.example. A: "),
+        "{error}"
     );
 }

@@ -34,7 +34,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
 ];
 
 /// The runtime: may import anything but plugins.
-const RUNTIME: &[&str] = &["app", "config", "http", "main", "testing", "fuzzing", "lib"];
+const RUNTIME: &[&str] = &[
+    "app", "config", "http", "logging", "main", "testing", "fuzzing", "lib",
+];
 
 /// The runtime files that name no plugin: of `plugin` they import the registry alone.
 const PLUGIN_BLIND: &[&str] = &["app", "config", "testing", "fuzzing"];
