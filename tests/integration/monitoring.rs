@@ -147,7 +147,8 @@ fn encode(s: &str) -> String {
 }
 
 /// Debian's `prometheus` on a loopback port, scraping `target` every second as job `kube-dns`
-/// (the job the ServiceMonitor gives the pods). Killed on drop.
+/// (the job the ServiceMonitor gives the pods) and again as job `coredns` (kube-prometheus-stack's
+/// job for cluster DNS). Killed on drop.
 struct Prometheus {
     child: Child,
     addr: SocketAddr,
@@ -166,7 +167,7 @@ impl Prometheus {
         std::fs::write(
             &config,
             format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: kube-dns\n    static_configs:\n      - targets: ['{target}']\n"
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: kube-dns\n    static_configs:\n      - targets: ['{target}']\n  - job_name: coredns\n    static_configs:\n      - targets: ['{target}']\n"
             ),
         )
         .unwrap();
@@ -244,9 +245,13 @@ async fn load(addr: SocketAddr, stop: Arc<AtomicBool>) {
     }
 }
 
-/// Every `expr` of the dashboard's panels, with Grafana's variables as a user with the
-/// defaults sees them: job `kube-dns`, all instances, and a rate interval of 4 scrapes.
-fn dashboard_queries() -> Vec<(String, String)> {
+/// The jobs cluster DNS is scraped under: this repository's ServiceMonitor's, and
+/// kube-prometheus-stack's.
+const JOBS: [&str; 2] = ["kube-dns", "coredns"];
+
+/// Every `expr` of the dashboard's panels, with Grafana's variables as a user who picks `job`
+/// sees them: all instances, and a rate interval of 4 scrapes.
+fn dashboard_queries(job: &str) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(monitoring().join("grafana-dashboard.json")).unwrap();
     let dash: Value = serde_json::from_str(&text).unwrap();
     let vars: Vec<&str> = dash["templating"]["list"]
@@ -256,13 +261,20 @@ fn dashboard_queries() -> Vec<(String, String)> {
         .map(|v| v["name"].as_str().unwrap())
         .collect();
     assert_eq!(vars, ["datasource", "job", "instance"]);
+    let jobs: Vec<&str> = dash["templating"]["list"][1]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(jobs, JOBS, "the job picker offers both jobs");
     let mut out = Vec::new();
     for panel in dash["panels"].as_array().unwrap() {
         for t in panel["targets"].as_array().into_iter().flatten() {
             let expr = t["expr"].as_str().unwrap();
             let expr = expr
                 .replace("$__rate_interval", "4s")
-                .replace("$job", "kube-dns")
+                .replace("$job", job)
                 .replace("$instance", ".+");
             assert!(!expr.contains('$'), "a variable left in {expr}");
             out.push((panel["title"].as_str().unwrap().to_owned(), expr));
@@ -334,21 +346,35 @@ async fn promtool_and_the_dashboard_against_the_demo_under_load() {
             std::thread::sleep(Duration::from_millis(100));
         }
         assert!(scrapes >= 6.0, "prometheus scraped the demo {scrapes} times");
-        let up = prom.query("up{job=\"kube-dns\"}");
-        assert_eq!(up[0]["value"][1], "1", "{up:?}");
-
-        let queries = dashboard_queries();
-        assert!(queries.len() >= 24, "{} queries", queries.len());
-        let empty: Vec<_> = queries
-            .iter()
-            .filter(|(_, expr)| prom.query(expr).is_empty())
-            .collect();
-        assert!(empty.is_empty(), "dashboard queries with no data: {empty:#?}");
-        // Not only present: the request rate under load is above zero.
-        let total = prom.query(&queries[1].1);
-        let rate: f64 = total[0]["value"][1].as_str().unwrap().parse().unwrap();
-        assert!(rate > 0.0, "{}: {total:?}", queries[1].1);
-        queries.len()
+        let mut n = 0;
+        for job in JOBS {
+            let up = prom.query(&format!("up{{job=\"{job}\"}}"));
+            assert_eq!(up[0]["value"][1], "1", "{job}: {up:?}");
+            let queries = dashboard_queries(job);
+            assert!(queries.len() >= 24, "{} queries", queries.len());
+            let empty: Vec<_> = queries
+                .iter()
+                .filter(|(_, expr)| prom.query(expr).is_empty())
+                .collect();
+            assert!(
+                empty.is_empty(),
+                "{job}: dashboard queries with no data: {empty:#?}"
+            );
+            // Not only present: the request rate under load is above zero.
+            let total = prom.query(&queries[1].1);
+            let rate: f64 = total[0]["value"][1].as_str().unwrap().parse().unwrap();
+            assert!(rate > 0.0, "{job}: {}: {total:?}", queries[1].1);
+            n += queries.len();
+        }
+        // Every alert's selector takes both jobs: the request counter, as each alert selects it.
+        let rules = std::fs::read_to_string(monitoring().join("prometheus-rules.yaml")).unwrap();
+        assert!(
+            !rules.contains("job=\"kube-dns\""),
+            "an alert selects only job kube-dns"
+        );
+        let both = prom.query("count by (job) (coredns_dns_requests_total{job=~\"kube-dns|coredns\"})");
+        assert_eq!(both.len(), 2, "{both:?}");
+        n
     })
     .await;
     stop.store(true, Ordering::Relaxed);
