@@ -1,8 +1,10 @@
 //! `deploy/monitoring/`: the alert rules pass Debian's `promtool` (`check rules`, and
 //! `test rules` with a firing and a silent case for every alert), the PrometheusRule carries the
-//! same groups as the plain rules file, a real scrape of the demo passes `promtool check
-//! metrics`, and every query of the Grafana dashboard returns data from a real Prometheus (Debian's
-//! `prometheus`, on loopback, scraping the demo under load every second).
+//! same groups as the plain rules file, every alert links its section of `runbook.md`, a real
+//! scrape of the demo passes `promtool check metrics`, and every query of the Grafana dashboard
+//! returns data from a real Prometheus (Debian's `prometheus`, on loopback, scraping every
+//! second the binary serving the demo cluster from the fake API server, under load and churn),
+//! under both job names.
 //!
 //! `promtool` and `prometheus` come from Debian's `prometheus` package, installed by test.sh.
 
@@ -14,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use fake_apiserver::FakeApiServer;
 use hickory_proto::op::{Edns, ResponseCode};
 use hickory_proto::rr::RecordType;
 use serde_json::Value;
@@ -57,6 +60,43 @@ fn prometheus_rule_has_the_rules_files_groups() {
         op["spec"]["groups"], plain["groups"],
         "prometheusrule.yaml differs from prometheus-rules.yaml: regenerate it (see its header)"
     );
+}
+
+/// Every alert links its own section of `runbook.md`: the `runbook_url` ends in
+/// `runbook.md#<alert name in lower case>` (GitHub's anchor for a `## <alert name>` heading), and
+/// that heading is in the runbook.
+#[test]
+fn every_alert_links_its_section_of_the_runbook() {
+    let runbook = std::fs::read_to_string(monitoring().join("runbook.md")).unwrap();
+    let headings: Vec<&str> = runbook.lines().filter_map(|l| l.strip_prefix("## ")).collect();
+    let plain = yaml("prometheus-rules.yaml");
+    let mut alerts = Vec::new();
+    for group in plain["groups"].as_array().unwrap() {
+        for rule in group["rules"].as_array().unwrap() {
+            let alert = rule["alert"].as_str().unwrap();
+            let url = rule["annotations"]["runbook_url"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{alert} has no runbook_url"));
+            let (base, anchor) = url
+                .rsplit_once('#')
+                .unwrap_or_else(|| panic!("{alert}: {url} has no anchor"));
+            assert!(
+                base.starts_with("https://") && base.ends_with("/deploy/monitoring/runbook.md"),
+                "{alert}: {url} is not the runbook in deploy/monitoring"
+            );
+            assert_eq!(anchor, alert.to_lowercase(), "{alert}: {url}");
+            assert!(
+                headings.contains(&alert),
+                "{alert} has no `## {alert}` section in runbook.md"
+            );
+            alerts.push(alert);
+        }
+    }
+    assert_eq!(alerts.len(), 15, "{alerts:?}");
+    // And no section is left for an alert that is gone.
+    for h in headings {
+        assert!(alerts.contains(&h), "runbook.md has a section for no alert: {h}");
+    }
 }
 
 #[test]
@@ -245,6 +285,38 @@ async fn load(addr: SocketAddr, stop: Arc<AtomicBool>) {
     }
 }
 
+/// The objects of the demo cluster (config/demo-cluster.yaml).
+fn demo_objects() -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo-cluster.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+/// Changes the demo's EndpointSlice `web-5d8fz` as the endpoint slice controller would, once a
+/// second until `stop` (bounded to 2 minutes): a new `last-change-trigger-time` each time, so
+/// the zone's programming latency is observed.
+async fn touch_a_slice(fake: FakeApiServer, stop: Arc<AtomicBool>) {
+    let mut slice = demo_objects()
+        .into_iter()
+        .find(|o| o["kind"] == "EndpointSlice" && o["metadata"]["name"] == "web-5d8fz")
+        .expect("the demo has EndpointSlice web-5d8fz");
+    for _ in 0..120 {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        // Whole seconds, as the controller writes it (RFC 3339).
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
+        let now = k8s_openapi::jiff::Timestamp::from_second(now)
+            .unwrap()
+            .to_string();
+        slice["metadata"]["annotations"] =
+            serde_json::json!({ "endpoints.kubernetes.io/last-change-trigger-time": now });
+        fake.apply(&slice).unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 /// The jobs cluster DNS is scraped under: this repository's ServiceMonitor's, and
 /// kube-prometheus-stack's.
 const JOBS: [&str; 2] = ["kube-dns", "coredns"];
@@ -284,15 +356,28 @@ fn dashboard_queries(job: &str) -> Vec<(String, String)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn promtool_and_the_dashboard_against_the_demo_under_load() {
+async fn promtool_and_the_dashboard_against_the_demo_cluster_under_load_and_churn() {
     let dir = support::temp_dir("monitoring");
     let Some(ub) = Unbound::start(&dir).await else {
         panic!("unbound is not installed: run ./test.sh, which installs it");
     };
-    // The demo, plus a cache and a forward for names outside the cluster (kubeadm's Corefile has
-    // both), so the cache and forward panels have something to show.
+    // The demo cluster, served from the fake API server instead of the demo's manifests file,
+    // so the Kubernetes panels have a watch to show: its first list fails once (a watch error),
+    // and the load below changes an EndpointSlice (programming latency). Plus a cache and a
+    // forward for names outside the cluster (kubeadm's Corefile has both), so the cache and
+    // forward panels have something to show.
+    let fake = FakeApiServer::start().await.unwrap();
+    for o in demo_objects() {
+        fake.create(o).unwrap();
+    }
+    fake.fail_next(1, 500);
     let corefile = demo_on_free_port();
     let text = std::fs::read_to_string(&corefile).unwrap();
+    assert!(text.contains("manifests demo-cluster.yaml\n"), "{text}");
+    let text = text.replace(
+        "manifests demo-cluster.yaml\n",
+        &format!("endpoint {}\n", fake.url()),
+    );
     let (head, tail) = text.rsplit_once('}').unwrap();
     std::fs::write(
         &corefile,
@@ -303,10 +388,28 @@ async fn promtool_and_the_dashboard_against_the_demo_under_load() {
         .await
         .unwrap();
     let metrics = server.wait_http("/metrics");
+    let ready = server.wait_http("/ready");
     let dns = server.addr;
+    // The first list failed once: the watch retries after its 1 s backoff, then the pod is
+    // ready (bounded: 15 s).
+    let synced = tokio::task::spawn_blocking(move || {
+        let mut last = None;
+        for _ in 0..150 {
+            last = get(ready, "/ready").ok();
+            if matches!(last, Some((200, _))) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(last)
+    })
+    .await
+    .unwrap();
+    assert!(synced.is_ok(), "/ready after 15 s: {synced:?}");
 
     let stop = Arc::new(AtomicBool::new(false));
     let loader = tokio::spawn(load(dns, stop.clone()));
+    let churn = tokio::spawn(touch_a_slice(fake, stop.clone()));
     let prom_dir = dir.clone();
     let prom = tokio::task::spawn_blocking(move || Prometheus::start(&prom_dir, metrics))
         .await
@@ -351,7 +454,7 @@ async fn promtool_and_the_dashboard_against_the_demo_under_load() {
             let up = prom.query(&format!("up{{job=\"{job}\"}}"));
             assert_eq!(up[0]["value"][1], "1", "{job}: {up:?}");
             let queries = dashboard_queries(job);
-            assert!(queries.len() >= 24, "{} queries", queries.len());
+            assert!(queries.len() == 49, "{} queries", queries.len());
             let empty: Vec<_> = queries
                 .iter()
                 .filter(|(_, expr)| prom.query(expr).is_empty())
@@ -379,6 +482,7 @@ async fn promtool_and_the_dashboard_against_the_demo_under_load() {
     .await;
     stop.store(true, Ordering::Relaxed);
     loader.await.unwrap();
+    churn.await.unwrap();
     let n = checks.unwrap();
     eprintln!("{n} dashboard queries returned data");
     assert!(server.stop(), "the demo exits 0 on SIGTERM");
