@@ -408,13 +408,14 @@ fn check_rejects_each_kind_of_corefile_mistake() {
 
 /// `--check` opens the files the Corefile names that start-up would open later (the
 /// kubernetes plugin's kubeconfig, client TLS files and manifests) and names each missing one
-/// at its file:line; with them present it passes.
+/// at its file:line; with them present it passes. A missing hosts file is a warning only.
 #[test]
 fn check_opens_the_files_the_corefile_names() {
     let dir = support::temp_dir("check-files");
     let text = ".:53 {\n kubernetes cluster.local {\n  kubeconfig /nonexistent/kubeconfig\n }\n}\n\
                 cluster.local:5353 {\n kubernetes cluster.local {\n  endpoint https://10.0.0.1:6443\n  tls client.crt client.key ca.crt\n }\n}\n\
-                example.org:5354 {\n kubernetes example.org {\n  manifests here.yaml gone.yaml\n }\n}\n";
+                example.org:5354 {\n kubernetes example.org {\n  manifests here.yaml gone.yaml\n }\n}\n\
+                example.net:5355 {\n hosts example.hosts\n}\n";
     std::fs::write(dir.join("Corefile"), text).unwrap();
     std::fs::write(
         dir.join("here.yaml"),
@@ -429,6 +430,12 @@ fn check_opens_the_files_the_corefile_names() {
             .output()
             .unwrap()
     };
+    // A hosts file is not needed to start (it is read once it appears): a warning only.
+    let hosts_warning = format!(
+        "cluster-dns: warning: {}:18: hosts: cannot open {}: No such file or directory (os error 2)",
+        dir.join("Corefile").display(),
+        dir.join("example.hosts").display()
+    );
     let out = check();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!out.status.success(), "accepted: {err}");
@@ -447,6 +454,7 @@ fn check_opens_the_files_the_corefile_names() {
             at(9, "tls", dir.join("client.crt").display().to_string()),
             at(9, "tls", dir.join("ca.crt").display().to_string()),
             at(14, "manifests", dir.join("gone.yaml").display().to_string()),
+            hosts_warning.clone(),
         ],
         "{err}"
     );
@@ -462,7 +470,9 @@ fn check_opens_the_files_the_corefile_names() {
     )
     .unwrap();
     let out = check();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.lines().collect::<Vec<_>>(), [hosts_warning], "{err}");
 }
 
 /// kubeadm's Corefile outside a pod stops at start-up with an error that names the way out.

@@ -586,6 +586,7 @@ mod metrics_tests {
         std::fs::write(&path, "10.0.0.1 a.example.org\n10.0.0.2 b.example.org\n").unwrap();
         let config = HostsConfig {
             path: path.clone(),
+            path_at: None,
             zones: vec![".".to_owned()],
             inline: Vec::new(),
             ttl: 3600,

@@ -22,7 +22,7 @@ use std::time::Duration;
 use hickory_proto::rr::Name;
 
 use crate::chain::{Configured, SetupCtx};
-use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr, parse_duration};
+use crate::corefile::{CorefileError, Directive, Location, Token, normalize_zone_or_cidr, parse_duration};
 use std::sync::Arc;
 
 /// The file read when the directive names none.
@@ -50,6 +50,8 @@ pub struct InlineEntry {
 pub struct HostsConfig {
     /// The hosts file (relative paths joined to the Corefile's directory).
     pub path: PathBuf,
+    /// Where the Corefile names the file; `None` for the default `/etc/hosts`.
+    pub path_at: Option<Location>,
     /// The zones served (normalized): the arguments after FILE, else the server block's zones.
     pub zones: Vec<String>,
     /// The inline entries, in Corefile order. They take precedence over the file's entries for
@@ -118,7 +120,8 @@ pub fn parse_host_name(s: &str) -> Result<Name, String> {
 /// entries are served until it appears).
 pub fn parse(d: &Directive, block_zones: &[String], dir: &Path) -> Result<HostsConfig, CorefileError> {
     let mut args = d.args();
-    let path = match args.next() {
+    let file = args.next();
+    let path = match file {
         Some(t) if Path::new(&t.text).is_absolute() => PathBuf::from(&t.text),
         Some(t) => dir.join(&t.text),
         None => PathBuf::from(DEFAULT_PATH),
@@ -126,6 +129,7 @@ pub fn parse(d: &Directive, block_zones: &[String], dir: &Path) -> Result<HostsC
     let rest = args.remaining();
     let mut c = HostsConfig {
         path,
+        path_at: file.map(|t| t.loc.clone()),
         zones: if rest.is_empty() {
             block_zones.to_vec()
         } else {
