@@ -60,7 +60,7 @@ fn in_private_netns(dir: &Path, script: &str) -> (bool, String) {
     (out.status.success(), text)
 }
 
-fn nix_is_root() -> bool {
+pub(crate) fn nix_is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
