@@ -109,6 +109,12 @@ fn dockerfile_ships_the_benchmarked_glibc_release_build_on_distroless_cc() {
         assert!(lines.contains(&step), "no '{step}' in:\n{text}");
     }
     assert!(lines.contains(&"USER 65532:65532"));
+    // The revision for coredns_build_info, which build.rs reads (the context has no .git).
+    let build = lines.iter().position(|l| l.starts_with("RUN cargo build"));
+    let arg = lines.iter().position(|l| *l == "ARG CLUSTER_DNS_REVISION");
+    assert!(arg.is_some() && arg < build, "{text}");
+    let script = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/build.rs")).unwrap();
+    assert!(script.contains("std::env::var(\"CLUSTER_DNS_REVISION\")"));
 }
 
 /// The debug binary of this test run has the same NEEDED set and glibc symbol versions as the
