@@ -26,6 +26,11 @@ command -v unshare >/dev/null 2>&1 || need_apt+=(util-linux)
 # uid 65532 (setpriv, util-linux) in a private network namespace.
 command -v setcap >/dev/null 2>&1 || need_apt+=(libcap2-bin)
 command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
+# The image test builds an OCI image offline from the tested binary (buildah, no registry),
+# unpacks it into a runtime bundle (umoci) and runs it as the pod does (runc).
+command -v buildah >/dev/null 2>&1 || need_apt+=(buildah)
+command -v umoci >/dev/null 2>&1 || need_apt+=(umoci)
+command -v runc >/dev/null 2>&1 || need_apt+=(runc)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "test.sh: installing ${need_apt[*]}" >&2
     SUDO=""

@@ -215,7 +215,11 @@ impl DnsMetrics {
             &["version", "revision", "goversion"],
         )?;
         build_info
-            .with_label_values(&[env!("CARGO_PKG_VERSION"), "", "rust"])
+            .with_label_values(&[
+                env!("CARGO_PKG_VERSION"),
+                env!("CLUSTER_DNS_BUILD_REVISION"),
+                "rust",
+            ])
             .set(1.0);
         // process_cpu_seconds_total, process_resident_memory_bytes, ...: the CoreDNS dashboard's
         // CPU and memory panels read them.
@@ -568,7 +572,11 @@ mod tests {
             "coredns_dns_request_duration_seconds_bucket{server=\"dns://:53\",view=\"\",zone=\".\",le=\"0.0005\"} 1",
             "coredns_dns_response_size_bytes_bucket{proto=\"udp\",server=\"dns://:53\",view=\"\",zone=\".\",le=\"200\"} 1",
             "coredns_plugin_enabled{name=\"kubernetes\",server=\"dns://:53\",view=\"\",zone=\".\"} 1",
-            "coredns_build_info{goversion=\"rust\",revision=\"\",version=\"",
+            format!(
+                "coredns_build_info{{goversion=\"rust\",revision=\"{}\",version=\"",
+                env!("CLUSTER_DNS_BUILD_REVISION")
+            )
+            .as_str(),
             "# TYPE coredns_panics_total counter",
         ] {
             assert!(text.contains(want), "missing {want} in\n{text}");

@@ -153,6 +153,24 @@ impl Drop for Server {
     }
 }
 
+/// The revision the binary was built from, as `coredns_build_info` must name it: CoreDNS's
+/// short git commit. Built from this git checkout (no `CLUSTER_DNS_REVISION` override), it is
+/// what `git rev-parse --short=12 HEAD` says now (build.rs reruns when HEAD moves).
+fn build_revision() -> String {
+    let revision = env!("CLUSTER_DNS_BUILD_REVISION");
+    if env!("CLUSTER_DNS_BUILD_REVISION_FROM") == "git" {
+        let out = Command::new("git")
+            .args(["rev-parse", "--short=12", "HEAD"])
+            .current_dir(repo())
+            .output()
+            .expect("git runs (it did when the binary was built)");
+        let head = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert_eq!(revision, head, "the binary's revision is not HEAD's");
+        assert_eq!(revision.len(), 12, "{revision}");
+    }
+    revision.to_owned()
+}
+
 /// The demo config with its port set to 0 (a free port), next to a copy of the demo cluster.
 pub(crate) fn demo_on_free_port() -> PathBuf {
     let dir = support::temp_dir("demo");
@@ -193,11 +211,14 @@ fn dig_answers_the_demo_cluster() {
         use crate::dropin::http_get;
         assert_eq!(http_get(health, "/health").await, (200, "OK".to_owned()));
         assert_eq!(http_get(ready, "/ready").await, (200, "OK".to_owned()));
+        let text = http_get(metrics, "/metrics").await.1;
+        let info = text
+            .lines()
+            .find(|l| l.starts_with("coredns_build_info{"))
+            .unwrap_or_else(|| panic!("no coredns_build_info in {text}"));
         assert!(
-            http_get(metrics, "/metrics")
-                .await
-                .1
-                .contains("coredns_build_info{")
+            info.contains(&format!("revision=\"{}\"", build_revision())),
+            "{info}"
         );
     });
 
