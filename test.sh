@@ -39,5 +39,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
 fi
 
+# deploy/chart is rendered and linted by Helm's own engine through PyPI's helm-python-sdk (Helm
+# v4's Go SDK as a C library; no Go toolchain or helm binary): deploy/render.py,
+# tests/integration/chart.rs.
+python3 -c 'import helm_python' >/dev/null 2>&1 || python3 -m pip install -q helm-python-sdk==0.2.2
+
 # --workspace: also the fake API server crate (fake-apiserver/) the watch tests use.
 cargo test --workspace "$@"

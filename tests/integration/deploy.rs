@@ -2,19 +2,21 @@
 //! RBAC grants exactly list/watch on what the watches read, and the Deployment and Service keep
 //! CoreDNS's contract (labels, port names, probes, security settings, spread over zones and
 //! nodes), and the cluster-proportional-autoscaler in autoscaler.yaml scales that Deployment
-//! with the linear parameters and only the RBAC it needs.
+//! with the linear parameters and only the RBAC it needs. Both files are generated from
+//! deploy/chart (tests/integration/chart.rs checks that they are its output).
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
 fn docs() -> Vec<Value> {
     docs_of("cluster-dns.yaml")
 }
 
-fn docs_of(file: &str) -> Vec<Value> {
+pub(crate) fn docs_of(file: &str) -> Vec<Value> {
     let path = format!("{}/deploy/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -22,7 +24,7 @@ fn docs_of(file: &str) -> Vec<Value> {
 }
 
 /// Keys present in `orig` but lost after a typed round trip: fields the type does not know.
-fn unknown_fields(orig: &Value, round: &Value, path: &str, out: &mut Vec<String>) {
+pub(crate) fn unknown_fields(orig: &Value, round: &Value, path: &str, out: &mut Vec<String>) {
     match (orig, round) {
         (Value::Object(o), Value::Object(r)) => {
             for (k, v) in o {
@@ -41,7 +43,7 @@ fn unknown_fields(orig: &Value, round: &Value, path: &str, out: &mut Vec<String>
     }
 }
 
-fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(doc: &Value) -> T {
+pub(crate) fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(doc: &Value) -> T {
     let obj: T = serde_json::from_value(doc.clone()).unwrap_or_else(|e| panic!("{}: {e}", doc["kind"]));
     let mut lost = Vec::new();
     unknown_fields(doc, &serde_json::to_value(&obj).unwrap(), "", &mut lost);
@@ -134,7 +136,8 @@ fn deployment_and_service_keep_the_coredns_contract() {
         .map(typed)
         .unwrap();
     let spec = d.spec.unwrap();
-    assert_eq!(spec.replicas, Some(2));
+    // The autoscaler of autoscaler.yaml owns the replicas: an apply must not set them back.
+    assert_eq!(spec.replicas, None);
     let ru = spec.strategy.unwrap().rolling_update.unwrap();
     assert_eq!(
         ru.max_unavailable,
@@ -217,18 +220,24 @@ fn the_configmap_holds_the_kubeadm_corefile_and_it_parses() {
     let dir = crate::support::temp_dir("configmap");
     let path = dir.join("Corefile");
     std::fs::write(&path, &corefile).unwrap();
+    let stdout = check_binary(&path, "the ConfigMap's Corefile");
+    assert!(stdout.contains("OK (1 server block(s))"));
+}
+
+/// `cluster-dns --check -conf PATH`: its stdout, or the test fails with its stderr.
+pub(crate) fn check_binary(path: &std::path::Path, what: &str) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_cluster-dns"))
         .arg("--check")
         .arg("-conf")
-        .arg(&path)
+        .arg(path)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "--check refused the ConfigMap's Corefile: {}",
+        "--check refused {what}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("OK (1 server block(s))"));
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
@@ -273,6 +282,8 @@ fn the_autoscaler_scales_the_cluster_dns_deployment_linearly() {
             "ClusterRoleBinding",
             "ConfigMap",
             "Deployment",
+            "Role",
+            "RoleBinding",
             "ServiceAccount"
         ]
     );
@@ -280,6 +291,8 @@ fn the_autoscaler_scales_the_cluster_dns_deployment_linearly() {
     let sa: ServiceAccount = typed(find("ServiceAccount"));
     let role: ClusterRole = typed(find("ClusterRole"));
     let binding: ClusterRoleBinding = typed(find("ClusterRoleBinding"));
+    let ns_role: Role = typed(find("Role"));
+    let ns_binding: RoleBinding = typed(find("RoleBinding"));
     let cm: ConfigMap = typed(find("ConfigMap"));
     let d: Deployment = typed(find("Deployment"));
     for ns in [
@@ -317,33 +330,58 @@ fn the_autoscaler_scales_the_cluster_dns_deployment_linearly() {
     assert_eq!(dns["metadata"]["name"], name);
     assert_eq!(dns["metadata"]["namespace"], "kube-system");
 
-    // RBAC: exactly nodes list/watch, the scale subresources get/update, configmaps get/create,
-    // bound to the autoscaler's ServiceAccount.
+    // RBAC: cluster-wide only nodes list/watch; in kube-system only the scale of the target by
+    // name, its own ConfigMap by name, and configmaps create (which cannot be named).
+    assert_eq!(rules(role.rules.unwrap()), ["/nodes list,watch"]);
+    assert_eq!(ns_role.metadata.namespace.as_deref(), Some("kube-system"));
+    assert_eq!(
+        rules(ns_role.rules.unwrap()),
+        [
+            "/configmaps create",
+            "/configmaps get [cluster-dns-autoscaler]",
+            "apps/deployments/scale get,update [cluster-dns]"
+        ]
+    );
+    assert_eq!(binding.role_ref.name, role.metadata.name.unwrap());
+    assert_eq!(ns_binding.role_ref.kind, "Role");
+    assert_eq!(ns_binding.role_ref.name, ns_role.metadata.name.unwrap());
+    for subject in [&binding.subjects.unwrap()[0], &ns_binding.subjects.unwrap()[0]] {
+        assert_eq!(
+            (Some(subject.name.clone()), subject.namespace.clone()),
+            (sa.metadata.name.clone(), Some("kube-system".to_owned()))
+        );
+    }
+
+    // The autoscaler's liveness probe: it serves /healthz on :8080.
+    let live = pod.containers[0]
+        .liveness_probe
+        .as_ref()
+        .unwrap()
+        .http_get
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        (live.path.as_deref(), &live.port),
+        (Some("/healthz"), &IntOrString::Int(8080))
+    );
+}
+
+/// `group/resource verbs [names]` of each rule, sorted.
+pub(crate) fn rules(rules: Vec<PolicyRule>) -> Vec<String> {
     let mut granted = Vec::new();
-    for rule in role.rules.unwrap() {
+    for rule in rules {
         let mut verbs = rule.verbs.clone();
         verbs.sort();
+        let names = rule
+            .resource_names
+            .map(|n| format!(" [{}]", n.join(",")))
+            .unwrap_or_default();
         for group in rule.api_groups.unwrap() {
             for r in rule.resources.clone().unwrap() {
-                granted.push(format!("{group}/{r} {}", verbs.join(",")));
+                granted.push(format!("{group}/{r} {}{names}", verbs.join(",")));
             }
         }
     }
     granted.sort();
-    assert_eq!(
-        granted,
-        [
-            "/configmaps create,get",
-            "/nodes list,watch",
-            "/replicationcontrollers/scale get,update",
-            "apps/deployments/scale get,update",
-            "apps/replicasets/scale get,update"
-        ]
-    );
-    assert_eq!(binding.role_ref.name, role.metadata.name.unwrap());
-    let subject = &binding.subjects.unwrap()[0];
-    assert_eq!(
-        (Some(subject.name.clone()), subject.namespace.clone()),
-        (sa.metadata.name, Some("kube-system".to_owned()))
-    );
+    granted
 }

@@ -8,6 +8,7 @@ mod any;
 mod autopath;
 mod bufsize;
 mod chaos;
+mod chart;
 mod cli;
 mod concurrency;
 mod config;

@@ -1,0 +1,60 @@
+{{/* The labels of every cluster-dns object: CoreDNS's k8s-app, so the kube-dns Service, the
+dashboards and kube-prometheus-stack's CoreDNS ServiceMonitor find the pods. */}}
+{{- define "cluster-dns.labels" -}}
+k8s-app: kube-dns
+{{- end }}
+
+{{/* The pod labels, which the Deployment, the PDB and the spread constraints select. */}}
+{{- define "cluster-dns.selectorLabels" -}}
+k8s-app: kube-dns
+app.kubernetes.io/name: cluster-dns
+{{- end }}
+
+{{- define "cluster-dns.autoscalerLabels" -}}
+k8s-app: cluster-dns-autoscaler
+{{- end }}
+
+{{/* True when an autoscaler owns the Deployment's replicas. Refuses both at once: they would
+scale the same Deployment against each other. */}}
+{{- define "cluster-dns.replicasOwned" -}}
+{{- if and .Values.autoscaler.enabled .Values.hpa.enabled -}}
+{{- fail "autoscaler.enabled and hpa.enabled both scale Deployment/cluster-dns: enable one" -}}
+{{- end -}}
+{{- if or .Values.autoscaler.enabled .Values.hpa.enabled -}}true{{- end -}}
+{{- end }}
+
+{{/* The Corefile: corefile.override, or kubeadm's default with clusterDomain; then
+corefile.extraServerBlocks. */}}
+{{- define "cluster-dns.corefile" -}}
+{{- if .Values.corefile.override -}}
+{{ .Values.corefile.override | trimSuffix "\n" }}
+{{- else -}}
+.:53 {
+    errors
+    health {
+       lameduck 5s
+    }
+    ready
+    kubernetes {{ .Values.clusterDomain }} in-addr.arpa ip6.arpa {
+       pods insecure
+       fallthrough in-addr.arpa ip6.arpa
+       ttl 30
+    }
+    prometheus :9153
+    forward . /etc/resolv.conf {
+       max_concurrent 1000
+    }
+    cache 30 {
+       disable success {{ .Values.clusterDomain }}
+       disable denial {{ .Values.clusterDomain }}
+    }
+    loop
+    reload
+    loadbalance
+}
+{{- end }}
+{{- with .Values.corefile.extraServerBlocks }}
+
+{{ . | trimSuffix "\n" }}
+{{- end }}
+{{ end }}

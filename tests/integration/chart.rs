@@ -1,0 +1,435 @@
+//! `deploy/chart`: rendered by Helm's own engine (deploy/render.py, on PyPI's helm-python-sdk,
+//! installed by test.sh) for the default values and every documented variation
+//! (`deploy/chart/ci/*-values.yaml`), it lints clean (`helm lint --strict`), every rendered
+//! object passes the same typed k8s-openapi round trip as deploy.rs (the prometheus-operator
+//! objects against the fields of their CRDs that the chart writes), every rendered Corefile passes
+//! `cluster-dns --check` with its files where the pod mounts them, each variation does what it
+//! says, the values that would conflict are refused, and deploy/cluster-dns.yaml and
+//! deploy/autoscaler.yaml are byte for byte the chart's output.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::deploy::{check_binary, typed};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs deploy/render.py with `args`; Ok(stdout) or Err(stderr).
+fn render_py(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("python3")
+        .arg(root().join("deploy/render.py"))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("python3: {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !stderr.contains("No module named 'helm_python'"),
+        "pip install helm-python-sdk==0.2.2 (test.sh does)"
+    );
+    if out.status.success() {
+        Ok(String::from_utf8(out.stdout).unwrap())
+    } else {
+        Err(format!("{}{stderr}", String::from_utf8_lossy(&out.stdout)))
+    }
+}
+
+/// The rendered documents for `args` (`-f FILE`, `--set K=V`).
+fn template(args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["template"];
+    all.extend_from_slice(args);
+    let text = render_py(&all).unwrap_or_else(|e| panic!("render {args:?}: {e}"));
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+/// Every documented variation: (name, render.py arguments). The defaults first.
+fn variations() -> Vec<(String, Vec<String>)> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("deploy/chart/ci"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with("-values.yaml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "{files:?}");
+    let mut v = vec![("defaults".to_owned(), vec![])];
+    for f in files {
+        let name = f
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .trim_end_matches("-values.yaml")
+            .to_owned();
+        v.push((name, vec!["-f".to_owned(), f.to_string_lossy().into_owned()]));
+    }
+    v
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+}
+
+// The prometheus-operator's objects: the fields of the monitoring.coreos.com/v1 CRDs the chart
+// writes, so an unknown or misspelt one fails the round trip as a k8s-openapi type would.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Meta {
+    name: String,
+    namespace: String,
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ServiceMonitor {
+    api_version: String,
+    kind: String,
+    metadata: Meta,
+    spec: ServiceMonitorSpec,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ServiceMonitorSpec {
+    selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    namespace_selector: NamespaceSelector,
+    endpoints: Vec<Endpoint>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct NamespaceSelector {
+    match_names: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Endpoint {
+    port: String,
+    path: String,
+    interval: String,
+    scheme: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    relabelings: Option<Vec<Relabeling>>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Relabeling {
+    target_label: String,
+    replacement: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PrometheusRule {
+    api_version: String,
+    kind: String,
+    metadata: Meta,
+    spec: RuleSpec,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleSpec {
+    groups: Vec<RuleGroup>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleGroup {
+    name: String,
+    rules: Vec<Rule>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Rule {
+    alert: String,
+    expr: String,
+    #[serde(rename = "for", skip_serializing_if = "Option::is_none")]
+    for_: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+/// Validates one rendered object as its type; returns its kind.
+fn validate(doc: &Value) -> String {
+    let kind = doc["kind"].as_str().unwrap().to_owned();
+    match kind.as_str() {
+        "ServiceAccount" => drop(typed::<ServiceAccount>(doc)),
+        "ClusterRole" => drop(typed::<ClusterRole>(doc)),
+        "ClusterRoleBinding" => drop(typed::<ClusterRoleBinding>(doc)),
+        "Role" => drop(typed::<Role>(doc)),
+        "RoleBinding" => drop(typed::<RoleBinding>(doc)),
+        "ConfigMap" => drop(typed::<ConfigMap>(doc)),
+        "Deployment" => drop(typed::<Deployment>(doc)),
+        "PodDisruptionBudget" => drop(typed::<PodDisruptionBudget>(doc)),
+        "Service" => drop(typed::<Service>(doc)),
+        "HorizontalPodAutoscaler" => drop(typed::<HorizontalPodAutoscaler>(doc)),
+        "ServiceMonitor" => {
+            assert_eq!(doc["apiVersion"], "monitoring.coreos.com/v1");
+            drop(typed::<ServiceMonitor>(doc))
+        }
+        "PrometheusRule" => {
+            assert_eq!(doc["apiVersion"], "monitoring.coreos.com/v1");
+            drop(typed::<PrometheusRule>(doc))
+        }
+        other => panic!("unexpected kind {other}"),
+    }
+    kind
+}
+
+/// Lays the cluster-dns ConfigMap out as the pod mounts it (the volume's items under the
+/// mountPath named by -conf) and runs `cluster-dns --check` on the Corefile there.
+fn check_mounted_corefile(name: &str, docs: &[Value]) {
+    let cm: ConfigMap = typed(find(docs, "ConfigMap", "cluster-dns").unwrap());
+    let d: Deployment = typed(find(docs, "Deployment", "cluster-dns").unwrap());
+    let data = cm.data.unwrap();
+    let pod = d.spec.unwrap().template.spec.unwrap();
+    let c = &pod.containers[0];
+    let mount = &c.volume_mounts.as_ref().unwrap()[0];
+    let volume = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|v| v.name == mount.name)
+        .unwrap();
+    let items = volume.config_map.as_ref().unwrap().items.clone().unwrap();
+    // Every key is mounted, and nothing else.
+    let mut keys: Vec<&String> = items.iter().map(|i| &i.key).collect();
+    keys.sort();
+    assert_eq!(keys, data.keys().collect::<Vec<_>>(), "{name}");
+    let dir = crate::support::temp_dir(&format!("chart-{name}"));
+    for item in &items {
+        std::fs::write(dir.join(&item.path), &data[&item.key]).unwrap();
+    }
+    let conf = c.args.as_ref().unwrap()[1].clone();
+    let rel = Path::new(&conf).strip_prefix(&mount.mount_path).unwrap();
+    let blocks = if name == "custom" { 2 } else { 1 };
+    let stdout = check_binary(&dir.join(rel), &format!("{name}'s rendered Corefile"));
+    assert!(
+        stdout.contains(&format!("OK ({blocks} server block(s))")),
+        "{name}: {stdout}"
+    );
+}
+
+#[test]
+fn every_variation_lints_renders_valid_objects_and_a_corefile_that_checks() {
+    for (name, args) in variations() {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut lint = vec!["lint"];
+        lint.extend_from_slice(&args);
+        let report = render_py(&lint).unwrap_or_else(|e| panic!("{name}: helm lint: {e}"));
+        assert!(
+            report.contains("1 chart(s) linted, no failures"),
+            "{name}: {report}"
+        );
+
+        let docs = template(&args);
+        let mut kinds: Vec<String> = docs.iter().map(validate).collect();
+        kinds.sort();
+        for kind in [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "Deployment",
+            "Service",
+            "ServiceAccount",
+        ] {
+            assert!(kinds.iter().any(|k| k == kind), "{name}: no {kind} in {kinds:?}");
+        }
+        for d in &docs {
+            if d["metadata"]["namespace"].is_string() {
+                assert_eq!(d["metadata"]["namespace"], "kube-system", "{name}");
+            }
+        }
+        check_mounted_corefile(&name, &docs);
+
+        // Replicas are left out exactly when an autoscaler owns them.
+        let dep: Deployment = typed(find(&docs, "Deployment", "cluster-dns").unwrap());
+        let owned = find(&docs, "Deployment", "cluster-dns-autoscaler").is_some()
+            || kinds.iter().any(|k| k == "HorizontalPodAutoscaler");
+        assert!(owned || name == "fixed-replicas", "{name}");
+        assert_eq!(dep.spec.unwrap().replicas.is_none(), owned, "{name}");
+    }
+}
+
+#[test]
+fn the_defaults_are_the_plain_manifests_byte_for_byte() {
+    let dir = crate::support::temp_dir("chart-generate");
+    render_py(&["generate", "--out", dir.to_str().unwrap()]).unwrap();
+    for file in ["cluster-dns.yaml", "autoscaler.yaml"] {
+        let want = std::fs::read_to_string(dir.join(file)).unwrap();
+        let have = std::fs::read_to_string(root().join("deploy").join(file)).unwrap();
+        assert!(
+            want == have,
+            "deploy/{file} is not the chart's output: run `python3 deploy/render.py generate`"
+        );
+    }
+    // The default Corefile is kubeadm's (config/Corefile).
+    let docs = template(&[]);
+    let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns").unwrap());
+    assert_eq!(
+        cm.data.unwrap()["Corefile"],
+        include_str!("../../config/Corefile")
+    );
+}
+
+#[test]
+fn each_variation_does_what_it_documents() {
+    let ci = |f: &str| {
+        root()
+            .join("deploy/chart/ci")
+            .join(f)
+            .to_string_lossy()
+            .into_owned()
+    };
+
+    // fixed-replicas: no autoscaler objects, the replicas given.
+    let docs = template(&["-f", &ci("fixed-replicas-values.yaml")]);
+    assert!(
+        docs.iter()
+            .all(|d| !d["metadata"]["name"].as_str().unwrap().contains("autoscaler"))
+    );
+    let d: Deployment = typed(find(&docs, "Deployment", "cluster-dns").unwrap());
+    assert_eq!(d.spec.unwrap().replicas, Some(3));
+
+    // hpa: an HPA on the Deployment, no autoscaler, no PDB.
+    let docs = template(&["-f", &ci("hpa-values.yaml")]);
+    let hpa: HorizontalPodAutoscaler = typed(find(&docs, "HorizontalPodAutoscaler", "cluster-dns").unwrap());
+    let spec = hpa.spec.unwrap();
+    assert_eq!((spec.min_replicas, spec.max_replicas), (Some(3), 12));
+    assert_eq!(
+        (
+            spec.scale_target_ref.kind.as_str(),
+            spec.scale_target_ref.name.as_str()
+        ),
+        ("Deployment", "cluster-dns")
+    );
+    assert!(find(&docs, "Deployment", "cluster-dns-autoscaler").is_none());
+    assert!(!docs.iter().any(|d| d["kind"] == "PodDisruptionBudget"));
+
+    // dual-stack: the IPs, families, traffic distribution and the domain in the Corefile.
+    let docs = template(&["-f", &ci("dual-stack-values.yaml")]);
+    let s: Service = typed(find(&docs, "Service", "kube-dns").unwrap());
+    let spec = s.spec.unwrap();
+    assert_eq!(spec.cluster_ip.as_deref(), Some("10.100.0.10"));
+    assert_eq!(spec.cluster_ips.unwrap(), ["10.100.0.10", "fd00:10:100::a"]);
+    assert_eq!(spec.ip_family_policy.as_deref(), Some("RequireDualStack"));
+    assert_eq!(spec.ip_families.unwrap(), ["IPv4", "IPv6"]);
+    assert_eq!(spec.traffic_distribution.as_deref(), Some("PreferClose"));
+    let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns").unwrap());
+    let corefile = cm.data.unwrap().remove("Corefile").unwrap();
+    assert_eq!(
+        corefile,
+        include_str!("../../config/Corefile").replace("cluster.local", "k8s.example.internal")
+    );
+
+    // monitoring: the job relabelled to coredns, the alerts of deploy/monitoring.
+    let docs = template(&["-f", &ci("monitoring-values.yaml")]);
+    let sm = find(&docs, "ServiceMonitor", "cluster-dns").unwrap();
+    assert_eq!(sm["metadata"]["labels"]["release"], "monitoring");
+    assert_eq!(
+        sm["spec"]["endpoints"][0]["relabelings"],
+        serde_json::json!([{"targetLabel": "job", "replacement": "coredns"}])
+    );
+    let rule = find(&docs, "PrometheusRule", "cluster-dns").unwrap();
+    let text = std::fs::read_to_string(root().join("deploy/monitoring/prometheus-rules.yaml")).unwrap();
+    let plain: Value = serde_saphyr::from_str(&text).unwrap();
+    assert_eq!(
+        rule["spec"]["groups"], plain["groups"],
+        "the chart's alerts are deploy/monitoring's"
+    );
+    for expr in rule["spec"]["groups"][0]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["expr"].as_str().unwrap())
+    {
+        assert!(!expr.contains("job=") || expr.contains("coredns"), "{expr}");
+    }
+
+    // custom: image, resources, scheduling, PDB, autoscaler parameters, the hosts file.
+    let docs = template(&["-f", &ci("custom-values.yaml")]);
+    let d: Deployment = typed(find(&docs, "Deployment", "cluster-dns").unwrap());
+    let pod = d.spec.unwrap().template.spec.unwrap();
+    let c = &pod.containers[0];
+    assert_eq!(
+        c.image.as_deref(),
+        Some("registry.example.com/cluster-dns:0.1.0-rc1")
+    );
+    assert_eq!(c.image_pull_policy.as_deref(), Some("Always"));
+    assert_eq!(
+        c.resources.as_ref().unwrap().limits.as_ref().unwrap()["memory"].0,
+        "256Mi"
+    );
+    assert_eq!(pod.priority_class_name.as_deref(), Some("dns-critical"));
+    let affinity = pod.affinity.unwrap();
+    assert!(affinity.pod_anti_affinity.is_none() && affinity.node_affinity.is_some());
+    let spread = pod.topology_spread_constraints.unwrap();
+    assert_eq!(spread.len(), 1);
+    assert_eq!(spread[0].when_unsatisfiable, "DoNotSchedule");
+    assert_eq!(pod.tolerations.unwrap()[0].key.as_deref(), Some("dedicated"));
+    assert_eq!(pod.node_selector.unwrap()["node-role.example.com/infra"], "true");
+    let pdb: PodDisruptionBudget = typed(find(&docs, "PodDisruptionBudget", "cluster-dns").unwrap());
+    let pdb = pdb.spec.unwrap();
+    assert_eq!(
+        (pdb.min_available, pdb.max_unavailable),
+        (Some(IntOrString::Int(1)), None)
+    );
+    let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns-autoscaler").unwrap());
+    let linear: Value = serde_json::from_str(&cm.data.unwrap()["linear"]).unwrap();
+    assert_eq!(
+        (linear["coresPerReplica"].clone(), linear["min"].clone()),
+        (128.into(), 3.into())
+    );
+    let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns").unwrap());
+    let data = cm.data.unwrap();
+    assert!(data["Corefile"].contains("hosts corp.hosts corp.example {"));
+    assert!(data["corp.hosts"].contains("10.20.0.2 ldap.corp.example"));
+}
+
+#[test]
+fn the_servicemonitor_is_deploy_monitorings() {
+    let docs = template(&["--set", "serviceMonitor.enabled=true"]);
+    let sm = find(&docs, "ServiceMonitor", "cluster-dns").unwrap();
+    let text = std::fs::read_to_string(root().join("deploy/monitoring/servicemonitor.yaml")).unwrap();
+    let plain: Value = serde_saphyr::from_str(&text).unwrap();
+    assert_eq!(sm["spec"], plain["spec"]);
+    assert_eq!(sm["metadata"]["labels"], plain["metadata"]["labels"]);
+}
+
+#[test]
+fn conflicting_values_are_refused() {
+    for (set, why) in [
+        ("hpa.enabled=true", "autoscaler.enabled and hpa.enabled"),
+        (
+            "serviceMonitor.enabled=true,serviceMonitor.job=dns",
+            "serviceMonitor.job: kube-dns or coredns",
+        ),
+        (
+            "service.clusterIPs={10.96.0.11}",
+            "service.clusterIPs must start with clusterIP",
+        ),
+        ("corefile.zoneFiles.a/b=x", "is not a ConfigMap key"),
+    ] {
+        let err = render_py(&["template", "--set", set]).expect_err(set);
+        assert!(err.contains(why), "{set}: {err}");
+    }
+}
