@@ -42,7 +42,14 @@ fi
 # deploy/chart is rendered and linted by Helm's own engine through PyPI's helm-python-sdk (Helm
 # v4's Go SDK as a C library; no Go toolchain or helm binary): deploy/render.py,
 # tests/integration/chart.rs.
-python3 -c 'import helm_python' >/dev/null 2>&1 || python3 -m pip install -q helm-python-sdk==0.2.2
+if ! python3 -c 'import helm_python' >/dev/null 2>&1; then
+    python3 -m pip --version >/dev/null 2>&1 || {
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip
+    }
+    # A Debian python (PEP 668) takes packages only with --break-system-packages.
+    python3 -m pip install -q helm-python-sdk==0.2.2 ||
+        python3 -m pip install -q --break-system-packages helm-python-sdk==0.2.2
+fi
 
 # --workspace: also the fake API server crate (fake-apiserver/) the watch tests use.
 cargo test --workspace "$@"
