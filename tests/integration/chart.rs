@@ -249,11 +249,16 @@ fn every_variation_lints_renders_valid_objects_and_a_corefile_that_checks() {
             "ClusterRoleBinding",
             "ConfigMap",
             "Deployment",
-            "Service",
             "ServiceAccount",
         ] {
             assert!(kinds.iter().any(|k| k == kind), "{name}: no {kind} in {kinds:?}");
         }
+        // The Service is left out only where the cluster's own is kept (`service.create=false`).
+        assert_eq!(
+            kinds.iter().any(|k| k == "Service"),
+            name != "keep-service",
+            "{name}: {kinds:?}"
+        );
         for d in &docs {
             if d["metadata"]["namespace"].is_string() {
                 assert_eq!(d["metadata"]["namespace"], "kube-system", "{name}");
@@ -324,6 +329,13 @@ fn each_variation_does_what_it_documents() {
     );
     assert!(find(&docs, "Deployment", "cluster-dns-autoscaler").is_none());
     assert!(!docs.iter().any(|d| d["kind"] == "PodDisruptionBudget"));
+
+    // keep-service: no Service; the pods carry the label every kube-dns Service selects.
+    let docs = template(&["-f", &ci("keep-service-values.yaml")]);
+    assert!(!docs.iter().any(|d| d["kind"] == "Service"));
+    let d: Deployment = typed(find(&docs, "Deployment", "cluster-dns").unwrap());
+    let labels = d.spec.unwrap().template.metadata.unwrap().labels.unwrap();
+    assert_eq!(labels["k8s-app"], "kube-dns");
 
     // dual-stack: the IPs, families, traffic distribution and the domain in the Corefile.
     let docs = template(&["-f", &ci("dual-stack-values.yaml")]);
