@@ -61,6 +61,9 @@ pub struct Config {
     pub path: PathBuf,
     /// Its server blocks, in file order.
     pub blocks: Vec<BlockConfig>,
+    /// What it asks for that this server accepts but cannot do ([`Configured::warnings`]), in
+    /// file order: logged at start, printed by `--check`.
+    pub warnings: Vec<CorefileError>,
 }
 
 impl Config {
@@ -74,6 +77,7 @@ impl Config {
     pub fn from_corefile(corefile: &Corefile, path: &Path, default_port: u16) -> Result<Self, CorefileError> {
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let mut blocks: Vec<BlockConfig> = Vec::new();
+        let mut warnings = Vec::new();
         for block in &corefile.blocks {
             // Each key's zone and port. Keys of one block may use different ports (as in
             // CoreDNS, `example.com example.io:1053`): the block is then served as one block
@@ -174,6 +178,7 @@ impl Config {
             let mut settings = BlockSettings::default();
             for (_, c) in &plugins {
                 c.check(&plugins)?;
+                warnings.extend(c.warnings(&plugins));
                 c.configure(&mut settings);
             }
             for &(scheme, port) in &listens {
@@ -194,6 +199,7 @@ impl Config {
         Ok(Self {
             path: path.to_owned(),
             blocks,
+            warnings,
         })
     }
 

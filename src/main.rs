@@ -147,6 +147,9 @@ fn main() -> ExitCode {
         // The files the Corefile names that start-up opens later (a kubeconfig, client TLS
         // files, manifests): each one that cannot be opened, at its file:line.
         let mut failed = false;
+        for warning in &config.warnings {
+            eprintln!("cluster-dns: warning: {warning}");
+        }
         for (file, error) in config.unopenable_files() {
             let level = if file.needed { "" } else { "warning: " };
             eprintln!(
@@ -168,6 +171,9 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     cluster_dns::logging::init(config.debug(), cli.log_format);
+    for w in &config.warnings {
+        tracing::warn!("{w}");
+    }
     cluster_dns::cluster::heap::fix_mmap_threshold();
     // Systemd and containerd 2.x hand out a soft open-file limit of 1,024: raise it to the hard
     // one, as Go (so CoreDNS) does. The TCP connection limit stays below what results.

@@ -79,7 +79,12 @@ pub(super) async fn reload_loop(inner: Weak<Inner>, path: PathBuf, cfg: ReloadSe
             Err(_) => Err(StartError::NotUtf8(path.clone())),
         };
         let applied = match parsed {
-            Ok(config) => apply(&inner, config).await,
+            Ok(config) => {
+                for w in &config.warnings {
+                    tracing::warn!("reload: {w}");
+                }
+                apply(&inner, config).await
+            }
             Err(e) => Err(e),
         };
         match applied {

@@ -150,6 +150,12 @@ pub trait Configured: Any + Send + Sync + fmt::Debug {
         Ok(())
     }
 
+    /// What it accepts, as CoreDNS does, but cannot do in this block, each at its file:line:
+    /// the server starts and logs them (`--check` prints them as warnings). Default: none.
+    fn warnings(&self, _block: &[(&'static str, Arc<dyn Configured>)]) -> Vec<CorefileError> {
+        Vec::new()
+    }
+
     /// True when its [`Configured::acquire`] offers a value of type `capability` (checked
     /// at setup by the plugins that need one: `k8s_external` needs a cluster source).
     fn offers(&self, _capability: TypeId) -> bool {

@@ -127,6 +127,19 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("multisocket", "the multisocket plugin"),
 ];
 
+/// Directives CoreDNS itself removed: a Corefile written for an old CoreDNS gets the
+/// replacement named, rather than "unknown directive".
+pub const REMOVED_FROM_COREDNS: &[(&str, &str)] = &[
+    (
+        "proxy",
+        "the proxy plugin was removed from CoreDNS in 1.5.0; use 'forward', which takes the same addresses (forward . 10.0.0.2 10.0.0.3)",
+    ),
+    (
+        "federation",
+        "the federation plugin left CoreDNS in 1.7.0 (Kubernetes federation v1 is retired) and has no replacement here; remove the 'federation' block (a server block with 'forward' to the other cluster's DNS answers its names)",
+    ),
+];
+
 /// The registry entry of directive `name`.
 pub fn lookup(name: &str) -> Option<&'static Entry> {
     PLUGINS.iter().find(|e| e.name == name)
@@ -138,6 +151,9 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
     let name = d.name.text.as_str();
     if let Some(e) = lookup(name) {
         return (e.setup)(d, ctx);
+    }
+    if let Some((_, why)) = REMOVED_FROM_COREDNS.iter().find(|(n, _)| *n == name) {
+        return Err(d.error(*why));
     }
     match NOT_YET_IMPLEMENTED.iter().find(|(n, _)| *n == name) {
         Some((_, what)) => Err(d.error(format!(
@@ -182,6 +198,11 @@ mod tests {
             );
             assert!(
                 !NOT_YET_IMPLEMENTED.iter().any(|(n, _)| *n == e.name),
+                "{} is implemented",
+                e.name
+            );
+            assert!(
+                !REMOVED_FROM_COREDNS.iter().any(|(n, _)| *n == e.name),
                 "{} is implemented",
                 e.name
             );

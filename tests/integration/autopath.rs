@@ -391,3 +391,56 @@ fn stub_resolvers_send_two_queries_per_lookup_with_autopath() {
     }
     assert_eq!(got, want, "{stdout}");
 }
+
+/// `autopath @kubernetes` beside `pods insecure` (CoreDNS starts, and its autopath does
+/// nothing): `--check` passes with a warning at the autopath line that says what to add, and the
+/// server starts and answers each name as asked (the walk is not taken: the outside name
+/// under the pod's search domain is NXDOMAIN, no CNAME).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autopath_without_pods_verified_starts_warns_and_walks_nothing() {
+    let fake = FakeApiServer::start().await.unwrap();
+    for o in objects() {
+        fake.create(&o).unwrap();
+    }
+    let upstream = Scripted::start().await;
+    let corefile = format!(
+        ".:0 {{\n bind 127.0.0.1\n autopath @kubernetes\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n  endpoint {}\n  pods insecure\n }}\n forward . {}\n}}\n",
+        fake.url(),
+        upstream.addr
+    );
+    let dir = support::temp_dir("autopath-insecure");
+    std::fs::write(dir.join("Corefile"), &corefile).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cluster-dns"))
+        .args(["--check", "-conf"])
+        .arg(dir.join("Corefile"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("warning: ") && err.contains("Corefile:3") && err.contains("add `pods verified`"),
+        "{err}"
+    );
+
+    let running = support::start(&corefile, &dir).await;
+    let dns = running.dns_addrs()[0];
+    for _ in 0..1500 {
+        if support::zone(&running).is_synced() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        ask_from("127.0.0.2", dns, "web.ns-a.svc.cluster.local.", RecordType::A).await,
+        noerror(&["web.ns-a.svc.cluster.local. A 10.96.0.10"])
+    );
+    let (rcode, records) = ask_from(
+        "127.0.0.3",
+        dns,
+        "web.ns-a.ns-b.svc.cluster.local.",
+        RecordType::A,
+    )
+    .await;
+    assert_eq!(rcode, ResponseCode::NXDomain, "{records:?}");
+    assert!(records.is_empty(), "{records:?}");
+}

@@ -359,9 +359,14 @@ fn check_rejects_each_kind_of_corefile_mistake() {
             "Corefile:2",
         ),
         (
-            "autopath without pods verified",
-            ".:53 {\n  autopath @kubernetes\n  kubernetes cluster.local\n}\n",
-            "Corefile:2",
+            "a plugin CoreDNS removed: proxy, replaced by forward",
+            ".:53 {\n  proxy . 10.0.0.2\n}\n",
+            "Corefile:2: proxy: the proxy plugin was removed from CoreDNS in 1.5.0; use 'forward'",
+        ),
+        (
+            "a plugin CoreDNS removed: federation",
+            ".:53 {\n  kubernetes cluster.local\n  federation cluster.local {\n    prod prod.example.com\n  }\n}\n",
+            "Corefile:3: federation: the federation plugin left CoreDNS in 1.7.0",
         ),
         (
             "unknown kubernetes property",

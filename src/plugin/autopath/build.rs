@@ -27,11 +27,28 @@ impl Configured for AutoPathConfig {
             )));
         };
         match plugin.offers_search_paths() {
-            Some(Ok(())) => Ok(()),
-            Some(Err(why)) => Err(self.source_error(format!("@{name}: {why}"))),
+            // It can, but not as configured: a warning (see `warnings`).
+            Some(_) => Ok(()),
             None => Err(self.source_error(format!(
                 "@{name}: the {name} plugin does not know its clients' search paths (only @kubernetes does)"
             ))),
+        }
+    }
+
+    /// `@PLUGIN` that offers search paths only with other options (`@kubernetes` without
+    /// `pods verified`): CoreDNS starts and its autopath does nothing; so does this one (the
+    /// plugin gives no search paths), and says what to change.
+    fn warnings(&self, block: &[(&'static str, Arc<dyn Configured>)]) -> Vec<CorefileError> {
+        let SearchSource::Plugin(name) = &self.source else {
+            return Vec::new();
+        };
+        match block
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, p)| p.offers_search_paths())
+        {
+            Some(Err(why)) => vec![self.source_error(format!("@{name}: autopath does nothing: {why}"))],
+            _ => Vec::new(),
         }
     }
 }

@@ -21,7 +21,7 @@ impl Configured for KubernetesConfig {
     fn offers_search_paths(&self) -> Option<Result<(), String>> {
         Some(match self.pods {
             PodMode::Verified => Ok(()),
-            _ => Err("the kubernetes plugin knows its clients' namespaces only with `pods verified` (CoreDNS silently skips autopath without it); add `pods verified` to the kubernetes block".to_owned()),
+            _ => Err("the kubernetes plugin knows its clients' namespaces only with `pods verified` (CoreDNS's autopath does nothing without it too); add `pods verified` to the kubernetes block".to_owned()),
         })
     }
 
