@@ -13,6 +13,7 @@ use hickory_proto::rr::Name;
 
 use crate::chain::{
     AcquireCtx, AcquireError, BuildCtx, Capabilities, Chain, Observer, Plugin, ReadinessCheck, Resources,
+    StreamTimeouts,
 };
 use crate::config::{BlockConfig, Config};
 use crate::corefile::Scheme;
@@ -63,6 +64,9 @@ pub struct Generation {
     /// The TLS configuration of each `tls://` or `https://` listen address whose blocks have
     /// one (the first block's).
     pub tls: BTreeMap<ListenKey, Arc<tokio_rustls::rustls::ServerConfig>>,
+    /// The stream connection bounds of each listen address whose blocks set them
+    /// (`timeouts`; the first block's).
+    pub stream: BTreeMap<ListenKey, StreamTimeouts>,
     /// One chain per server block, in block order.
     pub chains: Vec<Chain>,
     /// The observers of every block (their background work starts with the generation).
@@ -145,6 +149,7 @@ fn listen_keys(block: &BlockConfig) -> Vec<ListenKey> {
 pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, BuildError> {
     let mut routers: BTreeMap<ListenKey, Router> = BTreeMap::new();
     let mut tls = BTreeMap::new();
+    let mut stream = BTreeMap::new();
     let mut chains = Vec::new();
     let mut all_observers = Vec::new();
     let mut acquired = Vec::new();
@@ -155,6 +160,11 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
         {
             for key in &keys {
                 tls.entry(*key).or_insert_with(|| config.clone());
+            }
+        }
+        if let Some(t) = block.settings.stream {
+            for key in &keys {
+                stream.entry(*key).or_insert(t);
             }
         }
         let mut capabilities = Capabilities::default();
@@ -216,6 +226,7 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
         config,
         routers,
         tls,
+        stream,
         chains,
         observers: all_observers,
         acquired,

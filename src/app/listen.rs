@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 use super::build::{ListenKey, server_label};
 use super::error::StartError;
 use super::state::{HttpListener, Listener, Shared};
-use crate::chain::{HttpCtx, HttpRoute};
+use crate::chain::{HttpCtx, HttpRoute, StreamTimeouts};
 use crate::corefile::Scheme;
 use crate::server::tcp::{StreamProtocol, TcpLimits};
 use crate::server::{self, Router, ServerError};
@@ -60,6 +60,7 @@ pub(super) async fn listen(
     key: ListenKey,
     router: Router,
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    stream: Option<StreamTimeouts>,
     tcp: &TcpMetrics,
 ) -> Result<Listener, ServerError> {
     let protocol = stream_protocol(&key, tls.as_deref());
@@ -81,10 +82,19 @@ pub(super) async fn listen(
     tracing::info!(%addr, zones = %zone_list.join(" "), "serving DNS over {over}");
     let cell = server::router_cell(router);
     let (stop, rx) = oneshot::channel::<()>();
-    let tcp_limits = TcpLimits {
+    let mut tcp_limits = TcpLimits {
         metrics: Some(tcp.listener(&server_label(&key))),
         ..TcpLimits::from_env()
     };
+    if let Some(t) = stream {
+        tcp_limits.message_deadline = t.read.unwrap_or(tcp_limits.message_deadline);
+        tcp_limits.write_timeout = t.write.unwrap_or(tcp_limits.write_timeout);
+        tcp_limits.idle_timeout = t.idle.unwrap_or(tcp_limits.idle_timeout);
+        // CoreDNS counts queries on TCP and TLS connections, not HTTP requests.
+        if key.2 != Scheme::Https {
+            tcp_limits.max_queries = t.max_queries;
+        }
+    }
     let task = tokio::spawn(server::serve_with(
         cell.clone(),
         vec![sockets],

@@ -201,7 +201,11 @@ pub async fn start_with_port(config: &Config, default_port: u16) -> Result<Runni
     let mut listeners = BTreeMap::new();
     for (key, router) in &generation.routers {
         let tls = generation.tls.get(key).cloned();
-        listeners.insert(*key, listen(*key, router.clone(), tls, &shared.tcp).await?);
+        let stream = generation.stream.get(key).copied();
+        listeners.insert(
+            *key,
+            listen(*key, router.clone(), tls, stream, &shared.tcp).await?,
+        );
     }
     let mut http = Vec::new();
     let mut http_addrs = Vec::new();

@@ -139,7 +139,11 @@ pub(super) async fn apply(inner: &Inner, config: Config) -> Result<(), StartErro
     for (key, router) in &generation.routers {
         if !running_keys.contains(key) {
             let tls = generation.tls.get(key).cloned();
-            fresh.insert(*key, listen(*key, router.clone(), tls, &inner.shared.tcp).await?);
+            let stream = generation.stream.get(key).copied();
+            fresh.insert(
+                *key,
+                listen(*key, router.clone(), tls, stream, &inner.shared.tcp).await?,
+            );
         }
     }
     let mut stopped = Vec::new();

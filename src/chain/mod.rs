@@ -40,7 +40,9 @@ pub use observer::{Exchange, Observer};
 pub use ready::{Readiness, ReadinessCheck};
 pub use replay::{Lifetime, Replay, ReplayPlan, Replayed, Scope, reorder, reorders};
 pub use resources::{Acquired, Resources};
-pub use settings::{Beside, BlockFilter, BlockSettings, HttpCtx, HttpRoute, MakeRouter, ReloadSettings};
+pub use settings::{
+    Beside, BlockFilter, BlockSettings, HttpCtx, HttpRoute, MakeRouter, ReloadSettings, StreamTimeouts,
+};
 pub use setup::{
     AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Configured, NamedFile, Setup, SetupCtx,
     find_configured, previous,

@@ -34,6 +34,20 @@ pub struct ReloadSettings {
     pub jitter: Duration,
 }
 
+/// The bounds of a listener's stream connections (DNS over TCP, TLS and HTTPS) a block sets
+/// (`timeouts`); `None` keeps the server's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamTimeouts {
+    /// A message must arrive whole within this from its first byte.
+    pub read: Option<Duration>,
+    /// A reply must be written within this.
+    pub write: Option<Duration>,
+    /// A connection with nothing to do is closed after this.
+    pub idle: Option<Duration>,
+    /// Most queries one TCP or TLS connection serves before it is closed.
+    pub max_queries: Option<usize>,
+}
+
 /// What an HTTP route's handler may use: the process-wide state that outlives configurations.
 #[derive(Debug, Clone, Copy)]
 pub struct HttpCtx<'a> {
@@ -96,6 +110,9 @@ pub struct BlockSettings {
     pub http: Vec<HttpRoute>,
     /// Which questions the block takes (`view`); all when `None`.
     pub filter: Option<Arc<dyn BlockFilter>>,
+    /// Its listeners' stream connection bounds (`timeouts`); the first block of a listen
+    /// address that has them sets them for the address.
+    pub stream: Option<StreamTimeouts>,
 }
 
 impl Default for BlockSettings {
@@ -110,6 +127,7 @@ impl Default for BlockSettings {
             records_metrics: false,
             http: Vec::new(),
             filter: None,
+            stream: None,
         }
     }
 }

@@ -28,6 +28,7 @@ pub mod registry;
 pub mod reload;
 pub mod rewrite;
 pub mod template;
+pub mod timeouts;
 pub mod tls;
 pub mod view;
 pub mod whoami;

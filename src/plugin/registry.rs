@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::{
     acl, any, autopath, bind, bufsize, cache, chaos, debug, dns64, errors, forward, health, hosts,
     k8s_external, kubernetes, loadbalance, log, loop_detect, metrics, minimal, nsid, ready, reload, rewrite,
-    template, tls, view, whoami,
+    template, timeouts, tls, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -65,6 +65,7 @@ pub fn register_families(metrics: &DnsMetrics) -> Result<(), prometheus::Error> 
 /// query path keep their place too, so `coredns_plugin_enabled` and `--check` list them alike.
 pub const PLUGINS: &[Entry] = &[
     entry("tls", tls::setup),
+    entry("timeouts", timeouts::setup),
     entry("reload", reload::setup),
     entry("nsid", nsid::setup),
     entry("bufsize", bufsize::setup),
@@ -109,7 +110,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("dnssec", "DNSSEC signing"),
     ("local", "the local plugin"),
     ("metadata", "the metadata plugin"),
-    ("timeouts", "the timeouts plugin"),
     ("root", "the root plugin"),
     ("trace", "the trace plugin"),
     ("geoip", "the geoip plugin"),

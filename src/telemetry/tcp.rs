@@ -19,11 +19,21 @@ pub enum CloseReason {
     Deadline,
     /// The listener's buffer budget for messages being received was spent.
     Buffer,
+    /// The connection was sent as many queries as `timeouts { maxtcpqueries }` allows: they
+    /// are answered, then it is closed, so the client reconnects (and a connection-based load
+    /// balancer can pick another replica).
+    MaxQueries,
 }
 
 impl CloseReason {
     /// Every reason, in label order.
-    pub const ALL: [CloseReason; 4] = [Self::Limit, Self::Idle, Self::Deadline, Self::Buffer];
+    pub const ALL: [CloseReason; 5] = [
+        Self::Limit,
+        Self::Idle,
+        Self::Deadline,
+        Self::Buffer,
+        Self::MaxQueries,
+    ];
 
     /// The `reason` label.
     pub fn label(self) -> &'static str {
@@ -32,6 +42,7 @@ impl CloseReason {
             Self::Idle => "idle",
             Self::Deadline => "deadline",
             Self::Buffer => "buffer",
+            Self::MaxQueries => "max_queries",
         }
     }
 
@@ -41,6 +52,7 @@ impl CloseReason {
             Self::Idle => 1,
             Self::Deadline => 2,
             Self::Buffer => 3,
+            Self::MaxQueries => 4,
         }
     }
 }
@@ -74,7 +86,7 @@ impl TcpMetrics {
         let closed = IntCounterVec::new(
             Opts::new(
                 "cluster_dns_tcp_connections_closed_total",
-                "TCP connections the server closed, by reason (limit, idle, deadline, buffer).",
+                "TCP connections the server closed, by reason (limit, idle, deadline, buffer, max_queries).",
             ),
             &["server", "reason"],
         )?;
@@ -119,7 +131,7 @@ impl TcpMetrics {
 pub struct ListenerTcpMetrics {
     open: IntGauge,
     limit: IntGauge,
-    closed: [IntCounter; 4],
+    closed: [IntCounter; 5],
     doh_requests: IntGauge,
 }
 

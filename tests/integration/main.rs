@@ -33,6 +33,7 @@ mod serve_tls;
 mod support;
 mod tcp_limits;
 mod template;
+mod timeouts;
 mod transport;
 mod upstream;
 mod view;

@@ -2,8 +2,8 @@
 //! messages, answers each through [`DnsHandler::answer_into`](crate::server::DnsHandler::answer_into)
 //! as its own task (so pipelined queries are answered concurrently, in whatever order they
 //! finish, at most [`MAX_IN_FLIGHT`] at once), and writes the replies back with their length
-//! prefix, each within the message deadline. It closes when idle, late, evicted, over budget,
-//! or when the listener stops.
+//! prefix, each within the write timeout. It closes when idle, late, evicted, over budget,
+//! after its most queries, or when the listener stops.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,6 +35,7 @@ where
     let mut idle_since = Instant::now();
     let limits = &shared.limits;
     let mut stopping = shared.stopping.clone();
+    let mut queries = 0usize;
     let reason = loop {
         let (timer, on_timer) = match reader.started() {
             Some(t) => (Some(t + limits.message_deadline), CloseReason::Deadline),
@@ -65,7 +66,7 @@ where
                     let still_open = slot.busy();
                     let handler = shared.handler.clone();
                     let wr = wr.clone();
-                    let write_deadline = limits.message_deadline;
+                    let write_deadline = limits.write_timeout;
                     in_flight.spawn(async move {
                         let mut out = Vec::with_capacity(512);
                         let answered = handler.answer_into(&msg, src, Transport::Tcp, &mut out).await;
@@ -78,6 +79,10 @@ where
                     });
                     if !still_open {
                         break Some(CloseReason::Limit);
+                    }
+                    queries += 1;
+                    if limits.max_queries.is_some_and(|most| queries >= most) {
+                        break Some(CloseReason::MaxQueries);
                     }
                 }
                 Err(ReadError::Budget) => break Some(CloseReason::Buffer),

@@ -24,10 +24,17 @@ pub const DEFAULT_BUFFER_BUDGET: usize = 4 << 20;
 pub struct TcpLimits {
     /// Most connections open at once (at least 1).
     pub max_connections: usize,
-    /// A connection with nothing in flight and no message started is closed after this.
+    /// A connection with nothing in flight and no message started is closed after this
+    /// (`timeouts { idle }`).
     pub idle_timeout: Duration,
-    /// A message must arrive whole within this from its first byte.
+    /// A message must arrive whole within this from its first byte (`timeouts { read }`).
     pub message_deadline: Duration,
+    /// A reply must be written within this (`timeouts { write }`); a client that does not read
+    /// its replies for that long is closed.
+    pub write_timeout: Duration,
+    /// After this many queries a connection is closed once they are answered (`timeouts {
+    /// maxtcpqueries }`); unlimited when `None`. DNS over TCP and TLS only.
+    pub max_queries: Option<usize>,
     /// Bytes of message buffers beyond each message's [`FIRST_CHUNK`](super::FIRST_CHUNK), for
     /// the listener.
     pub buffer_budget: usize,
@@ -41,6 +48,8 @@ impl Default for TcpLimits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: TCP_IDLE_TIMEOUT,
             message_deadline: MESSAGE_DEADLINE,
+            write_timeout: MESSAGE_DEADLINE,
+            max_queries: None,
             buffer_budget: DEFAULT_BUFFER_BUDGET,
             metrics: None,
         }

@@ -58,7 +58,7 @@ impl Shared {
         let warned = match reason {
             CloseReason::Limit => &self.warned_limit,
             CloseReason::Buffer => &self.warned_buffer,
-            CloseReason::Idle | CloseReason::Deadline => return,
+            CloseReason::Idle | CloseReason::Deadline | CloseReason::MaxQueries => return,
         };
         if !warned.swap(true, Ordering::AcqRel) {
             match reason {
