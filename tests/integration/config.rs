@@ -68,11 +68,14 @@ fn mistakes_are_reported_with_file_and_line() {
         e.contains("Corefile:2") && e.contains("needs a 'kubernetes'"),
         "{e}"
     );
-    // A check against the rest of the block, after every directive is parsed.
-    let e = parse(".:53 {\n  autopath @kubernetes\n  kubernetes cluster.local\n}\n")
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("Corefile:2") && e.contains("pods verified"), "{e}");
+    // A check against the rest of the block, after every directive is parsed:
+    // CoreDNS starts this one, so it is a warning with its line, not an error.
+    let c = parse(".:53 {\n  autopath @kubernetes\n  kubernetes cluster.local\n}\n").unwrap();
+    let w = c.warnings.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+    assert!(
+        w.len() == 1 && w[0].contains("Corefile:2") && w[0].contains("pods verified"),
+        "{w:?}"
+    );
     let e = parse(".:53 {\n  bufsize 9000\n}\n").unwrap_err().to_string();
     assert!(
         e.contains("Corefile:2") && e.contains("not a size from 512 to 4096"),
