@@ -336,6 +336,82 @@ async fn serve_stale_after_upstream_death() {
     running.stop().await.unwrap();
 }
 
+/// `serve_stale`'s values after the mode, as CoreDNS 1.14.7 reads them: `immediate` with a
+/// RESPONSE_TTL answers stale at once with that TTL and refreshes once however many hits come;
+/// `verify` with a VERIFY_TIMEOUT waits that long for the upstream. (The old parser read
+/// `verify 300ms 5s` as a stale window of 5 s.)
+#[tokio::test]
+async fn serve_stale_modes_response_ttl_and_one_refresh_at_a_time() {
+    let up = Scripted::start().await;
+    up.set_ttl(1);
+    let (running, addr) = start(
+        "fwd-stale-immediate",
+        30,
+        &format!(
+            "forward . {}\n cache 30 {{\n success 100 30 1\n serve_stale 1h immediate 7s 1m\n }}",
+            up.addr
+        ),
+    )
+    .await;
+    assert_eq!(
+        a_records(&ask(addr, "imm.example.com.", RecordType::A).await),
+        ["192.0.2.1"]
+    );
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    up.set_octet(9);
+    up.set_mode(Mode::Slow(Duration::from_millis(800)));
+    // Expired: two hits both get the stale answer with the configured TTL, without waiting for
+    // the upstream (which would have given 192.0.2.9).
+    for _ in 0..2 {
+        let m = ask(addr, "imm.example.com.", RecordType::A).await;
+        assert_eq!(a_records(&m), ["192.0.2.1"]);
+        assert_eq!(m.answers[0].ttl, 7);
+    }
+    let mut fresh = None;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let m = ask(addr, "imm.example.com.", RecordType::A).await;
+        if a_records(&m) == ["192.0.2.9"] {
+            fresh = Some(m);
+            break;
+        }
+    }
+    assert!(fresh.is_some(), "the background refresh stored the new answer");
+    assert_eq!(up.udp_queries(), 2, "one refresh for all the stale hits");
+    running.stop().await.unwrap();
+
+    let up = Scripted::start().await;
+    up.set_ttl(1);
+    let (running, addr) = start(
+        "fwd-stale-verify",
+        30,
+        &format!(
+            "forward . {}\n cache 30 {{\n success 100 30 1\n serve_stale 1h verify 300ms 5s\n }}",
+            up.addr
+        ),
+    )
+    .await;
+    for name in ["ver.example.com.", "fast.example.com."] {
+        assert_eq!(a_records(&ask(addr, name, RecordType::A).await), ["192.0.2.1"]);
+    }
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    // Both expired. An upstream that answers within the timer gives the hit that waits the
+    // fresh answer.
+    up.set_octet(10);
+    let m = ask(addr, "fast.example.com.", RecordType::A).await;
+    assert_eq!(a_records(&m), ["192.0.2.10"]);
+    // One that does not: the upstream is waited for 300 ms, then the stale answer goes out
+    // with a 5 s TTL.
+    up.set_octet(9);
+    up.set_mode(Mode::Slow(Duration::from_secs(2)));
+    let (m, took) = ask_slow(addr, "ver.example.com.").await;
+    let m = m.expect("stale answer");
+    assert_eq!(a_records(&m), ["192.0.2.1"]);
+    assert_eq!(m.answers[0].ttl, 5);
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    running.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn prefetch_refreshes_a_popular_name() {
     let up = Scripted::start().await;

@@ -16,10 +16,6 @@ use super::store::{Key, Kind, Lookup, Store, aged, classify, kind_of};
 use crate::chain::{DetachedNext, Next, Plugin, Replay, Replayed, ReplyFuture};
 use crate::proto::{Question, Reply};
 
-/// How long a `serve_stale verify` lookup waits for the upstream before answering stale (RFC
-/// 8767's client response timer, 1.8 s as it suggests).
-pub const STALE_CLIENT_TIMEOUT: Duration = Duration::from_millis(1800);
-
 #[derive(Debug)]
 struct Inner {
     config: CacheConfig,
@@ -105,7 +101,7 @@ impl Cache {
     /// Looks `key` up in the success store, then the denial store; gives which one answered.
     /// For a `probe` a fresh NXDOMAIN is the bare rcode.
     fn lookup(&self, key: &Key, now: Instant, probe: bool) -> (Lookup, Kind) {
-        let stale = self.stale_window();
+        let stale = self.inner.config.serve_stale.as_ref();
         let prefetch = self.inner.config.prefetch.as_ref();
         match self.inner.success.lookup(key, now, stale, prefetch, false) {
             Lookup::Miss => (
@@ -212,18 +208,30 @@ impl Cache {
                 }
                 reply
             }
-            Lookup::Stale(stale) => {
-                let refresh = tokio::spawn(self.clone().refresh(next.detach(), q.clone()));
-                let verify = self.inner.config.serve_stale.is_some_and(|s| s.verify);
-                if !verify && let Some(m) = self.metrics() {
-                    // CoreDNS's `immediate` mode refreshes through its prefetch path.
-                    m.prefetch.inc();
-                }
-                if verify
-                    && let Ok(Ok(fresh)) = tokio::time::timeout(STALE_CLIENT_TIMEOUT, refresh).await
-                    && !matches!(fresh.rcode(), ResponseCode::ServFail | ResponseCode::Refused)
-                {
-                    return fresh;
+            // Only the hit that starts a refresh waits for it (`verify`); while it is in
+            // flight, or within a failed one's FAILURE_RECHECK, the stale answer goes out at once.
+            Lookup::Stale {
+                reply: stale,
+                refresh,
+            } => {
+                if refresh && let Some(s) = self.inner.config.serve_stale {
+                    let task = tokio::spawn(self.clone().refresh(next.detach(), q.clone()));
+                    if !s.verify
+                        && let Some(m) = self.metrics()
+                    {
+                        // CoreDNS's `immediate` mode refreshes through its prefetch path.
+                        m.prefetch.inc();
+                    }
+                    let fresh = match (s.verify, s.verify_timeout) {
+                        (false, _) => None,
+                        (true, Some(timer)) => tokio::time::timeout(timer, task).await.ok(),
+                        (true, None) => Some(task.await),
+                    };
+                    if let Some(Ok(fresh)) = fresh
+                        && !matches!(fresh.rcode(), ResponseCode::ServFail | ResponseCode::Refused)
+                    {
+                        return fresh;
+                    }
                 }
                 if let Some(m) = self.metrics() {
                     m.served_stale.inc();
@@ -250,10 +258,24 @@ impl Cache {
         }
     }
 
-    /// Asks the chain again and stores the answer (prefetch, stale refresh).
+    /// Asks the chain again and stores the answer (prefetch, stale refresh). When there is
+    /// nothing to store, the entry may be refreshed again: at once while it is fresh, after
+    /// `serve_stale`'s FAILURE_RECHECK once it is stale.
     async fn refresh(self, next: DetachedNext, q: Question) -> Reply {
         let reply = next.serve(&q).await;
-        self.insert(&q, &reply, Instant::now());
+        let now = Instant::now();
+        if self.insert(&q, &reply, now).is_none()
+            && let Some(key) = Key::of(&q)
+        {
+            let recheck = self
+                .inner
+                .config
+                .serve_stale
+                .map(|s| s.failure_recheck)
+                .unwrap_or_default();
+            self.inner.success.refresh_failed(&key, now, recheck);
+            self.inner.denial.refresh_failed(&key, now, recheck);
+        }
         reply
     }
 }

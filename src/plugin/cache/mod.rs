@@ -15,7 +15,7 @@ pub mod metrics;
 pub mod setup;
 pub mod store;
 
-pub use handler::{Cache, STALE_CLIENT_TIMEOUT};
+pub use handler::Cache;
 pub use metrics::CacheMetrics;
 pub use setup::CacheConfig;
 

@@ -62,6 +62,106 @@ pub struct ServeStale {
     /// only if it fails within the client response timer. `immediate`: answer stale at once and
     /// refresh in the background (CoreDNS's default).
     pub verify: bool,
+    /// `verify`'s client response timer: how long the upstream is waited for before the stale
+    /// answer goes out (the refresh goes on in the background). `None` (`verify 0`): until the
+    /// upstream answers or `forward` gives up. Default 1.8 s (RFC 8767 section 5).
+    pub verify_timeout: Option<Duration>,
+    /// The TTL of stale records (RESPONSE_TTL; default 30 s, as RFC 8767 recommends).
+    pub response_ttl: u32,
+    /// After a failed refresh, the entry is served stale without asking again for this long
+    /// (FAILURE_RECHECK, at most 5 minutes; default 0: the next stale hit asks again).
+    pub failure_recheck: Duration,
+}
+
+/// The client response timer of `serve_stale verify` without VERIFY_TIMEOUT (RFC 8767 section
+/// 5 suggests 1.8 s).
+pub const STALE_VERIFY_TIMEOUT: Duration = Duration::from_millis(1800);
+/// The TTL of stale records without RESPONSE_TTL (RFC 8767 recommends 30 s).
+pub const STALE_RESPONSE_TTL: u32 = 30;
+/// The longest FAILURE_RECHECK (RFC 8767: should not exceed 5 minutes; CoreDNS's bound).
+const MAX_FAILURE_RECHECK: Duration = Duration::from_secs(300);
+
+impl ServeStale {
+    /// `serve_stale [DURATION] [immediate [RESPONSE_TTL [FAILURE_RECHECK]] | verify
+    /// [VERIFY_TIMEOUT [RESPONSE_TTL [FAILURE_RECHECK]]]]`, CoreDNS 1.14.7's grammar (a mode
+    /// may also come first). What is not written keeps this server's RFC 8767 defaults.
+    fn parse(d: &Directive, opt: &Directive) -> Result<Self, CorefileError> {
+        let mut s = ServeStale {
+            duration: Duration::from_secs(3600),
+            verify: true,
+            verify_timeout: Some(STALE_VERIFY_TIMEOUT),
+            response_ttl: STALE_RESPONSE_TTL,
+            failure_recheck: Duration::ZERO,
+        };
+        let mut args = opt.args.iter().peekable();
+        let is_mode = |t: &Token| matches!(t.text.to_ascii_lowercase().as_str(), "immediate" | "verify");
+        if let Some(t) = args.next_if(|t| !is_mode(t)) {
+            s.duration = parse_duration(&t.text).ok_or_else(|| {
+                d.error_at(
+                    t,
+                    format!("serve_stale: '{}' is not a duration or immediate|verify", t.text),
+                )
+            })?;
+        }
+        let Some(mode) = args.next() else {
+            return Ok(s);
+        };
+        s.verify = match mode.text.to_ascii_lowercase().as_str() {
+            "verify" => true,
+            "immediate" => false,
+            other => {
+                return Err(d.error_at(
+                    mode,
+                    format!("serve_stale: '{other}' is not a refresh mode (immediate or verify)"),
+                ));
+            }
+        };
+        if s.verify
+            && let Some(t) = args.next()
+        {
+            let timeout = parse_duration(&t.text).ok_or_else(|| {
+                d.error_at(
+                    t,
+                    format!(
+                        "serve_stale: verify timeout '{}' is not a duration (0 waits for the upstream)",
+                        t.text
+                    ),
+                )
+            })?;
+            s.verify_timeout = (!timeout.is_zero()).then_some(timeout);
+        }
+        if let Some(t) = args.next() {
+            s.response_ttl = parse_duration(&t.text)
+                .filter(|v| v.subsec_nanos() == 0)
+                .and_then(|v| u32::try_from(v.as_secs()).ok())
+                .ok_or_else(|| {
+                    d.error_at(
+                        t,
+                        format!(
+                            "serve_stale: response TTL '{}' is not a whole number of seconds (e.g. 30s)",
+                            t.text
+                        ),
+                    )
+                })?;
+        }
+        if let Some(t) = args.next() {
+            s.failure_recheck = parse_duration(&t.text)
+                .filter(|v| *v <= MAX_FAILURE_RECHECK)
+                .ok_or_else(|| {
+                    d.error_at(
+                        t,
+                        format!(
+                            "serve_stale: failure recheck '{}' is not a duration of at most 5m",
+                            t.text
+                        ),
+                    )
+                })?;
+        }
+        if let Some(t) = args.next() {
+            return Err(d.error_at(t, format!("serve_stale: unexpected '{}'", t.text)));
+        }
+        Ok(s)
+    }
 }
 
 /// The `cache` plugin's configuration.
@@ -200,27 +300,7 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<CacheConfig, Coref
                 }
                 c.prefetch = Some(p);
             }
-            "serve_stale" => {
-                let mut s = ServeStale {
-                    duration: Duration::from_secs(3600),
-                    verify: true,
-                };
-                for t in a {
-                    match t.text.as_str() {
-                        "verify" => s.verify = true,
-                        "immediate" => s.verify = false,
-                        other => {
-                            s.duration = parse_duration(other).ok_or_else(|| {
-                                d.error_at(
-                                    t,
-                                    format!("serve_stale: '{other}' is not a duration or immediate|verify"),
-                                )
-                            })?;
-                        }
-                    }
-                }
-                c.serve_stale = Some(s);
-            }
+            "serve_stale" => c.serve_stale = Some(ServeStale::parse(d, opt)?),
             "servfail" => {
                 let [t] = a.as_slice() else {
                     return Err(d.error_at(&opt.name, "servfail takes one DURATION"));
@@ -322,7 +402,10 @@ mod tests {
             c.serve_stale,
             Some(ServeStale {
                 duration: Duration::from_secs(600),
-                verify: false
+                verify: false,
+                verify_timeout: Some(STALE_VERIFY_TIMEOUT),
+                response_ttl: STALE_RESPONSE_TTL,
+                failure_recheck: Duration::ZERO,
             })
         );
         assert_eq!(c.servfail, Duration::from_secs(1));
@@ -339,6 +422,46 @@ mod tests {
         ] {
             let e = parse_text(text).unwrap_err().to_string();
             assert!(e.contains(want), "{text}: {e}");
+        }
+    }
+
+    /// CoreDNS 1.14.7's positional grammar; the values after the mode are not durations of the
+    /// window (before this parser, `serve_stale 1h verify 100ms 30s` kept entries 30 s).
+    #[test]
+    fn serve_stale_grammar() {
+        let stale = |text: &str| {
+            parse_text(&format!("cache {{\n serve_stale {text}\n}}"))
+                .map(|c| c.serve_stale.unwrap())
+                .map_err(|e| e.to_string())
+        };
+        let s = |duration: u64, verify: bool, timeout: Option<u64>, ttl: u32, recheck: u64| ServeStale {
+            duration: Duration::from_secs(duration),
+            verify,
+            verify_timeout: timeout.map(Duration::from_millis),
+            response_ttl: ttl,
+            failure_recheck: Duration::from_secs(recheck),
+        };
+        assert_eq!(stale(""), Ok(s(3600, true, Some(1800), 30, 0)));
+        assert_eq!(stale("2h"), Ok(s(7200, true, Some(1800), 30, 0)));
+        assert_eq!(stale("immediate"), Ok(s(3600, false, Some(1800), 30, 0)));
+        assert_eq!(stale("1h verify 100ms 30s"), Ok(s(3600, true, Some(100), 30, 0)));
+        assert_eq!(
+            stale("1h verify 100ms 30s 30s"),
+            Ok(s(3600, true, Some(100), 30, 30))
+        );
+        assert_eq!(stale("1h verify 0"), Ok(s(3600, true, None, 30, 0)));
+        assert_eq!(stale("10m immediate 7s 1m"), Ok(s(600, false, Some(1800), 7, 60)));
+        assert_eq!(stale("verify 2s"), Ok(s(3600, true, Some(2000), 30, 0)));
+        for (text, want) in [
+            ("1h sometimes", "not a refresh mode"),
+            ("soon", "not a duration or immediate|verify"),
+            ("1h verify fast", "verify timeout 'fast'"),
+            ("1h immediate 1.5s", "whole number of seconds"),
+            ("1h immediate 30s 6m", "at most 5m"),
+            ("1h immediate 30s 1m extra", "unexpected 'extra'"),
+        ] {
+            let e = stale(text).unwrap_err();
+            assert!(e.contains(want) && e.contains("Corefile:3"), "{text}: {e}");
         }
     }
 }

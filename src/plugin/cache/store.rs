@@ -22,12 +22,10 @@ use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, B
 use tokio::time::Instant;
 
 use super::metrics::StoreInstruments;
-use super::setup::{Prefetch, Section};
+use super::setup::{Prefetch, Section, ServeStale};
 use crate::chain::Lifetime;
 use crate::proto::{Answer, Failure, Forwarded, Question, Reply};
 
-/// The TTL of records served stale (RFC 8767 recommends 30 s).
-pub const STALE_TTL: u32 = 30;
 /// Shards per store.
 const SHARDS: usize = 64;
 
@@ -316,11 +314,14 @@ struct Entry {
     stored: Instant,
     /// How long it holds, in nanoseconds.
     ttl: u64,
-    /// When the prefetch window of `hits` began, in nanoseconds after `stored`. (Cells: a hit
-    /// updates them under the shard's lock, through the map's shared borrow of the entry
-    /// beside its block.)
+    /// When the prefetch window of `hits` began, in nanoseconds after `stored`; once the
+    /// entry is stale, the time before which it is not refreshed again (a failed refresh's
+    /// FAILURE_RECHECK). (Cells: a hit updates them under the shard's lock, through the map's
+    /// shared borrow of the entry beside its block.)
     window: Cell<u64>,
     hits: Cell<u32>,
+    /// A refresh (prefetch or stale) of this entry is in flight: no other is started. Cleared
+    /// by the refresh's answer replacing the entry, or by [`Store::refresh_failed`].
     prefetching: Cell<bool>,
 }
 
@@ -351,8 +352,13 @@ pub enum Lookup {
         /// How long the entry holds, and how its TTLs were counted down.
         held: Lifetime,
     },
-    /// An expired entry within the serve-stale window, with TTLs set to [`STALE_TTL`].
-    Stale(Reply),
+    /// An expired entry within the serve-stale window, with TTLs set to its RESPONSE_TTL.
+    Stale {
+        /// The stale reply.
+        reply: Reply,
+        /// Refresh it now: no refresh is in flight, and no failed one asked to wait.
+        refresh: bool,
+    },
     /// Nothing usable.
     Miss,
 }
@@ -543,6 +549,24 @@ impl Store {
         self.entries_changed(gauge_delta(after) - gauge_delta(before));
     }
 
+    /// A refresh of `key` started by [`Store::lookup`] brought nothing to store: another may
+    /// start, once the entry is stale, no sooner than `recheck` after `now`.
+    pub fn refresh_failed(&self, key: &Key, now: Instant, recheck: Duration) {
+        let Some(shard) = self.shard(key) else {
+            return;
+        };
+        let Ok(shard) = shard.lock() else {
+            return;
+        };
+        if let Some((_, e)) = shard.entries.find(key.hash, |(b, _)| b.key() == key.bytes()) {
+            e.prefetching.set(false);
+            if now.saturating_duration_since(e.stored) >= e.ttl() {
+                e.window
+                    .set(nanos(now.saturating_duration_since(e.stored) + recheck));
+            }
+        }
+    }
+
     /// Removes `key`.
     pub fn remove(&self, key: &Key) {
         if let Some(shard) = self.shard(key)
@@ -554,13 +578,14 @@ impl Store {
         }
     }
 
-    /// Looks `key` up at `now`. Entries older than their TTL plus `stale_for` are removed. For
-    /// a `probe` ([`Question::probe`]) a fresh NXDOMAIN is the bare rcode, not decoded.
+    /// Looks `key` up at `now`. Entries older than their TTL plus the `stale` window are
+    /// removed. For a `probe` ([`Question::probe`]) a fresh NXDOMAIN is the bare rcode, not
+    /// decoded.
     pub fn lookup(
         &self,
         key: &Key,
         now: Instant,
-        stale_for: Option<Duration>,
+        stale: Option<&ServeStale>,
         prefetch: Option<&Prefetch>,
         probe: bool,
     ) -> Lookup {
@@ -616,9 +641,13 @@ impl Store {
                 },
             };
         }
-        match stale_for {
-            Some(window) if age < ttl + window => match block.unpack(0, 0, Some(STALE_TTL)) {
-                Some(reply) => Lookup::Stale(reply),
+        match stale {
+            Some(stale) if age < ttl + stale.duration => match block.unpack(0, 0, Some(stale.response_ttl)) {
+                Some(reply) => {
+                    let refresh = !e.prefetching.get() && now >= e.window_start();
+                    e.prefetching.set(e.prefetching.get() || refresh);
+                    Lookup::Stale { reply, refresh }
+                }
                 None => Lookup::Miss,
             },
             _ => {
@@ -1057,28 +1086,34 @@ mod tests {
             s.lookup(&key("a.example."), Instant::now(), None, Some(&p), false),
             Lookup::Fresh { prefetch: false, .. }
         ));
+        // The prefetch brought nothing: the next refresh may start at once.
+        s.refresh_failed(&key("a.example."), Instant::now(), Duration::from_secs(20));
         tokio::time::advance(Duration::from_secs(10)).await;
-        match s.lookup(
-            &key("a.example."),
-            Instant::now(),
-            Some(Duration::from_secs(60)),
-            None,
-            false,
-        ) {
-            Lookup::Stale(r) => assert_eq!(r.answers()[0].ttl, STALE_TTL),
+        let stale = ServeStale {
+            duration: Duration::from_secs(60),
+            verify: false,
+            verify_timeout: None,
+            response_ttl: 7,
+            failure_recheck: Duration::from_secs(20),
+        };
+        let get = || match s.lookup(&key("a.example."), Instant::now(), Some(&stale), None, false) {
+            Lookup::Stale { reply, refresh } => {
+                assert_eq!(reply.answers()[0].ttl, 7, "RESPONSE_TTL");
+                Some(refresh)
+            }
+            Lookup::Miss => None,
             other => panic!("{other:?}"),
-        }
+        };
+        assert_eq!(get(), Some(true), "the first stale hit refreshes");
+        assert_eq!(get(), Some(false), "one refresh at a time");
+        // That refresh failed: none for FAILURE_RECHECK, then one again.
+        s.refresh_failed(&key("a.example."), Instant::now(), stale.failure_recheck);
+        tokio::time::advance(Duration::from_secs(19)).await;
+        assert_eq!(get(), Some(false), "within FAILURE_RECHECK");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(get(), Some(true), "after FAILURE_RECHECK");
         tokio::time::advance(Duration::from_secs(60)).await;
-        assert!(matches!(
-            s.lookup(
-                &key("a.example."),
-                Instant::now(),
-                Some(Duration::from_secs(60)),
-                None,
-                false
-            ),
-            Lookup::Miss
-        ));
+        assert_eq!(get(), None, "past the stale window");
     }
 
     #[tokio::test(start_paused = true)]
