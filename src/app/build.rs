@@ -8,6 +8,10 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How often [`Generation::wait_for_startup`] asks the plugins it waits for again.
+const STARTUP_POLL: Duration = Duration::from_millis(50);
 
 use hickory_proto::rr::Name;
 
@@ -93,6 +97,46 @@ impl Generation {
             .flat_map(|c| c.plugins().iter().cloned())
             .map(|p| Arc::new(PluginReady(p)) as Arc<dyn ReadinessCheck>)
             .collect()
+    }
+
+    /// Holds until every plugin that asks for it ([`Plugin::startup_wait`]) is ready, each
+    /// for at most its own wait: called before a new configuration serves, so its first
+    /// answers come from synced data when the data comes in time.
+    pub async fn wait_for_startup(&self) {
+        let plugins: Vec<&Arc<dyn Plugin>> = self
+            .chains
+            .iter()
+            .flat_map(|c| c.plugins().iter())
+            .filter(|p| !p.startup_wait().is_zero())
+            .collect();
+        let Some(longest) = plugins.iter().map(|p| p.startup_wait()).max() else {
+            return;
+        };
+        let started = tokio::time::Instant::now();
+        let mut logged = false;
+        // Bounded by `longest`: past it, no plugin is waited for.
+        loop {
+            let waited = started.elapsed();
+            let waiting: Vec<String> = plugins
+                .iter()
+                .filter(|p| waited < p.startup_wait())
+                .flat_map(|p| p.not_ready())
+                .collect();
+            if waiting.is_empty() {
+                break;
+            }
+            if !logged {
+                tracing::info!(up_to = ?longest, waiting = %waiting.join("; "), "waiting for plugins to be ready before serving");
+                logged = true;
+            }
+            tokio::time::sleep(STARTUP_POLL).await;
+        }
+        let late: Vec<String> = plugins.iter().flat_map(|p| p.not_ready()).collect();
+        if !late.is_empty() {
+            tracing::warn!(waited = ?started.elapsed(), waiting = %late.join("; "), "serving before every plugin is ready");
+        } else if logged {
+            tracing::info!(waited = ?started.elapsed(), "ready: serving");
+        }
     }
 
     /// What is not ready in it, one line each.

@@ -198,6 +198,7 @@ pub async fn start_with_port(config: &Config, default_port: u16) -> Result<Runni
         shared.reload.running(&text);
     }
     let generation = build(config.clone(), &shared.build_env()).await?;
+    generation.wait_for_startup().await;
     let mut listeners = BTreeMap::new();
     for (key, router) in &generation.routers {
         let tls = generation.tls.get(key).cloned();

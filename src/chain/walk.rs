@@ -16,6 +16,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use hickory_proto::op::{Edns, ResponseCode};
 use hickory_proto::rr::rdata::opt::EdnsOption;
@@ -117,6 +118,13 @@ pub trait Plugin: Any + Send + Sync + fmt::Debug {
     /// `kubernetes: services: 401 Unauthorized`); empty when it is ready.
     fn not_ready(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// How long the server may hold off serving a new configuration until this plugin is
+    /// ready ([`Plugin::not_ready`] empty): the kubernetes plugin's `startup_timeout`, as
+    /// CoreDNS holds its server until the informers have synced. Zero (the default): not at all.
+    fn startup_wait(&self) -> Duration {
+        Duration::ZERO
     }
 
     /// The search paths of its clients, if it knows them (`kubernetes` with `pods verified`:

@@ -2,6 +2,7 @@
 //! joins and indexes them ([`zone`]), and the sources that fill it ([`manifests`], and [`watch`]
 //! for the Kubernetes API), held together as one [`source::ClusterSource`].
 
+pub mod api_limits;
 pub mod heap;
 pub mod manifests;
 pub mod metrics;

@@ -18,9 +18,9 @@
 //!   input).
 //! - The request duration runs from the request being sent to the response's headers (for a
 //!   watch, the moment the stream is opened, not its whole life), as client-go measures it.
-//! - The rate limiter: the `kube` client has no client-side rate limiter, so no request ever
-//!   waits for one; each request is observed with a 0 s wait so that the family and its counts
-//!   exist for the dashboards that graph it.
+//! - The rate limiter: how long the request waited for `apiserver_qps`'s token bucket
+//!   ([`crate::cluster::api_limits`], the layer outside this one); 0 s without a rate, so that
+//!   the family and its counts exist for the dashboards that graph it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,6 +31,7 @@ use std::time::Instant;
 use http::{Method, Request, Response};
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 
+use crate::cluster::api_limits::RateLimitWait;
 use crate::telemetry::register_all;
 
 /// The HTTP methods the label set names; anything else is `other`.
@@ -111,10 +112,12 @@ impl RestClientMetrics {
         }
     }
 
-    fn observe(&self, method: &'static str, host: &str, code: &str, elapsed: f64) {
+    fn observe(&self, method: &'static str, host: &str, code: &str, elapsed: f64, waited: f64) {
         self.requests.with_label_values(&[code, method, host]).inc();
         self.duration.with_label_values(&[method, host]).observe(elapsed);
-        self.rate_limiter.with_label_values(&[method, host]).observe(0.0);
+        self.rate_limiter
+            .with_label_values(&[method, host])
+            .observe(waited);
     }
 }
 
@@ -160,6 +163,10 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let method = method_label(request.method());
+        let waited = request
+            .extensions()
+            .get::<RateLimitWait>()
+            .map_or(0.0, |w| w.0.as_secs_f64());
         let metrics = self.metrics.clone();
         let host = self.host.clone();
         let started = Instant::now();
@@ -168,8 +175,8 @@ where
             let result = response.await;
             let elapsed = started.elapsed().as_secs_f64();
             match &result {
-                Ok(r) => metrics.observe(method, &host, r.status().as_str(), elapsed),
-                Err(_) => metrics.observe(method, &host, "<error>", elapsed),
+                Ok(r) => metrics.observe(method, &host, r.status().as_str(), elapsed, waited),
+                Err(_) => metrics.observe(method, &host, "<error>", elapsed, waited),
             }
             result
         })

@@ -363,8 +363,9 @@ async fn churn_is_followed_step_by_step() {
 async fn api_down_at_start_answers_servfail_then_the_cluster() {
     let fake = FakeApiServer::start().await.unwrap();
     fake.stop_listener().await;
-    let (running, addr) = start_dns(&fake.url(), K).await;
-    // Serving at once; a would-be NXDOMAIN is SERVFAIL (the table's profile U row).
+    let (running, addr) = start_dns(&fake.url(), &format!("{K}\n startup_timeout 1s")).await;
+    // Serving once `startup_timeout` is past; a would-be NXDOMAIN is SERVFAIL (the table's
+    // profile U row).
     let cases = conformance::cases();
     let u = cases.iter().find(|c| c.profile == "U").unwrap();
     let m = ask(addr, &u.qname, u.qtype).await;
@@ -384,6 +385,79 @@ async fn api_down_at_start_answers_servfail_then_the_cluster() {
     let m = ask(addr, "kubernetes.default.svc.cluster.local.", RecordType::A).await;
     assert_eq!(answers(&m), ["kubernetes.default.svc.cluster.local. A 10.96.0.1"]);
     running.stop().await.unwrap();
+}
+
+/// `startup_timeout`: a server whose API server comes back within it holds off serving until
+/// the first lists are in, so its first answers are the cluster's, not SERVFAIL (CoreDNS holds
+/// its server until its informers sync).
+#[tokio::test]
+async fn start_waits_for_the_first_lists_within_startup_timeout() {
+    let fake = FakeApiServer::start().await.unwrap();
+    fake.stop_listener().await;
+    let url = fake.url();
+    let back = async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        for o in fixture() {
+            fake.create(o).unwrap();
+        }
+        fake.restart_listener().await.unwrap();
+    };
+    let options = format!("{K}\n startup_timeout 60s");
+    let ((running, addr), ()) = tokio::join!(start_dns(&url, &options), back);
+    assert!(
+        support::zone(&running).is_synced(),
+        "serving before the first lists: {:?}",
+        support::sync_state(&running).pending()
+    );
+    let m = ask(addr, "kubernetes.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(answers(&m), ["kubernetes.default.svc.cluster.local. A 10.96.0.1"]);
+    running.stop().await.unwrap();
+}
+
+/// `apiserver_qps`, `apiserver_burst` and `apiserver_max_inflight` limit the client: with one
+/// request at a time and a bucket of one token refilled twice a second, the watches still sync
+/// (a watch's stream holds no slot) and the requests' waits show in the rate limiter histogram.
+#[tokio::test]
+async fn apiserver_limits_space_the_requests_and_the_watches_still_sync() {
+    let fake = fake_with(&fixture()).await;
+    let dir = support::temp_dir("watch-limits");
+    let corefile = format!(
+        ".:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n kubernetes cluster.local {{\n endpoint {}\n apiserver_qps 2\n apiserver_burst 1\n apiserver_max_inflight 1\n }}\n}}\n",
+        fake.url()
+    );
+    let running = support::start(&corefile, &dir).await;
+    wait_synced(&running).await;
+    let addr = running.dns_addrs()[0];
+    let m = ask(addr, "kubernetes.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(answers(&m), ["kubernetes.default.svc.cluster.local. A 10.96.0.1"]);
+    let metrics = running.http_addr("/metrics").expect("metrics listener");
+    let scrape = crate::dropin::http_get(metrics, "/metrics").await.1;
+    let host = api_host(&fake);
+    let value = |series: &str| series_value(&scrape, series);
+    let waits = "coredns_kubernetes_rest_client_rate_limiter_duration_seconds";
+    let requests = value(&format!("{waits}_count{{host=\"{host}\",verb=\"GET\"}}"));
+    let waited = value(&format!("{waits}_sum{{host=\"{host}\",verb=\"GET\"}}"));
+    // The three watches' first requests go out at once: the second waits half a second for
+    // its token, the third a second.
+    assert!(requests >= 3.0, "{requests} requests");
+    assert!(waited >= 1.0, "{waited} s waited by {requests} requests");
+    running.stop().await.unwrap();
+}
+
+/// The fake API server's `host:port`, as the rest-client metrics label it.
+fn api_host(fake: &FakeApiServer) -> String {
+    fake.url()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned()
+}
+
+/// The value of `series` (name and labels, as written) in a Prometheus `scrape`.
+fn series_value(scrape: &str, series: &str) -> f64 {
+    scrape
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in\n{scrape}"))
 }
 
 /// Creates the Service `late.testns` (made during an outage), restarts the listener and waits
@@ -804,7 +878,7 @@ async fn failing_first_lists_back_off_say_why_and_recover() {
     std::fs::write(
         &path,
         format!(
-            ".:0 {{\n bind 127.0.0.1\n ready 127.0.0.1:0\n prometheus 127.0.0.1:0\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n endpoint {}\n pods verified\n }}\n}}\n",
+            ".:0 {{\n bind 127.0.0.1\n ready 127.0.0.1:0\n prometheus 127.0.0.1:0\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n endpoint {}\n pods verified\n startup_timeout 2s\n }}\n}}\n",
             fake.url()
         ),
     )
@@ -820,17 +894,8 @@ async fn failing_first_lists_back_off_say_why_and_recover() {
     // The metrics say the same as /ready: four watches pending, each resource's failed
     // attempts counted, and every request the API client made labelled with its status code.
     let scrape = crate::dropin::http_get(metrics, "/metrics").await.1;
-    let host = fake
-        .url()
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_owned();
-    let value = |series: &str| -> f64 {
-        scrape
-            .lines()
-            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-            .unwrap_or_else(|| panic!("no {series} in\n{scrape}"))
-    };
+    let host = api_host(&fake);
+    let value = |series: &str| series_value(&scrape, series);
     assert_eq!(value("cluster_dns_kubernetes_watches_pending"), 4.0);
     let counts = list_counts(&fake);
     for (code, resource) in [
@@ -857,7 +922,7 @@ async fn failing_first_lists_back_off_say_why_and_recover() {
     for (resource, n) in &counts {
         assert!(
             (2..=5).contains(n),
-            "{resource}: {n} lists in 10 s of failures, want 2 to 5 (backoff 1, 2, 4, 8 s): {counts:?}"
+            "{resource}: {n} lists in 12 s of failures, want 2 to 5 (backoff 1, 2, 4, 8 s): {counts:?}"
         );
     }
     let (status, body) = crate::dropin::http_get(ready, "/ready").await;
@@ -914,8 +979,20 @@ async fn failing_first_lists_back_off_say_why_and_recover() {
     ] {
         assert!(lines_with(&log, &[noise]).is_empty(), "{noise}: {}", all());
     }
+    // One line per watch, and the one that says the server serves before they are synced
+    // (CoreDNS: "starting server with unsynced Kubernetes API"), once `startup_timeout` is past.
+    assert_eq!(
+        lines_with(
+            &log,
+            &["WARN", "serving before every plugin is ready", "waited=2"]
+        )
+        .len(),
+        1,
+        "{}",
+        all()
+    );
     let errors_and_warnings = lines_with(&log, &["ERROR"]).len() + lines_with(&log, &["WARN"]).len();
-    assert_eq!(errors_and_warnings, 4, "{}", all());
+    assert_eq!(errors_and_warnings, 5, "{}", all());
 
     for r in [
         Resource::Namespaces,
@@ -1118,7 +1195,7 @@ async fn tls_failures_name_their_cause_once_and_ready_says_why() {
         std::fs::write(
             &path,
             format!(
-                ".:0 {{\n bind 127.0.0.1\n ready 127.0.0.1:0\n kubernetes cluster.local {{\n endpoint {}\n tls client.crt client.key ca.crt\n }}\n}}\n",
+                ".:0 {{\n bind 127.0.0.1\n ready 127.0.0.1:0\n kubernetes cluster.local {{\n endpoint {}\n tls client.crt client.key ca.crt\n startup_timeout 0s\n }}\n}}\n",
                 fake.url()
             ),
         )
@@ -1128,7 +1205,7 @@ async fn tls_failures_name_their_cause_once_and_ready_says_why() {
             .unwrap();
         runs.push((tag, cause, fake, server));
     }
-    // Attempts at about 0, 1 and 3 s.
+    // Serving at once (`startup_timeout 0s`); attempts at about 0, 1 and 3 s.
     tokio::time::sleep(Duration::from_secs(5)).await;
     for (tag, cause, fake, server) in &mut runs {
         let ready = server.wait_http("/ready");

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use super::errors::WatchError;
+use crate::cluster::api_limits::ApiLimits;
 
 /// Where the cluster's objects come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +47,8 @@ pub struct WatchOptions {
     pub pods: bool,
     /// Endpoints keep their pod's name (`endpoint_pod_names`).
     pub endpoint_pod_names: bool,
+    /// The client's rate and concurrency limits towards the API server.
+    pub limits: ApiLimits,
 }
 
 impl Default for WatchOptions {
@@ -59,6 +62,7 @@ impl Default for WatchOptions {
             labels: None,
             pods: false,
             endpoint_pod_names: false,
+            limits: ApiLimits::default(),
         }
     }
 }

@@ -135,11 +135,16 @@ pub async fn start_with_metrics(
             url: url.clone(),
             source,
         })?;
-    // Every request of every watch goes through the rest-client metrics layer when metrics are
-    // recorded.
+    // Every request of every watch goes through the client's limits (outermost: a request
+    // waits for them before it is measured), then the rest-client metrics layer when metrics
+    // are recorded.
+    let limits = config.limits.layer();
     let client = match &metrics {
-        Some(m) => builder.with_layer(&m.rest_client.layer(host)).build(),
-        None => builder.build(),
+        Some(m) => builder
+            .with_layer(&m.rest_client.layer(host))
+            .with_layer(&limits)
+            .build(),
+        None => builder.with_layer(&limits).build(),
     };
     let specs = watch_specs(config);
     let sync = SyncState::counted(

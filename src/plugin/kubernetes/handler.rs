@@ -5,6 +5,7 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use hickory_proto::rr::Name;
 
@@ -26,6 +27,8 @@ pub struct Kubernetes {
     /// With `pods verified`: the cluster domain its clients' search paths are made under,
     /// and `svc.<domain>` under it (built once: every autopath walk starts from them).
     search_domain: Option<(Name, Name)>,
+    /// `startup_timeout`: how long a new configuration waits for the first lists.
+    startup_timeout: Duration,
 }
 
 fn zone_name(zone: &str) -> Option<Name> {
@@ -82,6 +85,7 @@ impl Kubernetes {
             answerer: ClusterAnswerer::new(settings, source.zone().clone()).with_kept_budget(kept),
             source,
             search_domain,
+            startup_timeout: config.startup_timeout,
         }
     }
 
@@ -110,6 +114,12 @@ impl Plugin for Kubernetes {
 
     fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {
         vec![self.zone().clone() as Arc<dyn ChangeCounter>]
+    }
+
+    /// CoreDNS's `startup_timeout`: the server waits this long for the first lists before
+    /// serving (each watch's own manifests are in at once).
+    fn startup_wait(&self) -> Duration {
+        self.startup_timeout
     }
 
     /// Until every watch has its first list in, each one waiting, with its last error.

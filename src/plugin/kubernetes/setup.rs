@@ -16,6 +16,7 @@ use super::options::{
     parse_startup_timeout, parse_tls, parse_ttl,
 };
 use crate::chain::{Configured, NamedFile, SetupCtx};
+use crate::cluster::api_limits::ApiLimits;
 pub use crate::cluster::watch::ApiSource;
 use crate::cluster::watch::WatchOptions;
 use crate::corefile::{CorefileError, Directive, Token, is_reverse_zone, normalize_zone_or_cidr};
@@ -105,6 +106,11 @@ impl KubernetesConfig {
             labels: self.labels.clone(),
             pods: self.pods == PodMode::Verified,
             endpoint_pod_names: self.endpoint_pod_names,
+            limits: ApiLimits {
+                qps: self.apiserver_qps.filter(|q| *q > 0.0),
+                burst: self.apiserver_burst.filter(|b| *b > 0),
+                max_inflight: self.apiserver_max_inflight.filter(|m| *m > 0),
+            },
         }
     }
 }
