@@ -524,6 +524,12 @@ fn kubeadm_corefile_outside_a_cluster_says_what_to_add() {
 /// question outside the cluster (answered SERVFAIL, which `errors` logs), then SIGTERM. Its
 /// stderr.
 fn log_of_a_failed_forward(format: &str) -> String {
+    log_of_failed_forwards(format, "errors", &["outside.example."], Duration::ZERO)
+}
+
+/// As [`log_of_a_failed_forward`], with `errors` written as `errors` (a directive and its block)
+/// and one answered question for each of `names`; SIGTERM `linger` after the last answer.
+fn log_of_failed_forwards(format: &str, errors: &str, names: &[&str], linger: Duration) -> String {
     let dir = support::temp_dir("log-format");
     let port = std::net::UdpSocket::bind("127.0.0.1:0")
         .unwrap()
@@ -532,7 +538,7 @@ fn log_of_a_failed_forward(format: &str) -> String {
         .port();
     std::fs::write(
         dir.join("Corefile"),
-        format!(".:{port} {{\n bind 127.0.0.1\n errors\n forward . 127.0.0.1:9\n}}\n"),
+        format!(".:{port} {{\n bind 127.0.0.1\n {errors}\n forward . 127.0.0.1:9\n}}\n"),
     )
     .unwrap();
     let stderr = std::fs::File::create(dir.join("stderr")).unwrap();
@@ -546,25 +552,45 @@ fn log_of_a_failed_forward(format: &str) -> String {
         .unwrap();
     let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     socket.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
-    let query = support::query("outside.example.", RecordType::A)
-        .to_bytes()
-        .unwrap();
-    let mut answered = false;
-    for _ in 0..50 {
-        socket.send_to(&query, ("127.0.0.1", port)).unwrap();
-        let mut buf = [0u8; 512];
-        if socket.recv_from(&mut buf).is_ok() {
-            answered = true;
-            break;
+    let mut answered = 0;
+    for name in names {
+        let query = support::query(name, RecordType::A).to_bytes().unwrap();
+        for _ in 0..50 {
+            socket.send_to(&query, ("127.0.0.1", port)).unwrap();
+            let mut buf = [0u8; 512];
+            if socket.recv_from(&mut buf).is_ok() {
+                answered += 1;
+                break;
+            }
         }
     }
+    std::thread::sleep(linger);
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
     let _ = child.wait();
     let log = std::fs::read_to_string(dir.join("stderr")).unwrap();
-    assert!(answered, "no answer; log:\n{log}");
+    assert_eq!(answered, names.len(), "not all answered; log:\n{log}");
     log
+}
+
+/// `consolidate ... show_first` (CoreDNS 1.12+): the first failure of the period is logged at
+/// once at the rule's level, the rest only counted in the summary, which counts them all.
+#[test]
+fn errors_consolidate_show_first_logs_the_first_and_the_count() {
+    let log = log_of_failed_forwards(
+        "coredns",
+        "errors {\n  consolidate 5s \"no upstream\" warning show_first\n }",
+        &["one.example.", "two.example.", "three.example."],
+        Duration::from_millis(5500),
+    );
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains("plugin/errors:")).collect();
+    assert!(
+        errors.len() == 2
+            && errors[0].starts_with("[WARNING] plugin/errors: 2 one.example. A: no upstream")
+            && errors[1] == "[WARNING] plugin/errors: 3 errors like 'no upstream' occurred in last 5s",
+        "{log}"
+    );
 }
 
 /// `--log-format coredns` writes CoreDNS's lines, so a log alert written for CoreDNS's

@@ -5,7 +5,7 @@
 //! ```text
 //! errors {
 //!     stacktrace
-//!     consolidate DURATION REGEXP [warning|error|info|debug]
+//!     consolidate DURATION REGEXP [warning|error|info|debug] [show_first]
 //! }
 //! ```
 
@@ -34,7 +34,7 @@ pub enum Level {
     Debug,
 }
 
-/// One `consolidate DURATION REGEXP [LEVEL]` line.
+/// One `consolidate DURATION REGEXP [LEVEL] [show_first]` line.
 #[derive(Debug, Clone)]
 pub struct Consolidate {
     /// The period one summary line covers.
@@ -43,6 +43,9 @@ pub struct Consolidate {
     pub pattern: Regex,
     /// The summary's level.
     pub level: Level,
+    /// `show_first`: the first failure of each period is logged at once (at `level`), and
+    /// the summary is only written when more followed it.
+    pub show_first: bool,
 }
 
 /// `errors { ... }`.
@@ -78,25 +81,38 @@ pub fn parse(d: &Directive) -> Result<ErrorsConfig, CorefileError> {
                         re.text
                     ))
                 })?;
-                let level = match a.next() {
-                    None => Level::Error,
-                    Some(t) => match t.text.as_str() {
+                let mut level = Level::Error;
+                let mut show_first = false;
+                let mut next = a.next();
+                if let Some(t) = next.filter(|t| t.text != "show_first") {
+                    level = match t.text.as_str() {
                         "warning" => Level::Warning,
                         "error" => Level::Error,
                         "info" => Level::Info,
                         "debug" => Level::Debug,
                         other => {
                             return Err(t.error(format!(
-                                "consolidate: '{other}' is not a level (warning, error, info or debug)"
+                                "consolidate: '{other}' is not a level (warning, error, info or debug) or show_first"
                             )));
                         }
-                    },
-                };
+                    };
+                    next = a.next();
+                }
+                if let Some(t) = next {
+                    if t.text != "show_first" {
+                        return Err(t.error(format!(
+                            "consolidate: unexpected '{}' (only show_first may follow the level)",
+                            t.text
+                        )));
+                    }
+                    show_first = true;
+                }
                 a.expect_none()?;
                 config.consolidate.push(Consolidate {
                     period,
                     pattern,
                     level,
+                    show_first,
                 });
             }
             other => return Err(opt.error(format!("unknown property '{other}'"))),
@@ -166,7 +182,8 @@ impl ErrorLog {
                     let Some(all) = weak.upgrade() else { return };
                     if let Some(f) = all.get(i) {
                         let n = f.count.swap(0, Ordering::Relaxed);
-                        if n > 0 {
+                        // With show_first a lone failure was logged whole already.
+                        if n > 1 || (n == 1 && !f.rule.show_first) {
                             log_summary(f, n);
                         }
                     }
@@ -180,7 +197,10 @@ impl ErrorLog {
     pub fn report(&self, rcode: ResponseCode, name: &Name, qtype: RecordType, reason: &str) {
         let line = format!("{} {} {}: {}", u16::from(rcode), name, qtype, reason);
         if let Some(f) = self.folded.iter().find(|f| f.rule.pattern.is_match(&line)) {
-            f.count.fetch_add(1, Ordering::Relaxed);
+            // The period's first (the counter was 0): shown at once with `show_first`.
+            if f.count.fetch_add(1, Ordering::Relaxed) == 0 && f.rule.show_first {
+                log_at(f.rule.level, &line);
+            }
             return;
         }
         tracing::error!(target: "cluster_dns::plugin::errors", "{line}");
@@ -201,7 +221,11 @@ fn log_summary(f: &Folded, n: u64) {
         "{n} errors like '{}' occurred in last {period}",
         f.rule.pattern.as_str()
     );
-    match f.rule.level {
+    log_at(f.rule.level, &msg);
+}
+
+fn log_at(level: Level, msg: &str) {
+    match level {
         Level::Warning => tracing::warn!(target: "cluster_dns::plugin::errors", "{msg}"),
         Level::Error => tracing::error!(target: "cluster_dns::plugin::errors", "{msg}"),
         Level::Info => tracing::info!(target: "cluster_dns::plugin::errors", "{msg}"),
@@ -250,6 +274,11 @@ mod tests {
         assert_eq!(c.consolidate.len(), 2);
         assert_eq!(c.consolidate[0].level, Level::Warning);
         assert_eq!(c.consolidate[1].period, Duration::from_secs(300));
+        assert!(!c.consolidate[0].show_first);
+        let c = cfg(" errors {\n  consolidate 5m \".* i/o timeout$\" warning show_first\n  consolidate 30s x show_first\n }")
+            .unwrap();
+        assert!(c.consolidate[0].show_first && c.consolidate[0].level == Level::Warning);
+        assert!(c.consolidate[1].show_first && c.consolidate[1].level == Level::Error);
         for (bad, want) in [
             (" errors extra", "Corefile:2"),
             (" errors {\n  consolidate soon .*\n }", "Corefile:3"),
@@ -258,6 +287,14 @@ mod tests {
                 "not a valid regular expression",
             ),
             (" errors {\n  consolidate 30s .* loud\n }", "not a level"),
+            (
+                " errors {\n  consolidate 30s .* show_first warning\n }",
+                "unexpected argument 'warning'",
+            ),
+            (
+                " errors {\n  consolidate 30s .* error show_first x\n }",
+                "Corefile:3",
+            ),
             (" errors {\n  frob\n }", "unknown property"),
         ] {
             let e = cfg(bad).unwrap_err().to_string();
