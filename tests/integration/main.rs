@@ -24,6 +24,7 @@ mod image;
 mod k8s_external;
 mod keys;
 mod layers;
+mod loadbalance;
 mod memo;
 mod minimal;
 mod monitoring;

@@ -1,28 +1,72 @@
 //! The shuffle, applied to the answer and additional sections of every reply (the order rule
-//! itself is [`crate::chain::reorder`], the order the answer memo replays `Reordered` answers in).
+//! itself is [`crate::chain::reorder`], the order the answer memo replays `Reordered` answers in),
+//! then `prefer`'s networks first.
+
+use hickory_proto::rr::{RData, Record, RecordType};
 
 use crate::chain::{Next, Plugin, Replay, ReplyFuture, reorder};
+use crate::corefile::Cidr;
 use crate::proto::{Question, Reply};
 
 /// The `loadbalance` plugin in a chain.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct LoadBalance;
+#[derive(Debug, Clone, Default)]
+pub struct LoadBalance {
+    /// `prefer`'s networks, in order.
+    prefer: Vec<Cidr>,
+}
 
 impl LoadBalance {
+    /// The plugin; address records in the `prefer` networks go first, in their order.
+    pub fn new(prefer: Vec<Cidr>) -> Self {
+        Self { prefer }
+    }
+
     /// Shuffles `reply` in place.
     pub fn shuffle(&self, reply: &mut Reply) {
         match reply {
             Reply::Authoritative(a) => {
                 // Keeps the answers' one-owner mark: reordering does not change owners.
-                a.answers.permute(reorder);
-                reorder(&mut a.additional);
+                a.answers.permute(|r| self.order(r));
+                self.order(&mut a.additional);
             }
             Reply::Forwarded(f) => {
-                reorder(&mut f.answers);
-                reorder(&mut f.additional);
+                self.order(&mut f.answers);
+                self.order(&mut f.additional);
             }
             Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped => {}
         }
+    }
+
+    /// [`reorder`], then (with `prefer`) a stable sort of the address records by the first
+    /// preferred network each is in (CoreDNS's grouping: the first network's addresses, then
+    /// the second's, ..., then the rest, each group in its shuffled order).
+    fn order(&self, records: &mut [Record]) {
+        reorder(records);
+        if self.prefer.is_empty() {
+            return;
+        }
+        let rank = |r: &Record| {
+            let ip = match &r.data {
+                RData::A(a) => a.0.into(),
+                RData::AAAA(a) => a.0.into(),
+                _ => return None,
+            };
+            Some(
+                self.prefer
+                    .iter()
+                    .position(|c| c.contains(ip))
+                    .unwrap_or(self.prefer.len()),
+            )
+        };
+        // `reorder` put the address records in one run.
+        let Some(start) = records.iter().position(|r| rank(r).is_some()) else {
+            return;
+        };
+        let end = records[start..]
+            .iter()
+            .position(|r| rank(r).is_none())
+            .map_or(records.len(), |n| start + n);
+        records[start..end].sort_by_key(|r| rank(r));
     }
 }
 
@@ -31,9 +75,15 @@ impl Plugin for LoadBalance {
         "loadbalance"
     }
 
-    /// Its order is chance: a replay reorders the address records again.
-    fn replay(&self, _q: &Question) -> Replay {
-        Replay::Reordered
+    /// Its order is chance: a replay reorders the address records again. With `prefer`, the
+    /// memo's reorder would lose the preferred networks' place: A and AAAA answers are made
+    /// afresh each time.
+    fn replay(&self, q: &Question) -> Replay {
+        if !self.prefer.is_empty() && matches!(q.qtype, RecordType::A | RecordType::AAAA | RecordType::ANY) {
+            Replay::Never
+        } else {
+            Replay::Reordered
+        }
     }
 
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
@@ -73,5 +123,40 @@ mod tests {
             ));
         }
         assert_eq!(seen.len(), 6, "all 3! orders of the A records appear");
+    }
+
+    #[test]
+    fn preferred_networks_go_first_in_their_order() {
+        let n = Name::from_ascii("a.example.").unwrap();
+        let lb = LoadBalance::new(
+            ["192.168.1.0/24", "10.9.20.0/24"]
+                .iter()
+                .map(|c| Cidr::parse(c).unwrap())
+                .collect(),
+        );
+        let mut base = vec![Record::from_rdata(n.clone(), 5, RData::CNAME(CNAME(n.clone())))];
+        for ip in ["10.0.0.1", "10.9.20.1", "192.168.1.1", "10.0.0.2", "10.9.20.2"] {
+            base.push(Record::from_rdata(n.clone(), 5, RData::A(A(ip.parse().unwrap()))));
+        }
+        let mut seen = BTreeSet::new();
+        for _ in 0..200 {
+            let mut r = base.clone();
+            lb.order(&mut r);
+            let ips: Vec<String> = r
+                .iter()
+                .filter_map(|x| match &x.data {
+                    RData::A(a) => Some(a.0.to_string()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(r[0].record_type(), RecordType::CNAME);
+            assert_eq!(ips[0], "192.168.1.1");
+            assert_eq!(
+                BTreeSet::from([&ips[1], &ips[2]]),
+                BTreeSet::from([&"10.9.20.1".to_owned(), &"10.9.20.2".to_owned()])
+            );
+            seen.insert(ips);
+        }
+        assert_eq!(seen.len(), 4, "each group still shuffled: {seen:?}");
     }
 }
