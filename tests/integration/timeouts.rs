@@ -77,7 +77,13 @@ async fn maxtcpqueries_closes_after_its_queries_and_idle_closes_silent_connectio
         ],
     );
     assert_eq!(out.matches("status: NOERROR").count(), 4, "{out}");
-    assert!(out.contains("end of file"), "{out}");
+    // Closed after the third answer: dig reads the end of the stream, or a reset when its
+    // fourth query reached the socket as it closed (the kernel resets a connection closed
+    // with unread data).
+    assert!(
+        out.contains("end of file") || out.contains("connection reset"),
+        "{out}"
+    );
     assert!(!out.contains(";d.example."), "{out}");
     assert!(out.contains(";e.example."), "{out}");
 
