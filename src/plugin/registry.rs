@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use super::{
-    acl, any, autopath, bind, bufsize, cache, chaos, debug, dns64, errors, forward, health, hosts,
+    acl, any, autopath, bind, bufsize, cache, chaos, debug, dns64, errors, file, forward, health, hosts,
     k8s_external, kubernetes, loadbalance, log, loop_detect, metrics, minimal, nsid, ready, reload, rewrite,
     template, timeouts, tls, view, whoami,
 };
@@ -94,6 +94,7 @@ pub const PLUGINS: &[Entry] = &[
     entry("hosts", hosts::setup::setup),
     entry("k8s_external", k8s_external::setup::setup),
     with_families("kubernetes", kubernetes::setup::setup, kubernetes::families),
+    entry("file", file::setup::setup),
     entry("loop", loop_detect::setup::setup),
     with_families("forward", forward::setup::setup, forward::families),
     entry("whoami", whoami::setup),
@@ -103,7 +104,6 @@ pub const PLUGINS: &[Entry] = &[
 /// CoreDNS directives that cluster-dns recognises but does not implement yet: a Corefile that
 /// uses one fails to start with a message that says so, rather than "unknown directive".
 pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
-    ("file", "the file plugin"),
     ("auto", "the auto plugin"),
     ("secondary", "the secondary plugin"),
     ("transfer", "zone transfer"),

@@ -17,6 +17,7 @@ mod deploy;
 mod dns64;
 mod dot;
 mod dropin;
+mod file;
 mod forward;
 mod fuzz_corpus;
 mod harness;

@@ -4,8 +4,8 @@
 use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+use std::time::SystemTime;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::rdata::{A, AAAA, PTR};
@@ -179,7 +179,14 @@ impl Hosts {
             return;
         }
         let weak = Arc::downgrade(&self.inner);
-        tokio::spawn(reload_loop(weak, every));
+        tokio::spawn(crate::plugin::reload_every(
+            weak,
+            every,
+            "hosts",
+            |inner: &Inner| {
+                inner.reload_if_changed();
+            },
+        ));
     }
 
     /// Re-reads the file now if it changed since the last read; true if it did. (The reload
@@ -264,31 +271,12 @@ impl Hosts {
     }
 }
 
-async fn reload_loop(weak: Weak<Inner>, every: Duration) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        let Some(inner) = weak.upgrade() else {
-            break;
-        };
-        // stat and read off the runtime's worker threads.
-        if tokio::task::spawn_blocking(move || inner.reload_if_changed())
-            .await
-            .is_err()
-        {
-            tracing::warn!("hosts: the reload check panicked");
-        }
-    }
-    tracing::debug!("hosts: reload task stopped");
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::corefile::Corefile;
     use std::path::PathBuf;
+    use std::time::Duration;
 
     fn n(s: &str) -> Name {
         Name::from_ascii(s).unwrap()

@@ -1,0 +1,26 @@
+//! How a configured `file` directive becomes its plugin, and what it tells `--check`: the glue
+//! between the Corefile syntax (`setup.rs`) and the query path (`handler.rs`), kept apart so
+//! neither of them imports the other.
+
+use super::setup::FileConfig;
+use crate::chain::{BuildCtx, Built, Configured, NamedFile};
+use std::sync::Arc;
+
+impl Configured for FileConfig {
+    /// The zone files: needed unless `reload` reads them once they appear.
+    fn files(&self) -> Vec<NamedFile> {
+        self.files
+            .iter()
+            .map(|f| NamedFile {
+                path: f.path.clone(),
+                at: f.at.clone(),
+                what: "file: zone file".to_owned(),
+                needed: f.reload.is_zero(),
+            })
+            .collect()
+    }
+
+    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
+        Built::Plugin(Arc::new(super::File::new(self)))
+    }
+}

@@ -1,0 +1,320 @@
+//! [`File`]: answers the questions for its zones from their [`ZoneData`], and keeps each zone
+//! in step with its file (a background task checks every `reload` period and reads the file
+//! again when its SOA serial grew, or with `reload_by_mtime` when its modification time
+//! changed; a file that no longer parses leaves the zone as it was, with a warning).
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{Name, RecordType};
+
+use super::setup::{FileConfig, ZoneFile};
+use super::zone::{Lookup, ZoneData};
+use crate::chain::{Chain, Next, Plugin, ReplyFuture};
+use crate::proto::{Answer, Failure, Forwarded, Question, Reply};
+
+/// One zone and what serves it now.
+///
+/// Invariant: `data` is replaced whole, under its write lock, by the file's one reload task;
+/// a question reads one version of the zone from start to end.
+struct ZoneSlot {
+    origin: Name,
+    data: RwLock<Option<Arc<ZoneData>>>,
+}
+
+/// One file and its zones.
+struct Watched {
+    file: ZoneFile,
+    slots: Vec<Arc<ZoneSlot>>,
+    /// The modification time at the last read (`reload_by_mtime`). Only the reload task uses it.
+    mtime: Mutex<Option<SystemTime>>,
+    /// When it was last checked. Only the reload task uses it.
+    checked: Mutex<Instant>,
+}
+
+struct Inner {
+    files: Vec<Watched>,
+    /// Every zone, longest origin first (the most specific zone answers).
+    zones: Vec<Arc<ZoneSlot>>,
+    /// `None`: fallthrough off; empty: every zone.
+    fallthrough: Option<Vec<Name>>,
+    reload_started: AtomicBool,
+}
+
+/// The `file` plugin of one server block. Cheap to clone.
+#[derive(Clone)]
+pub struct File {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for File {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("File")
+            .field(
+                "zones",
+                &self
+                    .inner
+                    .zones
+                    .iter()
+                    .map(|z| z.origin.to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+fn mtime_of(path: &std::path::Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// True when serial `new` follows `old` (RFC 1982 serial number arithmetic).
+fn serial_after(new: u32, old: u32) -> bool {
+    new != old && new.wrapping_sub(old) < (1 << 31)
+}
+
+impl Watched {
+    /// [`Watched::reload_if_changed`] once its `reload` period has passed since the last check.
+    fn check_if_due(&self) {
+        let reload = self.file.reload;
+        let mut checked = self.checked.lock().unwrap_or_else(PoisonError::into_inner);
+        // A tick may come a little early for a file of its own period: 10 ms of slack.
+        if reload.is_zero() || checked.elapsed() + Duration::from_millis(10) < reload {
+            return;
+        }
+        *checked = Instant::now();
+        drop(checked);
+        self.reload_if_changed();
+    }
+
+    /// Reads the file again if it changed; true when a zone was replaced.
+    fn reload_if_changed(&self) -> bool {
+        let path = &self.file.path;
+        if self.file.by_mtime {
+            let now = mtime_of(path);
+            let mut last = self.mtime.lock().unwrap_or_else(PoisonError::into_inner);
+            if now.is_none() || *last == now {
+                return false;
+            }
+            *last = now;
+        }
+        let mut replaced = false;
+        for slot in &self.slots {
+            let current = slot.data.read().unwrap_or_else(PoisonError::into_inner).clone();
+            let fresh = match ZoneData::read(path, &slot.origin) {
+                Ok(z) => z,
+                Err(e) => {
+                    // A missing file keeps what is served; so does a broken one.
+                    if current.is_some() {
+                        tracing::warn!("file: zone {} not reloaded: {e}", slot.origin);
+                    }
+                    continue;
+                }
+            };
+            let newer = match &current {
+                None => true,
+                Some(_) if self.file.by_mtime => true,
+                Some(old) => serial_after(fresh.serial(), old.serial()),
+            };
+            if newer {
+                tracing::info!(zone = %slot.origin, serial = fresh.serial(), records = fresh.records(), "file: zone reloaded");
+                *slot.data.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(fresh));
+                replaced = true;
+            }
+        }
+        replaced
+    }
+}
+
+impl File {
+    /// The plugin for `config`, serving what setup read.
+    pub fn new(config: &FileConfig) -> Self {
+        let mut zones: Vec<Arc<ZoneSlot>> = Vec::new();
+        let files = config
+            .files
+            .iter()
+            .map(|file| {
+                let slots: Vec<Arc<ZoneSlot>> = file
+                    .zones
+                    .iter()
+                    .map(|(origin, data)| {
+                        Arc::new(ZoneSlot {
+                            origin: origin.clone(),
+                            data: RwLock::new(data.clone()),
+                        })
+                    })
+                    .collect();
+                for s in &slots {
+                    if !zones.iter().any(|z| z.origin == s.origin) {
+                        zones.push(s.clone());
+                    }
+                }
+                Watched {
+                    mtime: Mutex::new(mtime_of(&file.path)),
+                    checked: Mutex::new(Instant::now()),
+                    file: file.clone(),
+                    slots,
+                }
+            })
+            .collect();
+        zones.sort_by_key(|z| std::cmp::Reverse(z.origin.num_labels()));
+        let fallthrough = config.fallthrough.as_ref().map(|zs| {
+            zs.iter()
+                .filter_map(|z| Name::from_ascii(z).ok())
+                .map(|n| n.to_lowercase())
+                .collect()
+        });
+        Self {
+            inner: Arc::new(Inner {
+                files,
+                zones,
+                fallthrough,
+                reload_started: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Checks every file now and reads again those that changed; true when a zone was
+    /// replaced. (The reload task calls this.)
+    pub fn reload_now(&self) -> bool {
+        self.inner
+            .files
+            .iter()
+            .fold(false, |any, w| w.reload_if_changed() | any)
+    }
+
+    /// Starts one task per file with a non-zero `reload`; each holds only a weak reference and
+    /// ends once the plugin is dropped.
+    fn start_reload(&self) {
+        if self.inner.reload_started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // One task for all files, at the shortest period; a file with a longer one is checked
+        // when its own period has passed.
+        let Some(every) = self
+            .inner
+            .files
+            .iter()
+            .map(|w| w.file.reload)
+            .filter(|r| !r.is_zero())
+            .min()
+        else {
+            return;
+        };
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(crate::plugin::reload_every(
+            weak,
+            every,
+            "file",
+            |inner: &Inner| {
+                for w in &inner.files {
+                    w.check_if_due();
+                }
+            },
+        ));
+    }
+
+    fn falls_through(&self, name: &Name) -> bool {
+        match &self.inner.fallthrough {
+            None => false,
+            Some(zones) => zones.is_empty() || zones.iter().any(|z| z.zone_of(name)),
+        }
+    }
+
+    /// Its reply to `q`: `None` when the name is in none of its zones (or NXDOMAIN falls
+    /// through).
+    pub fn answer(&self, q: &Question) -> Option<(Reply, Option<Name>)> {
+        let slot = self.inner.zones.iter().find(|z| z.origin.zone_of(&q.name))?;
+        let Some(zone) = slot.data.read().unwrap_or_else(PoisonError::into_inner).clone() else {
+            return Some((
+                Reply::Failed(Failure {
+                    rcode: ResponseCode::ServFail,
+                    reason: "zone file not loaded",
+                }),
+                None,
+            ));
+        };
+        // Transfers are the transfer plugin's; without it, refused (as CoreDNS).
+        if matches!(q.qtype, RecordType::AXFR | RecordType::IXFR) {
+            return Some((Reply::Rcode(ResponseCode::Refused), None));
+        }
+        match zone.lookup(&q.name, q.qtype) {
+            Lookup::Answer {
+                rcode,
+                answers,
+                authority,
+                additional,
+                chase,
+            } => {
+                if rcode == ResponseCode::NXDomain && answers.is_empty() && self.falls_through(&q.name) {
+                    return None;
+                }
+                let answer = Answer {
+                    rcode,
+                    answers: answers.into(),
+                    authority,
+                    additional,
+                    chase_target: chase.clone(),
+                };
+                Some((Reply::Authoritative(answer), chase))
+            }
+            // A referral is not authoritative: sent as a reply with AA and RA clear.
+            Lookup::Referral {
+                answers,
+                authority,
+                additional,
+            } => Some((
+                Reply::Forwarded(Forwarded {
+                    rcode: ResponseCode::NoError,
+                    recursion_available: false,
+                    authentic_data: false,
+                    truncated: false,
+                    answers,
+                    authority,
+                    additional,
+                }),
+                None,
+            )),
+        }
+    }
+}
+
+impl Plugin for File {
+    fn name(&self) -> &'static str {
+        "file"
+    }
+
+    /// Its answers follow the file, which is read again: never replayed (the default).
+    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+        Box::pin(async move {
+            match self.answer(q) {
+                None => next.serve(q).await,
+                Some((Reply::Authoritative(answer), Some(target))) => next.chase(answer, target, q).await,
+                Some((reply, _)) => reply,
+            }
+        })
+    }
+
+    fn start(&self, _chain: &Chain) {
+        self.start_reload();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serials_follow_rfc_1982() {
+        assert!(serial_after(2, 1));
+        assert!(!serial_after(1, 1));
+        assert!(!serial_after(1, 2));
+        assert!(serial_after(0, u32::MAX), "wraps");
+        assert!(
+            !serial_after(1 << 31, 0),
+            "half the space away is undefined: not after"
+        );
+    }
+}

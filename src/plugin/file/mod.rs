@@ -1,0 +1,15 @@
+//! The `file` plugin: serves zones from RFC 1035 master files, authoritatively (referrals below
+//! zone cuts, CNAMEs, wildcards, NXDOMAIN and NODATA with the SOA), and reads a file again when
+//! its SOA serial grows (or its modification time changes). See this folder's README.
+//!
+//! Layout: `setup` parses the directive and reads the files into a [`FileConfig`], `zone` holds
+//! one zone's records and looks questions up in it, `handler` answers and runs the reload
+//! tasks ([`File`]), `build` turns the configuration into the plugin.
+
+mod build;
+pub mod handler;
+pub mod setup;
+pub mod zone;
+
+pub use handler::File;
+pub use setup::FileConfig;

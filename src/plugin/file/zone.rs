@@ -1,0 +1,563 @@
+//! A zone read from an RFC 1035 master file ([`ZoneData`], parsed with hickory-proto's zone
+//! file parser) and the lookup that answers from it ([`ZoneData::lookup`]), as RFC 1034
+//! section 4.3.2 describes an authoritative server's: a referral below a zone cut, the records
+//! of the name, CNAMEs followed within the zone (a target outside it is left to the rest of the
+//! chain), wildcards (RFC 4592), NODATA for a name without the type (an empty non-terminal
+//! too), NXDOMAIN, and the SOA in the authority section of both negative answers (its TTL the
+//! smaller of its own and its MINIMUM, RFC 2308).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+use hickory_proto::serialize::txt::Parser;
+
+/// The TTL of records written before any `$TTL` or TTL of their own.
+const DEFAULT_TTL: u32 = 3600;
+
+/// The most CNAMEs followed within the zone for one question.
+const MAX_CNAMES: usize = 8;
+
+/// Why a zone file could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ZoneError {
+    /// The file could not be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The zone file.
+        path: PathBuf,
+        /// What the read said.
+        source: std::io::Error,
+    },
+    /// A line of the file is not valid zone file syntax.
+    #[error("{}:{line}: {message}", path.display())]
+    Syntax {
+        /// The zone file.
+        path: PathBuf,
+        /// The first line whose reading fails (1-based).
+        line: usize,
+        /// The parser's message.
+        message: String,
+    },
+    /// The zone has no SOA record at its origin.
+    #[error("{}: no SOA record for the zone {origin}", path.display())]
+    NoSoa {
+        /// The zone file.
+        path: PathBuf,
+        /// The zone.
+        origin: String,
+    },
+    /// A record's owner is outside the zone.
+    #[error("{}: {name} is outside the zone {origin}", path.display())]
+    OutOfZone {
+        /// The zone file.
+        path: PathBuf,
+        /// The record's owner.
+        name: String,
+        /// The zone.
+        origin: String,
+    },
+}
+
+/// One zone's records.
+#[derive(Debug)]
+pub struct ZoneData {
+    origin: Name,
+    soa: Record,
+    serial: u32,
+    /// Every owner name (lower-case), in canonical order (RFC 4034 section 6.1: a name's
+    /// descendants follow it), with its records grouped by type.
+    nodes: BTreeMap<Name, Vec<Record>>,
+    records: usize,
+}
+
+/// What the zone answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// An authoritative answer (AA set).
+    Answer {
+        /// NOERROR or NXDOMAIN.
+        rcode: ResponseCode,
+        /// The records (CNAMEs first, then what they lead to).
+        answers: Vec<Record>,
+        /// The apex NS for a positive answer; the SOA for a negative one.
+        authority: Vec<Record>,
+        /// Addresses in the zone of the answers' NS, MX and SRV targets.
+        additional: Vec<Record>,
+        /// The last CNAME's target, when it is outside the zone: the rest of the chain is
+        /// asked for it.
+        chase: Option<Name>,
+    },
+    /// A referral to a delegated child zone (AA clear): the NS records of the cut and their
+    /// addresses (glue), after the CNAMEs that led there.
+    Referral {
+        /// CNAMEs followed to the delegated name.
+        answers: Vec<Record>,
+        /// The cut's NS records.
+        authority: Vec<Record>,
+        /// Their glue.
+        additional: Vec<Record>,
+    },
+}
+
+impl ZoneData {
+    /// Reads zone `origin` from the master file at `path`.
+    pub fn read(path: &Path, origin: &Name) -> Result<Self, ZoneError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ZoneError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path, origin)
+    }
+
+    /// Parses zone `origin` from `text`, the contents of `path` (which `$INCLUDE`s are relative
+    /// to).
+    pub fn parse(text: &str, path: &Path, origin: &Name) -> Result<Self, ZoneError> {
+        let origin = origin.to_lowercase();
+        // Records before any TTL get an hour, as in CoreDNS (miekg/dns's default); hickory's
+        // parser would refuse them.
+        let parse = |t: &str| {
+            let with_default = format!("$TTL {DEFAULT_TTL}\n{t}");
+            Parser::new(with_default, Some(path.to_owned()), Some(origin.clone())).parse()
+        };
+        let sets = match parse(text) {
+            Ok((_, sets)) => sets,
+            Err(e) => {
+                let message = e.to_string();
+                return Err(ZoneError::Syntax {
+                    path: path.to_owned(),
+                    line: failing_line(text, &message, parse),
+                    message,
+                });
+            }
+        };
+        let mut nodes: BTreeMap<Name, Vec<Record>> = BTreeMap::new();
+        let mut records = 0;
+        for (key, set) in sets {
+            let name = Name::from(key.name).to_lowercase();
+            if !origin.zone_of(&name) {
+                return Err(ZoneError::OutOfZone {
+                    path: path.to_owned(),
+                    name: name.to_string(),
+                    origin: origin.to_string(),
+                });
+            }
+            let node = nodes.entry(name).or_default();
+            for r in set.records_without_rrsigs() {
+                node.push(r.clone());
+                records += 1;
+            }
+        }
+        for node in nodes.values_mut() {
+            node.sort_by_key(|r| u16::from(r.record_type()));
+        }
+        let soa = nodes
+            .get(&origin)
+            .and_then(|n| n.iter().find(|r| r.record_type() == RecordType::SOA))
+            .cloned()
+            .ok_or_else(|| ZoneError::NoSoa {
+                path: path.to_owned(),
+                origin: origin.to_string(),
+            })?;
+        let RData::SOA(s) = &soa.data else {
+            unreachable!("a record of type SOA holds SOA data");
+        };
+        let serial = s.serial;
+        Ok(Self {
+            origin,
+            soa,
+            serial,
+            nodes,
+            records,
+        })
+    }
+
+    /// The zone's name.
+    pub fn origin(&self) -> &Name {
+        &self.origin
+    }
+
+    /// The SOA serial.
+    pub fn serial(&self) -> u32 {
+        self.serial
+    }
+
+    /// How many records it holds.
+    pub fn records(&self) -> usize {
+        self.records
+    }
+
+    fn rrset(&self, name: &Name, qtype: RecordType) -> Vec<Record> {
+        self.nodes
+            .get(name)
+            .map(|n| {
+                n.iter()
+                    .filter(|r| qtype == RecordType::ANY || r.record_type() == qtype)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// True when some name of the zone is strictly below `name` (which then exists, as an empty
+    /// non-terminal if it owns nothing).
+    fn has_descendant(&self, name: &Name) -> bool {
+        use std::ops::Bound::{Excluded, Unbounded};
+        self.nodes
+            .range((Excluded(name), Unbounded))
+            .next()
+            .is_some_and(|(n, _)| name.zone_of(n))
+    }
+
+    fn exists(&self, name: &Name) -> bool {
+        self.nodes.contains_key(name) || self.has_descendant(name)
+    }
+
+    /// The highest zone cut at or above `name` and below the apex: a name with NS records.
+    fn cut_above(&self, name: &Name) -> Option<&Name> {
+        let mut cut = None;
+        let mut n = name.clone();
+        while n.num_labels() > self.origin.num_labels() {
+            if let Some((owner, records)) = self.nodes.get_key_value(&n)
+                && records.iter().any(|r| r.record_type() == RecordType::NS)
+            {
+                cut = Some(owner);
+            }
+            n = n.base_name();
+        }
+        cut
+    }
+
+    /// The SOA for a negative answer, its TTL the smaller of its own and its MINIMUM.
+    fn negative_soa(&self) -> Vec<Record> {
+        let mut soa = self.soa.clone();
+        if let RData::SOA(s) = &self.soa.data {
+            soa.ttl = soa.ttl.min(s.minimum);
+        }
+        vec![soa]
+    }
+
+    /// Addresses held in the zone for the targets of `records` (NS, MX, SRV).
+    fn additional_for(&self, records: &[Record]) -> Vec<Record> {
+        let mut out: Vec<Record> = Vec::new();
+        for r in records {
+            let target = match &r.data {
+                RData::NS(ns) => &ns.0,
+                RData::MX(mx) => &mx.exchange,
+                RData::SRV(srv) => &srv.target,
+                _ => continue,
+            };
+            let target = target.to_lowercase();
+            for qtype in [RecordType::A, RecordType::AAAA] {
+                for a in self.rrset(&target, qtype) {
+                    if !out.contains(&a) {
+                        out.push(a);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The records of `source` (a name of the zone, or the wildcard covering `owner`) of
+    /// `qtype`, owned by `owner` as the question spells it.
+    fn records_at(&self, owner: &Name, source: &Name, qtype: RecordType) -> Vec<Record> {
+        let mut out = self.rrset(source, qtype);
+        // Names compare without case: the client's spelling of its name is kept too.
+        if owner.cmp_case(source) != std::cmp::Ordering::Equal {
+            for r in &mut out {
+                r.name = owner.clone();
+            }
+        }
+        out
+    }
+
+    /// The wildcard that covers `name` (which does not exist): `*.` under its closest
+    /// encloser, if the zone has it.
+    fn wildcard_for(&self, name: &Name) -> Option<Name> {
+        let mut encloser = name.base_name();
+        while encloser.num_labels() > self.origin.num_labels() && !self.exists(&encloser) {
+            encloser = encloser.base_name();
+        }
+        let wild = Name::from_ascii("*").ok()?.append_domain(&encloser).ok()?;
+        self.nodes.contains_key(&wild).then_some(wild)
+    }
+
+    /// Answers `qtype` at `qname` (which must be in the zone).
+    pub fn lookup(&self, qname: &Name, qtype: RecordType) -> Lookup {
+        let mut answers: Vec<Record> = Vec::new();
+        let mut name = qname.to_lowercase();
+        for _ in 0..=MAX_CNAMES {
+            if let Some(cut) = self.cut_above(&name) {
+                let authority = self.rrset(cut, RecordType::NS);
+                let additional = self.additional_for(&authority);
+                return Lookup::Referral {
+                    answers,
+                    authority,
+                    additional,
+                };
+            }
+            let source = if self.nodes.contains_key(&name) {
+                Some(name.clone())
+            } else if self.has_descendant(&name) {
+                None
+            } else {
+                match self.wildcard_for(&name) {
+                    Some(wild) => Some(wild),
+                    None => return self.negative(ResponseCode::NXDomain, answers),
+                }
+            };
+            let Some(source) = source else {
+                // An empty non-terminal: the name exists, with nothing of any type.
+                return self.negative(ResponseCode::NoError, answers);
+            };
+            // The client's name for what it asked; the zone's for names a CNAME led to.
+            let owner = if answers.is_empty() {
+                qname.clone()
+            } else {
+                name.clone()
+            };
+            let found = self.records_at(&owner, &source, qtype);
+            if !found.is_empty() {
+                answers.extend(found);
+                return self.positive(answers, None);
+            }
+            let cname = self.records_at(&owner, &source, RecordType::CNAME);
+            let Some(RData::CNAME(target)) = cname.first().map(|r| r.data.clone()) else {
+                return self.negative(ResponseCode::NoError, answers);
+            };
+            answers.extend(cname);
+            let target = target.0.to_lowercase();
+            if !self.origin.zone_of(&target) {
+                return self.positive(answers, Some(target));
+            }
+            name = target;
+        }
+        // A CNAME chain longer than MAX_CNAMES: what was followed.
+        self.positive(answers, None)
+    }
+
+    fn positive(&self, answers: Vec<Record>, chase: Option<Name>) -> Lookup {
+        let apex_ns = self.rrset(&self.origin, RecordType::NS);
+        let authority = if answers
+            .iter()
+            .any(|a| a.record_type() == RecordType::NS && a.name == self.origin)
+        {
+            Vec::new()
+        } else {
+            apex_ns
+        };
+        Lookup::Answer {
+            rcode: ResponseCode::NoError,
+            additional: self.additional_for(&answers),
+            answers,
+            authority,
+            chase,
+        }
+    }
+
+    fn negative(&self, rcode: ResponseCode, answers: Vec<Record>) -> Lookup {
+        Lookup::Answer {
+            rcode,
+            answers,
+            authority: self.negative_soa(),
+            additional: Vec::new(),
+            chase: None,
+        }
+    }
+}
+
+/// The line of `text` that `parse` first fails on with `message`: the shortest prefix of whole
+/// lines that fails with the same message (a prefix before that line parses, or fails
+/// otherwise, for example inside an unclosed parenthesis). Binary search: a few dozen parses
+/// of a file that failed, none of one that did not.
+fn failing_line<T, E: std::fmt::Display>(
+    text: &str,
+    message: &str,
+    parse: impl Fn(&str) -> Result<T, E>,
+) -> usize {
+    let ends: Vec<usize> = text
+        .char_indices()
+        .filter(|(_, c)| *c == '\n')
+        .map(|(i, _)| i + 1)
+        .chain((!text.ends_with('\n')).then_some(text.len()))
+        .collect();
+    let fails_same = |lines: usize| {
+        let end = ends.get(lines.wrapping_sub(1)).copied().unwrap_or(0);
+        matches!(parse(&text[..end]), Err(e) if e.to_string() == message)
+    };
+    let (mut lo, mut hi) = (1, ends.len().max(1));
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if fails_same(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ZONE: &str = "$ORIGIN example.org.
+@	3600 IN	SOA sns.dns.icann.org. noc.dns.icann.org. 2017042745 7200 3600 1209600 300
+	3600 IN NS a.iana-servers.net.
+	3600 IN NS ns1
+ns1	IN A	192.0.2.53
+www     IN A     127.0.0.1
+        IN AAAA  ::1
+alias	IN CNAME www
+away	IN CNAME www.example.net.
+loop1	IN CNAME loop2
+loop2	IN CNAME loop1
+mail	IN MX 10 mx.example.org.
+mx	IN A 192.0.2.25
+*.wild	IN A 192.0.2.99
+a.b.deep IN TXT \"ent above\"
+child	IN NS ns.child
+ns.child IN A 192.0.2.77
+";
+
+    fn n(s: &str) -> Name {
+        Name::from_ascii(s).unwrap()
+    }
+
+    fn zone() -> ZoneData {
+        ZoneData::parse(ZONE, Path::new("db.example.org"), &n("example.org.")).unwrap()
+    }
+
+    fn show(records: &[Record]) -> Vec<String> {
+        records
+            .iter()
+            .map(|r| format!("{} {} {}", r.name, r.record_type(), r.data))
+            .collect()
+    }
+
+    fn answer(
+        z: &ZoneData,
+        name: &str,
+        qtype: RecordType,
+    ) -> (ResponseCode, Vec<String>, Vec<String>, Vec<String>, Option<Name>) {
+        match z.lookup(&n(name), qtype) {
+            Lookup::Answer {
+                rcode,
+                answers,
+                authority,
+                additional,
+                chase,
+            } => (rcode, show(&answers), show(&authority), show(&additional), chase),
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn answers_as_rfc_1034_says() {
+        let z = zone();
+        assert_eq!(z.serial(), 2017042745);
+        let (rcode, ans, auth, _, _) = answer(&z, "WWW.example.org.", RecordType::A);
+        assert_eq!(rcode, ResponseCode::NoError);
+        assert_eq!(ans, ["WWW.example.org. A 127.0.0.1"]);
+        assert_eq!(auth.len(), 2, "apex NS: {auth:?}");
+        // NODATA and NXDOMAIN carry the SOA, its TTL capped at MINIMUM.
+        for (name, qtype, want) in [
+            ("www.example.org.", RecordType::MX, ResponseCode::NoError),
+            ("nosuch.example.org.", RecordType::A, ResponseCode::NXDomain),
+            ("deep.example.org.", RecordType::A, ResponseCode::NoError),
+            ("b.deep.example.org.", RecordType::TXT, ResponseCode::NoError),
+        ] {
+            let (rcode, ans, _, _, _) = answer(&z, name, qtype);
+            assert_eq!((rcode, ans.len()), (want, 0), "{name}");
+            let Lookup::Answer { authority, .. } = z.lookup(&n(name), qtype) else {
+                unreachable!()
+            };
+            assert_eq!(authority[0].ttl, 300);
+            assert_eq!(authority[0].record_type(), RecordType::SOA);
+        }
+        // CNAME followed in the zone; outside it, left to the chain.
+        let (_, ans, _, _, chase) = answer(&z, "alias.example.org.", RecordType::AAAA);
+        assert_eq!(
+            ans,
+            [
+                "alias.example.org. CNAME www.example.org.",
+                "www.example.org. AAAA ::1"
+            ]
+        );
+        assert_eq!(chase, None);
+        let (_, ans, _, _, chase) = answer(&z, "away.example.org.", RecordType::A);
+        assert_eq!(ans, ["away.example.org. CNAME www.example.net."]);
+        assert_eq!(chase, Some(n("www.example.net.")));
+        let (_, ans, _, _, _) = answer(&z, "alias.example.org.", RecordType::CNAME);
+        assert_eq!(ans, ["alias.example.org. CNAME www.example.org."]);
+        let (rcode, ans, _, _, _) = answer(&z, "loop1.example.org.", RecordType::A);
+        assert_eq!((rcode, ans.len()), (ResponseCode::NoError, MAX_CNAMES + 1));
+        // MX target's address in additional; wildcard with the asked name as owner.
+        let (_, _, _, add, _) = answer(&z, "mail.example.org.", RecordType::MX);
+        assert_eq!(add, ["mx.example.org. A 192.0.2.25"]);
+        let (_, ans, _, _, _) = answer(&z, "x.y.wild.example.org.", RecordType::A);
+        assert_eq!(ans, ["x.y.wild.example.org. A 192.0.2.99"]);
+        let (rcode, ans, _, _, _) = answer(&z, "x.wild.example.org.", RecordType::MX);
+        assert_eq!((rcode, ans.len()), (ResponseCode::NoError, 0));
+        // The apex NS answer has its glue and no authority.
+        let (_, ans, auth, add, _) = answer(&z, "example.org.", RecordType::NS);
+        assert_eq!(ans.len(), 2);
+        assert!(auth.is_empty());
+        assert_eq!(add, ["ns1.example.org. A 192.0.2.53"]);
+    }
+
+    #[test]
+    fn below_a_cut_is_a_referral_with_glue() {
+        let z = zone();
+        for name in [
+            "child.example.org.",
+            "www.child.example.org.",
+            "ns.child.example.org.",
+        ] {
+            match z.lookup(&n(name), RecordType::A) {
+                Lookup::Referral {
+                    answers,
+                    authority,
+                    additional,
+                } => {
+                    assert!(answers.is_empty());
+                    assert_eq!(show(&authority), ["child.example.org. NS ns.child.example.org."]);
+                    assert_eq!(show(&additional), ["ns.child.example.org. A 192.0.2.77"]);
+                }
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_their_line() {
+        let bad = ZONE.replace("mx\tIN A 192.0.2.25", "mx\tIN A 192.0.2.256");
+        let e = ZoneData::parse(&bad, Path::new("db.example.org"), &n("example.org.")).unwrap_err();
+        assert!(e.to_string().starts_with("db.example.org:13: "), "{e}");
+        let e = ZoneData::parse("www IN A 192.0.2.1\n", Path::new("db"), &n("example.org.")).unwrap_err();
+        assert_eq!(e.to_string(), "db: no SOA record for the zone example.org.");
+        let e = ZoneData::parse(
+            "@ IN SOA a. b. 1 2 3 4 5\nwww.example.net. IN A 192.0.2.1\n",
+            Path::new("db"),
+            &n("example.org."),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "db: www.example.net. is outside the zone example.org."
+        );
+        // No TTL anywhere: an hour.
+        let z = ZoneData::parse(
+            "@ IN SOA a. b. 1 2 3 4 5\nwww IN A 192.0.2.1\n",
+            Path::new("db"),
+            &n("example.org."),
+        )
+        .unwrap();
+        let Lookup::Answer { answers, .. } = z.lookup(&n("www.example.org."), RecordType::A) else {
+            unreachable!()
+        };
+        assert_eq!(answers[0].ttl, DEFAULT_TTL);
+    }
+}

@@ -1,0 +1,178 @@
+//! `file` (CoreDNS's README example zone, served with real `dig`): authoritative answers with
+//! the apex NS, NXDOMAIN and NODATA with the SOA, a wildcard, a referral below a zone cut
+//! (not authoritative), a CNAME out of the zone completed by the rest of the chain, and an
+//! edited zone file picked up without a restart once its serial grows (and not before). A
+//! zone file that does not parse stops `--check` at its own line.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support;
+
+/// The README's zone, with `www`'s address and the serial as given.
+fn zone(serial: u32, www: &str) -> String {
+    format!(
+        "$ORIGIN example.org.
+@\t3600 IN\tSOA sns.dns.icann.org. noc.dns.icann.org. {serial} 7200 3600 1209600 3600
+\t3600 IN NS a.iana-servers.net.
+\t3600 IN NS b.iana-servers.net.
+
+www     IN A     {www}
+        IN AAAA  ::1
+*.wild  IN A     192.0.2.99
+away    IN CNAME www.example.net.
+child   IN NS    ns.child
+ns.child IN A    192.0.2.77
+"
+    )
+}
+
+fn write(dir: &Path, text: &str) {
+    // Written aside and renamed, so the reload never reads half a file.
+    std::fs::write(dir.join("db.tmp"), text).unwrap();
+    std::fs::rename(dir.join("db.tmp"), dir.join("db.example.org")).unwrap();
+}
+
+async fn dig(addr: SocketAddr, args: &[&str]) -> String {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        support::dig(addr, &args)
+    })
+    .await
+    .unwrap()
+}
+
+/// `www.example.org`'s address once it is `want`, asking every 200 ms for up to 10 s; the last
+/// one seen otherwise.
+async fn address_soon(addr: SocketAddr, want: &str) -> String {
+    let mut served = String::new();
+    for _ in 0..50 {
+        served = dig(addr, &["+short", "www.example.org"]).await.trim().to_owned();
+        if served == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    served
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_the_zone_and_follows_the_file() {
+    let dir = support::temp_dir("file");
+    write(&dir, &zone(2017042745, "127.0.0.1"));
+    let corefile = ".:0 {\n bind 127.0.0.1\n hosts {\n  192.0.2.80 www.example.net\n  fallthrough\n }\n file db.example.org example.org {\n  reload 1s\n }\n}\n";
+    let running = support::start(corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+
+    let out = dig(addr, &["www.example.org", "A"]).await;
+    assert_eq!(support::dig_status(&out), "NOERROR", "{out}");
+    assert!(out.contains("flags: qr aa rd;"), "{out}");
+    let records = support::dig_records(&out);
+    assert!(
+        records.contains(&"www.example.org. 3600 IN A 127.0.0.1".to_owned()),
+        "{out}"
+    );
+    assert!(
+        records.contains(&"example.org. 3600 IN NS a.iana-servers.net.".to_owned()),
+        "{out}"
+    );
+    let out = dig(addr, &["+short", "www.example.org", "AAAA"]).await;
+    assert_eq!(out.trim(), "::1");
+
+    for (name, qtype, status) in [
+        ("nosuch.example.org", "A", "NXDOMAIN"),
+        ("www.example.org", "MX", "NOERROR"),
+    ] {
+        let out = dig(addr, &[name, qtype]).await;
+        assert_eq!(support::dig_status(&out), status, "{out}");
+        assert!(out.contains("ANSWER: 0, AUTHORITY: 1"), "{out}");
+        assert!(
+            out.contains("example.org.\t\t3600\tIN\tSOA\tsns.dns.icann.org. noc.dns.icann.org."),
+            "{out}"
+        );
+    }
+
+    let out = dig(addr, &["+short", "a.b.wild.example.org"]).await;
+    assert_eq!(out.trim(), "192.0.2.99");
+    // The CNAME's target is outside the zone: the chain (hosts) completes it.
+    let out = dig(addr, &["+noall", "+answer", "away.example.org"]).await;
+    assert_eq!(
+        support::dig_records(&out),
+        [
+            "away.example.org. 3600 IN CNAME www.example.net.",
+            "www.example.net. 3600 IN A 192.0.2.80"
+        ],
+        "{out}"
+    );
+    // Below the cut: a referral, not authoritative, with the glue.
+    let out = dig(addr, &["host.child.example.org", "A"]).await;
+    assert_eq!(support::dig_status(&out), "NOERROR", "{out}");
+    assert!(out.contains("flags: qr rd;"), "{out}");
+    assert!(out.contains("ANSWER: 0, AUTHORITY: 1, ADDITIONAL: 2"), "{out}");
+    assert!(
+        out.contains("ns.child.example.org.\t3600\tIN\tA\t192.0.2.77"),
+        "{out}"
+    );
+
+    // Edited without a new serial: not read again (CoreDNS reloads on a serial increase).
+    write(&dir, &zone(2017042745, "127.0.0.2"));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        dig(addr, &["+short", "www.example.org"]).await.trim(),
+        "127.0.0.1"
+    );
+    // With one: served within a few reload periods, without a restart.
+    write(&dir, &zone(2017042746, "127.0.0.3"));
+    assert_eq!(address_soon(addr, "127.0.0.3").await, "127.0.0.3");
+    // A broken edit keeps the zone served as it was.
+    write(
+        &dir,
+        "$ORIGIN example.org.\n@ 3600 IN SOA a. b. 2017042747 1 1 1 1\nwww IN A 300.0.0.1\n",
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        dig(addr, &["+short", "www.example.org"]).await.trim(),
+        "127.0.0.3"
+    );
+    running.stop().await.unwrap();
+}
+
+#[test]
+fn a_zone_file_that_does_not_parse_is_refused_at_its_line() {
+    let dir = support::temp_dir("file-check");
+    std::fs::write(
+        dir.join("db.example.org"),
+        zone(1, "127.0.0.1").replace("*.wild  IN A     192.0.2.99", "*.wild  IN A     192.0.2.999"),
+    )
+    .unwrap();
+    let e = support::check_corefile(&dir, "example.org {\n file db.example.org\n}\n").unwrap_err();
+    assert!(
+        e.contains("Corefile:2: file: ") && e.contains("db.example.org:8: "),
+        "{e}"
+    );
+    // A missing file: an error at its line when it will never be read (`reload 0`); otherwise
+    // the zone answers SERVFAIL until the file appears, as in CoreDNS.
+    let e = support::check_corefile(&dir, "example.org {\n file db.none {\n  reload 0\n }\n}\n").unwrap_err();
+    assert!(
+        e.contains("Corefile:2: file: ") && e.contains("db.none: No such file"),
+        "{e}"
+    );
+    support::check_corefile(&dir, "example.org {\n file db.none\n}\n").unwrap();
+}
+
+/// A zone file missing at start (with `reload` on): SERVFAIL for the zone's names until it
+/// appears, then its answers, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_zone_file_is_served_once_it_appears() {
+    let dir = support::temp_dir("file-late");
+    let corefile = ".:0 {\n bind 127.0.0.1\n file db.example.org example.org {\n  reload 1s\n }\n}\n";
+    let running = support::start(corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let out = dig(addr, &["www.example.org"]).await;
+    assert_eq!(support::dig_status(&out), "SERVFAIL", "{out}");
+    write(&dir, &zone(1, "127.0.0.9"));
+    assert_eq!(address_soon(addr, "127.0.0.9").await, "127.0.0.9");
+    running.stop().await.unwrap();
+}
