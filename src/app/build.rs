@@ -58,6 +58,17 @@ pub struct BuildEnv<'a> {
     pub hostname: &'a str,
 }
 
+/// What a listener is bound and served with, beside its router.
+#[derive(Debug, Clone, Default)]
+pub struct ListenOptions {
+    /// Its certificate (`tls://`, `https://`).
+    pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    /// Its stream connection bounds (`timeouts`).
+    pub stream: Option<StreamTimeouts>,
+    /// Its UDP socket count (`multisocket`).
+    pub udp_sockets: Option<usize>,
+}
+
 /// What one configuration runs: its routing tables and chains, and what its blocks acquired.
 #[derive(Debug)]
 pub struct Generation {
@@ -71,6 +82,9 @@ pub struct Generation {
     /// The stream connection bounds of each listen address whose blocks set them
     /// (`timeouts`; the first block's).
     pub stream: BTreeMap<ListenKey, StreamTimeouts>,
+    /// The UDP socket count of each listen address whose blocks set one (`multisocket`; the
+    /// first block's).
+    pub udp_sockets: BTreeMap<ListenKey, usize>,
     /// One chain per server block, in block order.
     pub chains: Vec<Chain>,
     /// The observers of every block (their background work starts with the generation).
@@ -97,6 +111,15 @@ impl Generation {
             .flat_map(|c| c.plugins().iter().cloned())
             .map(|p| Arc::new(PluginReady(p)) as Arc<dyn ReadinessCheck>)
             .collect()
+    }
+
+    /// What the listener of `key` is bound and served with, from its blocks' settings.
+    pub fn listen_options(&self, key: &ListenKey) -> ListenOptions {
+        ListenOptions {
+            tls: self.tls.get(key).cloned(),
+            stream: self.stream.get(key).copied(),
+            udp_sockets: self.udp_sockets.get(key).copied(),
+        }
     }
 
     /// Holds until every plugin that asks for it ([`Plugin::startup_wait`]) is ready, each
@@ -194,6 +217,7 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
     let mut routers: BTreeMap<ListenKey, Router> = BTreeMap::new();
     let mut tls = BTreeMap::new();
     let mut stream = BTreeMap::new();
+    let mut udp_sockets = BTreeMap::new();
     let mut chains = Vec::new();
     let mut all_observers = Vec::new();
     let mut acquired = Vec::new();
@@ -209,6 +233,11 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
         if let Some(t) = block.settings.stream {
             for key in &keys {
                 stream.entry(*key).or_insert(t);
+            }
+        }
+        if let Some(n) = block.settings.udp_sockets {
+            for key in &keys {
+                udp_sockets.entry(*key).or_insert(n);
             }
         }
         let mut capabilities = Capabilities::default();
@@ -271,6 +300,7 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
         routers,
         tls,
         stream,
+        udp_sockets,
         chains,
         observers: all_observers,
         acquired,

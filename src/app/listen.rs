@@ -3,14 +3,13 @@
 //! ([`crate::chain::HttpRoute`]) with what runs beside them.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use super::build::{ListenKey, server_label};
+use super::build::{ListenKey, ListenOptions, server_label};
 use super::error::StartError;
 use super::state::{HttpListener, Listener, Shared};
-use crate::chain::{HttpCtx, HttpRoute, StreamTimeouts};
+use crate::chain::{HttpCtx, HttpRoute};
 use crate::corefile::Scheme;
 use crate::server::tcp::{StreamProtocol, TcpLimits};
 use crate::server::{self, Router, ServerError};
@@ -35,12 +34,19 @@ fn stream_protocol(key: &ListenKey, tls: Option<&tokio_rustls::rustls::ServerCon
     }
 }
 
-async fn bind_dns(key: ListenKey, protocol: StreamProtocol) -> Result<server::Listeners, ServerError> {
+async fn bind_dns(
+    key: ListenKey,
+    protocol: StreamProtocol,
+    udp_sockets: Option<usize>,
+) -> Result<server::Listeners, ServerError> {
     let bind = |addr: SocketAddr| {
         let protocol = protocol.clone();
         async move {
             match key.2 {
-                Scheme::Dns => server::bind(addr).await,
+                Scheme::Dns => match udp_sockets {
+                    Some(n) => server::bind_with(addr, n).await,
+                    None => server::bind(addr).await,
+                },
                 Scheme::Tls | Scheme::Https => server::bind_stream(addr, protocol).await,
             }
         }
@@ -59,12 +65,11 @@ async fn bind_dns(key: ListenKey, protocol: StreamProtocol) -> Result<server::Li
 pub(super) async fn listen(
     key: ListenKey,
     router: Router,
-    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
-    stream: Option<StreamTimeouts>,
+    options: ListenOptions,
     tcp: &TcpMetrics,
 ) -> Result<Listener, ServerError> {
-    let protocol = stream_protocol(&key, tls.as_deref());
-    let sockets = bind_dns(key, protocol.clone()).await?;
+    let protocol = stream_protocol(&key, options.tls.as_deref());
+    let sockets = bind_dns(key, protocol.clone(), options.udp_sockets).await?;
     let addr = sockets.local_addr().map_err(|source| ServerError::Bind {
         addr: format!("{key:?}"),
         source,
@@ -86,7 +91,7 @@ pub(super) async fn listen(
         metrics: Some(tcp.listener(&server_label(&key))),
         ..TcpLimits::from_env()
     };
-    if let Some(t) = stream {
+    if let Some(t) = options.stream {
         tcp_limits.message_deadline = t.read.unwrap_or(tcp_limits.message_deadline);
         tcp_limits.write_timeout = t.write.unwrap_or(tcp_limits.write_timeout);
         tcp_limits.idle_timeout = t.idle.unwrap_or(tcp_limits.idle_timeout);

@@ -201,11 +201,9 @@ pub async fn start_with_port(config: &Config, default_port: u16) -> Result<Runni
     generation.wait_for_startup().await;
     let mut listeners = BTreeMap::new();
     for (key, router) in &generation.routers {
-        let tls = generation.tls.get(key).cloned();
-        let stream = generation.stream.get(key).copied();
         listeners.insert(
             *key,
-            listen(*key, router.clone(), tls, stream, &shared.tcp).await?,
+            listen(*key, router.clone(), generation.listen_options(key), &shared.tcp).await?,
         );
     }
     let mut http = Vec::new();

@@ -140,11 +140,15 @@ pub(super) async fn apply(inner: &Inner, config: Config) -> Result<(), StartErro
     let mut fresh = BTreeMap::new();
     for (key, router) in &generation.routers {
         if !running_keys.contains(key) {
-            let tls = generation.tls.get(key).cloned();
-            let stream = generation.stream.get(key).copied();
             fresh.insert(
                 *key,
-                listen(*key, router.clone(), tls, stream, &inner.shared.tcp).await?,
+                listen(
+                    *key,
+                    router.clone(),
+                    generation.listen_options(key),
+                    &inner.shared.tcp,
+                )
+                .await?,
             );
         }
     }

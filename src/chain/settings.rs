@@ -113,6 +113,10 @@ pub struct BlockSettings {
     /// Its listeners' stream connection bounds (`timeouts`); the first block of a listen
     /// address that has them sets them for the address.
     pub stream: Option<StreamTimeouts>,
+    /// How many UDP sockets its listeners bind on their port with `SO_REUSEPORT`, each served
+    /// by its own worker (`multisocket`); the first block of a listen address that sets it
+    /// decides. `None`: one per CPU.
+    pub udp_sockets: Option<usize>,
 }
 
 impl Default for BlockSettings {
@@ -128,6 +132,7 @@ impl Default for BlockSettings {
             http: Vec::new(),
             filter: None,
             stream: None,
+            udp_sockets: None,
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod log;
 pub mod loop_detect;
 pub mod metrics;
 pub mod minimal;
+pub mod multisocket;
 pub mod nsid;
 pub mod ready;
 pub mod registry;

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use super::{
     acl, any, autopath, bind, bufsize, cache, chaos, debug, dns64, errors, file, forward, health, hosts,
-    k8s_external, kubernetes, loadbalance, log, loop_detect, metrics, minimal, nsid, ready, reload, rewrite,
-    template, timeouts, tls, view, whoami,
+    k8s_external, kubernetes, loadbalance, log, loop_detect, metrics, minimal, multisocket, nsid, ready,
+    reload, rewrite, template, timeouts, tls, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -66,6 +66,7 @@ pub fn register_families(metrics: &DnsMetrics) -> Result<(), prometheus::Error> 
 pub const PLUGINS: &[Entry] = &[
     entry("tls", tls::setup),
     entry("timeouts", timeouts::setup),
+    entry("multisocket", multisocket::setup),
     entry("reload", reload::setup),
     entry("nsid", nsid::setup),
     entry("bufsize", bufsize::setup),
@@ -124,7 +125,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("etcd", "the etcd plugin"),
     ("pprof", "the pprof plugin"),
     ("dnstap", "the dnstap plugin"),
-    ("multisocket", "the multisocket plugin"),
 ];
 
 /// Directives CoreDNS itself removed: a Corefile written for an old CoreDNS gets the

@@ -29,6 +29,7 @@ mod loadbalance;
 mod memo;
 mod minimal;
 mod monitoring;
+mod multisocket;
 mod nsid;
 mod privileges;
 mod serve_tls;
