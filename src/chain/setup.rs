@@ -189,3 +189,23 @@ pub fn find_configured<'a, T: Configured>(
 pub fn previous<'a, T: Configured>(ctx: &SetupCtx<'a>) -> Option<&'a T> {
     ctx.previous.and_then(|p| (p as &dyn Any).downcast_ref::<T>())
 }
+
+/// For setups' unit tests: `text` (a directive line, maybe with its block) set up by `setup`
+/// as the only directive of a `.:53` block in `Corefile`, with no zones, the folder `.` and
+/// no earlier use; the configured value, or the error as a user reads it.
+#[cfg(test)]
+pub fn set_up(text: &str, setup: Setup) -> Result<Arc<dyn Configured>, String> {
+    let cf = crate::corefile::Corefile::parse_str(&format!(".:53 {{\n{text}\n}}\n"), Path::new("Corefile"))
+        .map_err(|e| e.to_string())?;
+    let d = cf
+        .blocks
+        .first()
+        .and_then(|b| b.directives.first())
+        .ok_or("no directive")?;
+    let ctx = SetupCtx {
+        zones: &[],
+        dir: Path::new("."),
+        previous: None,
+    };
+    setup(d, &ctx).map_err(|e| e.to_string())
+}

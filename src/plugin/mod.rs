@@ -13,6 +13,7 @@ pub mod debug;
 pub mod dns64;
 pub mod errors;
 pub mod forward;
+pub mod header;
 pub mod health;
 pub mod hosts;
 pub mod k8s_external;

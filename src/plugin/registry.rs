@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use super::{
-    acl, any, autopath, bind, bufsize, cache, chaos, debug, dns64, errors, forward, health, hosts,
+    acl, any, autopath, bind, bufsize, cache, chaos, debug, dns64, errors, forward, header, health, hosts,
     k8s_external, kubernetes, loadbalance, log, loop_detect, metrics, minimal, nsid, ready, reload, rewrite,
     template, timeouts, tls, view, whoami,
 };
@@ -89,6 +89,8 @@ pub const PLUGINS: &[Entry] = &[
     with_families("autopath", autopath::setup::setup, autopath::families),
     with_families("acl", acl::setup::setup, acl::families),
     with_families("cache", cache::setup::setup, cache::families),
+    // After the cache, as in CoreDNS: the cache keeps the replies it edited.
+    entry("header", header::setup::setup),
     entry("minimal", minimal::setup::setup),
     with_families("template", template::setup::setup, template::families),
     entry("hosts", hosts::setup::setup),
@@ -113,7 +115,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("root", "the root plugin"),
     ("trace", "the trace plugin"),
     ("geoip", "the geoip plugin"),
-    ("header", "the header plugin"),
     ("cancel", "the cancel plugin"),
     ("sign", "the sign plugin"),
     ("grpc", "the grpc plugin"),

@@ -20,6 +20,7 @@ mod dropin;
 mod forward;
 mod fuzz_corpus;
 mod harness;
+mod header;
 mod image;
 mod k8s_external;
 mod keys;
