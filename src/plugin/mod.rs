@@ -19,6 +19,7 @@ pub mod hosts;
 pub mod k8s_external;
 pub mod kubernetes;
 pub mod loadbalance;
+pub mod local;
 pub mod log;
 pub mod loop_detect;
 pub mod metrics;

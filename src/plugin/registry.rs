@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use super::{
     acl, any, autopath, bind, bufsize, cache, chaos, debug, dns64, errors, forward, header, health, hosts,
-    k8s_external, kubernetes, loadbalance, log, loop_detect, metrics, minimal, nsid, ready, reload, rewrite,
-    template, timeouts, tls, view, whoami,
+    k8s_external, kubernetes, loadbalance, local, log, loop_detect, metrics, minimal, nsid, ready, reload,
+    rewrite, template, timeouts, tls, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -76,6 +76,7 @@ pub const PLUGINS: &[Entry] = &[
     entry("prometheus", metrics::setup),
     entry("errors", errors::setup),
     entry("log", log::setup),
+    with_families("local", local::setup::setup, local::families),
     with_families("dns64", dns64::setup::setup, dns64::families),
     entry("any", any::setup::setup),
     entry("chaos", chaos::setup::setup),
@@ -110,7 +111,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("secondary", "the secondary plugin"),
     ("transfer", "zone transfer"),
     ("dnssec", "DNSSEC signing"),
-    ("local", "the local plugin"),
     ("metadata", "the metadata plugin"),
     ("root", "the root plugin"),
     ("trace", "the trace plugin"),

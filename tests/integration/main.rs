@@ -25,6 +25,7 @@ mod image;
 mod k8s_external;
 mod keys;
 mod layers;
+mod local;
 mod memo;
 mod minimal;
 mod monitoring;
