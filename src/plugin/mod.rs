@@ -8,6 +8,7 @@ pub mod autopath;
 pub mod bind;
 pub mod bufsize;
 pub mod cache;
+pub mod cancel;
 pub mod chaos;
 pub mod debug;
 pub mod dns64;

@@ -12,9 +12,9 @@
 use std::sync::Arc;
 
 use super::{
-    acl, any, autopath, bind, bufsize, cache, chaos, debug, dns64, errors, forward, header, health, hosts,
-    k8s_external, kubernetes, loadbalance, local, log, loop_detect, metrics, minimal, nsid, ready, reload,
-    rewrite, template, timeouts, tls, view, whoami,
+    acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, errors, forward, header, health,
+    hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metrics, minimal, nsid, ready,
+    reload, rewrite, template, timeouts, tls, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -64,6 +64,8 @@ pub fn register_families(metrics: &DnsMetrics) -> Result<(), prometheus::Error> 
 /// Every implemented directive, in chain order (CoreDNS's `plugin.cfg`). Directives outside the
 /// query path keep their place too, so `coredns_plugin_enabled` and `--check` list them alike.
 pub const PLUGINS: &[Entry] = &[
+    // First of the query path, as in CoreDNS: it bounds every plugin after it.
+    entry("cancel", cancel::setup::setup),
     entry("tls", tls::setup),
     entry("timeouts", timeouts::setup),
     entry("reload", reload::setup),
@@ -115,7 +117,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("root", "the root plugin"),
     ("trace", "the trace plugin"),
     ("geoip", "the geoip plugin"),
-    ("cancel", "the cancel plugin"),
     ("sign", "the sign plugin"),
     ("grpc", "the grpc plugin"),
     ("erratic", "the erratic plugin"),
