@@ -32,8 +32,8 @@ use crate::telemetry::DnsMetrics;
 pub struct SetupCtx<'a> {
     /// The block's zones, lower-case and absolute.
     pub zones: &'a [String],
-    /// The Corefile's folder: relative paths (manifests, hosts files, TLS files, resolv.conf)
-    /// are read from it.
+    /// The folder relative paths (manifests, hosts files, TLS files, resolv.conf) are read
+    /// from: the Corefile's, or the block's `root` ([`Configured::files_dir`]).
     pub dir: &'a Path,
     /// What an earlier use of the same directive in this block configured (the plugins that
     /// may be used more than once, such as `rewrite`, fold it in; the others refuse).
@@ -131,6 +131,13 @@ pub struct NamedFile {
 pub trait Configured: Any + Send + Sync + fmt::Debug {
     /// Writes what it sets for the server running its block into `settings`. Default: nothing.
     fn configure(&self, _settings: &mut BlockSettings) {}
+
+    /// The folder the setups of its block read relative file paths from, when it sets one
+    /// (`root`; the registry sets such directives up before the rest of their block). Default:
+    /// none, the Corefile's folder stays.
+    fn files_dir(&self) -> Option<&Path> {
+        None
+    }
 
     /// Acquires its long-lived resources (from [`AcquireCtx::resources`], so they outlive a
     /// reload that keeps them) and returns what it offers the other plugins of its block.

@@ -30,6 +30,7 @@ pub mod ready;
 pub mod registry;
 pub mod reload;
 pub mod rewrite;
+pub mod root;
 pub mod template;
 pub mod timeouts;
 pub mod tls;

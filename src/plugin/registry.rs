@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::{
     acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, errors, forward, header, health,
     hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metrics, minimal, nsid, ready,
-    reload, rewrite, template, timeouts, tls, view, whoami,
+    reload, rewrite, root, template, timeouts, tls, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -32,6 +32,9 @@ pub struct Entry {
     pub setup: Setup,
     /// Its own metric families, if it has some.
     pub families: Option<RegisterFamilies>,
+    /// It is set up before the rest of its block, wherever it is written: the others' setups
+    /// read what it configures (`root`'s folder, [`crate::chain::Configured::files_dir`]).
+    pub first: bool,
 }
 
 const fn entry(name: &'static str, setup: Setup) -> Entry {
@@ -39,6 +42,7 @@ const fn entry(name: &'static str, setup: Setup) -> Entry {
         name,
         setup,
         families: None,
+        first: false,
     }
 }
 
@@ -47,7 +51,22 @@ const fn with_families(name: &'static str, setup: Setup, families: RegisterFamil
         name,
         setup,
         families: Some(families),
+        first: false,
     }
+}
+
+const fn set_up_first(name: &'static str, setup: Setup) -> Entry {
+    Entry {
+        name,
+        setup,
+        families: None,
+        first: true,
+    }
+}
+
+/// True when directive `name` is set up before the rest of its block ([`Entry::first`]).
+pub fn sets_up_first(name: &str) -> bool {
+    lookup(name).is_some_and(|e| e.first)
 }
 
 /// Registers every plugin's metric families (CoreDNS registers its plugins' at start-up, so
@@ -64,6 +83,9 @@ pub fn register_families(metrics: &DnsMetrics) -> Result<(), prometheus::Error> 
 /// Every implemented directive, in chain order (CoreDNS's `plugin.cfg`). Directives outside the
 /// query path keep their place too, so `coredns_plugin_enabled` and `--check` list them alike.
 pub const PLUGINS: &[Entry] = &[
+    // First in CoreDNS's order, and set up first: every file path of the block is read from
+    // its folder.
+    set_up_first("root", root::setup),
     // First of the query path, as in CoreDNS: it bounds every plugin after it.
     entry("cancel", cancel::setup::setup),
     entry("tls", tls::setup),
@@ -114,7 +136,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("transfer", "zone transfer"),
     ("dnssec", "DNSSEC signing"),
     ("metadata", "the metadata plugin"),
-    ("root", "the root plugin"),
     ("trace", "the trace plugin"),
     ("geoip", "the geoip plugin"),
     ("sign", "the sign plugin"),

@@ -32,6 +32,7 @@ mod minimal;
 mod monitoring;
 mod nsid;
 mod privileges;
+mod root;
 mod serve_tls;
 mod support;
 mod tcp_limits;
