@@ -161,14 +161,24 @@ impl Config {
                 }
             }
             let mut plugins: Vec<(&'static str, Arc<dyn Configured>)> = Vec::new();
-            for d in &block.directives {
+            // Relative paths are read from the Corefile's folder, or from the one a directive
+            // of the block sets (`root`); those are set up first, wherever they are written.
+            let mut files_dir = dir.clone();
+            let (first, rest): (Vec<_>, Vec<_>) = block
+                .directives
+                .iter()
+                .partition(|d| registry::sets_up_first(&d.name.text));
+            for d in first.into_iter().chain(rest) {
                 let at = plugins.iter().position(|(n, _)| *n == d.name.text);
                 let ctx = SetupCtx {
                     zones: &all_zones,
-                    dir: &dir,
+                    dir: &files_dir,
                     previous: at.and_then(|i| plugins.get(i)).map(|(_, c)| c.as_ref()),
                 };
                 let value = registry::setup(d, &ctx)?;
+                if let Some(moved) = value.files_dir() {
+                    files_dir = moved.to_path_buf();
+                }
                 let name = registry::lookup(&d.name.text).map_or("", |e| e.name);
                 match at.and_then(|i| plugins.get_mut(i)) {
                     Some(slot) => slot.1 = value,

@@ -111,6 +111,8 @@ pub struct Forwarded {
     pub authentic_data: bool,
     /// The upstream's TC bit (set only when even its TCP answer was cut).
     pub truncated: bool,
+    /// Header bits a plugin set or cleared after the upstream answered (`header`).
+    pub flags: FlagEdit,
     /// Answer section.
     pub answers: Vec<Record>,
     /// Authority section.
@@ -291,6 +293,55 @@ pub struct Answer {
     /// template's CNAME) whose records should follow the CNAME: the rest of the chain is asked
     /// for it (`chain::Next::chase`) when a plugin that may reach an upstream follows.
     pub chase_target: Option<Name>,
+    /// Header bits a plugin set or cleared after it was written (`header`).
+    pub flags: FlagEdit,
+}
+
+impl Answer {
+    /// An answer with `rcode` and empty sections, to fill in.
+    pub fn empty(rcode: ResponseCode) -> Self {
+        Self {
+            rcode,
+            answers: Records::default(),
+            authority: Vec::new(),
+            additional: Vec::new(),
+            chase_target: None,
+            flags: FlagEdit::KEEP,
+        }
+    }
+}
+
+/// Header bits of a reply set or cleared after it was written (`header`'s rules), which the
+/// server applies over the ones it writes for the reply's kind (AA=1 and RA=0 for an
+/// [`Answer`], the upstream's RA for a [`Forwarded`], the client's RD). `None` keeps the
+/// server's. Stores that keep a reply (the cache) keep its edit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlagEdit {
+    /// The AA bit.
+    pub authoritative: Option<bool>,
+    /// The RA bit.
+    pub recursion_available: Option<bool>,
+    /// The RD bit.
+    pub recursion_desired: Option<bool>,
+}
+
+impl FlagEdit {
+    /// No bit changed.
+    pub const KEEP: Self = Self {
+        authoritative: None,
+        recursion_available: None,
+        recursion_desired: None,
+    };
+
+    /// `self`, then `later` over it (a later rule wins).
+    #[must_use]
+    pub fn then(self, later: Self) -> Self {
+        Self {
+            authoritative: later.authoritative.or(self.authoritative),
+            recursion_available: later.recursion_available.or(self.recursion_available),
+            recursion_desired: later.recursion_desired.or(self.recursion_desired),
+        }
+    }
 }
 
 /// Something answers are made from that counts its changes (the cluster zone): a response made

@@ -43,6 +43,8 @@ pub use resources::{Acquired, Resources};
 pub use settings::{
     Beside, BlockFilter, BlockSettings, HttpCtx, HttpRoute, MakeRouter, ReloadSettings, StreamTimeouts,
 };
+#[cfg(test)]
+pub use setup::set_up;
 pub use setup::{
     AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Configured, NamedFile, Setup, SetupCtx,
     find_configured, previous,

@@ -32,8 +32,8 @@ use crate::telemetry::DnsMetrics;
 pub struct SetupCtx<'a> {
     /// The block's zones, lower-case and absolute.
     pub zones: &'a [String],
-    /// The Corefile's folder: relative paths (manifests, hosts files, TLS files, resolv.conf)
-    /// are read from it.
+    /// The folder relative paths (manifests, hosts files, TLS files, resolv.conf) are read
+    /// from: the Corefile's, or the block's `root` ([`Configured::files_dir`]).
     pub dir: &'a Path,
     /// What an earlier use of the same directive in this block configured (the plugins that
     /// may be used more than once, such as `rewrite`, fold it in; the others refuse).
@@ -132,6 +132,13 @@ pub trait Configured: Any + Send + Sync + fmt::Debug {
     /// Writes what it sets for the server running its block into `settings`. Default: nothing.
     fn configure(&self, _settings: &mut BlockSettings) {}
 
+    /// The folder the setups of its block read relative file paths from, when it sets one
+    /// (`root`; the registry sets such directives up before the rest of their block). Default:
+    /// none, the Corefile's folder stays.
+    fn files_dir(&self) -> Option<&Path> {
+        None
+    }
+
     /// Acquires its long-lived resources (from [`AcquireCtx::resources`], so they outlive a
     /// reload that keeps them) and returns what it offers the other plugins of its block.
     /// Default: nothing.
@@ -188,4 +195,24 @@ pub fn find_configured<'a, T: Configured>(
 /// The `previous` use of a directive whose setup folds repeated uses, as its own type.
 pub fn previous<'a, T: Configured>(ctx: &SetupCtx<'a>) -> Option<&'a T> {
     ctx.previous.and_then(|p| (p as &dyn Any).downcast_ref::<T>())
+}
+
+/// For setups' unit tests: `text` (a directive line, maybe with its block) set up by `setup`
+/// as the only directive of a `.:53` block in `Corefile`, with no zones, the folder `.` and
+/// no earlier use; the configured value, or the error as a user reads it.
+#[cfg(test)]
+pub fn set_up(text: &str, setup: Setup) -> Result<Arc<dyn Configured>, String> {
+    let cf = crate::corefile::Corefile::parse_str(&format!(".:53 {{\n{text}\n}}\n"), Path::new("Corefile"))
+        .map_err(|e| e.to_string())?;
+    let d = cf
+        .blocks
+        .first()
+        .and_then(|b| b.directives.first())
+        .ok_or("no directive")?;
+    let ctx = SetupCtx {
+        zones: &[],
+        dir: Path::new("."),
+        previous: None,
+    };
+    setup(d, &ctx).map_err(|e| e.to_string())
 }

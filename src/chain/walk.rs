@@ -590,6 +590,7 @@ mod tests {
             authority: Vec::new(),
             additional: Vec::new(),
             chase_target: None,
+            flags: crate::proto::FlagEdit::KEEP,
         })
     }
 

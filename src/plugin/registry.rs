@@ -12,9 +12,9 @@
 use std::sync::Arc;
 
 use super::{
-    acl, any, autopath, bind, bufsize, cache, chaos, debug, dns64, errors, file, forward, health, hosts,
-    k8s_external, kubernetes, loadbalance, log, loop_detect, metrics, minimal, multisocket, nsid, ready,
-    reload, rewrite, template, timeouts, tls, view, whoami,
+    acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, errors, file, forward, header,
+    health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metrics, minimal,
+    multisocket, nsid, ready, reload, rewrite, root, template, timeouts, tls, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -32,6 +32,9 @@ pub struct Entry {
     pub setup: Setup,
     /// Its own metric families, if it has some.
     pub families: Option<RegisterFamilies>,
+    /// It is set up before the rest of its block, wherever it is written: the others' setups
+    /// read what it configures (`root`'s folder, [`crate::chain::Configured::files_dir`]).
+    pub first: bool,
 }
 
 const fn entry(name: &'static str, setup: Setup) -> Entry {
@@ -39,6 +42,7 @@ const fn entry(name: &'static str, setup: Setup) -> Entry {
         name,
         setup,
         families: None,
+        first: false,
     }
 }
 
@@ -47,7 +51,22 @@ const fn with_families(name: &'static str, setup: Setup, families: RegisterFamil
         name,
         setup,
         families: Some(families),
+        first: false,
     }
+}
+
+const fn set_up_first(name: &'static str, setup: Setup) -> Entry {
+    Entry {
+        name,
+        setup,
+        families: None,
+        first: true,
+    }
+}
+
+/// True when directive `name` is set up before the rest of its block ([`Entry::first`]).
+pub fn sets_up_first(name: &str) -> bool {
+    lookup(name).is_some_and(|e| e.first)
 }
 
 /// Registers every plugin's metric families (CoreDNS registers its plugins' at start-up, so
@@ -64,6 +83,11 @@ pub fn register_families(metrics: &DnsMetrics) -> Result<(), prometheus::Error> 
 /// Every implemented directive, in chain order (CoreDNS's `plugin.cfg`). Directives outside the
 /// query path keep their place too, so `coredns_plugin_enabled` and `--check` list them alike.
 pub const PLUGINS: &[Entry] = &[
+    // First in CoreDNS's order, and set up first: every file path of the block is read from
+    // its folder.
+    set_up_first("root", root::setup),
+    // First of the query path, as in CoreDNS: it bounds every plugin after it.
+    entry("cancel", cancel::setup::setup),
     entry("tls", tls::setup),
     entry("timeouts", timeouts::setup),
     entry("multisocket", multisocket::setup),
@@ -77,6 +101,7 @@ pub const PLUGINS: &[Entry] = &[
     entry("prometheus", metrics::setup),
     entry("errors", errors::setup),
     entry("log", log::setup),
+    with_families("local", local::setup::setup, local::families),
     with_families("dns64", dns64::setup::setup, dns64::families),
     entry("any", any::setup::setup),
     entry("chaos", chaos::setup::setup),
@@ -90,6 +115,8 @@ pub const PLUGINS: &[Entry] = &[
     with_families("autopath", autopath::setup::setup, autopath::families),
     with_families("acl", acl::setup::setup, acl::families),
     with_families("cache", cache::setup::setup, cache::families),
+    // After the cache, as in CoreDNS: the cache keeps the replies it edited.
+    entry("header", header::setup::setup),
     entry("minimal", minimal::setup::setup),
     with_families("template", template::setup::setup, template::families),
     entry("hosts", hosts::setup::setup),
@@ -109,13 +136,9 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("secondary", "the secondary plugin"),
     ("transfer", "zone transfer"),
     ("dnssec", "DNSSEC signing"),
-    ("local", "the local plugin"),
     ("metadata", "the metadata plugin"),
-    ("root", "the root plugin"),
     ("trace", "the trace plugin"),
     ("geoip", "the geoip plugin"),
-    ("header", "the header plugin"),
-    ("cancel", "the cancel plugin"),
     ("sign", "the sign plugin"),
     ("grpc", "the grpc plugin"),
     ("erratic", "the erratic plugin"),

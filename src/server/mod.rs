@@ -35,7 +35,7 @@ use hickory_proto::rr::{Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
 
 use crate::chain::{Answered, ReplayPlan};
-use crate::proto::{MAX_UDP_PAYLOAD, PLAIN_UDP_LIMIT, Question, Records, Reply, Transport};
+use crate::proto::{FlagEdit, MAX_UDP_PAYLOAD, PLAIN_UDP_LIMIT, Question, Records, Reply, Transport};
 use observe::{Exchange, Observers};
 
 /// How long an idle TCP connection is kept.
@@ -162,6 +162,20 @@ impl Response {
     }
 }
 
+/// The header bits a plugin set or cleared on the reply (`header`), over the server's.
+fn edit_flags(meta: &mut Metadata, edit: FlagEdit) {
+    let bits = [
+        (&mut meta.authoritative, edit.authoritative),
+        (&mut meta.recursion_available, edit.recursion_available),
+        (&mut meta.recursion_desired, edit.recursion_desired),
+    ];
+    for (bit, to) in bits {
+        if let Some(to) = to {
+            *bit = to;
+        }
+    }
+}
+
 impl DnsHandler {
     /// Decides the response to `req` (I/O only through the chain) with `router`.
     async fn respond(
@@ -242,6 +256,7 @@ impl DnsHandler {
         let mut resp = match answered.reply {
             Reply::Authoritative(answer) => {
                 meta.authoritative = true;
+                edit_flags(&mut meta, answer.flags);
                 meta.response_code = answer.rcode;
                 Response {
                     answers: answer.answers,
@@ -256,6 +271,7 @@ impl DnsHandler {
                 meta.recursion_available = f.recursion_available;
                 meta.authentic_data = f.authentic_data;
                 meta.truncation = f.truncated;
+                edit_flags(&mut meta, f.flags);
                 Response {
                     answers: f.answers.into(),
                     authority: f.authority,
@@ -696,6 +712,7 @@ mod tests {
                         authority: Vec::new(),
                         additional: Vec::new(),
                         chase_target: None,
+                        flags: crate::proto::FlagEdit::KEEP,
                     })
                 } else {
                     Reply::Failed(Failure {

@@ -423,6 +423,7 @@ impl cluster_dns::chain::Plugin for WhoAmI {
                 authority: Vec::new(),
                 additional: Vec::new(),
                 chase_target: None,
+                flags: cluster_dns::proto::FlagEdit::KEEP,
             })
         })
     }

@@ -6,7 +6,7 @@ use hickory_proto::rr::rdata::HINFO;
 use hickory_proto::rr::{RData, Record, RecordType};
 
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
-use crate::proto::{Answer, Question, Reply};
+use crate::proto::{Answer, FlagEdit, Question, Reply};
 
 /// The TTL of the HINFO answer (RFC 8482 suggests a long one; CoreDNS uses 8482 s).
 pub const HINFO_TTL: u32 = 8482;
@@ -25,6 +25,7 @@ impl MinimalAny {
             authority: Vec::new(),
             additional: Vec::new(),
             chase_target: None,
+            flags: FlagEdit::KEEP,
         })
     }
 }

@@ -222,6 +222,7 @@ mod tests {
             authority: Vec::new(),
             additional: Vec::new(),
             chase_target: None,
+            flags: crate::proto::FlagEdit::KEEP,
         });
         let Reply::Authoritative(out) = under_cname(&asked, reply) else {
             panic!()

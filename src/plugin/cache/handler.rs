@@ -353,6 +353,7 @@ mod tests {
             recursion_available: true,
             authentic_data: false,
             truncated: false,
+            flags: crate::proto::FlagEdit::KEEP,
             answers: vec![Record::from_rdata(
                 Name::from_ascii(name).unwrap(),
                 60,
@@ -371,6 +372,7 @@ mod tests {
             recursion_available: true,
             authentic_data: false,
             truncated: false,
+            flags: crate::proto::FlagEdit::KEEP,
             answers: Vec::new(),
             authority: vec![Record::from_rdata(zone, 60, RData::SOA(soa))],
             additional: Vec::new(),

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use super::metrics::StoreInstruments;
 use super::setup::{Prefetch, Section, ServeStale};
 use crate::chain::Lifetime;
-use crate::proto::{Answer, Failure, Forwarded, Question, Reply};
+use crate::proto::{Answer, Failure, FlagEdit, Forwarded, Question, Reply};
 
 /// Shards per store.
 const SHARDS: usize = 64;
@@ -135,8 +135,35 @@ fn flag(on: bool, bit: u8) -> u8 {
     if on { bit } else { 0 }
 }
 
-/// Bytes of a [`Block`]'s head after its key: kind, flags, rcode, the three section counts.
-const HEAD: usize = 10;
+/// Bytes of a [`Block`]'s head after its key: kind, flags, rcode, the three section counts,
+/// the header edit.
+const HEAD: usize = 11;
+
+/// A reply's header edit (`header`) in one byte: two bits a flag (AA, RA, RD), the low one
+/// "edited", the high one its value.
+fn edit_byte(edit: FlagEdit) -> u8 {
+    [
+        edit.authoritative,
+        edit.recursion_available,
+        edit.recursion_desired,
+    ]
+    .iter()
+    .enumerate()
+    .fold(0, |byte, (i, bit)| match bit {
+        Some(on) => byte | (1 | u8::from(*on) << 1) << (2 * i),
+        None => byte,
+    })
+}
+
+/// The header edit [`edit_byte`] wrote.
+fn edit_of(byte: u8) -> FlagEdit {
+    let bit = |i: u8| (byte >> (2 * i) & 1 == 1).then_some(byte >> (2 * i + 1) & 1 == 1);
+    FlagEdit {
+        authoritative: bit(0),
+        recursion_available: bit(1),
+        recursion_desired: bit(2),
+    }
+}
 
 /// An entry's key and reply in one heap block, so an entry is one allocation besides its
 /// slot in the shard's table (a parsed `Record` with its names and rdata costs about ten times
@@ -146,7 +173,7 @@ const HEAD: usize = 10;
 /// - the key's length (2 bytes, little-endian), then the [`Key`];
 /// - the head: the reply's kind, its flags (RA, AD, TC, and whether an ExternalName target
 ///   follows), its rcode (2 bytes) and the number of records in the answer, authority and
-///   additional sections (2 bytes each), all big-endian;
+///   additional sections (2 bytes each), all big-endian, and its header edit ([`edit_byte`]);
 /// - an authoritative answer's ExternalName target outside the zones, in wire form (rare);
 /// - the records, one after the other, names compressed within this part.
 ///
@@ -188,6 +215,11 @@ impl Block {
             // Nothing was sent: nothing to keep.
             Reply::Dropped => return None,
         };
+        let edit = edit_byte(match reply {
+            Reply::Authoritative(a) => a.flags,
+            Reply::Forwarded(f) => f.flags,
+            _ => FlagEdit::KEEP,
+        });
         let key_len = u16::try_from(key.len).ok()?;
         let mut counts = [0u8; 6];
         for (c, records) in counts.chunks_exact_mut(2).zip(sections) {
@@ -209,6 +241,7 @@ impl Block {
             block.extend_from_slice(&[kind, flags]);
             block.extend_from_slice(&u16::from(rcode).to_be_bytes());
             block.extend_from_slice(&counts);
+            block.push(edit);
             block.extend_from_slice(target);
             block.extend_from_slice(&records);
             Some(Self(block.into_boxed_slice()))
@@ -242,6 +275,7 @@ impl Block {
         let (kind, flags) = (*head.first()?, *head.get(1)?);
         let rcode = self.rcode()?;
         let counts = [word(4)?, word(6)?, word(8)?];
+        let edit = edit_of(*head.get(10)?);
         let rest = self.0.get(at + HEAD..)?;
         let mut decoder = BinDecoder::new(rest);
         let chase_target = if flags & CHASE_TARGET != 0 {
@@ -257,12 +291,14 @@ impl Block {
                 authority: Vec::new(),
                 additional: Vec::new(),
                 chase_target,
+                flags: edit,
             }),
             FORWARDED => Reply::Forwarded(Forwarded {
                 rcode,
                 recursion_available: flags & RECURSION_AVAILABLE != 0,
                 authentic_data: flags & AUTHENTIC_DATA != 0,
                 truncated: flags & TRUNCATED != 0,
+                flags: edit,
                 answers: Vec::new(),
                 authority: Vec::new(),
                 additional: Vec::new(),
@@ -770,6 +806,7 @@ mod tests {
             recursion_available: true,
             authentic_data: false,
             truncated: false,
+            flags: FlagEdit::KEEP,
             answers: vec![Record::from_rdata(
                 n,
                 ttl,
@@ -826,6 +863,12 @@ mod tests {
             recursion_available: true,
             authentic_data: true,
             truncated: false,
+            // `header`'s edit is kept with the reply.
+            flags: FlagEdit {
+                authoritative: Some(true),
+                recursion_available: None,
+                recursion_desired: Some(false),
+            },
             answers: answers.clone(),
             authority: authority.clone(),
             additional: additional.clone(),
@@ -836,6 +879,11 @@ mod tests {
             authority,
             additional,
             chase_target: Some(n("edge.example.NET.")),
+            flags: FlagEdit {
+                authoritative: Some(false),
+                recursion_available: Some(true),
+                recursion_desired: None,
+            },
         });
         for reply in [forwarded, authoritative] {
             let packed = Block::of(&key("www.example.com."), &reply).unwrap();
@@ -993,6 +1041,7 @@ mod tests {
             authority: vec![Record::from_rdata(zone, 5, RData::SOA(soa))],
             additional: Vec::new(),
             chase_target: None,
+            flags: FlagEdit::KEEP,
         });
         let positive = a_reply(300);
         for (name, reply) in [("nx.svc.cluster.local.", &nx), ("www.example.com.", &positive)] {

@@ -10,7 +10,7 @@ use rand::seq::SliceRandom;
 
 use super::setup::ChaosConfig;
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
-use crate::proto::{Answer, Question, Reply};
+use crate::proto::{Answer, FlagEdit, Question, Reply};
 
 /// What a CH TXT name asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +93,7 @@ impl Chaos {
             authority: Vec::new(),
             additional: Vec::new(),
             chase_target: None,
+            flags: FlagEdit::KEEP,
         }))
     }
 }

@@ -14,7 +14,7 @@ use hickory_proto::rr::{Name, RecordType};
 use super::setup::{FileConfig, ZoneFile};
 use super::zone::{Lookup, ZoneData};
 use crate::chain::{Chain, Next, Plugin, ReplyFuture};
-use crate::proto::{Answer, Failure, Forwarded, Question, Reply};
+use crate::proto::{Answer, Failure, FlagEdit, Forwarded, Question, Reply};
 
 /// One zone and what serves it now.
 ///
@@ -257,6 +257,7 @@ impl File {
                     authority,
                     additional,
                     chase_target: chase.clone(),
+                    flags: FlagEdit::KEEP,
                 };
                 Some((Reply::Authoritative(answer), chase))
             }
@@ -271,6 +272,7 @@ impl File {
                     recursion_available: false,
                     authentic_data: false,
                     truncated: false,
+                    flags: FlagEdit::KEEP,
                     answers,
                     authority,
                     additional,

@@ -20,7 +20,7 @@ use super::metrics::{ForwardMetrics, PluginInstruments, Pool, UpstreamInstrument
 use super::setup::{ForwardConfig, Policy};
 use super::{tls, udp};
 use crate::chain::{Next, Plugin, ReplyFuture, Upstreams};
-use crate::proto::{Failure, Forwarded, Question, Reply};
+use crate::proto::{Failure, FlagEdit, Forwarded, Question, Reply};
 
 /// The most time one client query spends in `forward`, all attempts included.
 pub const TOTAL_BUDGET: Duration = Duration::from_millis(4500);
@@ -470,6 +470,7 @@ pub fn forwarded(msg: Message) -> Forwarded {
         recursion_available: meta.recursion_available,
         authentic_data: meta.authentic_data,
         truncated: meta.truncation,
+        flags: FlagEdit::KEEP,
         answers: msg.answers,
         authority: msg.authorities,
         additional: msg

@@ -16,7 +16,7 @@ use super::setup::HostsConfig;
 use super::table::{Table, parse_hosts};
 use crate::chain::{Chain, Next, Now, Plugin, ReplyFuture};
 use crate::proto::Answer;
-use crate::proto::{Question, Reply};
+use crate::proto::{FlagEdit, Question, Reply};
 
 /// What identifies one version of the file: its modification time and size, or `None` when it
 /// cannot be read as a file (missing, a directory, no permission).
@@ -215,6 +215,7 @@ impl Hosts {
             authority: Vec::new(),
             additional: Vec::new(),
             chase_target: None,
+            flags: FlagEdit::KEEP,
         })
     }
 

@@ -15,7 +15,7 @@ use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
 use crate::cluster::ClusterZone;
 use crate::cluster::model::ServiceKind;
 use crate::cluster::zone::ServiceEntry;
-use crate::proto::{Answer, ChangeCounter, Question, Reply};
+use crate::proto::{Answer, ChangeCounter, FlagEdit, Question, Reply};
 
 /// The plugin in a block's chain.
 #[derive(Debug)]
@@ -347,6 +347,7 @@ impl K8sExternal {
             authority,
             additional,
             chase_target: None,
+            flags: FlagEdit::KEEP,
         }))
     }
 }

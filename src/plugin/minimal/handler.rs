@@ -84,6 +84,7 @@ mod tests {
             authority,
             additional: vec![a()],
             chase_target: None,
+            flags: crate::proto::FlagEdit::KEEP,
         })
     }
 

@@ -360,6 +360,7 @@ mod tests {
             authority: vec![],
             additional: vec![],
             chase_target: None,
+            flags: crate::proto::FlagEdit::KEEP,
         });
         assert_eq!(show(out.restore(reply).answers()), ["A.example. 10.0.0.1"]);
     }
@@ -411,6 +412,7 @@ mod tests {
             authority: vec![Record::from_rdata(n("svc.cluster.local."), 30, RData::SOA(soa))],
             additional: vec![a("pod-1.web.ns.svc.cluster.local.", [10, 0, 0, 4])],
             chase_target: None,
+            flags: crate::proto::FlagEdit::KEEP,
         });
         let Reply::Authoritative(back) = out.restore(reply) else {
             panic!("kind changed");
@@ -443,6 +445,7 @@ mod tests {
             recursion_available: true,
             authentic_data: false,
             truncated: false,
+            flags: crate::proto::FlagEdit::KEEP,
             answers: vec![
                 cname("new-api.example.", "new-lb.example."),
                 a("new-lb.example.", [192, 0, 2, 1]),
@@ -479,6 +482,7 @@ mod tests {
             recursion_available: true,
             authentic_data: false,
             truncated: false,
+            flags: crate::proto::FlagEdit::KEEP,
             answers: vec![
                 cname("web.svc.cluster.local.", "db.svc.cluster.local."),
                 a("db.svc.cluster.local.", [10, 0, 0, 2]),
@@ -502,6 +506,7 @@ mod tests {
             authority: vec![],
             additional: vec![],
             chase_target: None,
+            flags: crate::proto::FlagEdit::KEEP,
         });
         let back = out.restore(reply);
         assert_eq!(back.rcode(), ResponseCode::NXDomain);
@@ -524,6 +529,7 @@ mod tests {
             recursion_available: true,
             authentic_data: false,
             truncated: false,
+            flags: crate::proto::FlagEdit::KEEP,
             answers: vec![
                 cname("ftp.service.us-west-1.consul.", "lb.service.us-west-1.consul."),
                 a("lb.service.us-west-1.consul.", [10, 10, 10, 10]),
@@ -553,6 +559,7 @@ mod tests {
             authority: vec![],
             additional: vec![],
             chase_target: None,
+            flags: crate::proto::FlagEdit::KEEP,
         });
         assert_eq!(
             show(out.restore(reply).answers()),

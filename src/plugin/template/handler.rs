@@ -15,7 +15,7 @@ use super::metrics::TemplateMetrics;
 use super::setup::{TemplateConfig, TemplateRule};
 use super::text::{Data, Template, parse_record};
 use crate::chain::{Next, Plugin, Replay, ReplyFuture};
-use crate::proto::{Answer, Failure, Question, Reply};
+use crate::proto::{Answer, Failure, FlagEdit, Question, Reply};
 
 /// The plugin. See the module docs.
 #[derive(Debug)]
@@ -170,6 +170,7 @@ impl TemplatePlugin {
                 authority,
                 additional,
                 chase_target,
+                flags: FlagEdit::KEEP,
             }));
         }
         Outcome::Next

@@ -7,7 +7,7 @@ use hickory_proto::rr::rdata::{A, AAAA, SRV};
 use hickory_proto::rr::{Name, RData, Record};
 
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
-use crate::proto::{Answer, Question, Reply, Transport};
+use crate::proto::{Answer, FlagEdit, Question, Reply, Transport};
 
 /// The plugin.
 #[derive(Debug, Clone, Copy)]
@@ -39,6 +39,7 @@ impl WhoAmI {
             authority: Vec::new(),
             additional,
             chase_target: None,
+            flags: FlagEdit::KEEP,
         })
     }
 }

@@ -16,7 +16,7 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use super::kept::{DEFAULT_KEPT_BYTES, KeptBudget, kept_key};
 use super::qname::ClusterName;
 use crate::cluster::ClusterZone;
-use crate::proto::{Answer, Records};
+use crate::proto::{Answer, FlagEdit, Records};
 
 /// The spec version `dns-version.<zone>` answers.
 pub const SCHEMA_VERSION: &str = "1.1.0";
@@ -439,6 +439,7 @@ impl ClusterAnswerer {
             authority,
             additional: res.additional,
             chase_target: res.chase_target,
+            flags: FlagEdit::KEEP,
         })
     }
 
