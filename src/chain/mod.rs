@@ -28,6 +28,7 @@
 
 mod capability;
 mod observer;
+mod periodic;
 mod ready;
 mod replay;
 mod resources;
@@ -37,6 +38,7 @@ mod walk;
 
 pub use capability::{Capabilities, SearchPaths, Upstreams};
 pub use observer::{Exchange, Observer};
+pub use periodic::reload_every;
 pub use ready::{Readiness, ReadinessCheck};
 pub use replay::{Lifetime, Replay, ReplayPlan, Replayed, Scope, reorder, reorders};
 pub use resources::{Acquired, Resources};

@@ -33,32 +33,9 @@ pub mod registry;
 pub mod reload;
 pub mod rewrite;
 pub mod root;
+pub mod shed;
 pub mod template;
 pub mod timeouts;
 pub mod tls;
 pub mod view;
 pub mod whoami;
-
-/// Runs `check` on `what` every `every` (the first after one period), off the runtime's worker
-/// threads (it reads files), until `what` is dropped: the reload tasks of `hosts` and `file`.
-/// `name` is the plugin's, for the log.
-pub(crate) async fn reload_every<T: Send + Sync + 'static>(
-    weak: std::sync::Weak<T>,
-    every: std::time::Duration,
-    name: &'static str,
-    check: fn(&T),
-) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        let Some(inner) = weak.upgrade() else {
-            break;
-        };
-        if tokio::task::spawn_blocking(move || check(&inner)).await.is_err() {
-            tracing::warn!("{name}: the reload check panicked");
-        }
-    }
-    tracing::debug!("{name}: reload task stopped");
-}

@@ -204,7 +204,7 @@ impl File {
             return;
         };
         let weak = Arc::downgrade(&self.inner);
-        tokio::spawn(crate::plugin::reload_every(
+        tokio::spawn(crate::chain::reload_every(
             weak,
             every,
             "file",

@@ -179,7 +179,7 @@ impl Hosts {
             return;
         }
         let weak = Arc::downgrade(&self.inner);
-        tokio::spawn(crate::plugin::reload_every(
+        tokio::spawn(crate::chain::reload_every(
             weak,
             every,
             "hosts",
