@@ -67,6 +67,8 @@ pub struct ListenOptions {
     pub stream: Option<StreamTimeouts>,
     /// Its UDP socket count (`multisocket`).
     pub udp_sockets: Option<usize>,
+    /// Its UDP sockets shed load (`shed`).
+    pub shed: bool,
 }
 
 /// What one configuration runs: its routing tables and chains, and what its blocks acquired.
@@ -85,6 +87,8 @@ pub struct Generation {
     /// The UDP socket count of each listen address whose blocks set one (`multisocket`; the
     /// first block's).
     pub udp_sockets: BTreeMap<ListenKey, usize>,
+    /// The listen addresses one of whose blocks has `shed`.
+    pub shed: std::collections::BTreeSet<ListenKey>,
     /// One chain per server block, in block order.
     pub chains: Vec<Chain>,
     /// The observers of every block (their background work starts with the generation).
@@ -119,6 +123,7 @@ impl Generation {
             tls: self.tls.get(key).cloned(),
             stream: self.stream.get(key).copied(),
             udp_sockets: self.udp_sockets.get(key).copied(),
+            shed: self.shed.contains(key),
         }
     }
 
@@ -218,6 +223,7 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
     let mut tls = BTreeMap::new();
     let mut stream = BTreeMap::new();
     let mut udp_sockets = BTreeMap::new();
+    let mut shed = std::collections::BTreeSet::new();
     let mut chains = Vec::new();
     let mut all_observers = Vec::new();
     let mut acquired = Vec::new();
@@ -239,6 +245,9 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
             for key in &keys {
                 udp_sockets.entry(*key).or_insert(n);
             }
+        }
+        if block.settings.shed {
+            shed.extend(keys.iter().copied());
         }
         let mut capabilities = Capabilities::default();
         for (_, configured) in &block.plugins {
@@ -301,6 +310,7 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
         tls,
         stream,
         udp_sockets,
+        shed,
         chains,
         observers: all_observers,
         acquired,

@@ -13,7 +13,6 @@ use crate::chain::{HttpCtx, HttpRoute};
 use crate::corefile::Scheme;
 use crate::server::tcp::{StreamProtocol, TcpLimits};
 use crate::server::{self, Router, ServerError};
-use crate::telemetry::tcp::TcpMetrics;
 
 /// What the connections of a listen address speak: plain DNS, or DNS over TLS or HTTPS with
 /// `tls` (CoreDNS serves a `tls://` block without a `tls` directive unencrypted, and an
@@ -66,7 +65,7 @@ pub(super) async fn listen(
     key: ListenKey,
     router: Router,
     options: ListenOptions,
-    tcp: &TcpMetrics,
+    shared: &Shared,
 ) -> Result<Listener, ServerError> {
     let protocol = stream_protocol(&key, options.tls.as_deref());
     let sockets = bind_dns(key, protocol.clone(), options.udp_sockets).await?;
@@ -88,7 +87,7 @@ pub(super) async fn listen(
     let cell = server::router_cell(router);
     let (stop, rx) = oneshot::channel::<()>();
     let mut tcp_limits = TcpLimits {
-        metrics: Some(tcp.listener(&server_label(&key))),
+        metrics: Some(shared.tcp.listener(&server_label(&key))),
         ..TcpLimits::from_env()
     };
     if let Some(t) = options.stream {
@@ -100,10 +99,19 @@ pub(super) async fn listen(
             tcp_limits.max_queries = t.max_queries;
         }
     }
+    let udp_limits = server::UdpLimits {
+        shed: options.shed.then(|| {
+            server::Shed::new(
+                server::SHED_DEPTH,
+                Some(shared.shed.listener(&server_label(&key))),
+            )
+        }),
+    };
     let task = tokio::spawn(server::serve_with(
         cell.clone(),
         vec![sockets],
         tcp_limits,
+        udp_limits,
         async move {
             let _ = rx.await;
         },

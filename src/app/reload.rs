@@ -146,7 +146,7 @@ pub(super) async fn apply(inner: &Inner, config: Config) -> Result<(), StartErro
                     *key,
                     router.clone(),
                     generation.listen_options(key),
-                    &inner.shared.tcp,
+                    &inner.shared,
                 )
                 .await?,
             );

@@ -68,6 +68,7 @@ pub(super) struct Shared {
     pub(super) resources: Resources,
     pub(super) reload: ReloadMetrics,
     pub(super) tcp: TcpMetrics,
+    pub(super) shed: crate::telemetry::shed::ShedMetrics,
     pub(super) memo: MemoMetrics,
     pub(super) hostname: String,
 }
@@ -79,6 +80,7 @@ impl Shared {
         crate::plugin::registry::register_families(&metrics)?;
         let reload = metrics.families::<ReloadMetrics>()?;
         let tcp = TcpMetrics::register(metrics.registry())?;
+        let shed = crate::telemetry::shed::ShedMetrics::register(metrics.registry())?;
         let memo = MemoMetrics::register(metrics.registry())?;
         Ok(Self {
             metrics,
@@ -86,6 +88,7 @@ impl Shared {
             resources: Resources::default(),
             reload,
             tcp,
+            shed,
             memo,
             hostname: host_name(),
         })

@@ -117,6 +117,10 @@ pub struct BlockSettings {
     /// by its own worker (`multisocket`); the first block of a listen address that sets it
     /// decides. `None`: one per CPU.
     pub udp_sockets: Option<usize>,
+    /// Its listeners' UDP sockets drop queries that would wait for I/O while the socket has
+    /// as many answers waiting as it sheds at (`shed`); any block of a listen address turns it
+    /// on for the address.
+    pub shed: bool,
 }
 
 impl Default for BlockSettings {
@@ -133,6 +137,7 @@ impl Default for BlockSettings {
             filter: None,
             stream: None,
             udp_sockets: None,
+            shed: false,
         }
     }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::{
     acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, errors, file, forward, header,
     health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metrics, minimal,
-    multisocket, nsid, ready, reload, rewrite, root, template, timeouts, tls, view, whoami,
+    multisocket, nsid, ready, reload, rewrite, root, shed, template, timeouts, tls, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -98,6 +98,7 @@ pub const PLUGINS: &[Entry] = &[
     entry("debug", debug::setup),
     entry("ready", ready::setup),
     with_families("health", health::setup, health::families),
+    entry("shed", shed::setup),
     entry("prometheus", metrics::setup),
     entry("errors", errors::setup),
     entry("log", log::setup),

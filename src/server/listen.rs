@@ -98,7 +98,14 @@ pub async fn serve(
     listeners: Vec<Listeners>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
-    serve_with(router, listeners, tcp::TcpLimits::default(), shutdown).await
+    serve_with(
+        router,
+        listeners,
+        tcp::TcpLimits::default(),
+        udp::UdpLimits::default(),
+        shutdown,
+    )
+    .await
 }
 
 /// [`serve`], with `tcp_limits` bounding each TCP listener's connections.
@@ -106,6 +113,7 @@ pub async fn serve_with(
     router: RouterCell,
     listeners: Vec<Listeners>,
     tcp_limits: tcp::TcpLimits,
+    udp_limits: udp::UdpLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let handler = DnsHandler::new(router);
@@ -119,7 +127,9 @@ pub async fn serve_with(
     let (tcp_stop, tcp_stopped) = tokio::sync::watch::channel(false);
     for l in listeners {
         for sock in l.udp {
-            let w = udp::spawn_worker(sock, handler.clone(), runtime.clone(), stop.clone())
+            // Each socket sheds on its own count of answers waiting.
+            let shed = udp_limits.shed.as_ref().map(udp::Shed::for_socket);
+            let w = udp::spawn_worker(sock, handler.clone(), runtime.clone(), stop.clone(), shed)
                 .map_err(|e| ServerError::Serve(format!("cannot start a UDP worker: {e}")))?;
             workers.push(w);
         }

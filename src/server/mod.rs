@@ -22,6 +22,7 @@ pub mod udp;
 pub use listen::{Listeners, TCP_DRAIN_LIMIT, bind, bind_stream, bind_with, serve, serve_with};
 use request::{Parsed, cookies_well_formed, parse_body};
 pub use route::{BlockRoute, Router, RouterCell, router_cell};
+pub use udp::{SHED_DEPTH, Shed, UdpLimits};
 
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;

@@ -17,7 +17,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -31,6 +31,7 @@ use socket2::{Domain, Socket, Type};
 
 use super::DnsHandler;
 use crate::proto::Transport;
+use crate::telemetry::shed::ListenerShed;
 
 /// The environment variable that sets the number of UDP workers (default: the CPUs this process
 /// may run on, `std::thread::available_parallelism`, which follows affinity and cgroup quotas).
@@ -44,6 +45,78 @@ const RECV_BUFFER: usize = 4 << 20;
 const MAX_DATAGRAM: usize = 65535;
 /// Most datagrams taken by one `recvmmsg` and answered by one `sendmmsg`.
 const BATCH: usize = 32;
+/// With `shed`, the answers a socket lets wait for I/O at once before it drops new queries
+/// that would wait too (CoreDNS's fixed per-socket stack depth).
+pub const SHED_DEPTH: usize = 1024;
+
+/// What bounds a listener's UDP sockets beyond the kernel's receive queue.
+#[derive(Debug, Clone, Default)]
+pub struct UdpLimits {
+    /// `shed`: each socket drops queries past its depth of answers waiting.
+    pub shed: Option<Shed>,
+}
+
+/// One socket's shedding: how many of its answers wait for I/O as tasks, and the bound.
+///
+/// Invariant: `waiting` counts the socket's answer tasks not yet finished. Only its worker
+/// thread adds to it (before spawning a task, after reading it below `depth`); each task takes
+/// its one away when it ends, whatever way it ends ([`Waiting`]'s drop). So it never exceeds
+/// `depth`.
+#[derive(Debug, Clone)]
+pub struct Shed {
+    depth: usize,
+    waiting: Arc<AtomicUsize>,
+    metrics: Option<ListenerShed>,
+}
+
+impl Shed {
+    /// Shedding at `depth` answers waiting, counted in `metrics`.
+    pub fn new(depth: usize, metrics: Option<ListenerShed>) -> Self {
+        Self {
+            depth: depth.max(1),
+            waiting: Arc::new(AtomicUsize::new(0)),
+            metrics,
+        }
+    }
+
+    /// The same bound and counters with a count of its own, for one more socket.
+    pub fn for_socket(&self) -> Self {
+        Self::new(self.depth, self.metrics.clone())
+    }
+
+    /// Answers waiting now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Acquire)
+    }
+
+    /// One more answer may wait: its token, or `None` (and a query counted dropped) when the
+    /// socket is at its depth. Called by the socket's worker only.
+    fn admit(&self) -> Option<Waiting> {
+        if self.waiting.load(Ordering::Acquire) >= self.depth {
+            if let Some(m) = &self.metrics {
+                m.query.inc();
+            }
+            return None;
+        }
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        Some(Waiting(self.waiting.clone()))
+    }
+
+    fn response_lost(&self) {
+        if let Some(m) = &self.metrics {
+            m.response.inc();
+        }
+    }
+}
+
+/// One answer task's place in its socket's [`Shed`] count, given back when it is dropped.
+struct Waiting(Arc<AtomicUsize>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// The number of UDP workers (and sockets) per listen address.
 pub fn workers() -> usize {
@@ -97,18 +170,19 @@ impl Drop for StopOnDrop {
 }
 
 /// Starts a worker thread serving `sock` until `stop`. Questions that must await I/O run as
-/// tasks on `runtime`.
+/// tasks on `runtime`, at most `shed`'s depth at once when it is given.
 pub fn spawn_worker(
     sock: UdpSocket,
     handler: DnsHandler,
     runtime: tokio::runtime::Handle,
     stop: Stop,
+    shed: Option<Shed>,
 ) -> io::Result<JoinHandle<()>> {
     sock.set_read_timeout(Some(STOP_POLL))?;
     let name = format!("udp-{}", sock.local_addr()?);
     std::thread::Builder::new()
         .name(name)
-        .spawn(move || Worker::new(sock, handler, runtime, stop).run())
+        .spawn(move || Worker::new(sock, handler, runtime, stop, shed).run())
 }
 
 /// Can a reply be sent to `src`? Not to port 0, an unspecified or a broadcast address (the
@@ -133,6 +207,7 @@ struct Worker {
     bufs: Vec<Vec<u8>>,
     /// Replies, one per datagram of a batch, reused.
     outs: Vec<Vec<u8>>,
+    shed: Option<Shed>,
 }
 
 fn std_addr(a: &SockaddrStorage) -> Option<SocketAddr> {
@@ -143,7 +218,13 @@ fn std_addr(a: &SockaddrStorage) -> Option<SocketAddr> {
 }
 
 impl Worker {
-    fn new(sock: UdpSocket, handler: DnsHandler, runtime: tokio::runtime::Handle, stop: Stop) -> Self {
+    fn new(
+        sock: UdpSocket,
+        handler: DnsHandler,
+        runtime: tokio::runtime::Handle,
+        stop: Stop,
+        shed: Option<Shed>,
+    ) -> Self {
         Self {
             sock: Arc::new(sock),
             handler,
@@ -153,6 +234,7 @@ impl Worker {
             outs: (0..BATCH)
                 .map(|_| Vec::with_capacity(usize::from(super::MAX_UDP_PAYLOAD)))
                 .collect(),
+            shed,
         }
     }
 
@@ -220,6 +302,9 @@ impl Worker {
                 Err(Errno::EINTR) => {}
                 Err(error) => {
                     tracing::debug!(%error, "failed to send a UDP response");
+                    if let Some(s) = &self.shed {
+                        s.response_lost();
+                    }
                     start += 1;
                 }
             }
@@ -253,21 +338,36 @@ impl Worker {
                 reply
             }
             Poll::Pending => {
-                // It waits on an upstream: a task finishes it and sends its reply alone.
                 self.outs[i] = Vec::with_capacity(usize::from(super::MAX_UDP_PAYLOAD));
-                self.spawn_sending(task, src);
+                // With `shed`, at its depth the query is dropped: no answer, so the client's
+                // resolver retries (another server), and nothing more piles up here.
+                let waiting = match &self.shed {
+                    Some(shed) => match shed.admit() {
+                        Some(w) => Some(w),
+                        None => return false,
+                    },
+                    None => None,
+                };
+                // It waits on an upstream: a task finishes it and sends its reply alone.
+                self.spawn_sending(task, src, waiting);
                 false
             }
         }
     }
 
-    /// Runs `task` on the runtime and sends its reply, if any, to `src` when it is done.
-    fn spawn_sending(&self, task: Pin<Box<OwnedAnswer>>, src: SocketAddr) {
+    /// Runs `task` on the runtime and sends its reply, if any, to `src` when it is done; its
+    /// place in the shed count (`waiting`) goes with it.
+    fn spawn_sending(&self, task: Pin<Box<OwnedAnswer>>, src: SocketAddr, waiting: Option<Waiting>) {
         let sock = self.sock.clone();
+        let shed = self.shed.clone();
         self.runtime.spawn(async move {
+            let _waiting = waiting;
             let (out, reply) = task.await;
-            if reply {
-                send(&sock, &out, src);
+            if reply
+                && !send(&sock, &out, src)
+                && let Some(s) = shed
+            {
+                s.response_lost();
             }
         });
     }
@@ -292,15 +392,55 @@ async fn owned_answer(
     (out, reply)
 }
 
-fn send(sock: &UdpSocket, bytes: &[u8], dst: SocketAddr) {
-    if let Err(error) = sock.send_to(bytes, dst) {
-        tracing::debug!(%error, %dst, "failed to send a UDP response");
+/// Sends one reply; false when it did not reach the socket.
+fn send(sock: &UdpSocket, bytes: &[u8], dst: SocketAddr) -> bool {
+    match sock.send_to(bytes, dst) {
+        Ok(_) => true,
+        Err(error) => {
+            tracing::debug!(%error, %dst, "failed to send a UDP response");
+            false
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shed count under concurrent writers: tasks on four threads give their places back
+    /// while the worker admits; the count never passes the depth and returns to zero.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn shed_admits_up_to_its_depth_and_every_task_gives_its_place_back() {
+        let shed = Shed::new(10, None);
+        for _round in 0..50 {
+            let admitted: Vec<Waiting> = std::iter::from_fn(|| shed.admit()).take(20).collect();
+            assert_eq!(admitted.len(), 10);
+            assert!(shed.admit().is_none(), "at its depth");
+            let tasks: Vec<_> = admitted
+                .into_iter()
+                .map(|w| {
+                    tokio::spawn(async move {
+                        tokio::task::yield_now().await;
+                        drop(w);
+                    })
+                })
+                .collect();
+            // The worker goes on admitting while the places come back.
+            let mut more = Vec::new();
+            for _ in 0..100 {
+                if let Some(w) = shed.admit() {
+                    more.push(w);
+                }
+                assert!(shed.waiting() <= 10);
+                tokio::task::yield_now().await;
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+            drop(more);
+            assert_eq!(shed.waiting(), 0);
+        }
+    }
 
     #[test]
     fn no_replies_to_port_zero_or_broadcast() {

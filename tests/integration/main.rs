@@ -37,6 +37,7 @@ mod nsid;
 mod privileges;
 mod root;
 mod serve_tls;
+mod shed;
 mod support;
 mod tcp_limits;
 mod template;

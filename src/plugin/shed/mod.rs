@@ -1,0 +1,25 @@
+//! The `shed` plugin (CoreDNS 1.14): a server block's UDP sockets shed load instead of piling
+//! it up. Not in the query path: the UDP transport does it ([`crate::server::Shed`]), the
+//! block's setting turns it on ([`crate::chain::BlockSettings::shed`]). See this folder's
+//! README.
+
+use std::sync::Arc;
+
+use crate::chain::{BlockSettings, Configured, SetupCtx};
+use crate::corefile::{CorefileError, Directive};
+
+/// `shed`, as configured (it has no options).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShedConfig;
+
+/// `shed`: no arguments, no block, once per server block.
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    ctx.bare(d)?;
+    Ok(Arc::new(ShedConfig))
+}
+
+impl Configured for ShedConfig {
+    fn configure(&self, settings: &mut BlockSettings) {
+        settings.shed = true;
+    }
+}
