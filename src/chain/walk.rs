@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use hickory_proto::op::{Edns, ResponseCode};
 use hickory_proto::rr::rdata::opt::EdnsOption;
-use hickory_proto::rr::{DNSClass, Name, RData};
+use hickory_proto::rr::{DNSClass, Name, RData, Record};
 
 use super::capability::{SearchPaths, Upstreams};
 use super::replay::{Lifetime, Replay, ReplayPlan, Replayed, Scope};
@@ -118,6 +118,19 @@ pub trait Plugin: Any + Send + Sync + fmt::Debug {
     /// `kubernetes: services: 401 Unauthorized`); empty when it is ready.
     fn not_ready(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// True when it answers zone transfer questions (`transfer`): the server refuses AXFR and
+    /// IXFR in blocks where none does. Default: false.
+    fn answers_transfers(&self) -> bool {
+        false
+    }
+
+    /// Every record of `zone` for a zone transfer (AXFR), the SOA first and last, when it is
+    /// authoritative for exactly that zone (`kubernetes`, `file`); `transfer` asks the plugins
+    /// after it ([`Next::zone_transfer`]). Default: none.
+    fn zone_transfer(&self, _zone: &Name) -> Option<Vec<Record>> {
+        None
     }
 
     /// How long the server may hold off serving a new configuration until this plugin is
@@ -256,6 +269,16 @@ impl<'a> Next<'a> {
         self.chain.last_awaiting.is_some_and(|last| last >= self.at)
     }
 
+    /// The records of `zone` for a transfer, from the first plugin after this one that is
+    /// authoritative for it ([`Plugin::zone_transfer`]).
+    pub fn zone_transfer(&self, zone: &Name) -> Option<Vec<Record>> {
+        self.chain
+            .plugins
+            .get(self.at..)?
+            .iter()
+            .find_map(|p| p.zone_transfer(zone))
+    }
+
     /// The upstreams of the first plugin after this one that has some.
     pub fn upstreams(&self) -> Option<&'a dyn Upstreams> {
         self.chain
@@ -388,6 +411,11 @@ impl Chain {
     /// ([`Plugin::classes`]).
     pub fn answers_class(&self, class: DNSClass) -> bool {
         class == DNSClass::IN || self.plugins.iter().any(|p| p.classes().contains(&class))
+    }
+
+    /// True when a plugin answers zone transfers ([`Plugin::answers_transfers`]).
+    pub fn answers_transfers(&self) -> bool {
+        self.plugins.iter().any(|p| p.answers_transfers())
     }
 
     /// The zones the plugins' answers depend on.

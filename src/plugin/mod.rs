@@ -37,5 +37,6 @@ pub mod shed;
 pub mod template;
 pub mod timeouts;
 pub mod tls;
+pub mod transfer;
 pub mod view;
 pub mod whoami;

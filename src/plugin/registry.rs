@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::{
     acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, errors, file, forward, header,
     health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metrics, minimal,
-    multisocket, nsid, ready, reload, rewrite, root, shed, template, timeouts, tls, view, whoami,
+    multisocket, nsid, ready, reload, rewrite, root, shed, template, timeouts, tls, transfer, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -120,6 +120,7 @@ pub const PLUGINS: &[Entry] = &[
     entry("header", header::setup::setup),
     entry("minimal", minimal::setup::setup),
     with_families("template", template::setup::setup, template::families),
+    entry("transfer", transfer::setup::setup),
     entry("hosts", hosts::setup::setup),
     entry("k8s_external", k8s_external::setup::setup),
     with_families("kubernetes", kubernetes::setup::setup, kubernetes::families),
@@ -135,7 +136,6 @@ pub const PLUGINS: &[Entry] = &[
 pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("auto", "the auto plugin"),
     ("secondary", "the secondary plugin"),
-    ("transfer", "zone transfer"),
     ("dnssec", "DNSSEC signing"),
     ("metadata", "the metadata plugin"),
     ("trace", "the trace plugin"),

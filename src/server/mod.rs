@@ -18,6 +18,7 @@ mod request;
 mod route;
 pub mod tcp;
 pub mod udp;
+mod xfr;
 
 pub use listen::{Listeners, TCP_DRAIN_LIMIT, bind, bind_stream, bind_with, serve, serve_with};
 use request::{Parsed, cookies_well_formed, parse_body};
@@ -109,6 +110,9 @@ pub struct Served {
     pub src: SocketAddr,
     /// From the request bytes to the encoded response.
     pub elapsed: Duration,
+    /// `out` holds several messages, each with its two-byte length already (a zone transfer
+    /// over a stream, [`DnsHandler::answer_stream_into`]); otherwise one message, bare.
+    pub framed: bool,
 }
 
 impl DnsHandler {
@@ -185,6 +189,7 @@ impl DnsHandler {
         req: &mut Parsed<'_>,
         protocol: Transport,
         src: SocketAddr,
+        stream: bool,
     ) -> Response {
         let mut meta = Metadata::response_from_request(&req.meta);
         meta.recursion_available = false;
@@ -206,7 +211,8 @@ impl DnsHandler {
             _ => return Response::rcode(meta, ResponseCode::FormErr),
         };
         let qtype = query.query_type;
-        if matches!(qtype, RecordType::AXFR | RecordType::IXFR) {
+        let transfer = matches!(qtype, RecordType::AXFR | RecordType::IXFR);
+        if transfer && !stream {
             return Response::rcode(meta, ResponseCode::Refused);
         }
         if qtype == RecordType::OPT {
@@ -228,6 +234,11 @@ impl DnsHandler {
         };
         // Classes other than IN only where a plugin of the block answers them (`chaos`: CH).
         if !block.chain.answers_class(question.qclass) {
+            return Response::rcode(meta, ResponseCode::Refused);
+        }
+        // Transfers only over a stream (RFC 5936), and only where a plugin answers them
+        // (`transfer`); IXFR is answered as a whole transfer (RFC 1995 section 4 allows it).
+        if transfer && !block.chain.answers_transfers() {
             return Response::rcode(meta, ResponseCode::Refused);
         }
         let routed = Some((index, zone));
@@ -317,7 +328,15 @@ impl DnsHandler {
         {
             return Some(served);
         }
-        self.answer_in_full(req, src, protocol, out, started).await
+        self.answer_in_full(req, src, protocol, out, started, false).await
+    }
+
+    /// [`DnsHandler::answer_into`] for a DNS-over-TCP or -TLS connection, the one transport a
+    /// zone transfer may come over: its answer may be several messages, which `out` then holds
+    /// with their lengths ([`Served::framed`]).
+    pub async fn answer_stream_into(&self, req: &[u8], src: SocketAddr, out: &mut Vec<u8>) -> Option<Served> {
+        self.answer_in_full(req, src, Transport::Tcp, out, Instant::now(), true)
+            .await
     }
 
     /// Answers a UDP request as a UDP worker does on its own thread, without a task: from the
@@ -341,7 +360,7 @@ impl DnsHandler {
         if self.router.load().may_await_io() {
             return None;
         }
-        let fut = std::pin::pin!(self.answer_in_full(req, src, Transport::Udp, out, started));
+        let fut = std::pin::pin!(self.answer_in_full(req, src, Transport::Udp, out, started, false));
         match fut.poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
             std::task::Poll::Ready(served) => Some(served),
             // Not ready after all (nothing was sent upstream): the caller runs it as a task.
@@ -358,6 +377,7 @@ impl DnsHandler {
         protocol: Transport,
         out: &mut Vec<u8>,
         started: Instant,
+        stream: bool,
     ) -> Option<Served> {
         out.clear();
         let mut decoder = BinDecoder::new(req);
@@ -382,6 +402,7 @@ impl DnsHandler {
                     protocol,
                     src,
                     elapsed: started.elapsed(),
+                    framed: false,
                 });
             }
         };
@@ -392,7 +413,7 @@ impl DnsHandler {
         let router = self.router();
         // Read before the answer is made: the memo keeps it only if no zone changed meanwhile.
         let generation = router.memo.generation();
-        let resp = self.respond(&router, &mut parsed, protocol, src).await;
+        let resp = self.respond(&router, &mut parsed, protocol, src, stream).await;
         if resp.dropped {
             return None;
         }
@@ -425,8 +446,17 @@ impl DnsHandler {
             additional: &resp.additional,
             edns: edns.as_ref(),
         };
-        let sent = match fit::encode(&parts, limit, out) {
-            Ok(header) => header.metadata,
+        let transfer = stream
+            && matches!(qtype, Some(RecordType::AXFR | RecordType::IXFR))
+            && resp.meta.response_code == ResponseCode::NoError
+            && !resp.answers.is_empty();
+        let encoded = if transfer {
+            xfr::encode_framed(&parts, out)
+        } else {
+            fit::encode(&parts, limit, out).map(|h| h.metadata)
+        };
+        let sent = match encoded {
+            Ok(meta) => meta,
             Err(error) => {
                 // As hickory-server does when a response cannot be encoded: SERVFAIL, no records.
                 tracing::error!(%error, "error encoding a response");
@@ -452,6 +482,7 @@ impl DnsHandler {
             protocol,
             src,
             elapsed: started.elapsed(),
+            framed: transfer,
         };
         observe_request(&router, &parsed, &resp, &sent, &served);
         if router.memo.may_keep(protocol)
@@ -494,6 +525,7 @@ impl DnsHandler {
             protocol: Transport::Udp,
             src,
             elapsed: started.elapsed(),
+            framed: false,
         };
         if !block.observers.is_empty() {
             let request = Header::read(&mut BinDecoder::new(req)).ok()?.metadata;

@@ -386,7 +386,7 @@ async fn owned_answer(
     mut out: Vec<u8>,
 ) -> (Vec<u8>, bool) {
     let reply = handler
-        .answer_in_full(&req, src, Transport::Udp, &mut out, started)
+        .answer_in_full(&req, src, Transport::Udp, &mut out, started, false)
         .await
         .is_some();
     (out, reply)

@@ -42,6 +42,7 @@ mod support;
 mod tcp_limits;
 mod template;
 mod timeouts;
+mod transfer;
 mod transport;
 mod upstream;
 mod view;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::{Name, RecordType};
+use hickory_proto::rr::{Name, Record, RecordType};
 
 use super::setup::{FileConfig, ZoneFile};
 use super::zone::{Lookup, ZoneData};
@@ -301,6 +301,13 @@ impl Plugin for File {
 
     fn start(&self, _chain: &Chain) {
         self.start_reload();
+    }
+
+    /// One version of the zone named exactly `zone`, whole (`transfer`).
+    fn zone_transfer(&self, zone: &Name) -> Option<Vec<Record>> {
+        let slot = self.inner.zones.iter().find(|z| &z.origin == zone)?;
+        let data = slot.data.read().unwrap_or_else(PoisonError::into_inner).clone()?;
+        Some(data.transfer())
     }
 }
 

@@ -183,6 +183,23 @@ impl ZoneData {
         self.serial
     }
 
+    /// Every record, for a zone transfer: the SOA, the rest in canonical name order, the SOA
+    /// again (RFC 5936 section 2.2).
+    pub fn transfer(&self) -> Vec<Record> {
+        let mut out = Vec::with_capacity(self.records + 1);
+        out.push(self.soa.clone());
+        for records in self.nodes.values() {
+            out.extend(
+                records
+                    .iter()
+                    .filter(|r| r.record_type() != RecordType::SOA)
+                    .cloned(),
+            );
+        }
+        out.push(self.soa.clone());
+        out
+    }
+
     /// How many records it holds.
     pub fn records(&self) -> usize {
         self.records

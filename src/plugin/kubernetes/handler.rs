@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hickory_proto::rr::Name;
+use hickory_proto::rr::{Name, Record};
 
 use super::answer::answerer::name_under;
 use super::answer::kept::KeptBudget;
@@ -89,6 +89,11 @@ impl Kubernetes {
         }
     }
 
+    /// Its answerer (what a name answers is decided there).
+    pub(super) fn answerer(&self) -> &ClusterAnswerer {
+        &self.answerer
+    }
+
     /// The zone this plugin answers from.
     pub fn zone(&self) -> &Arc<ClusterZone> {
         self.answerer.zone()
@@ -114,6 +119,11 @@ impl Plugin for Kubernetes {
 
     fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {
         vec![self.zone().clone() as Arc<dyn ChangeCounter>]
+    }
+
+    /// Its primary zone, whole, for `transfer`.
+    fn zone_transfer(&self, zone: &Name) -> Option<Vec<Record>> {
+        self.transfer(zone)
     }
 
     /// CoreDNS's `startup_timeout`: the server waits this long for the first lists before

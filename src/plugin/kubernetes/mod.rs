@@ -7,6 +7,7 @@ pub mod handler;
 mod options;
 mod selector;
 pub mod setup;
+mod transfer;
 
 pub use handler::Kubernetes;
 

@@ -16,7 +16,6 @@ use tokio::time::Instant;
 use super::reader::{MessageReader, ReadError};
 use super::shared::Shared;
 use super::slots::Slot;
-use crate::proto::Transport;
 use crate::telemetry::tcp::CloseReason;
 
 /// Most queries of one connection answered at the same time; reading waits beyond that.
@@ -69,10 +68,12 @@ where
                     let write_deadline = limits.write_timeout;
                     in_flight.spawn(async move {
                         let mut out = Vec::with_capacity(512);
-                        let answered = handler.answer_into(&msg, src, Transport::Tcp, &mut out).await;
+                        let answered = handler.answer_stream_into(&msg, src, &mut out).await;
                         drop(msg);
                         drop(held);
                         match answered {
+                            // A zone transfer: its messages carry their lengths already.
+                            Some(served) if served.framed => write_raw(&wr, &out, write_deadline).await,
                             Some(_) => write_framed(&wr, &out, write_deadline).await,
                             None => Stalled(false),
                         }
@@ -125,9 +126,19 @@ async fn write_framed<W: AsyncWrite + Unpin>(
     let mut framed = Vec::with_capacity(msg.len() + 2);
     framed.extend_from_slice(&len.to_be_bytes());
     framed.extend_from_slice(msg);
+    write_raw(wr, &framed, deadline).await
+}
+
+/// Writes `bytes` (messages with their length prefixes) as they are, waiting at most
+/// `deadline` for the socket (and for the answers before it).
+async fn write_raw<W: AsyncWrite + Unpin>(
+    wr: &tokio::sync::Mutex<W>,
+    bytes: &[u8],
+    deadline: Duration,
+) -> Stalled {
     let write = async {
         let mut w = wr.lock().await;
-        w.write_all(&framed).await?;
+        w.write_all(bytes).await?;
         // TLS holds records until flushed; a plain socket's flush does nothing.
         w.flush().await
     };

@@ -1,0 +1,71 @@
+//! The cluster zone for a zone transfer (`transfer`): every record a client could be answered
+//! in the primary zone, made by asking this plugin's own answerer (one place decides what a
+//! name answers): the SOA, the apex NS with its address, then for each Service its A, AAAA
+//! and SRV records (for a headless Service, one per ready endpoint, with the endpoints' names
+//! and addresses) or its ExternalName CNAME, and the SOA again (RFC 5936). Pod records and
+//! PTRs are not part of it, as in CoreDNS.
+
+use std::collections::HashSet;
+
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+use hickory_proto::serialize::binary::BinEncodable;
+
+use super::answer::Outcome;
+use super::answer::answerer::name_under;
+use super::handler::Kubernetes;
+use crate::proto::Question;
+
+impl Kubernetes {
+    /// The zone `zone` whole, when it is this plugin's primary zone and the first lists are in.
+    pub(super) fn transfer(&self, zone: &Name) -> Option<Vec<Record>> {
+        let answerer = self.answerer();
+        if answerer.settings().primary != *zone {
+            return None;
+        }
+        if !self.zone().is_synced() {
+            return None;
+        }
+        let ask = |name: &Name, qtype: RecordType| match self.serve(&Question::new(name.clone(), qtype)) {
+            Outcome::Answer(a) => Some(a),
+            Outcome::Fallthrough => None,
+        };
+        let soa = ask(zone, RecordType::SOA)?
+            .answers
+            .iter()
+            .find(|r| r.record_type() == RecordType::SOA)?
+            .clone();
+        let mut out = vec![soa.clone()];
+        let mut seen: HashSet<Vec<u8>> = HashSet::new();
+        let mut add = |records: &mut dyn Iterator<Item = &Record>, out: &mut Vec<Record>| {
+            for r in records {
+                if r.record_type() == RecordType::SOA {
+                    continue;
+                }
+                if r.to_bytes().is_ok_and(|b| seen.insert(b)) {
+                    out.push(r.clone());
+                }
+            }
+        };
+        if let Some(ns) = ask(zone, RecordType::NS) {
+            add(&mut ns.answers.iter().chain(ns.additional.iter()), &mut out);
+        }
+        for (namespace, service) in self.zone().service_keys() {
+            let Some(name) = name_under(&[&service, &namespace, "svc"], zone) else {
+                continue;
+            };
+            for qtype in [RecordType::A, RecordType::AAAA, RecordType::SRV] {
+                let Some(a) = ask(&name, qtype) else {
+                    continue;
+                };
+                // An ExternalName answers its CNAME (the target is not the cluster's).
+                let own = a.answers.iter().filter(|r| match &r.data {
+                    RData::CNAME(_) => true,
+                    _ => r.record_type() == qtype,
+                });
+                add(&mut own.chain(a.additional.iter()), &mut out);
+            }
+        }
+        out.push(soa);
+        Some(out)
+    }
+}

@@ -1,0 +1,89 @@
+//! [`Transfer`]: answers AXFR and IXFR questions for its zones, to allowed clients, with the
+//! zone the authoritative plugin after it gives; passes every other question on unchanged.
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{Name, RecordType};
+
+use super::setup::{Allowed, TransferConfig};
+use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
+use crate::proto::{Answer, Failure, FlagEdit, Question, Reply};
+
+/// The `transfer` plugin of one server block.
+#[derive(Debug)]
+pub struct Transfer {
+    zones: Vec<Name>,
+    to: Vec<Allowed>,
+}
+
+impl Transfer {
+    /// The plugin for `config`.
+    pub fn new(config: &TransferConfig) -> Self {
+        Self {
+            zones: config
+                .zones
+                .iter()
+                .filter_map(|z| Name::from_ascii(z).ok())
+                .map(|n| n.to_lowercase())
+                .collect(),
+            to: config.to.clone(),
+        }
+    }
+
+    fn allowed(&self, q: &Question) -> bool {
+        let ip = q.client.ip().to_canonical();
+        self.to.iter().any(|a| match a {
+            Allowed::Anyone => true,
+            Allowed::Address(addr) => *addr == ip,
+        })
+    }
+
+    /// Its reply to `q`, or `None` when `q` is not a transfer of one of its zones.
+    fn answer(&self, q: &Question, next: &Next<'_>) -> Option<Reply> {
+        if !matches!(q.qtype, RecordType::AXFR | RecordType::IXFR) {
+            return None;
+        }
+        let zone = self.zones.iter().find(|z| z.zone_of(&q.name))?;
+        // A transfer is of a zone, asked at its apex, by a client `to` allows.
+        if *zone != q.name || !self.allowed(q) {
+            return Some(Reply::Rcode(ResponseCode::Refused));
+        }
+        Some(match next.zone_transfer(zone) {
+            Some(records) => Reply::Authoritative(Answer {
+                rcode: ResponseCode::NoError,
+                answers: records.into(),
+                authority: Vec::new(),
+                additional: Vec::new(),
+                chase_target: None,
+                flags: FlagEdit::KEEP,
+            }),
+            None => Reply::Failed(Failure {
+                rcode: ResponseCode::ServFail,
+                reason: "no plugin has the zone to transfer",
+            }),
+        })
+    }
+}
+
+impl Plugin for Transfer {
+    fn name(&self) -> &'static str {
+        "transfer"
+    }
+
+    /// Other questions pass through unchanged (transfers come over TCP, which the memo never
+    /// replays).
+    fn replay(&self, _q: &Question) -> Replay {
+        Replay::Same
+    }
+
+    fn answers_transfers(&self) -> bool {
+        true
+    }
+
+    fn serve_now(&self, q: &Question, next: &Next<'_>) -> Now {
+        self.answer(q, next).map_or(Now::Pass, Now::Reply)
+    }
+
+    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+        next.follow(self.serve_now(q, &next), q)
+    }
+}

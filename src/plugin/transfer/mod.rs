@@ -1,0 +1,11 @@
+//! The `transfer` plugin: answers zone transfers (AXFR; IXFR as a whole transfer) of its zones
+//! to the clients its `to` lines allow, with the records the authoritative plugin after it
+//! gives ([`crate::chain::Plugin::zone_transfer`]: `kubernetes`, `file`). The server sends the
+//! answer over TCP in as many messages as it needs; over UDP a transfer is refused. See this
+//! folder's README.
+
+pub mod handler;
+pub mod setup;
+
+pub use handler::Transfer;
+pub use setup::TransferConfig;

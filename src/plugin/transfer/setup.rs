@@ -1,0 +1,152 @@
+//! The `transfer` directive's Corefile syntax (CoreDNS 1.14.7's):
+//!
+//! ```text
+//! transfer [ZONE...] {
+//!     to ADDRESS...
+//!     source ADDRESS
+//! }
+//! ```
+//!
+//! ADDRESS is `*`, an IP address, or one with a port (`1.2.3.4:5300`, `[12:34::56]:5300`); the
+//! port only matters to NOTIFY, which is not sent here. `source` (NOTIFY's local address) is
+//! accepted and has no effect.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::corefile::{CorefileError, Directive, normalize_zone};
+
+/// Who may transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allowed {
+    /// `to *`: anyone.
+    Anyone,
+    /// One address.
+    Address(IpAddr),
+}
+
+/// `transfer`, as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferConfig {
+    /// The zones transferred, lower-case and absolute.
+    pub zones: Vec<String>,
+    /// The `to` addresses; empty: nobody (every transfer is refused).
+    pub to: Vec<Allowed>,
+}
+
+fn parse_address(text: &str) -> Option<Allowed> {
+    if text == "*" {
+        return Some(Allowed::Anyone);
+    }
+    if let Ok(ip) = text.parse::<IpAddr>() {
+        return Some(Allowed::Address(ip.to_canonical()));
+    }
+    text.parse::<SocketAddr>()
+        .ok()
+        .map(|a| Allowed::Address(a.ip().to_canonical()))
+}
+
+/// Parses a `transfer` directive of a block serving `block_zones`.
+pub fn parse(d: &Directive, block_zones: &[String]) -> Result<TransferConfig, CorefileError> {
+    let zones = if d.args.is_empty() {
+        block_zones.to_vec()
+    } else {
+        d.args
+            .iter()
+            .map(|t| normalize_zone(&t.text).map_err(|m| d.error_at(t, m)))
+            .collect::<Result<_, _>>()?
+    };
+    let mut to = Vec::new();
+    for opt in &d.block {
+        match opt.name.text.as_str() {
+            "to" => {
+                if opt.args.is_empty() {
+                    return Err(d.error_at(&opt.name, "to needs at least one address, or *"));
+                }
+                for t in &opt.args {
+                    to.push(parse_address(&t.text).ok_or_else(|| {
+                        d.error_at(
+                            t,
+                            format!(
+                                "to: '{}' is not *, an IP address or an address with a port",
+                                t.text
+                            ),
+                        )
+                    })?);
+                }
+            }
+            "source" => {
+                let a = d.option_arg(opt)?;
+                a.text
+                    .parse::<IpAddr>()
+                    .map_err(|_| d.error_at(a, format!("source: '{}' is not an IP address", a.text)))?;
+            }
+            other => return Err(d.error_at(&opt.name, format!("unknown property '{other}' (to or source)"))),
+        }
+    }
+    Ok(TransferConfig { zones, to })
+}
+
+/// The `transfer` directive's setup (one per block).
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    ctx.refuse_twice(d)?;
+    Ok(Arc::new(parse(d, ctx.zones)?))
+}
+
+impl Configured for TransferConfig {
+    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
+        Built::Plugin(Arc::new(super::Transfer::new(self)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::corefile::Corefile;
+    use std::path::Path;
+
+    fn parse_text(text: &str) -> Result<TransferConfig, String> {
+        let cf = Corefile::parse_str(text, Path::new("Corefile")).map_err(|e| e.to_string())?;
+        let zones = vec!["example.org.".to_owned()];
+        parse(&cf.blocks[0].directives[0], &zones).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn syntax_and_errors() {
+        let c = parse_text("example.org {\n transfer {\n  to * 10.240.1.1\n  to [12:34::56]:5300 1.2.3.4:5300\n  source 10.0.0.1\n }\n}\n").unwrap();
+        assert_eq!(c.zones, ["example.org."]);
+        assert_eq!(
+            c.to,
+            [
+                Allowed::Anyone,
+                Allowed::Address("10.240.1.1".parse().unwrap()),
+                Allowed::Address("12:34::56".parse().unwrap()),
+                Allowed::Address("1.2.3.4".parse().unwrap()),
+            ]
+        );
+        let c = parse_text(". {\n transfer Example.ORG example.net {\n  to 127.0.0.1\n }\n}\n").unwrap();
+        assert_eq!(c.zones, ["example.org.", "example.net."]);
+        for (text, want) in [
+            (
+                ". {\n transfer {\n  to\n }\n}\n",
+                "Corefile:3: transfer: to needs at least one address",
+            ),
+            (
+                ". {\n transfer {\n  to 10.0.0.0/8\n }\n}\n",
+                "Corefile:3: transfer: to: '10.0.0.0/8' is not *",
+            ),
+            (
+                ". {\n transfer {\n  source nowhere\n }\n}\n",
+                "source: 'nowhere' is not an IP address",
+            ),
+            (
+                ". {\n transfer {\n  from 1.2.3.4\n }\n}\n",
+                "unknown property 'from'",
+            ),
+        ] {
+            let e = parse_text(text).unwrap_err();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+    }
+}
