@@ -132,6 +132,76 @@ async fn all_upstreams_dead_gives_servfail_within_the_deadline() {
 }
 
 #[tokio::test]
+async fn failover_rcodes_move_on_to_the_next_upstream() {
+    // The README's example: SERVFAIL or REFUSED from 1.2.3.4 tries 5.6.7.8, then 9.0.1.2.
+    let (a, b, c) = (
+        Scripted::start().await,
+        Scripted::start().await,
+        Scripted::start().await,
+    );
+    a.set_mode(Mode::Rcode(ResponseCode::ServFail));
+    b.set_mode(Mode::Rcode(ResponseCode::Refused));
+    c.set_octet(3);
+    let (running, addr) = start(
+        "fwd-failover",
+        30,
+        &format!(
+            "forward . {} {} {} {{\n policy sequential\n failover SERVFAIL REFUSED\n }}",
+            a.addr, b.addr, c.addr
+        ),
+    )
+    .await;
+    let m = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NoError, "{m:?}");
+    assert_eq!(a_records(&m), ["192.0.2.3"]);
+    assert_eq!((a.udp_queries(), b.udp_queries(), c.udp_queries()), (1, 1, 1));
+    // An rcode not listed is returned as it is.
+    a.set_mode(Mode::Rcode(ResponseCode::NotImp));
+    let m = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NotImp);
+    assert_eq!((a.udp_queries(), b.udp_queries(), c.udp_queries()), (2, 1, 1));
+    // All three answer a failover rcode: the last reply is returned.
+    a.set_mode(Mode::Rcode(ResponseCode::ServFail));
+    c.set_mode(Mode::Rcode(ResponseCode::Refused));
+    b.set_mode(Mode::Rcode(ResponseCode::ServFail));
+    let m = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::Refused, "{m:?}");
+    assert_eq!((a.udp_queries(), b.udp_queries(), c.udp_queries()), (3, 2, 2));
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn max_connect_attempts_caps_the_failed_attempts() {
+    let (a, b) = (Scripted::start().await, Scripted::start().await);
+    a.set_mode(Mode::Drop);
+    b.set_mode(Mode::Drop);
+    let (running, addr) = start(
+        "fwd-max-connect",
+        30,
+        &format!("forward . {} {} {{\n max_connect_attempts 1\n }}", a.addr, b.addr),
+    )
+    .await;
+    let (m, took) = ask_slow(addr, "www.example.com.").await;
+    assert_eq!(
+        m.expect("SERVFAIL").metadata.response_code,
+        ResponseCode::ServFail
+    );
+    assert!(took >= Duration::from_millis(1900), "one read_timeout: {took:?}");
+    assert_eq!(a.udp_queries() + b.udp_queries(), 1, "one attempt only");
+    running.stop().await.unwrap();
+    // The default: twice the upstreams, so a silent single upstream is asked twice.
+    let (running, addr) = start("fwd-max-connect-default", 30, &format!("forward . {}", a.addr)).await;
+    let before = a.udp_queries();
+    let (m, _) = ask_slow(addr, "www.example.com.").await;
+    assert_eq!(
+        m.expect("SERVFAIL").metadata.response_code,
+        ResponseCode::ServFail
+    );
+    assert_eq!(a.udp_queries() - before, 2);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
 async fn dead_upstream_is_marked_down_probed_and_taken_back() {
     let dead = Scripted::start().await;
     dead.set_mode(Mode::Drop);

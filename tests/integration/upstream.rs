@@ -2,8 +2,8 @@
 //!
 //! - [`Scripted`]: a small authoritative server for `example.com` written here, over UDP and
 //!   TCP, whose behaviour a test switches at run time ([`Mode`]): answer, be slow, drop, answer
-//!   spoofed replies (wrong ID, wrong source port, wrong question) before the real one, or relay
-//!   every query to another server (a resolv.conf stub such as 127.0.0.53 pointing back at us).
+//!   spoofed replies (wrong ID, wrong source port, wrong question) before the real one, answer a
+//!   chosen rcode, or relay every query to another server (a resolv.conf stub such as 127.0.0.53 pointing back at us).
 //!   It counts the queries it gets.
 //! - [`Unbound`]: the real Debian `unbound`, authoritative for a small zone through
 //!   `local-zone`/`local-data`, started from a config in a temp dir and killed on drop.
@@ -39,6 +39,8 @@ pub enum Mode {
     Spoof,
     /// Pass every query to this server and its reply back.
     Relay(SocketAddr),
+    /// Answer at once with this rcode and empty sections (a recursor's SERVFAIL or REFUSED).
+    Rcode(ResponseCode),
 }
 
 /// The address the spoofed replies claim.
@@ -86,7 +88,8 @@ fn soa() -> Record {
 
 /// The answer to `query` (parsed): `nx*` names are NXDOMAIN (SOA TTL and MINIMUM 2 s); `big*`
 /// names have 100 A records (truncated over UDP); HINFO and other types get NODATA; every other
-/// name gets one A 192.0.2.X with the state's TTL. Always RA=1, AA=1.
+/// name gets one A 192.0.2.X with the state's TTL; in [`Mode::Rcode`], that rcode and nothing
+/// else. Always RA=1, AA=1.
 fn answer(state: &State, query: &Message, udp: bool) -> Message {
     let mut reply = Message::response(query.metadata.id, query.metadata.op_code);
     reply.metadata.recursion_desired = query.metadata.recursion_desired;
@@ -104,7 +107,9 @@ fn answer(state: &State, query: &Message, udp: bool) -> Message {
         .map(|l| String::from_utf8_lossy(l).to_ascii_lowercase())
         .unwrap_or_default();
     let ttl = state.ttl.load(Ordering::Relaxed);
-    if first.starts_with("nx") {
+    if let Mode::Rcode(code) = *state.mode.lock().unwrap() {
+        reply.metadata.response_code = code;
+    } else if first.starts_with("nx") {
         reply.metadata.response_code = ResponseCode::NXDomain;
         reply.authorities.push(soa());
     } else if q.query_type() != RecordType::A {
@@ -212,7 +217,7 @@ impl Scripted {
                                 .await;
                             tokio::time::sleep(Duration::from_millis(50)).await;
                         }
-                        Mode::Answer | Mode::Relay(_) => {}
+                        Mode::Answer | Mode::Relay(_) | Mode::Rcode(_) => {}
                     }
                     let _ = u.send_to(&reply.to_bytes().unwrap(), from).await;
                 });

@@ -1,7 +1,8 @@
 //! The `forward` plugin's query path ([`Forward`]): it decides which questions it handles
 //! (FROM, outside `except`), bounds them (`max_concurrent`, [`TOTAL_BUDGET`]), chooses among its
 //! [`Upstream`]s by `policy` and their health, tries them in turn (each attempt one
-//! [`exchange`]), marks an upstream down after `max_fails` failures and probes it back in the
+//! [`exchange`]) until one replies, `max_connect_attempts` failed or a reply's rcode is not one
+//! of `failover`'s, marks an upstream down after `max_fails` failures and probes it back in the
 //! background, and sends the loop probes of `loop`.
 
 use std::net::SocketAddr;
@@ -259,6 +260,16 @@ impl Forward {
         let mut candidates = self.candidates();
         let mut timed_out = false;
         let mut at = 0;
+        // `max_connect_attempts`: failed attempts allowed (0: only MAX_ATTEMPTS bounds them).
+        let failures_allowed = cfg
+            .max_connect_attempts
+            .map_or(2 * self.inner.upstreams.len(), |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            });
+        let mut failures = 0;
+        // `failover`: the last reply whose rcode sent the question on, and how many there were.
+        let mut failed_over: Option<Message> = None;
+        let mut failovers = 0;
         for _ in 0..MAX_ATTEMPTS {
             if candidates.is_empty() {
                 break;
@@ -275,6 +286,16 @@ impl Forward {
             match self.attempt(up, q, tcp, attempt_deadline).await {
                 Ok(msg) => {
                     up.fails.store(0, Ordering::Relaxed);
+                    // A failover rcode moves on to the next upstream, at most (upstreams - 1)
+                    // times as in CoreDNS: the reply that reaches that count is returned.
+                    if cfg.failover.contains(&msg.metadata.response_code) {
+                        failovers += 1;
+                        if failovers < self.inner.upstreams.len() {
+                            failed_over = Some(msg);
+                            candidates.remove(at);
+                            continue;
+                        }
+                    }
                     return Reply::Forwarded(forwarded(msg));
                 }
                 Err(error) => {
@@ -286,8 +307,15 @@ impl Forward {
                     } else {
                         candidates.remove(at);
                     }
+                    failures += 1;
+                    if failures_allowed > 0 && failures >= failures_allowed {
+                        break;
+                    }
                 }
             }
+        }
+        if let Some(msg) = failed_over {
+            return Reply::Forwarded(forwarded(msg));
         }
         self.inner.stats.no_upstream_reply.fetch_add(1, Ordering::Relaxed);
         Reply::Failed(Failure {

@@ -5,8 +5,8 @@
 //!
 //! Time: each attempt waits at most `read_timeout` (2 s), and the whole query at most
 //! [`TOTAL_BUDGET`], so a client gets SERVFAIL before its own 5 s retry. Within the budget the
-//! upstreams are tried in turn, again and again, as CoreDNS does (one upstream: 2 s, 2 s, then
-//! the 0.5 s left). An upstream that refuses (ICMP port unreachable on the connected UDP socket,
+//! upstreams are tried in turn, again and again, as CoreDNS does, until `max_connect_attempts`
+//! failed (one upstream: 2 s, 2 s). A `failover` rcode moves on to the next upstream too. An upstream that refuses (ICMP port unreachable on the connected UDP socket,
 //! a TCP reset) is not asked again for that question, so a closed port costs no timeout.
 //!
 //! The files: `handler` holds the query path ([`Forward`], its upstreams and their health),
