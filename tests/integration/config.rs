@@ -8,7 +8,7 @@ use cluster_dns::config::{Config, DEFAULT_DNS_PORT};
 use cluster_dns::corefile::{Corefile, CorefileError};
 use cluster_dns::plugin::cache::CacheConfig;
 use cluster_dns::plugin::errors::ErrorsConfig;
-use cluster_dns::plugin::forward::ForwardConfig;
+use cluster_dns::plugin::forward::ForwardBlock;
 use cluster_dns::plugin::health::HealthConfig;
 use cluster_dns::plugin::kubernetes::setup::KubernetesConfig;
 use cluster_dns::plugin::loadbalance::setup::LoadBalanceConfig;
@@ -182,7 +182,7 @@ fn kubeadm_corefile_as_shipped() {
     let c = Config::load(path, DEFAULT_DNS_PORT).unwrap();
     let b = &c.blocks[0];
     assert_eq!((b.zones.as_slice(), b.port), (&[".".to_owned()][..], 53));
-    let f = b.get::<ForwardConfig>().unwrap();
+    let f = &b.get::<ForwardBlock>().unwrap().configs[0];
     assert_eq!(f.max_concurrent, Some(1000));
     assert_eq!(b.get::<CacheConfig>().unwrap().success.max_ttl.as_secs(), 30);
     assert!(

@@ -131,17 +131,30 @@ async fn all_upstreams_dead_gives_servfail_within_the_deadline() {
     running.stop().await.unwrap();
 }
 
+/// Three scripted upstreams: the first two answering `first` and `second`, the third answering
+/// 192.0.2.3.
+async fn three_upstreams(first: ResponseCode, second: ResponseCode) -> [Scripted; 3] {
+    let ups = [
+        Scripted::start().await,
+        Scripted::start().await,
+        Scripted::start().await,
+    ];
+    ups[0].set_mode(Mode::Rcode(first));
+    ups[1].set_mode(Mode::Rcode(second));
+    ups[2].set_octet(3);
+    ups
+}
+
+/// The UDP questions each of `ups` got.
+fn asked(ups: &[Scripted; 3]) -> [usize; 3] {
+    [ups[0].udp_queries(), ups[1].udp_queries(), ups[2].udp_queries()]
+}
+
 #[tokio::test]
 async fn failover_rcodes_move_on_to_the_next_upstream() {
     // The README's example: SERVFAIL or REFUSED from 1.2.3.4 tries 5.6.7.8, then 9.0.1.2.
-    let (a, b, c) = (
-        Scripted::start().await,
-        Scripted::start().await,
-        Scripted::start().await,
-    );
-    a.set_mode(Mode::Rcode(ResponseCode::ServFail));
-    b.set_mode(Mode::Rcode(ResponseCode::Refused));
-    c.set_octet(3);
+    let ups = three_upstreams(ResponseCode::ServFail, ResponseCode::Refused).await;
+    let [a, b, c] = &ups;
     let (running, addr) = start(
         "fwd-failover",
         30,
@@ -154,19 +167,61 @@ async fn failover_rcodes_move_on_to_the_next_upstream() {
     let m = ask(addr, "www.example.com.", RecordType::A).await;
     assert_eq!(m.metadata.response_code, ResponseCode::NoError, "{m:?}");
     assert_eq!(a_records(&m), ["192.0.2.3"]);
-    assert_eq!((a.udp_queries(), b.udp_queries(), c.udp_queries()), (1, 1, 1));
+    assert_eq!(asked(&ups), [1, 1, 1]);
     // An rcode not listed is returned as it is.
     a.set_mode(Mode::Rcode(ResponseCode::NotImp));
     let m = ask(addr, "www.example.com.", RecordType::A).await;
     assert_eq!(m.metadata.response_code, ResponseCode::NotImp);
-    assert_eq!((a.udp_queries(), b.udp_queries(), c.udp_queries()), (2, 1, 1));
+    assert_eq!(asked(&ups), [2, 1, 1]);
     // All three answer a failover rcode: the last reply is returned.
     a.set_mode(Mode::Rcode(ResponseCode::ServFail));
     c.set_mode(Mode::Rcode(ResponseCode::Refused));
     b.set_mode(Mode::Rcode(ResponseCode::ServFail));
     let m = ask(addr, "www.example.com.", RecordType::A).await;
     assert_eq!(m.metadata.response_code, ResponseCode::Refused, "{m:?}");
-    assert_eq!((a.udp_queries(), b.udp_queries(), c.udp_queries()), (3, 2, 2));
+    assert_eq!(asked(&ups), [3, 2, 2]);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn next_rcodes_go_to_the_following_forward() {
+    // The README's example: NXDOMAIN from the first goes to the second, then to the third.
+    let ups = three_upstreams(ResponseCode::NXDomain, ResponseCode::NXDomain).await;
+    let [a, b, c] = &ups;
+    let (running, addr) = start(
+        "fwd-next",
+        30,
+        &format!(
+            "forward . {} {{\n next NXDOMAIN\n }}\n forward . {} {{\n next NXDOMAIN\n }}\n forward . {} {{\n }}",
+            a.addr, b.addr, c.addr
+        ),
+    )
+    .await;
+    let m = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NoError, "{m:?}");
+    assert_eq!(a_records(&m), ["192.0.2.3"]);
+    assert_eq!(asked(&ups), [1, 1, 1]);
+    // An rcode not listed is the answer; the first answering normally is too.
+    b.set_mode(Mode::Rcode(ResponseCode::ServFail));
+    let m = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
+    assert_eq!(asked(&ups), [2, 2, 1]);
+    a.set_mode(Mode::Answer);
+    let m = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(a_records(&m), ["192.0.2.1"]);
+    assert_eq!(asked(&ups), [3, 2, 1]);
+    running.stop().await.unwrap();
+    // Followed by a plugin that is not `forward` (whoami), `next` is ignored, as in CoreDNS.
+    a.set_mode(Mode::Rcode(ResponseCode::NXDomain));
+    let (running, addr) = start(
+        "fwd-next-last",
+        30,
+        &format!("forward . {} {{\n next NXDOMAIN\n }}\n whoami", a.addr),
+    )
+    .await;
+    let m = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NXDomain, "{m:?}");
+    assert!(m.additionals.is_empty() && m.answers.is_empty(), "{m:?}");
     running.stop().await.unwrap();
 }
 

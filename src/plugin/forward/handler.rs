@@ -171,6 +171,11 @@ impl Forward {
         self
     }
 
+    /// The rcodes its `next` hands to the block's following `forward`.
+    pub fn next_rcodes(&self) -> &[ResponseCode] {
+        &self.inner.config.next
+    }
+
     /// The upstreams, in configured order.
     pub fn upstreams(&self) -> &[Arc<Upstream>] {
         &self.inner.upstreams

@@ -10,7 +10,7 @@ use hickory_proto::op::ResponseCode;
 use tokio_rustls::rustls::pki_types::ServerName;
 
 use super::tls::{DOT_PORT, TlsSettings, client_config};
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx, previous};
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone, parse_duration};
 use crate::telemetry::rcode_label;
 use std::sync::Arc;
@@ -71,6 +71,9 @@ pub struct ForwardConfig {
     /// `failover RCODE...`: a reply with one of these rcodes sends the question to the next
     /// upstream (never NOERROR); when every upstream answered so, the last reply is returned.
     pub failover: Vec<ResponseCode>,
+    /// `next RCODE...`: an upstream reply with one of these rcodes goes instead to the block's
+    /// next `forward` (ignored when this is its last).
+    pub next: Vec<ResponseCode>,
     /// `max_connect_attempts N`: failed attempts after which the question gets SERVFAIL;
     /// `None` (not written) is twice the number of upstreams, `Some(0)` no cap.
     pub max_connect_attempts: Option<u32>,
@@ -205,6 +208,7 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
         failfast_all_unhealthy: false,
         tls: (schemes.0 > 0).then(TlsSettings::default),
         failover: Vec::new(),
+        next: Vec::new(),
         max_connect_attempts: None,
     };
     let mut tls_line: Option<Token> = None;
@@ -248,6 +252,14 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
                         return Err(d.error_at(a, "failover: NOERROR cannot be used"));
                     }
                     c.failover.push(code);
+                }
+            }
+            "next" => {
+                if opt.args.is_empty() {
+                    return Err(d.error_at(&opt.name, "next needs at least one rcode"));
+                }
+                for a in &opt.args {
+                    c.next.push(rcode_arg(d, opt, a)?);
                 }
             }
             "max_connect_attempts" => {
@@ -366,23 +378,43 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
     Ok(c)
 }
 
-/// The `forward` directive's setup (one per block).
-pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
-    ctx.refuse_twice(d)?;
-    Ok(Arc::new(parse(d, ctx.dir)?))
+/// The `forward` directives of one block, in the order written (CoreDNS allows several; each
+/// one's `next` hands its listed rcodes to the following one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForwardBlock {
+    /// One configuration per directive.
+    pub configs: Vec<ForwardConfig>,
 }
 
-impl Configured for ForwardConfig {
+/// The `forward` directive's setup: each use in a block is added after the earlier ones.
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    let mut configs = previous::<ForwardBlock>(ctx)
+        .map(|p| p.configs.clone())
+        .unwrap_or_default();
+    configs.push(parse(d, ctx.dir)?);
+    Ok(Arc::new(ForwardBlock { configs }))
+}
+
+impl Configured for ForwardBlock {
     fn build(&self, ctx: &BuildCtx<'_>) -> Built {
-        let forward = super::Forward::new(self);
         let families = ctx
             .metrics
             .and_then(|m| m.families::<super::ForwardMetrics>().ok());
-        let forward = match families {
-            Some(f) => forward.with_metrics(f, ctx.server),
-            None => forward,
-        };
-        Built::Plugin(Arc::new(forward))
+        let mut forwards: Vec<super::Forward> = self
+            .configs
+            .iter()
+            .map(|c| {
+                let forward = super::Forward::new(c);
+                match &families {
+                    Some(f) => forward.with_metrics(f.clone(), ctx.server),
+                    None => forward,
+                }
+            })
+            .collect();
+        match forwards.len() {
+            1 => Built::Plugin(Arc::new(forwards.remove(0))),
+            _ => Built::Plugin(Arc::new(super::Forwards::new(forwards))),
+        }
     }
 }
 
@@ -457,12 +489,13 @@ mod tests {
         assert_eq!(c.read_timeout, Duration::from_millis(500));
         assert_eq!((c.failover.clone(), c.max_connect_attempts), (vec![], None));
         let c = parse_text(
-            "forward . 1.1.1.1 {\n failover servfail REFUSED\n max_connect_attempts 0\n}",
+            "forward . 1.1.1.1 {\n failover servfail REFUSED\n max_connect_attempts 0\n next nxdomain\n}",
             Path::new("/"),
         )
         .unwrap();
         assert_eq!(c.failover, [ResponseCode::ServFail, ResponseCode::Refused]);
         assert_eq!(c.max_connect_attempts, Some(0));
+        assert_eq!(c.next, [ResponseCode::NXDomain]);
         for (text, want) in [
             ("forward .", "at least one upstream"),
             ("forward . nosuchthing", "neither an IP"),
@@ -474,6 +507,11 @@ mod tests {
             ("forward . 1.1.1.1 {\n failover\n}", "Corefile:3"),
             ("forward . 1.1.1.1 {\n failover SERVFAIL BOGUS\n}", "Corefile:3"),
             ("forward . 1.1.1.1 {\n failover NOERROR\n}", "NOERROR cannot"),
+            ("forward . 1.1.1.1 {\n next\n}", "Corefile:3"),
+            (
+                "forward . 1.1.1.1 {\n next NXDOMAIN NODOMAIN\n}",
+                "'NODOMAIN' is not a valid rcode",
+            ),
             ("forward . 1.1.1.1 {\n max_connect_attempts -1\n}", "Corefile:3"),
             ("forward . 1.1.1.1 {\n max_connect_attempts\n}", "exactly one"),
         ] {
