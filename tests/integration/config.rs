@@ -53,10 +53,18 @@ fn mistakes_are_reported_with_file_and_line() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("Corefile:3") && e.contains("only once"), "{e}");
-    let e = parse(".:53 {\n  forward . 1.1.1.1\n  forward . 1.1.1.1\n}\n")
-        .unwrap_err()
-        .to_string();
+    let e = parse(".:53 {\n  cache\n  cache\n}\n").unwrap_err().to_string();
     assert!(e.contains("Corefile:3") && e.contains("only once"), "{e}");
+    // Several `forward`s are one block's chain of them (their `next`), as in CoreDNS.
+    let c = parse(".:53 {\n  forward . 1.1.1.1 {\n next NXDOMAIN\n }\n  forward . 1.0.0.1\n}\n").unwrap();
+    let to: Vec<_> = c.blocks[0]
+        .get::<ForwardBlock>()
+        .unwrap()
+        .configs
+        .iter()
+        .map(|f| f.to[0].to_string())
+        .collect();
+    assert_eq!(to, ["1.1.1.1:53", "1.0.0.1:53"]);
     let e = parse(".:53 {\n  dnssec example.org\n}\n")
         .unwrap_err()
         .to_string();
