@@ -257,6 +257,31 @@ async fn max_connect_attempts_caps_the_failed_attempts() {
 }
 
 #[tokio::test]
+async fn source_address_binds_the_outgoing_sockets() {
+    let up = Scripted::start().await;
+    let (running, addr) = start(
+        "fwd-source",
+        30,
+        &format!("forward . {} {{\n source_address 127.0.0.2\n }}", up.addr),
+    )
+    .await;
+    let m = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(a_records(&m), ["192.0.2.1"]);
+    // Over TCP too (the client's transport is the upstream's).
+    let m = support::tcp(addr, &support::query("big.example.com.", RecordType::A)).await;
+    assert_eq!(m.answers.len(), 100);
+    let local = std::net::IpAddr::from([127, 0, 0, 2]);
+    assert_eq!((up.udp_queries(), up.tcp_queries()), (1, 1));
+    assert_eq!(up.sources(), [local, local]);
+    running.stop().await.unwrap();
+    // Without it the kernel picks 127.0.0.1 for a loopback upstream.
+    let (running, addr) = start("fwd-source-default", 30, &format!("forward . {}", up.addr)).await;
+    let _ = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(up.sources().last(), Some(&std::net::IpAddr::from([127, 0, 0, 1])));
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
 async fn dead_upstream_is_marked_down_probed_and_taken_back() {
     let dead = Scripted::start().await;
     dead.set_mode(Mode::Drop);

@@ -4,13 +4,13 @@
 //!   TCP, whose behaviour a test switches at run time ([`Mode`]): answer, be slow, drop, answer
 //!   spoofed replies (wrong ID, wrong source port, wrong question) before the real one, answer a
 //!   chosen rcode, or relay every query to another server (a resolv.conf stub such as 127.0.0.53 pointing back at us).
-//!   It counts the queries it gets.
+//!   It counts the queries it gets and keeps the source addresses they came from.
 //! - [`Unbound`]: the real Debian `unbound`, authoritative for a small zone through
 //!   `local-zone`/`local-data`, started from a config in a temp dir and killed on drop.
 
 #![allow(clippy::unwrap_used)]
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicUsize, Ordering};
@@ -54,6 +54,8 @@ struct State {
     last_octet: AtomicU8,
     /// The TTL of positive answers.
     ttl: AtomicU32,
+    /// The source address of every query, UDP and TCP, in arrival order.
+    sources: Mutex<Vec<IpAddr>>,
 }
 
 /// The scripted upstream.
@@ -176,6 +178,7 @@ impl Scripted {
             tcp_queries: AtomicUsize::new(0),
             last_octet: AtomicU8::new(1),
             ttl: AtomicU32::new(300),
+            sources: Mutex::new(Vec::new()),
         });
         let udp = Arc::new(udp);
         let s = Arc::clone(&state);
@@ -188,6 +191,7 @@ impl Scripted {
                 };
                 let bytes = buf[..n].to_vec();
                 s.udp_queries.fetch_add(1, Ordering::Relaxed);
+                s.sources.lock().unwrap().push(from.ip());
                 let (s, u) = (Arc::clone(&s), Arc::clone(&u));
                 tokio::spawn(async move {
                     let mode = *s.mode.lock().unwrap();
@@ -226,7 +230,7 @@ impl Scripted {
         let s = Arc::clone(&state);
         let tcp_task = tokio::spawn(async move {
             loop {
-                let Ok((mut stream, _)) = tcp.accept().await else {
+                let Ok((mut stream, from)) = tcp.accept().await else {
                     return;
                 };
                 let s = Arc::clone(&s);
@@ -240,6 +244,7 @@ impl Scripted {
                         return;
                     }
                     s.tcp_queries.fetch_add(1, Ordering::Relaxed);
+                    s.sources.lock().unwrap().push(from.ip());
                     let mode = *s.mode.lock().unwrap();
                     let Ok(query) = Message::from_bytes(&buf) else {
                         return;
@@ -281,7 +286,12 @@ impl Scripted {
         self.state.last_octet.store(octet, Ordering::Relaxed);
     }
 
-    /// Queries received over UDP.
+    /// The source address of every query received (UDP and TCP), in arrival order.
+    pub fn sources(&self) -> Vec<IpAddr> {
+        self.state.sources.lock().unwrap().clone()
+    }
+
+    /// UDP queries received.
     pub fn udp_queries(&self) -> usize {
         self.state.udp_queries.load(Ordering::Relaxed)
     }

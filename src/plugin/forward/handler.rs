@@ -5,7 +5,7 @@
 //! of `failover`'s, marks an upstream down after `max_fails` failures and probes it back in the
 //! background, and sends the loop probes of `loop`.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
@@ -16,7 +16,7 @@ use rand::seq::SliceRandom;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use super::exchange::{ExchangeStats, ForwardError, PROBE_TIMEOUT, exchange, probe_question};
+use super::exchange::{ExchangeStats, ForwardError, PROBE_TIMEOUT, Peer, exchange, probe_question};
 use super::metrics::{ForwardMetrics, PluginInstruments, Pool, UpstreamInstruments};
 use super::setup::{ForwardConfig, Policy};
 use super::{tls, udp};
@@ -48,14 +48,17 @@ pub struct Upstream {
     tls: Option<tls::TlsTransport>,
     /// Its idle UDP sockets (plain DNS).
     udp: udp::UdpPool,
+    /// `source_address`: the local address its sockets are bound to.
+    source: Option<IpAddr>,
 }
 
 impl Upstream {
-    fn new(addr: SocketAddr, tls: Option<tls::TlsTransport>, expire: Duration) -> Self {
+    fn new(addr: SocketAddr, tls: Option<tls::TlsTransport>, config: &ForwardConfig) -> Self {
         Self {
             addr,
             tls,
-            udp: udp::UdpPool::new(addr, expire),
+            udp: udp::UdpPool::new(addr, config.source_address, config.expire),
+            source: config.source_address,
             fails: AtomicU32::new(0),
             down: AtomicBool::new(false),
             probing: AtomicBool::new(false),
@@ -67,6 +70,14 @@ impl Upstream {
     /// Its address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Its address and the local address to reach it from (`source_address`).
+    fn peer(&self) -> Peer {
+        Peer {
+            addr: self.addr,
+            source: self.source,
+        }
     }
 
     /// Marked down after `max_fails` consecutive failures, until a probe gets a reply.
@@ -138,9 +149,11 @@ impl Forward {
                         .map(|a| {
                             let transport = client.clone().and_then(|c| {
                                 let name = config.tls.as_ref().and_then(|t| t.server_name.as_deref());
-                                tls::TlsTransport::new(c, *a, name, config.expire).ok()
+                                tls::TlsTransport::new(c, *a, name, config.expire)
+                                    .ok()
+                                    .map(|t| t.from_source(config.source_address))
                             });
-                            Arc::new(Upstream::new(*a, transport, config.expire))
+                            Arc::new(Upstream::new(*a, transport, config))
                         })
                         .collect()
                 },
@@ -371,7 +384,7 @@ impl Forward {
         }
         let start = Instant::now();
         let result = exchange(
-            up.addr,
+            up.peer(),
             up.tls.as_ref(),
             Some(&up.udp),
             q,
@@ -476,7 +489,17 @@ async fn probe_until_healthy(up: Weak<Upstream>, stats: Weak<ForwardStats>, inte
             return;
         };
         let deadline = Instant::now() + PROBE_TIMEOUT;
-        match exchange(up.addr, up.tls.as_ref(), None, &q, tcp, deadline, &stats.exchange).await {
+        match exchange(
+            up.peer(),
+            up.tls.as_ref(),
+            None,
+            &q,
+            tcp,
+            deadline,
+            &stats.exchange,
+        )
+        .await
+        {
             Ok(_) => {
                 up.fails.store(0, Ordering::Relaxed);
                 up.down.store(false, Ordering::Relaxed);

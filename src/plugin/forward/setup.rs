@@ -74,6 +74,8 @@ pub struct ForwardConfig {
     /// `next RCODE...`: an upstream reply with one of these rcodes goes instead to the block's
     /// next `forward` (ignored when this is its last).
     pub next: Vec<ResponseCode>,
+    /// `source_address IP`: the local address outgoing sockets (health probes too) are bound to.
+    pub source_address: Option<IpAddr>,
     /// `max_connect_attempts N`: failed attempts after which the question gets SERVFAIL;
     /// `None` (not written) is twice the number of upstreams, `Some(0)` no cap.
     pub max_connect_attempts: Option<u32>,
@@ -209,6 +211,7 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
         tls: (schemes.0 > 0).then(TlsSettings::default),
         failover: Vec::new(),
         next: Vec::new(),
+        source_address: None,
         max_connect_attempts: None,
     };
     let mut tls_line: Option<Token> = None;
@@ -261,6 +264,12 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
                 for a in &opt.args {
                     c.next.push(rcode_arg(d, opt, a)?);
                 }
+            }
+            "source_address" => {
+                let a = d.option_arg(opt)?;
+                c.source_address = Some(a.text.parse().map_err(|_| {
+                    d.error_at(a, format!("source_address: '{}' is not an IP address", a.text))
+                })?);
             }
             "max_connect_attempts" => {
                 let a = d.option_arg(opt)?;
@@ -496,6 +505,12 @@ mod tests {
         assert_eq!(c.failover, [ResponseCode::ServFail, ResponseCode::Refused]);
         assert_eq!(c.max_connect_attempts, Some(0));
         assert_eq!(c.next, [ResponseCode::NXDomain]);
+        let c = parse_text(
+            "forward . 1.1.1.1 {\n source_address 127.0.0.2\n}",
+            Path::new("/"),
+        )
+        .unwrap();
+        assert_eq!(c.source_address, Some(IpAddr::from([127, 0, 0, 2])));
         for (text, want) in [
             ("forward .", "at least one upstream"),
             ("forward . nosuchthing", "neither an IP"),
@@ -508,6 +523,8 @@ mod tests {
             ("forward . 1.1.1.1 {\n failover SERVFAIL BOGUS\n}", "Corefile:3"),
             ("forward . 1.1.1.1 {\n failover NOERROR\n}", "NOERROR cannot"),
             ("forward . 1.1.1.1 {\n next\n}", "Corefile:3"),
+            ("forward . 1.1.1.1 {\n source_address 10.0.0.300\n}", "Corefile:3"),
+            ("forward . 1.1.1.1 {\n source_address\n}", "exactly one"),
             (
                 "forward . 1.1.1.1 {\n next NXDOMAIN NODOMAIN\n}",
                 "'NODOMAIN' is not a valid rcode",

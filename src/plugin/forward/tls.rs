@@ -6,7 +6,7 @@
 //! [`MAX_BUSY_PER_UPSTREAM`] exchanges run at once per upstream (more wait for one to end), so
 //! the connections a burst of questions opens are bounded too.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -19,6 +19,7 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
+use super::exchange::tcp_connect;
 use super::metrics::ConnCounters;
 
 /// The default DNS-over-TLS port.
@@ -83,6 +84,8 @@ pub struct TlsTransport {
     connector: TlsConnector,
     name: ServerName<'static>,
     expire: Duration,
+    /// `source_address`: the local address its connections are made from.
+    source: Option<IpAddr>,
     /// Idle connections with the time each went idle, newest last. Invariant: only connections
     /// whose last exchange completed (no bytes pending) are here; taken out under the lock, so
     /// one connection serves one exchange at a time.
@@ -120,10 +123,17 @@ impl TlsTransport {
             connector: TlsConnector::from(config),
             name,
             expire,
+            source: None,
             idle: Mutex::new(Vec::new()),
             busy: tokio::sync::Semaphore::new(MAX_BUSY_PER_UPSTREAM),
             counters: OnceLock::new(),
         })
+    }
+
+    /// Makes its connections from `source` (`source_address`) when given.
+    pub fn from_source(mut self, source: Option<IpAddr>) -> Self {
+        self.source = source;
+        self
     }
 
     /// An idle connection young enough to reuse, if there is one (older ones are closed).
@@ -181,7 +191,7 @@ impl TlsTransport {
         if let Some(c) = self.counters.get() {
             c.misses.inc();
         }
-        let tcp = TcpStream::connect(addr).await?;
+        let tcp = tcp_connect(addr, self.source).await?;
         let _ = tcp.set_nodelay(true);
         let mut s = self.connector.connect(self.name.clone(), tcp).await?;
         let reply = round_trip(&mut s, query).await?;
