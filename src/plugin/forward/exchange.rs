@@ -17,10 +17,10 @@ use hickory_proto::rr::{Name, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 use nix::sys::socket::{MsgFlags, recv};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
-use tokio::net::{TcpSocket, TcpStream, UdpSocket};
+use tokio::net::UdpSocket;
 use tokio::time::{Instant, timeout_at};
 
-use super::tls::TlsTransport;
+use super::tls::{TlsTransport, tcp_connect};
 use super::udp::{self, UdpPool};
 use crate::proto::MAX_UDP_PAYLOAD;
 use crate::proto::Question;
@@ -116,19 +116,6 @@ pub struct Peer {
     pub addr: SocketAddr,
     /// `source_address`.
     pub source: Option<IpAddr>,
-}
-
-/// A TCP connection to `addr`, from `source` (any port) when given.
-pub async fn tcp_connect(addr: SocketAddr, source: Option<IpAddr>) -> std::io::Result<TcpStream> {
-    let sock = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    if let Some(ip) = source {
-        sock.bind(SocketAddr::new(ip, 0))?;
-    }
-    sock.connect(addr).await
 }
 
 /// Asks `peer` for `q` over TLS when `tls` is given, else over UDP (or TCP when `tcp`), giving

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
@@ -19,7 +19,6 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
-use super::exchange::tcp_connect;
 use super::metrics::ConnCounters;
 
 /// The default DNS-over-TLS port.
@@ -103,6 +102,20 @@ impl std::fmt::Debug for TlsTransport {
             .field("expire", &self.expire)
             .finish_non_exhaustive()
     }
+}
+
+/// A TCP connection to `addr`, from `source` (any port) when given: under DNS over TLS, and
+/// for plain DNS over TCP.
+pub async fn tcp_connect(addr: SocketAddr, source: Option<IpAddr>) -> std::io::Result<TcpStream> {
+    let sock = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    if let Some(ip) = source {
+        sock.bind(SocketAddr::new(ip, 0))?;
+    }
+    sock.connect(addr).await
 }
 
 impl TlsTransport {
