@@ -8,7 +8,7 @@ use cluster_dns::config::{Config, DEFAULT_DNS_PORT};
 use cluster_dns::corefile::{Corefile, CorefileError};
 use cluster_dns::plugin::cache::CacheConfig;
 use cluster_dns::plugin::errors::ErrorsConfig;
-use cluster_dns::plugin::forward::ForwardConfig;
+use cluster_dns::plugin::forward::ForwardBlock;
 use cluster_dns::plugin::health::HealthConfig;
 use cluster_dns::plugin::kubernetes::setup::KubernetesConfig;
 use cluster_dns::plugin::loadbalance::setup::LoadBalanceConfig;
@@ -53,10 +53,18 @@ fn mistakes_are_reported_with_file_and_line() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("Corefile:3") && e.contains("only once"), "{e}");
-    let e = parse(".:53 {\n  forward . 1.1.1.1\n  forward . 1.1.1.1\n}\n")
-        .unwrap_err()
-        .to_string();
+    let e = parse(".:53 {\n  cache\n  cache\n}\n").unwrap_err().to_string();
     assert!(e.contains("Corefile:3") && e.contains("only once"), "{e}");
+    // Several `forward`s are one block's chain of them (their `next`), as in CoreDNS.
+    let c = parse(".:53 {\n  forward . 1.1.1.1 {\n next NXDOMAIN\n }\n  forward . 1.0.0.1\n}\n").unwrap();
+    let to: Vec<_> = c.blocks[0]
+        .get::<ForwardBlock>()
+        .unwrap()
+        .configs
+        .iter()
+        .map(|f| f.to[0].to_string())
+        .collect();
+    assert_eq!(to, ["1.1.1.1:53", "1.0.0.1:53"]);
     let e = parse(".:53 {\n  dnssec example.org\n}\n")
         .unwrap_err()
         .to_string();
@@ -182,7 +190,7 @@ fn kubeadm_corefile_as_shipped() {
     let c = Config::load(path, DEFAULT_DNS_PORT).unwrap();
     let b = &c.blocks[0];
     assert_eq!((b.zones.as_slice(), b.port), (&[".".to_owned()][..], 53));
-    let f = b.get::<ForwardConfig>().unwrap();
+    let f = &b.get::<ForwardBlock>().unwrap().configs[0];
     assert_eq!(f.max_concurrent, Some(1000));
     assert_eq!(b.get::<CacheConfig>().unwrap().success.max_ttl.as_secs(), 30);
     assert!(

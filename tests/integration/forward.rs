@@ -131,6 +131,156 @@ async fn all_upstreams_dead_gives_servfail_within_the_deadline() {
     running.stop().await.unwrap();
 }
 
+/// Three scripted upstreams: the first two answering `first` and `second`, the third answering
+/// 192.0.2.3.
+async fn three_upstreams(first: ResponseCode, second: ResponseCode) -> [Scripted; 3] {
+    let ups = [
+        Scripted::start().await,
+        Scripted::start().await,
+        Scripted::start().await,
+    ];
+    ups[0].set_mode(Mode::Rcode(first));
+    ups[1].set_mode(Mode::Rcode(second));
+    ups[2].set_octet(3);
+    ups
+}
+
+/// The UDP questions each of `ups` got.
+fn asked(ups: &[Scripted; 3]) -> [usize; 3] {
+    [ups[0].udp_queries(), ups[1].udp_queries(), ups[2].udp_queries()]
+}
+
+#[tokio::test]
+async fn failover_rcodes_move_on_to_the_next_upstream() {
+    // The README's example: SERVFAIL or REFUSED from 1.2.3.4 tries 5.6.7.8, then 9.0.1.2.
+    let ups = three_upstreams(ResponseCode::ServFail, ResponseCode::Refused).await;
+    let [a, b, c] = &ups;
+    let (running, addr) = start(
+        "fwd-failover",
+        30,
+        &format!(
+            "forward . {} {} {} {{\n policy sequential\n failover SERVFAIL REFUSED\n }}",
+            a.addr, b.addr, c.addr
+        ),
+    )
+    .await;
+    let m = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NoError, "{m:?}");
+    assert_eq!(a_records(&m), ["192.0.2.3"]);
+    assert_eq!(asked(&ups), [1, 1, 1]);
+    // An rcode not listed is returned as it is.
+    a.set_mode(Mode::Rcode(ResponseCode::NotImp));
+    let m = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NotImp);
+    assert_eq!(asked(&ups), [2, 1, 1]);
+    // All three answer a failover rcode: the last reply is returned.
+    a.set_mode(Mode::Rcode(ResponseCode::ServFail));
+    c.set_mode(Mode::Rcode(ResponseCode::Refused));
+    b.set_mode(Mode::Rcode(ResponseCode::ServFail));
+    let m = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::Refused, "{m:?}");
+    assert_eq!(asked(&ups), [3, 2, 2]);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn next_rcodes_go_to_the_following_forward() {
+    // The README's example: NXDOMAIN from the first goes to the second, then to the third.
+    let ups = three_upstreams(ResponseCode::NXDomain, ResponseCode::NXDomain).await;
+    let [a, b, c] = &ups;
+    let (running, addr) = start(
+        "fwd-next",
+        30,
+        &format!(
+            "forward . {} {{\n next NXDOMAIN\n }}\n forward . {} {{\n next NXDOMAIN\n }}\n forward . {} {{\n }}",
+            a.addr, b.addr, c.addr
+        ),
+    )
+    .await;
+    let m = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NoError, "{m:?}");
+    assert_eq!(a_records(&m), ["192.0.2.3"]);
+    assert_eq!(asked(&ups), [1, 1, 1]);
+    // An rcode not listed is the answer; the first answering normally is too.
+    b.set_mode(Mode::Rcode(ResponseCode::ServFail));
+    let m = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
+    assert_eq!(asked(&ups), [2, 2, 1]);
+    a.set_mode(Mode::Answer);
+    let m = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(a_records(&m), ["192.0.2.1"]);
+    assert_eq!(asked(&ups), [3, 2, 1]);
+    running.stop().await.unwrap();
+    // Followed by a plugin that is not `forward` (whoami), `next` is ignored, as in CoreDNS.
+    a.set_mode(Mode::Rcode(ResponseCode::NXDomain));
+    let (running, addr) = start(
+        "fwd-next-last",
+        30,
+        &format!("forward . {} {{\n next NXDOMAIN\n }}\n whoami", a.addr),
+    )
+    .await;
+    let m = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NXDomain, "{m:?}");
+    assert!(m.additionals.is_empty() && m.answers.is_empty(), "{m:?}");
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn max_connect_attempts_caps_the_failed_attempts() {
+    let (a, b) = (Scripted::start().await, Scripted::start().await);
+    a.set_mode(Mode::Drop);
+    b.set_mode(Mode::Drop);
+    let (running, addr) = start(
+        "fwd-max-connect",
+        30,
+        &format!("forward . {} {} {{\n max_connect_attempts 1\n }}", a.addr, b.addr),
+    )
+    .await;
+    let (m, took) = ask_slow(addr, "www.example.com.").await;
+    assert_eq!(
+        m.expect("SERVFAIL").metadata.response_code,
+        ResponseCode::ServFail
+    );
+    assert!(took >= Duration::from_millis(1900), "one read_timeout: {took:?}");
+    assert_eq!(a.udp_queries() + b.udp_queries(), 1, "one attempt only");
+    running.stop().await.unwrap();
+    // The default: twice the upstreams, so a silent single upstream is asked twice.
+    let (running, addr) = start("fwd-max-connect-default", 30, &format!("forward . {}", a.addr)).await;
+    let before = a.udp_queries();
+    let (m, _) = ask_slow(addr, "www.example.com.").await;
+    assert_eq!(
+        m.expect("SERVFAIL").metadata.response_code,
+        ResponseCode::ServFail
+    );
+    assert_eq!(a.udp_queries() - before, 2);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn source_address_binds_the_outgoing_sockets() {
+    let up = Scripted::start().await;
+    let (running, addr) = start(
+        "fwd-source",
+        30,
+        &format!("forward . {} {{\n source_address 127.0.0.2\n }}", up.addr),
+    )
+    .await;
+    let m = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(a_records(&m), ["192.0.2.1"]);
+    // Over TCP too (the client's transport is the upstream's).
+    let m = support::tcp(addr, &support::query("big.example.com.", RecordType::A)).await;
+    assert_eq!(m.answers.len(), 100);
+    let local = std::net::IpAddr::from([127, 0, 0, 2]);
+    assert_eq!((up.udp_queries(), up.tcp_queries()), (1, 1));
+    assert_eq!(up.sources(), [local, local]);
+    running.stop().await.unwrap();
+    // Without it the kernel picks 127.0.0.1 for a loopback upstream.
+    let (running, addr) = start("fwd-source-default", 30, &format!("forward . {}", up.addr)).await;
+    let _ = ask(addr, "www.example.com.", RecordType::A).await;
+    assert_eq!(up.sources().last(), Some(&std::net::IpAddr::from([127, 0, 0, 1])));
+    running.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn dead_upstream_is_marked_down_probed_and_taken_back() {
     let dead = Scripted::start().await;

@@ -2,15 +2,15 @@
 //!
 //! - [`Scripted`]: a small authoritative server for `example.com` written here, over UDP and
 //!   TCP, whose behaviour a test switches at run time ([`Mode`]): answer, be slow, drop, answer
-//!   spoofed replies (wrong ID, wrong source port, wrong question) before the real one, or relay
-//!   every query to another server (a resolv.conf stub such as 127.0.0.53 pointing back at us).
-//!   It counts the queries it gets.
+//!   spoofed replies (wrong ID, wrong source port, wrong question) before the real one, answer a
+//!   chosen rcode, or relay every query to another server (a resolv.conf stub such as 127.0.0.53 pointing back at us).
+//!   It counts the queries it gets and keeps the source addresses they came from.
 //! - [`Unbound`]: the real Debian `unbound`, authoritative for a small zone through
 //!   `local-zone`/`local-data`, started from a config in a temp dir and killed on drop.
 
 #![allow(clippy::unwrap_used)]
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicUsize, Ordering};
@@ -39,6 +39,8 @@ pub enum Mode {
     Spoof,
     /// Pass every query to this server and its reply back.
     Relay(SocketAddr),
+    /// Answer at once with this rcode and empty sections (a recursor's SERVFAIL or REFUSED).
+    Rcode(ResponseCode),
 }
 
 /// The address the spoofed replies claim.
@@ -52,6 +54,8 @@ struct State {
     last_octet: AtomicU8,
     /// The TTL of positive answers.
     ttl: AtomicU32,
+    /// The source address of every query, UDP and TCP, in arrival order.
+    sources: Mutex<Vec<IpAddr>>,
 }
 
 /// The scripted upstream.
@@ -86,7 +90,8 @@ fn soa() -> Record {
 
 /// The answer to `query` (parsed): `nx*` names are NXDOMAIN (SOA TTL and MINIMUM 2 s); `big*`
 /// names have 100 A records (truncated over UDP); HINFO and other types get NODATA; every other
-/// name gets one A 192.0.2.X with the state's TTL. Always RA=1, AA=1.
+/// name gets one A 192.0.2.X with the state's TTL; in [`Mode::Rcode`], that rcode and nothing
+/// else. Always RA=1, AA=1.
 fn answer(state: &State, query: &Message, udp: bool) -> Message {
     let mut reply = Message::response(query.metadata.id, query.metadata.op_code);
     reply.metadata.recursion_desired = query.metadata.recursion_desired;
@@ -104,7 +109,9 @@ fn answer(state: &State, query: &Message, udp: bool) -> Message {
         .map(|l| String::from_utf8_lossy(l).to_ascii_lowercase())
         .unwrap_or_default();
     let ttl = state.ttl.load(Ordering::Relaxed);
-    if first.starts_with("nx") {
+    if let Mode::Rcode(code) = *state.mode.lock().unwrap() {
+        reply.metadata.response_code = code;
+    } else if first.starts_with("nx") {
         reply.metadata.response_code = ResponseCode::NXDomain;
         reply.authorities.push(soa());
     } else if q.query_type() != RecordType::A {
@@ -171,6 +178,7 @@ impl Scripted {
             tcp_queries: AtomicUsize::new(0),
             last_octet: AtomicU8::new(1),
             ttl: AtomicU32::new(300),
+            sources: Mutex::new(Vec::new()),
         });
         let udp = Arc::new(udp);
         let s = Arc::clone(&state);
@@ -183,6 +191,7 @@ impl Scripted {
                 };
                 let bytes = buf[..n].to_vec();
                 s.udp_queries.fetch_add(1, Ordering::Relaxed);
+                s.sources.lock().unwrap().push(from.ip());
                 let (s, u) = (Arc::clone(&s), Arc::clone(&u));
                 tokio::spawn(async move {
                     let mode = *s.mode.lock().unwrap();
@@ -212,7 +221,7 @@ impl Scripted {
                                 .await;
                             tokio::time::sleep(Duration::from_millis(50)).await;
                         }
-                        Mode::Answer | Mode::Relay(_) => {}
+                        Mode::Answer | Mode::Relay(_) | Mode::Rcode(_) => {}
                     }
                     let _ = u.send_to(&reply.to_bytes().unwrap(), from).await;
                 });
@@ -221,7 +230,7 @@ impl Scripted {
         let s = Arc::clone(&state);
         let tcp_task = tokio::spawn(async move {
             loop {
-                let Ok((mut stream, _)) = tcp.accept().await else {
+                let Ok((mut stream, from)) = tcp.accept().await else {
                     return;
                 };
                 let s = Arc::clone(&s);
@@ -235,6 +244,7 @@ impl Scripted {
                         return;
                     }
                     s.tcp_queries.fetch_add(1, Ordering::Relaxed);
+                    s.sources.lock().unwrap().push(from.ip());
                     let mode = *s.mode.lock().unwrap();
                     let Ok(query) = Message::from_bytes(&buf) else {
                         return;
@@ -276,7 +286,12 @@ impl Scripted {
         self.state.last_octet.store(octet, Ordering::Relaxed);
     }
 
-    /// Queries received over UDP.
+    /// The source address of every query received (UDP and TCP), in arrival order.
+    pub fn sources(&self) -> Vec<IpAddr> {
+        self.state.sources.lock().unwrap().clone()
+    }
+
+    /// UDP queries received.
     pub fn udp_queries(&self) -> usize {
         self.state.udp_queries.load(Ordering::Relaxed)
     }

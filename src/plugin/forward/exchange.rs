@@ -7,7 +7,7 @@
 //! ECONNREFUSED at once instead of a silent wait for the timeout. Anything else is dropped and counted, and the wait
 //! goes on until the attempt's deadline.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -17,10 +17,10 @@ use hickory_proto::rr::{Name, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 use nix::sys::socket::{MsgFlags, recv};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
-use tokio::net::{TcpStream, UdpSocket};
+use tokio::net::UdpSocket;
 use tokio::time::{Instant, timeout_at};
 
-use super::tls::TlsTransport;
+use super::tls::{TlsTransport, tcp_connect};
 use super::udp::{self, UdpPool};
 use crate::proto::MAX_UDP_PAYLOAD;
 use crate::proto::Question;
@@ -108,11 +108,21 @@ pub struct ExchangeStats {
     pub unwanted_replies: AtomicU64,
 }
 
-/// Asks `addr` for `q` over TLS when `tls` is given, else over UDP (or TCP when `tcp`), giving
+/// An upstream as the exchanges reach it: its address, and the local address outgoing sockets
+/// are bound to (`source_address`; the kernel's choice when `None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// The upstream's address.
+    pub addr: SocketAddr,
+    /// `source_address`.
+    pub source: Option<IpAddr>,
+}
+
+/// Asks `peer` for `q` over TLS when `tls` is given, else over UDP (or TCP when `tcp`), giving
 /// up at `deadline`. Over UDP the socket comes from `pool` when given (and goes back to it
 /// once the reply is in), else it is opened for this query alone.
 pub async fn exchange(
-    addr: SocketAddr,
+    peer: Peer,
     tls: Option<&TlsTransport>,
     pool: Option<&UdpPool>,
     q: &Question,
@@ -120,6 +130,7 @@ pub async fn exchange(
     deadline: Instant,
     stats: &ExchangeStats,
 ) -> Result<Message, ForwardError> {
+    let addr = peer.addr;
     let id: u16 = rand::random();
     let query = build_query(q, id)?;
     let work = async {
@@ -133,7 +144,7 @@ pub async fn exchange(
                 ForwardError::Unwanted { addr }
             })
         } else if tcp {
-            exchange_tcp(addr, &query, id, q, stats).await
+            exchange_tcp(peer, &query, id, q, stats).await
         } else {
             let io = |source| ForwardError::Io { addr, source };
             match pool {
@@ -144,7 +155,7 @@ pub async fn exchange(
                     Ok(reply)
                 }
                 None => {
-                    let sock = udp::connect(addr).await.map_err(io)?;
+                    let sock = udp::connect(addr, peer.source).await.map_err(io)?;
                     exchange_udp(addr, &sock, &query, id, q, stats).await
                 }
             }
@@ -193,14 +204,15 @@ fn read_reply(sock: &UdpSocket, id: u16, q: &Question) -> std::io::Result<Option
 }
 
 async fn exchange_tcp(
-    addr: SocketAddr,
+    peer: Peer,
     query: &[u8],
     id: u16,
     q: &Question,
     stats: &ExchangeStats,
 ) -> Result<Message, ForwardError> {
+    let addr = peer.addr;
     let io = |source| ForwardError::Io { addr, source };
-    let mut stream = TcpStream::connect(addr).await.map_err(io)?;
+    let mut stream = tcp_connect(addr, peer.source).await.map_err(io)?;
     let len = u16::try_from(query.len()).map_err(|_| ForwardError::Encode("query too long".into()))?;
     let mut out = Vec::with_capacity(query.len() + 2);
     out.extend_from_slice(&len.to_be_bytes());

@@ -1,10 +1,11 @@
 //! The `forward` plugin's query path ([`Forward`]): it decides which questions it handles
 //! (FROM, outside `except`), bounds them (`max_concurrent`, [`TOTAL_BUDGET`]), chooses among its
 //! [`Upstream`]s by `policy` and their health, tries them in turn (each attempt one
-//! [`exchange`]), marks an upstream down after `max_fails` failures and probes it back in the
+//! [`exchange`]) until one replies, `max_connect_attempts` failed or a reply's rcode is not one
+//! of `failover`'s, marks an upstream down after `max_fails` failures and probes it back in the
 //! background, and sends the loop probes of `loop`.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
@@ -15,7 +16,7 @@ use rand::seq::SliceRandom;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use super::exchange::{ExchangeStats, ForwardError, PROBE_TIMEOUT, exchange, probe_question};
+use super::exchange::{ExchangeStats, ForwardError, PROBE_TIMEOUT, Peer, exchange, probe_question};
 use super::metrics::{ForwardMetrics, PluginInstruments, Pool, UpstreamInstruments};
 use super::setup::{ForwardConfig, Policy};
 use super::{tls, udp};
@@ -47,14 +48,17 @@ pub struct Upstream {
     tls: Option<tls::TlsTransport>,
     /// Its idle UDP sockets (plain DNS).
     udp: udp::UdpPool,
+    /// `source_address`: the local address its sockets are bound to.
+    source: Option<IpAddr>,
 }
 
 impl Upstream {
-    fn new(addr: SocketAddr, tls: Option<tls::TlsTransport>, expire: Duration) -> Self {
+    fn new(addr: SocketAddr, tls: Option<tls::TlsTransport>, config: &ForwardConfig) -> Self {
         Self {
             addr,
             tls,
-            udp: udp::UdpPool::new(addr, expire),
+            udp: udp::UdpPool::new(addr, config.source_address, config.expire),
+            source: config.source_address,
             fails: AtomicU32::new(0),
             down: AtomicBool::new(false),
             probing: AtomicBool::new(false),
@@ -66,6 +70,14 @@ impl Upstream {
     /// Its address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Its address and the local address to reach it from (`source_address`).
+    fn peer(&self) -> Peer {
+        Peer {
+            addr: self.addr,
+            source: self.source,
+        }
     }
 
     /// Marked down after `max_fails` consecutive failures, until a probe gets a reply.
@@ -137,9 +149,11 @@ impl Forward {
                         .map(|a| {
                             let transport = client.clone().and_then(|c| {
                                 let name = config.tls.as_ref().and_then(|t| t.server_name.as_deref());
-                                tls::TlsTransport::new(c, *a, name, config.expire).ok()
+                                tls::TlsTransport::new(c, *a, name, config.expire)
+                                    .ok()
+                                    .map(|t| t.from_source(config.source_address))
                             });
-                            Arc::new(Upstream::new(*a, transport, config.expire))
+                            Arc::new(Upstream::new(*a, transport, config))
                         })
                         .collect()
                 },
@@ -168,6 +182,11 @@ impl Forward {
             }
         }
         self
+    }
+
+    /// The rcodes its `next` hands to the block's following `forward`.
+    pub fn next_rcodes(&self) -> &[ResponseCode] {
+        &self.inner.config.next
     }
 
     /// The upstreams, in configured order.
@@ -259,6 +278,16 @@ impl Forward {
         let mut candidates = self.candidates();
         let mut timed_out = false;
         let mut at = 0;
+        // `max_connect_attempts`: failed attempts allowed (0: only MAX_ATTEMPTS bounds them).
+        let failures_allowed = cfg
+            .max_connect_attempts
+            .map_or(2 * self.inner.upstreams.len(), |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            });
+        let mut failures = 0;
+        // `failover`: the last reply whose rcode sent the question on, and how many there were.
+        let mut failed_over: Option<Message> = None;
+        let mut failovers = 0;
         for _ in 0..MAX_ATTEMPTS {
             if candidates.is_empty() {
                 break;
@@ -275,6 +304,16 @@ impl Forward {
             match self.attempt(up, q, tcp, attempt_deadline).await {
                 Ok(msg) => {
                     up.fails.store(0, Ordering::Relaxed);
+                    // A failover rcode moves on to the next upstream, at most (upstreams - 1)
+                    // times as in CoreDNS: the reply that reaches that count is returned.
+                    if cfg.failover.contains(&msg.metadata.response_code) {
+                        failovers += 1;
+                        if failovers < self.inner.upstreams.len() {
+                            failed_over = Some(msg);
+                            candidates.remove(at);
+                            continue;
+                        }
+                    }
                     return Reply::Forwarded(forwarded(msg));
                 }
                 Err(error) => {
@@ -286,8 +325,15 @@ impl Forward {
                     } else {
                         candidates.remove(at);
                     }
+                    failures += 1;
+                    if failures_allowed > 0 && failures >= failures_allowed {
+                        break;
+                    }
                 }
             }
+        }
+        if let Some(msg) = failed_over {
+            return Reply::Forwarded(forwarded(msg));
         }
         self.inner.stats.no_upstream_reply.fetch_add(1, Ordering::Relaxed);
         Reply::Failed(Failure {
@@ -338,7 +384,7 @@ impl Forward {
         }
         let start = Instant::now();
         let result = exchange(
-            up.addr,
+            up.peer(),
             up.tls.as_ref(),
             Some(&up.udp),
             q,
@@ -443,7 +489,17 @@ async fn probe_until_healthy(up: Weak<Upstream>, stats: Weak<ForwardStats>, inte
             return;
         };
         let deadline = Instant::now() + PROBE_TIMEOUT;
-        match exchange(up.addr, up.tls.as_ref(), None, &q, tcp, deadline, &stats.exchange).await {
+        match exchange(
+            up.peer(),
+            up.tls.as_ref(),
+            None,
+            &q,
+            tcp,
+            deadline,
+            &stats.exchange,
+        )
+        .await
+        {
             Ok(_) => {
                 up.fails.store(0, Ordering::Relaxed);
                 up.down.store(false, Ordering::Relaxed);

@@ -5,15 +5,17 @@
 //!
 //! Time: each attempt waits at most `read_timeout` (2 s), and the whole query at most
 //! [`TOTAL_BUDGET`], so a client gets SERVFAIL before its own 5 s retry. Within the budget the
-//! upstreams are tried in turn, again and again, as CoreDNS does (one upstream: 2 s, 2 s, then
-//! the 0.5 s left). An upstream that refuses (ICMP port unreachable on the connected UDP socket,
+//! upstreams are tried in turn, again and again, as CoreDNS does, until `max_connect_attempts`
+//! failed (one upstream: 2 s, 2 s). A `failover` rcode moves on to the next upstream too. An upstream that refuses (ICMP port unreachable on the connected UDP socket,
 //! a TCP reset) is not asked again for that question, so a closed port costs no timeout.
 //!
 //! The files: `handler` holds the query path ([`Forward`], its upstreams and their health),
 //! `exchange` one exchange with one upstream, `udp` and `tls` the upstream sockets and
-//! connections kept for reuse, `setup` the Corefile options, `metrics` the families, `fuzz`
+//! connections kept for reuse, `chained` several `forward`s in one block and their `next`,
+//! `setup` the Corefile options, `metrics` the families, `fuzz`
 //! the body of the `forward_reply` fuzz target.
 
+pub mod chained;
 pub mod exchange;
 #[doc(hidden)]
 pub mod fuzz;
@@ -23,13 +25,14 @@ pub mod setup;
 pub mod tls;
 pub mod udp;
 
+pub use chained::Forwards;
 pub use exchange::ForwardError;
 pub use handler::{
     Forward, ForwardStats, NO_REPLY_IN_TIME, NO_REPLY_REFUSED, TOO_MANY_IN_FLIGHT, TOTAL_BUDGET, Upstream,
     forwarded,
 };
 pub use metrics::ForwardMetrics;
-pub use setup::{ForwardConfig, Policy};
+pub use setup::{ForwardBlock, ForwardConfig, Policy};
 
 /// Registers this plugin's metric families (see the registry).
 pub fn families(metrics: &crate::telemetry::DnsMetrics) -> Result<(), prometheus::Error> {

@@ -6,11 +6,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
+use hickory_proto::op::ResponseCode;
 use tokio_rustls::rustls::pki_types::ServerName;
 
 use super::tls::{DOT_PORT, TlsSettings, client_config};
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx, previous};
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone, parse_duration};
+use crate::telemetry::rcode_label;
 use std::sync::Arc;
 
 /// Most upstreams one `forward` takes (CoreDNS's limit, and resolv.conf's practical one).
@@ -66,6 +68,26 @@ pub struct ForwardConfig {
     pub failfast_all_unhealthy: bool,
     /// DNS over TLS (`tls://` upstreams): its settings; `None` for plain DNS.
     pub tls: Option<TlsSettings>,
+    /// `failover RCODE...`: a reply with one of these rcodes sends the question to the next
+    /// upstream (never NOERROR); when every upstream answered so, the last reply is returned.
+    pub failover: Vec<ResponseCode>,
+    /// `next RCODE...`: an upstream reply with one of these rcodes goes instead to the block's
+    /// next `forward` (ignored when this is its last).
+    pub next: Vec<ResponseCode>,
+    /// `source_address IP`: the local address outgoing sockets (health probes too) are bound to.
+    pub source_address: Option<IpAddr>,
+    /// `max_connect_attempts N`: failed attempts after which the question gets SERVFAIL;
+    /// `None` (not written) is twice the number of upstreams, `Some(0)` no cap.
+    pub max_connect_attempts: Option<u32>,
+}
+
+/// The rcode named `t` (CoreDNS's names, any case: `NXDOMAIN`, `SERVFAIL`, `REFUSED`, ...).
+fn rcode_arg(d: &Directive, opt: &Directive, t: &Token) -> Result<ResponseCode, CorefileError> {
+    let wanted = t.text.to_ascii_uppercase();
+    (0..=23u16)
+        .map(<ResponseCode as From<u16>>::from)
+        .find(|r| rcode_label(*r) == wanted)
+        .ok_or_else(|| d.error_at(t, format!("{}: '{}' is not a valid rcode", opt.name.text, t.text)))
 }
 
 /// Parses one upstream token; files are read relative to `dir` when not absolute.
@@ -187,6 +209,10 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
         read_timeout: DEFAULT_READ_TIMEOUT,
         failfast_all_unhealthy: false,
         tls: (schemes.0 > 0).then(TlsSettings::default),
+        failover: Vec::new(),
+        next: Vec::new(),
+        source_address: None,
+        max_connect_attempts: None,
     };
     let mut tls_line: Option<Token> = None;
     for opt in &d.block {
@@ -218,6 +244,38 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
                     .text
                     .parse()
                     .map_err(|_| d.error_at(a, format!("max_fails: '{}' is not a number", a.text)))?;
+            }
+            "failover" => {
+                if opt.args.is_empty() {
+                    return Err(d.error_at(&opt.name, "failover needs at least one rcode"));
+                }
+                for a in &opt.args {
+                    let code = rcode_arg(d, opt, a)?;
+                    if code == ResponseCode::NoError {
+                        return Err(d.error_at(a, "failover: NOERROR cannot be used"));
+                    }
+                    c.failover.push(code);
+                }
+            }
+            "next" => {
+                if opt.args.is_empty() {
+                    return Err(d.error_at(&opt.name, "next needs at least one rcode"));
+                }
+                for a in &opt.args {
+                    c.next.push(rcode_arg(d, opt, a)?);
+                }
+            }
+            "source_address" => {
+                let a = d.option_arg(opt)?;
+                c.source_address = Some(a.text.parse().map_err(|_| {
+                    d.error_at(a, format!("source_address: '{}' is not an IP address", a.text))
+                })?);
+            }
+            "max_connect_attempts" => {
+                let a = d.option_arg(opt)?;
+                c.max_connect_attempts = Some(a.text.parse().map_err(|_| {
+                    d.error_at(a, format!("max_connect_attempts: '{}' is not a number", a.text))
+                })?);
             }
             "max_concurrent" => {
                 let a = d.option_arg(opt)?;
@@ -329,23 +387,43 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
     Ok(c)
 }
 
-/// The `forward` directive's setup (one per block).
-pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
-    ctx.refuse_twice(d)?;
-    Ok(Arc::new(parse(d, ctx.dir)?))
+/// The `forward` directives of one block, in the order written (CoreDNS allows several; each
+/// one's `next` hands its listed rcodes to the following one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForwardBlock {
+    /// One configuration per directive.
+    pub configs: Vec<ForwardConfig>,
 }
 
-impl Configured for ForwardConfig {
+/// The `forward` directive's setup: each use in a block is added after the earlier ones.
+pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
+    let mut configs = previous::<ForwardBlock>(ctx)
+        .map(|p| p.configs.clone())
+        .unwrap_or_default();
+    configs.push(parse(d, ctx.dir)?);
+    Ok(Arc::new(ForwardBlock { configs }))
+}
+
+impl Configured for ForwardBlock {
     fn build(&self, ctx: &BuildCtx<'_>) -> Built {
-        let forward = super::Forward::new(self);
         let families = ctx
             .metrics
             .and_then(|m| m.families::<super::ForwardMetrics>().ok());
-        let forward = match families {
-            Some(f) => forward.with_metrics(f, ctx.server),
-            None => forward,
-        };
-        Built::Plugin(Arc::new(forward))
+        let mut forwards: Vec<super::Forward> = self
+            .configs
+            .iter()
+            .map(|c| {
+                let forward = super::Forward::new(c);
+                match &families {
+                    Some(f) => forward.with_metrics(f.clone(), ctx.server),
+                    None => forward,
+                }
+            })
+            .collect();
+        match forwards.len() {
+            1 => Built::Plugin(Arc::new(forwards.remove(0))),
+            _ => Built::Plugin(Arc::new(super::Forwards::new(forwards))),
+        }
     }
 }
 
@@ -418,6 +496,21 @@ mod tests {
         assert!(c.force_tcp);
         assert_eq!((c.max_fails, c.policy), (3, Policy::Sequential));
         assert_eq!(c.read_timeout, Duration::from_millis(500));
+        assert_eq!((c.failover.clone(), c.max_connect_attempts), (vec![], None));
+        let c = parse_text(
+            "forward . 1.1.1.1 {\n failover servfail REFUSED\n max_connect_attempts 0\n next nxdomain\n}",
+            Path::new("/"),
+        )
+        .unwrap();
+        assert_eq!(c.failover, [ResponseCode::ServFail, ResponseCode::Refused]);
+        assert_eq!(c.max_connect_attempts, Some(0));
+        assert_eq!(c.next, [ResponseCode::NXDomain]);
+        let c = parse_text(
+            "forward . 1.1.1.1 {\n source_address 127.0.0.2\n}",
+            Path::new("/"),
+        )
+        .unwrap();
+        assert_eq!(c.source_address, Some(IpAddr::from([127, 0, 0, 2])));
         for (text, want) in [
             ("forward .", "at least one upstream"),
             ("forward . nosuchthing", "neither an IP"),
@@ -426,6 +519,18 @@ mod tests {
             ("forward . 1.1.1.1 {\n max_concurrent 0\n}", "at least 1"),
             ("forward . https://1.1.1.1", "plain DNS and DNS over TLS"),
             ("forward . 1.1.1.1 {\n force_tcp\n prefer_udp\n}", "cannot both"),
+            ("forward . 1.1.1.1 {\n failover\n}", "Corefile:3"),
+            ("forward . 1.1.1.1 {\n failover SERVFAIL BOGUS\n}", "Corefile:3"),
+            ("forward . 1.1.1.1 {\n failover NOERROR\n}", "NOERROR cannot"),
+            ("forward . 1.1.1.1 {\n next\n}", "Corefile:3"),
+            ("forward . 1.1.1.1 {\n source_address 10.0.0.300\n}", "Corefile:3"),
+            ("forward . 1.1.1.1 {\n source_address\n}", "exactly one"),
+            (
+                "forward . 1.1.1.1 {\n next NXDOMAIN NODOMAIN\n}",
+                "'NODOMAIN' is not a valid rcode",
+            ),
+            ("forward . 1.1.1.1 {\n max_connect_attempts -1\n}", "Corefile:3"),
+            ("forward . 1.1.1.1 {\n max_connect_attempts\n}", "exactly one"),
         ] {
             let e = parse_text(text, Path::new("/")).unwrap_err().to_string();
             assert!(e.contains(want), "{text}: {e}");

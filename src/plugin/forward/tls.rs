@@ -6,12 +6,12 @@
 //! [`MAX_BUSY_PER_UPSTREAM`] exchanges run at once per upstream (more wait for one to end), so
 //! the connections a burst of questions opens are bounded too.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
@@ -83,6 +83,8 @@ pub struct TlsTransport {
     connector: TlsConnector,
     name: ServerName<'static>,
     expire: Duration,
+    /// `source_address`: the local address its connections are made from.
+    source: Option<IpAddr>,
     /// Idle connections with the time each went idle, newest last. Invariant: only connections
     /// whose last exchange completed (no bytes pending) are here; taken out under the lock, so
     /// one connection serves one exchange at a time.
@@ -100,6 +102,20 @@ impl std::fmt::Debug for TlsTransport {
             .field("expire", &self.expire)
             .finish_non_exhaustive()
     }
+}
+
+/// A TCP connection to `addr`, from `source` (any port) when given: under DNS over TLS, and
+/// for plain DNS over TCP.
+pub async fn tcp_connect(addr: SocketAddr, source: Option<IpAddr>) -> std::io::Result<TcpStream> {
+    let sock = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    if let Some(ip) = source {
+        sock.bind(SocketAddr::new(ip, 0))?;
+    }
+    sock.connect(addr).await
 }
 
 impl TlsTransport {
@@ -120,10 +136,17 @@ impl TlsTransport {
             connector: TlsConnector::from(config),
             name,
             expire,
+            source: None,
             idle: Mutex::new(Vec::new()),
             busy: tokio::sync::Semaphore::new(MAX_BUSY_PER_UPSTREAM),
             counters: OnceLock::new(),
         })
+    }
+
+    /// Makes its connections from `source` (`source_address`) when given.
+    pub fn from_source(mut self, source: Option<IpAddr>) -> Self {
+        self.source = source;
+        self
     }
 
     /// An idle connection young enough to reuse, if there is one (older ones are closed).
@@ -181,7 +204,7 @@ impl TlsTransport {
         if let Some(c) = self.counters.get() {
             c.misses.inc();
         }
-        let tcp = TcpStream::connect(addr).await?;
+        let tcp = tcp_connect(addr, self.source).await?;
         let _ = tcp.set_nodelay(true);
         let mut s = self.connector.connect(self.name.clone(), tcp).await?;
         let reply = round_trip(&mut s, query).await?;

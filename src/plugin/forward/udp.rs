@@ -19,7 +19,7 @@
 //! shown by `cluster_dns_forward_udp_idle_sockets`, with reuse and new sockets counted in
 //! `coredns_proxy_conn_cache_{hits,misses}_total{proto="udp"}`.
 
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -55,12 +55,13 @@ impl Lease {
     }
 }
 
-/// A new UDP socket connected to `addr`, on a random ephemeral source port the kernel picks.
-pub async fn connect(addr: SocketAddr) -> std::io::Result<UdpSocket> {
-    let local: SocketAddr = if addr.is_ipv4() {
-        (Ipv4Addr::UNSPECIFIED, 0).into()
-    } else {
-        (Ipv6Addr::UNSPECIFIED, 0).into()
+/// A new UDP socket connected to `addr`, on a random ephemeral source port the kernel picks,
+/// bound to `source` when given (`source_address`).
+pub async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> std::io::Result<UdpSocket> {
+    let local: SocketAddr = match source {
+        Some(ip) => (ip, 0).into(),
+        None if addr.is_ipv4() => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        None => (Ipv6Addr::UNSPECIFIED, 0).into(),
     };
     let sock = UdpSocket::bind(local).await?;
     sock.connect(addr).await?;
@@ -71,16 +72,19 @@ pub async fn connect(addr: SocketAddr) -> std::io::Result<UdpSocket> {
 #[derive(Debug)]
 pub struct UdpPool {
     addr: SocketAddr,
+    source: Option<IpAddr>,
     expire: Duration,
     idle: Mutex<Vec<Idle>>,
     counters: OnceLock<ConnCounters>,
 }
 
 impl UdpPool {
-    /// A pool of sockets to `addr`, each reused while younger than `expire`.
-    pub fn new(addr: SocketAddr, expire: Duration) -> Self {
+    /// A pool of sockets to `addr` (bound to `source` when given), each reused while younger
+    /// than `expire`.
+    pub fn new(addr: SocketAddr, source: Option<IpAddr>, expire: Duration) -> Self {
         Self {
             addr,
+            source,
             expire,
             idle: Mutex::new(Vec::new()),
             counters: OnceLock::new(),
@@ -117,7 +121,7 @@ impl UdpPool {
             c.misses.inc();
         }
         Ok(Lease {
-            sock: connect(self.addr).await?,
+            sock: connect(self.addr, self.source).await?,
             born: Instant::now(),
             uses: 0,
         })
@@ -169,7 +173,7 @@ mod tests {
     /// A socket serves `MAX_USES` queries, then a new one is opened; counted as hits and misses.
     #[tokio::test]
     async fn a_socket_is_reused_until_its_uses_are_spent() {
-        let pool = UdpPool::new("127.0.0.1:53".parse().unwrap(), Duration::from_secs(10));
+        let pool = UdpPool::new("127.0.0.1:53".parse().unwrap(), None, Duration::from_secs(10));
         let c = counters();
         pool.count_into(c.clone());
         let first = pool.lease().await.unwrap();
@@ -193,7 +197,7 @@ mod tests {
     /// At most `MAX_IDLE` sockets are kept idle: the rest of a burst's sockets are closed.
     #[tokio::test]
     async fn the_idle_sockets_are_bounded() {
-        let pool = UdpPool::new("127.0.0.1:53".parse().unwrap(), Duration::from_secs(10));
+        let pool = UdpPool::new("127.0.0.1:53".parse().unwrap(), None, Duration::from_secs(10));
         let c = counters();
         pool.count_into(c.clone());
         let mut leases = Vec::new();
@@ -211,7 +215,7 @@ mod tests {
     /// An idle socket older than `expire` is closed instead of reused.
     #[tokio::test(start_paused = true)]
     async fn an_idle_socket_expires() {
-        let pool = UdpPool::new("127.0.0.1:53".parse().unwrap(), Duration::from_secs(10));
+        let pool = UdpPool::new("127.0.0.1:53".parse().unwrap(), None, Duration::from_secs(10));
         let lease = pool.lease().await.unwrap();
         let port = lease.socket().local_addr().unwrap().port();
         pool.give_back(lease);
@@ -228,6 +232,7 @@ mod tests {
     async fn concurrent_leases_never_share_a_socket() {
         let pool = Arc::new(UdpPool::new(
             "127.0.0.1:53".parse().unwrap(),
+            None,
             Duration::from_secs(10),
         ));
         let c = counters();

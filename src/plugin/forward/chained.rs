@@ -1,0 +1,64 @@
+//! Several `forward` directives in one block ([`Forwards`]): each takes the questions under its
+//! FROM in the order written, and a reply whose rcode its `next` lists goes to the following
+//! `forward` instead (CoreDNS hands it to its next plugin only when that is a `forward`).
+
+use crate::chain::{Next, Plugin, ReplyFuture, Upstreams};
+use crate::proto::{Question, Reply};
+
+use super::Forward;
+
+/// A block's `forward` directives as one plugin in the chain.
+#[derive(Debug, Clone)]
+pub struct Forwards {
+    forwards: Vec<Forward>,
+}
+
+impl Forwards {
+    /// The plugin for `forwards`, in the order written.
+    pub fn new(forwards: Vec<Forward>) -> Self {
+        Self { forwards }
+    }
+
+    /// The directives, in the order written.
+    pub fn forwards(&self) -> &[Forward] {
+        &self.forwards
+    }
+}
+
+impl Plugin for Forwards {
+    fn name(&self) -> &'static str {
+        "forward"
+    }
+
+    fn awaits_io(&self) -> bool {
+        true
+    }
+
+    /// The first `forward` that handles the name answers, unless its upstream's rcode is in
+    /// its `next` and another `forward` follows; names none handles go on down the chain.
+    fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+        Box::pin(async move {
+            let count = self.forwards.len();
+            for (i, forward) in self.forwards.iter().enumerate() {
+                if !forward.handles(&q.name) {
+                    continue;
+                }
+                let reply = forward.serve(q).await;
+                let passed_on = match &reply {
+                    Reply::Forwarded(f) => i + 1 < count && forward.next_rcodes().contains(&f.rcode),
+                    _ => false,
+                };
+                if !passed_on {
+                    return reply;
+                }
+            }
+            next.serve(q).await
+        })
+    }
+
+    /// The loop probes go to the first `forward`'s upstreams (the questions `loop` sends are
+    /// for the block's zone, which the first `forward` handling it answers).
+    fn upstreams(&self) -> Option<&dyn Upstreams> {
+        self.forwards.first().map(|f| f as &dyn Upstreams)
+    }
+}
