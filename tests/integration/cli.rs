@@ -386,7 +386,7 @@ fn check_rejects_each_kind_of_corefile_mistake() {
         ("bad port", ".:99999 {\n}\n", "Corefile:1"),
         (
             "unsupported rewrite kind",
-            ".:53 {\n  rewrite ttl a.b 5\n}\n",
+            ".:53 {\n  rewrite rcode servfail refused\n}\n",
             "Corefile:2",
         ),
         (

@@ -35,6 +35,7 @@ mod monitoring;
 mod multisocket;
 mod nsid;
 mod privileges;
+mod rewrite;
 mod root;
 mod serve_tls;
 mod shed;

@@ -1,11 +1,12 @@
 //! [`Rewrite`]: applies the rules to a question ([`Rewrite::apply`]) and maps the reply for the
-//! rewritten question back for the client ([`Rewritten::restore`]).
+//! rewritten question back for the client ([`Rewritten::restore`]), holding its TTLs to the
+//! ranges of the `ttl` rules that matched.
 
 use std::sync::Arc;
 
 use hickory_proto::rr::{Name, RData, Record};
 
-use super::setup::{Mode, RewriteRule, Template};
+use super::setup::{Action, Mode, RewriteRule, Template, TtlRange};
 use crate::chain::{Next, Plugin, ReplyFuture};
 use crate::proto::{Question, Reply};
 
@@ -30,6 +31,8 @@ pub struct Rewritten {
     pub question: Question,
     rules: Arc<[RewriteRule]>,
     steps: Vec<Step>,
+    /// The ranges of the `ttl` rules that matched, in rule order.
+    ttls: Vec<TtlRange>,
 }
 
 /// The name for the presentation form `s` (made absolute), if it is a legal domain name: no
@@ -97,14 +100,26 @@ impl Rewrite {
         Self { rules: rules.into() }
     }
 
-    /// Applies the rules to `q`'s name (matched lower-case): each matching rule rewrites the
-    /// name its predecessors left; a matching `stop` rule ends the list. `None` when no rule
-    /// matched, or when one produced a name that is not a legal domain name (the question then
-    /// goes on as asked; logged at debug).
+    /// Applies the rules to `q`'s name (matched lower-case): each matching `name` rule rewrites
+    /// the name its predecessors left, each matching `ttl` rule adds its range for the reply; a
+    /// matching `stop` rule ends the list. `None` when no rule matched, or when one produced a
+    /// name that is not a legal domain name (the question then goes on as asked; logged at
+    /// debug).
     pub fn apply(&self, q: &Question) -> Option<Rewritten> {
         let mut current = q.name.clone();
         let mut steps = Vec::new();
+        let mut ttls = Vec::new();
         for (i, rule) in self.rules.iter().enumerate() {
+            if let Action::Ttl(range) = rule.action {
+                if rule.name.matches(&lower_text(&current)) {
+                    tracing::debug!(rule = %rule.at, qname = %current, "rewrite: ttl");
+                    ttls.push(range);
+                    if rule.mode == Mode::Stop {
+                        break;
+                    }
+                }
+                continue;
+            }
             let Some(text) = rule.name.rewrite(&lower_text(&current)) else {
                 continue;
             };
@@ -128,13 +143,14 @@ impl Rewrite {
                 break;
             }
         }
-        if steps.is_empty() {
+        if steps.is_empty() && ttls.is_empty() {
             return None;
         }
         Some(Rewritten {
             question: q.for_name(current),
             rules: Arc::clone(&self.rules),
             steps,
+            ttls,
         })
     }
 }
@@ -142,7 +158,7 @@ impl Rewrite {
 impl Rewritten {
     /// The question's name as the client asked it.
     pub fn original_name(&self) -> &Name {
-        &self.steps[0].before
+        self.steps.first().map_or(&self.question.name, |s| &s.before)
     }
 
     /// Maps `reply` back for the client, undoing the rules that matched, last first, on every
@@ -153,7 +169,9 @@ impl Rewritten {
     /// * `answer auto` (always on for `exact`): other owner names, and the names in CNAME, NS,
     ///   MX, SRV, SOA, NAPTR and ANAME data, are mapped back by the reverse of the rule
     ///   (`to` back to `from`; for a regex only the rewritten name itself);
-    /// * `answer name` / `answer value` rewrite owner names / data names by their regex.
+    /// * `answer name` / `answer value` rewrite owner names / data names by their regex;
+    /// * the TTL of every record is held to the range of each `ttl` rule that matched, the last
+    ///   rule first.
     ///
     /// A result that is not a legal name leaves that name as it was. [`Reply::Rcode`] is
     /// returned unchanged.
@@ -188,6 +206,10 @@ impl Rewritten {
     }
 
     fn restore_record(&self, record: &mut Record) {
+        // Last rule first, as CoreDNS undoes its rules: the first matching rule has the last word.
+        for range in self.ttls.iter().rev() {
+            record.ttl = range.clamp(record.ttl);
+        }
         for step in self.steps.iter().rev() {
             let Some(rule) = self.rules.get(step.rule) else {
                 continue;
@@ -269,6 +291,20 @@ mod tests {
 
     fn cname(owner: &str, target: &str) -> Record {
         Record::from_rdata(n(owner), 30, RData::CNAME(CNAME(n(target))))
+    }
+
+    /// An upstream's NOERROR reply with `answers`.
+    fn forwarded(answers: Vec<Record>) -> Reply {
+        Reply::Forwarded(Forwarded {
+            rcode: ResponseCode::NoError,
+            recursion_available: true,
+            authentic_data: false,
+            truncated: false,
+            flags: crate::proto::FlagEdit::KEEP,
+            answers,
+            authority: vec![],
+            additional: vec![],
+        })
     }
 
     fn show(records: &[Record]) -> Vec<String> {
@@ -565,6 +601,65 @@ mod tests {
             show(out.restore(reply).answers()),
             ["X.old.example. 10.0.0.1", "alias.new.example. X.old.example."]
         );
+    }
+
+    #[test]
+    fn ttl_rules_hold_every_section_to_their_range() {
+        let rw = rewrite(
+            "rewrite continue name suffix .old.example .new.example\nrewrite continue ttl suffix .new.example 30-300\nrewrite ttl regex ^a\\. 5",
+        );
+        let out = rw.apply(&q("A.old.example.")).unwrap();
+        assert_eq!(
+            out.question.name.to_ascii(),
+            "a.new.example.",
+            "ttl rules match the rewritten name"
+        );
+        assert_eq!(out.original_name().to_ascii(), "A.old.example.");
+        let with_ttl = |mut r: Record, ttl: u32| {
+            r.ttl = ttl;
+            r
+        };
+        let reply = Reply::Authoritative(Answer {
+            rcode: ResponseCode::NoError,
+            answers: vec![
+                with_ttl(a("a.new.example.", [10, 0, 0, 1]), 3600),
+                with_ttl(a("a.new.example.", [10, 0, 0, 2]), 5),
+            ]
+            .into(),
+            authority: vec![with_ttl(a("ns.new.example.", [10, 0, 0, 3]), 100)],
+            additional: vec![with_ttl(a("x.example.", [10, 0, 0, 4]), 0)],
+            chase_target: None,
+            flags: crate::proto::FlagEdit::KEEP,
+        });
+        let Reply::Authoritative(back) = out.restore(reply) else {
+            panic!("kind changed");
+        };
+        // Exactly 5, then 30-300: the later rule's range first, as CoreDNS applies them.
+        let ttls = |rs: &[Record]| rs.iter().map(|r| r.ttl).collect::<Vec<_>>();
+        assert_eq!(ttls(&back.answers), [30, 30]);
+        assert_eq!(ttls(&back.authority), [30]);
+        assert_eq!(ttls(&back.additional), [30]);
+        assert_eq!(show(&back.answers)[0], "A.old.example. 10.0.0.1");
+
+        // A ttl rule alone passes the question on as asked.
+        let rw = rewrite("rewrite ttl exact b.example 30-300\nrewrite ttl b.example 7");
+        let out = rw.apply(&q("B.example.")).unwrap();
+        assert_eq!(out.question.name.to_ascii(), "B.example.");
+        let reply = Reply::Rcode(ResponseCode::NoError);
+        assert_eq!(out.restore(reply.clone()), reply, "no records, nothing to hold");
+        let upstream = forwarded(vec![
+            with_ttl(a("b.example.", [10, 0, 0, 5]), 3600),
+            with_ttl(a("b.example.", [10, 0, 0, 6]), 45),
+        ]);
+        let Reply::Forwarded(back) = out.restore(upstream) else {
+            panic!("kind changed");
+        };
+        assert_eq!(
+            ttls(&back.answers),
+            [300, 45],
+            "the first (stop) rule ends the list"
+        );
+        assert!(rw.apply(&q("c.example.")).is_none());
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The `rewrite` directive's Corefile syntax, parsed into one [`RewriteRule`] per directive.
-//! Only `name` rules are implemented:
+//! `name` and `ttl` rules are implemented:
 //!
 //! ```text
 //! rewrite [continue|stop] name [exact|prefix|suffix|substring|regex] FROM TO [OPTIONS]
+//! rewrite [continue|stop] ttl [exact|prefix|suffix|substring|regex] STRING SECONDS|MIN-MAX
 //! rewrite [continue|stop] {
 //!     name [exact|prefix|suffix|substring|regex] FROM TO
 //!     answer name|value FROM TO
@@ -103,7 +104,45 @@ pub enum NameMatch {
     Regex(Template),
 }
 
+/// The TTL range a `ttl` rule holds the reply's records to: a TTL below `min` becomes `min`,
+/// one above `max` becomes `max`, one inside is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TtlRange {
+    /// The lowest TTL let through.
+    pub min: u32,
+    /// The highest TTL let through.
+    pub max: u32,
+}
+
+impl TtlRange {
+    /// `ttl` held to the range.
+    pub fn clamp(self, ttl: u32) -> u32 {
+        ttl.clamp(self.min, self.max)
+    }
+}
+
+/// What a rule does when its name match succeeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// `name`: the question name is rewritten (and the reply's names mapped back).
+    Name,
+    /// `ttl`: the question goes on as asked; the TTLs of the reply's records are held to the
+    /// range.
+    Ttl(TtlRange),
+}
+
 impl NameMatch {
+    /// Whether `name` (lower-case, absolute) matches, whatever it would be rewritten to.
+    pub fn matches(&self, name: &str) -> bool {
+        match self {
+            Self::Exact { from, .. } => name == from,
+            Self::Prefix { from, .. } => name.starts_with(from.as_str()),
+            Self::Suffix { from, .. } => name.ends_with(from.as_str()),
+            Self::Substring { from, .. } => name.contains(from.as_str()),
+            Self::Regex(t) => t.pattern.is_match(name),
+        }
+    }
+
     /// The rewritten name (presentation form, not yet checked) if `name` (lower-case,
     /// absolute) matches.
     pub fn rewrite(&self, name: &str) -> Option<String> {
@@ -143,7 +182,10 @@ impl NameMatch {
 pub struct RewriteRule {
     /// `stop` or `continue`.
     pub mode: Mode,
-    /// The question name match and its replacement.
+    /// What the rule does when it matches.
+    pub action: Action,
+    /// The question name match and its replacement (a `ttl` rule only matches: its `to` is
+    /// unused).
     pub name: NameMatch,
     /// `answer auto` (always on for `exact`): names in the response are mapped back, owner
     /// names and the names in CNAME, NS, MX, SRV, SOA, NAPTR and ANAME data.
@@ -158,7 +200,8 @@ pub struct RewriteRule {
 }
 
 const MATCH_TYPES: &[&str] = &["exact", "prefix", "suffix", "substring", "regex"];
-const OTHER_FIELDS: &[&str] = &["type", "class", "edns0", "ttl", "rcode", "cname"];
+const OTHER_FIELDS: &[&str] = &["type", "class", "edns0", "rcode", "cname"];
+const SUPPORTED: &str = "supported: name, ttl";
 
 fn absolute(s: &str) -> String {
     let lower = s.to_ascii_lowercase();
@@ -169,15 +212,19 @@ fn absolute(s: &str) -> String {
     }
 }
 
-fn template(d: &Directive, from: &Token, to: &Token) -> Result<Template, CorefileError> {
-    let pattern = RegexBuilder::new(&from.text)
+fn regex(d: &Directive, from: &Token) -> Result<Regex, CorefileError> {
+    RegexBuilder::new(&from.text)
         .case_insensitive(true)
         .build()
         .map_err(|e| {
             let why = e.to_string();
             let why = why.lines().last().unwrap_or_default().trim().to_owned();
             d.error_at(from, format!("invalid regex '{}': {why}", from.text))
-        })?;
+        })
+}
+
+fn template(d: &Directive, from: &Token, to: &Token) -> Result<Template, CorefileError> {
+    let pattern = regex(d, from)?;
     let groups = pattern.captures_len() - 1;
     let mut rest = to.text.as_str();
     while let Some(open) = rest.find('{') {
@@ -260,6 +307,7 @@ fn name_rule(d: &Directive, at: &Token, toks: &[&Token], mode: Mode) -> Result<R
     };
     let mut rule = RewriteRule {
         mode,
+        action: Action::Name,
         auto: matches!(name, NameMatch::Exact { .. }),
         name,
         answer_names: Vec::new(),
@@ -312,17 +360,92 @@ fn name_rule(d: &Directive, at: &Token, toks: &[&Token], mode: Mode) -> Result<R
     Ok(rule)
 }
 
+/// `SECONDS`, `MIN-MAX`, `MIN-` (up to 2147483647) or `-MAX` (from 0), as CoreDNS reads them.
+fn ttl_range(text: &str) -> Option<TtlRange> {
+    let number = |s: &str| s.parse::<u32>().ok();
+    let range = match text.split_once('-') {
+        None => {
+            let ttl = number(text)?;
+            TtlRange { min: ttl, max: ttl }
+        }
+        Some(("", "")) => return None,
+        Some((min, max)) => TtlRange {
+            min: if min.is_empty() { 0 } else { number(min)? },
+            max: if max.is_empty() {
+                2_147_483_647
+            } else {
+                number(max)?
+            },
+        },
+    };
+    (range.min <= range.max).then_some(range)
+}
+
+/// Parses the tokens after `ttl`: `[TYPE] STRING SECONDS|MIN-MAX`.
+fn ttl_rule(d: &Directive, at: &Token, toks: &[&Token], mode: Mode) -> Result<RewriteRule, CorefileError> {
+    let usage = "ttl takes [exact|prefix|suffix|substring|regex] STRING SECONDS|MIN-MAX";
+    let (kind, from, value) = match toks {
+        [from, value] => ("exact".to_owned(), *from, *value),
+        [kind, from, value] => {
+            let kind_text = kind.text.to_ascii_lowercase();
+            if !MATCH_TYPES.contains(&kind_text.as_str()) {
+                return Err(d.error_at(
+                    kind,
+                    format!(
+                        "'{}' is not a match type (exact, prefix, suffix, substring, regex)",
+                        kind.text
+                    ),
+                ));
+            }
+            (kind_text, *from, *value)
+        }
+        [] => return Err(d.error_at(at, usage)),
+        [only] => return Err(d.error_at(only, usage)),
+        [.., extra] => return Err(d.error_at(extra, format!("unexpected '{}': {usage}", extra.text))),
+    };
+    let range = ttl_range(&value.text).ok_or_else(|| {
+        d.error_at(
+            value,
+            format!(
+                "invalid TTL '{}': expected SECONDS, MIN-MAX, MIN- or -MAX (0 to 4294967295, MIN <= MAX)",
+                value.text
+            ),
+        )
+    })?;
+    // CoreDNS normalises every non-regex STRING to a lower-case absolute name.
+    let (from_name, to) = (absolute(&from.text), absolute(&from.text));
+    let name = match kind.as_str() {
+        "exact" => NameMatch::Exact { from: from_name, to },
+        "prefix" => NameMatch::Prefix { from: from_name, to },
+        "suffix" => NameMatch::Suffix { from: from_name, to },
+        "substring" => NameMatch::Substring { from: from_name, to },
+        _ => NameMatch::Regex(Template {
+            pattern: regex(d, from)?,
+            to: String::new(),
+        }),
+    };
+    Ok(RewriteRule {
+        mode,
+        action: Action::Ttl(range),
+        name,
+        auto: false,
+        answer_names: Vec::new(),
+        answer_values: Vec::new(),
+        at: at.loc.to_string(),
+    })
+}
+
 fn field_error(d: &Directive, t: &Token) -> CorefileError {
     let field = t.text.to_ascii_lowercase();
     if OTHER_FIELDS.contains(&field.as_str()) {
         d.error_at(
             t,
-            format!("'{field}' rules are not supported by cluster-dns; supported: name"),
+            format!("'{field}' rules are not supported by cluster-dns; {SUPPORTED}"),
         )
     } else if field == "answer" {
         d.error_at(t, "an answer rewrite must follow a name rule")
     } else {
-        d.error_at(t, format!("unknown field '{}'; supported: name", t.text))
+        d.error_at(t, format!("unknown field '{}'; {SUPPORTED}", t.text))
     }
 }
 
@@ -341,16 +464,26 @@ pub fn parse(d: &Directive) -> Result<RewriteRule, CorefileError> {
         if d.has_block {
             return Err(d.error("takes either a rule on its line or a block, not both"));
         }
+        let toks: Vec<&Token> = toks.iter().collect();
+        if field.text.eq_ignore_ascii_case("ttl") {
+            return ttl_rule(d, field, &toks, mode);
+        }
         if !field.text.eq_ignore_ascii_case("name") {
             return Err(field_error(d, field));
         }
-        let toks: Vec<&Token> = toks.iter().collect();
         return name_rule(d, field, &toks, mode);
     }
-    // The block form: one `name` line, then `answer` lines.
+    // The block form: one `name` line, then `answer` lines; or one `ttl` line.
     let Some((first, more)) = d.block.split_first() else {
         return Err(d.error("expected [continue|stop] name [TYPE] FROM TO"));
     };
+    if first.name.text.eq_ignore_ascii_case("ttl") {
+        if let Some(extra) = more.first() {
+            return Err(d.error_at(&extra.name, "a ttl rewrite block holds its ttl line alone"));
+        }
+        let toks: Vec<&Token> = first.args.iter().collect();
+        return ttl_rule(d, &first.name, &toks, mode);
+    }
     if !first.name.text.eq_ignore_ascii_case("name") {
         return Err(field_error(d, &first.name));
     }
@@ -443,6 +576,41 @@ mod tests {
     }
 
     #[test]
+    fn ttl_rules() {
+        let r = parse_text("rewrite ttl Example.COM 30-300").unwrap();
+        assert_eq!(r.action, Action::Ttl(TtlRange { min: 30, max: 300 }));
+        assert_eq!(r.mode, Mode::Stop);
+        assert!(r.name.matches("example.com.") && !r.name.matches("a.example.com."));
+        let r = parse_text("rewrite ttl example.com. -30").unwrap();
+        assert_eq!(r.action, Action::Ttl(TtlRange { min: 0, max: 30 }));
+        let r = parse_text("rewrite ttl example.com. 30-").unwrap();
+        assert_eq!(
+            r.action,
+            Action::Ttl(TtlRange {
+                min: 30,
+                max: 2_147_483_647
+            })
+        );
+        let r = parse_text("rewrite ttl example.com. 30").unwrap();
+        assert_eq!(r.action, Action::Ttl(TtlRange { min: 30, max: 30 }));
+        let r = parse_text("rewrite continue {\n ttl regex (.*)\\.coredns\\.rocks 15\n}").unwrap();
+        assert_eq!(r.mode, Mode::Continue);
+        assert!(r.name.matches("www.coredns.rocks.") && !r.name.matches("coredns.rocks."));
+        let r = parse_text("rewrite ttl suffix .Example.com 5").unwrap();
+        assert!(r.name.matches("a.example.com.") && !r.name.matches("example.com."));
+        let r = parse_text("rewrite ttl prefix www 5").unwrap();
+        assert!(
+            r.name.matches("www.a.") && !r.name.matches("wwwa."),
+            "the STRING is made absolute, as in CoreDNS"
+        );
+        let r = parse_text("rewrite ttl substring svc 5").unwrap();
+        assert!(r.name.matches("a.svc.b.") && !r.name.matches("a.svcb."));
+        assert_eq!(TtlRange { min: 30, max: 300 }.clamp(5), 30);
+        assert_eq!(TtlRange { min: 30, max: 300 }.clamp(3600), 300);
+        assert_eq!(TtlRange { min: 30, max: 300 }.clamp(60), 60);
+    }
+
+    #[test]
     fn templates() {
         let r = parse_text(r"rewrite name regex ^(.*)-(US-WEST-1)\.example\.org\.$ {1}.service.{2}.consul")
             .unwrap();
@@ -463,14 +631,13 @@ mod tests {
     fn mistakes_name_their_line() {
         for (text, want) in [
             (
-                "rewrite ttl regex (.*)\\.example 15",
-                "Corefile:2: rewrite: 'ttl' rules are not supported by cluster-dns; supported: name",
+                "rewrite class CH IN",
+                "Corefile:2: rewrite: 'class' rules are not supported by cluster-dns; supported: name, ttl",
             ),
             (
                 "rewrite continue type ANY HINFO",
                 "'type' rules are not supported",
             ),
-            ("rewrite class CH IN", "'class' rules are not supported"),
             (
                 "rewrite edns0 local set 0xffee abcd",
                 "'edns0' rules are not supported",
@@ -481,10 +648,10 @@ mod tests {
             ),
             ("rewrite cname exact a. b.", "'cname' rules are not supported"),
             (
-                "rewrite stop {\n ttl exact a 5\n}",
-                "Corefile:3: rewrite: 'ttl' rules are not supported",
+                "rewrite stop {\n rcode servfail refused\n}",
+                "Corefile:3: rewrite: 'rcode' rules are not supported",
             ),
-            ("rewrite bogus a b", "unknown field 'bogus'; supported: name"),
+            ("rewrite bogus a b", "unknown field 'bogus'; supported: name, ttl"),
             ("rewrite answer name a b", "must follow a name rule"),
             (
                 "rewrite name regex (.* x",
@@ -513,6 +680,20 @@ mod tests {
                 "Corefile:4: rewrite: one name rule per rewrite block",
             ),
             ("rewrite {\n}", "expected [continue|stop] name"),
+            ("rewrite ttl a.example", "Corefile:2: rewrite: ttl takes"),
+            ("rewrite ttl", "Corefile:2: rewrite: ttl takes"),
+            ("rewrite ttl a.example 15s", "invalid TTL '15s'"),
+            ("rewrite ttl a.example -", "invalid TTL '-'"),
+            ("rewrite ttl a.example 300-30", "invalid TTL '300-30'"),
+            ("rewrite ttl a.example 4294967296", "invalid TTL"),
+            ("rewrite ttl a.example 1-2-3", "invalid TTL"),
+            ("rewrite ttl glob a.example 15", "'glob' is not a match type"),
+            ("rewrite ttl exact a.example 15 30", "unexpected '30'"),
+            ("rewrite ttl regex (a 15", "invalid regex '(a'"),
+            (
+                "rewrite {\n ttl a.example 15\n answer auto\n}",
+                "Corefile:4: rewrite: a ttl rewrite block holds its ttl line alone",
+            ),
         ] {
             let e = parse_text(text).unwrap_err().to_string();
             assert!(e.contains(want), "{text}: {e}");
