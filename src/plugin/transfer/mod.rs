@@ -4,6 +4,7 @@
 //! answer over TCP in as many messages as it needs; over UDP a transfer is refused. See this
 //! folder's README.
 
+mod build;
 pub mod handler;
 pub mod setup;
 

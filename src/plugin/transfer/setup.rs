@@ -14,7 +14,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::chain::{Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, normalize_zone};
 
 /// Who may transfer.
@@ -92,12 +92,6 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<TransferConfig, Co
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
     ctx.refuse_twice(d)?;
     Ok(Arc::new(parse(d, ctx.zones)?))
-}
-
-impl Configured for TransferConfig {
-    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
-        Built::Plugin(Arc::new(super::Transfer::new(self)))
-    }
 }
 
 #[cfg(test)]
