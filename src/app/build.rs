@@ -128,7 +128,7 @@ impl Generation {
     }
 
     /// Holds until every plugin that asks for it ([`Plugin::startup_wait`]) is ready, each
-    /// for at most its own wait: called before a new configuration serves, so its first
+    /// for at most its own wait: called at start, before the listeners are bound, so the first
     /// answers come from synced data when the data comes in time.
     pub async fn wait_for_startup(&self) {
         let plugins: Vec<&Arc<dyn Plugin>> = self

@@ -118,8 +118,6 @@ pub(super) async fn apply(inner: &Inner, config: Config) -> Result<(), StartErro
         );
     }
     let generation = build(config, &inner.shared.build_env()).await?;
-    // The running configuration answers while the new one's new watches list.
-    generation.wait_for_startup().await;
     // What the new generation brings that is not ready (a new API source, until its first
     // lists are in: it would answer SERVFAIL) gets time before it takes traffic.
     let deadline = tokio::time::Instant::now() + READY_WAIT;

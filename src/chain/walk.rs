@@ -133,7 +133,7 @@ pub trait Plugin: Any + Send + Sync + fmt::Debug {
         None
     }
 
-    /// How long the server may hold off serving a new configuration until this plugin is
+    /// How long the server may hold off serving at start until this plugin is
     /// ready ([`Plugin::not_ready`] empty): the kubernetes plugin's `startup_timeout`, as
     /// CoreDNS holds its server until the informers have synced. Zero (the default): not at all.
     fn startup_wait(&self) -> Duration {
