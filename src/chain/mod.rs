@@ -27,6 +27,7 @@
 //! Imports `proto`, `corefile` and `telemetry`.
 
 mod capability;
+mod fallthrough;
 mod observer;
 mod periodic;
 mod ready;
@@ -37,6 +38,7 @@ mod setup;
 mod walk;
 
 pub use capability::{Capabilities, SearchPaths, Upstreams};
+pub use fallthrough::Fallthrough;
 pub use observer::{Exchange, Observer};
 pub use periodic::reload_every;
 pub use ready::{Readiness, ReadinessCheck};

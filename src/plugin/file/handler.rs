@@ -13,7 +13,7 @@ use hickory_proto::rr::{Name, Record, RecordType};
 
 use super::setup::{FileConfig, ZoneFile};
 use super::zone::{Lookup, ZoneData};
-use crate::chain::{Chain, Next, Plugin, ReplyFuture};
+use crate::chain::{Chain, Fallthrough, Next, Plugin, ReplyFuture};
 use crate::proto::{Answer, Failure, FlagEdit, Forwarded, Question, Reply};
 
 /// One zone and what serves it now.
@@ -39,8 +39,7 @@ struct Inner {
     files: Vec<Watched>,
     /// Every zone, longest origin first (the most specific zone answers).
     zones: Vec<Arc<ZoneSlot>>,
-    /// `None`: fallthrough off; empty: every zone.
-    fallthrough: Option<Vec<Name>>,
+    fallthrough: Fallthrough,
     reload_started: AtomicBool,
 }
 
@@ -160,12 +159,7 @@ impl File {
             })
             .collect();
         zones.sort_by_key(|z| std::cmp::Reverse(z.origin.num_labels()));
-        let fallthrough = config.fallthrough.as_ref().map(|zs| {
-            zs.iter()
-                .filter_map(|z| Name::from_ascii(z).ok())
-                .map(|n| n.to_lowercase())
-                .collect()
-        });
+        let fallthrough = Fallthrough::new(config.fallthrough.as_deref());
         Self {
             inner: Arc::new(Inner {
                 files,
@@ -217,10 +211,7 @@ impl File {
     }
 
     fn falls_through(&self, name: &Name) -> bool {
-        match &self.inner.fallthrough {
-            None => false,
-            Some(zones) => zones.is_empty() || zones.iter().any(|z| z.zone_of(name)),
-        }
+        self.inner.fallthrough.covers(name)
     }
 
     /// Its reply to `q`: `None` when the name is in none of its zones (or NXDOMAIN falls

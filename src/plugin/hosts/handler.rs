@@ -14,7 +14,7 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use super::metrics::HostsMetrics;
 use super::setup::HostsConfig;
 use super::table::{Table, parse_hosts};
-use crate::chain::{Chain, Next, Now, Plugin, ReplyFuture};
+use crate::chain::{Chain, Fallthrough, Next, Now, Plugin, ReplyFuture};
 use crate::proto::Answer;
 use crate::proto::{FlagEdit, Question, Reply};
 
@@ -25,8 +25,7 @@ type Stamp = Option<(Option<SystemTime>, u64)>;
 struct Inner {
     config: HostsConfig,
     zones: Vec<Name>,
-    /// `None`: fallthrough off; empty: every zone.
-    fallthrough: Option<Vec<Name>>,
+    fallthrough: Fallthrough,
     table: RwLock<Arc<Table>>,
     stamp: Mutex<Stamp>,
     reload_started: AtomicBool,
@@ -145,7 +144,7 @@ impl Hosts {
         let inner = Inner {
             config: config.clone(),
             zones: names(&config.zones),
-            fallthrough: config.fallthrough.as_deref().map(names),
+            fallthrough: Fallthrough::new(config.fallthrough.as_deref()),
             table: RwLock::new(Arc::new(Table::build(&[], &[], &[], false))),
             stamp: Mutex::new(None),
             reload_started: AtomicBool::new(false),
@@ -202,10 +201,7 @@ impl Hosts {
     }
 
     fn falls_through(&self, name: &Name) -> bool {
-        match &self.inner.fallthrough {
-            None => false,
-            Some(zones) => zones.is_empty() || zones.iter().any(|z| z.zone_of(name)),
-        }
+        self.inner.fallthrough.covers(name)
     }
 
     fn reply(rcode: ResponseCode, answers: Vec<Record>) -> Reply {
