@@ -48,6 +48,11 @@ fn k8s_objects_corpus() {
 }
 
 #[test]
+fn zone_file_corpus() {
+    replay("zone_file", cluster_dns::plugin::file::fuzz::zone_file);
+}
+
+#[test]
 fn forward_reply_corpus() {
     replay("forward_reply", cluster_dns::plugin::forward::fuzz::forward_reply);
 }

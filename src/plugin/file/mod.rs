@@ -7,6 +7,7 @@
 //! tasks ([`File`]), `build` turns the configuration into the plugin.
 
 mod build;
+pub mod fuzz;
 pub mod handler;
 pub mod setup;
 pub mod zone;
