@@ -562,6 +562,69 @@ async fn serve_stale_modes_response_ttl_and_one_refresh_at_a_time() {
     running.stop().await.unwrap();
 }
 
+/// `serve_stale_policy prefer_positive` (CoreDNS 1.14.7): once a name had a positive answer,
+/// an NXDOMAIN from the upstream does not replace it while it is within the stale window (in
+/// `immediate` mode and in `verify` mode, where only a positive refresh replaces it); a
+/// positive refresh does. Without the policy the same sequence gives NXDOMAIN, so the test can
+/// tell the two apart.
+#[tokio::test]
+async fn serve_stale_policy_prefer_positive_keeps_the_last_good_answer() {
+    for (mode, policy) in [("immediate", true), ("verify 300ms", true), ("immediate", false)] {
+        let up = Scripted::start().await;
+        up.set_ttl(1);
+        let policy_line = if policy {
+            " serve_stale_policy prefer_positive\n"
+        } else {
+            ""
+        };
+        let (running, addr) = start(
+            "fwd-prefer-positive",
+            30,
+            &format!(
+                "forward . {}\n cache 30 {{\n success 100 30 1\n denial 100 30 1\n serve_stale 1h {mode}\n{policy_line} }}",
+                up.addr
+            ),
+        )
+        .await;
+        let name = "kept.example.com.";
+        assert_eq!(a_records(&ask(addr, name, RecordType::A).await), ["192.0.2.1"]);
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+        up.set_mode(Mode::Rcode(ResponseCode::NXDomain));
+        let first = ask(addr, name, RecordType::A).await;
+        assert_eq!(a_records(&first), ["192.0.2.1"], "{mode}: stale at first");
+        // The refresh has brought the NXDOMAIN by now (immediate: in the background).
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let second = ask(addr, name, RecordType::A).await;
+        if policy {
+            assert_eq!(second.metadata.response_code, ResponseCode::NoError, "{mode}");
+            assert_eq!(
+                a_records(&second),
+                ["192.0.2.1"],
+                "{mode}: the positive answer kept"
+            );
+            // A positive refresh replaces it.
+            up.set_octet(7);
+            up.set_mode(Mode::Answer);
+            let mut replaced = false;
+            for _ in 0..30 {
+                if a_records(&ask(addr, name, RecordType::A).await) == ["192.0.2.7"] {
+                    replaced = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            assert!(replaced, "{mode}: a positive refresh replaces the kept answer");
+        } else {
+            assert_eq!(
+                second.metadata.response_code,
+                ResponseCode::NXDomain,
+                "without the policy"
+            );
+        }
+        running.stop().await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn prefetch_refreshes_a_popular_name() {
     let up = Scripted::start().await;

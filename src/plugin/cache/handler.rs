@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::Name;
+use hickory_proto::rr::{Name, RecordType};
 use tokio::time::Instant;
 
 use super::metrics::{CacheInstruments, CacheMetrics, StoreInstruments};
@@ -38,6 +38,19 @@ fn names(zones: &[String]) -> Vec<Name> {
         .iter()
         .filter_map(|z| Name::from_ascii(z).ok().map(|n| n.to_lowercase()))
         .collect()
+}
+
+/// True when `reply` answers `q`: a NOERROR whose answer section holds a record of the name
+/// asked, of the type asked or a CNAME (`prefer_positive`'s "actually answers the question").
+fn answers_question(q: &Question, reply: &Reply) -> bool {
+    let answers = match reply {
+        Reply::Authoritative(a) if a.rcode == ResponseCode::NoError => &a.answers[..],
+        Reply::Forwarded(f) if f.rcode == ResponseCode::NoError && !f.truncated => &f.answers[..],
+        _ => return false,
+    };
+    answers
+        .iter()
+        .any(|r| r.name == q.name && (r.record_type() == q.qtype || r.record_type() == RecordType::CNAME))
 }
 
 /// True when `name` is in one of `zones`, in any case (`Name::zone_of` ignores it).
@@ -116,6 +129,10 @@ impl Cache {
     pub fn insert(&self, q: &Question, reply: &Reply, now: Instant) -> Option<Duration> {
         let c = &self.inner.config;
         let (kind, ttl) = classify(reply, &c.success, &c.denial, c.servfail)?;
+        // Under `prefer_positive` only an answer to the question replaces a kept positive.
+        if kind == Kind::Success && c.prefer_positive && !answers_question(q, reply) {
+            return None;
+        }
         // Zones match regardless of case (`Name::zone_of`).
         let name = &q.name;
         let stored = match kind {
@@ -134,8 +151,11 @@ impl Cache {
                 self.inner.denial.remove(&key);
                 self.inner.success.insert(&key, reply, ttl, now, keep);
             }
+            // `prefer_positive` keeps the last positive answer beside the denial.
             Kind::Denial => {
-                self.inner.success.remove(&key);
+                if !c.prefer_positive {
+                    self.inner.success.remove(&key);
+                }
                 self.inner.denial.insert(&key, reply, ttl, now, keep);
             }
             Kind::ServFail => {
@@ -227,8 +247,11 @@ impl Cache {
                         (true, Some(timer)) => tokio::time::timeout(timer, task).await.ok(),
                         (true, None) => Some(task.await),
                     };
+                    // Under `prefer_positive`, only a positive answer replaces a stale positive.
+                    let keeps_positive = self.inner.config.prefer_positive && kind == Kind::Success;
                     if let Some(Ok(fresh)) = fresh
                         && !matches!(fresh.rcode(), ResponseCode::ServFail | ResponseCode::Refused)
+                        && (!keeps_positive || answers_question(q, &fresh))
                     {
                         return fresh;
                     }
@@ -264,7 +287,11 @@ impl Cache {
     async fn refresh(self, next: DetachedNext, q: Question) -> Reply {
         let reply = next.serve(&q).await;
         let now = Instant::now();
-        if self.insert(&q, &reply, now).is_none()
+        let stored = self.insert(&q, &reply, now).is_some();
+        // Under `prefer_positive` a kept positive answer is refreshed only by a positive one:
+        // anything else is a failed refresh of it.
+        let positive_kept = self.inner.config.prefer_positive && !answers_question(&q, &reply);
+        if (!stored || positive_kept)
             && let Some(key) = Key::of(&q)
         {
             let recheck = self
@@ -274,7 +301,9 @@ impl Cache {
                 .map(|s| s.failure_recheck)
                 .unwrap_or_default();
             self.inner.success.refresh_failed(&key, now, recheck);
-            self.inner.denial.refresh_failed(&key, now, recheck);
+            if !stored {
+                self.inner.denial.refresh_failed(&key, now, recheck);
+            }
         }
         reply
     }

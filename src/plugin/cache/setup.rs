@@ -6,9 +6,11 @@
 //!     success CAPACITY [TTL] [MINTTL]
 //!     denial CAPACITY [TTL] [MINTTL]
 //!     prefetch AMOUNT [[DURATION] [PERCENTAGE%]]
-//!     serve_stale [DURATION] [immediate|verify]
+//!     serve_stale [DURATION] [immediate [RESPONSE_TTL [FAILURE_RECHECK]] | verify [VERIFY_TIMEOUT [RESPONSE_TTL [FAILURE_RECHECK]]]]
+//!     serve_stale_policy prefer_positive
 //!     servfail DURATION
 //!     disable success|denial [ZONES...]
+//!     keepttl
 //! }
 //! ```
 
@@ -179,6 +181,10 @@ pub struct CacheConfig {
     pub prefetch: Option<Prefetch>,
     /// `serve_stale`.
     pub serve_stale: Option<ServeStale>,
+    /// `serve_stale_policy prefer_positive` (needs `serve_stale`): a positive answer that
+    /// answers the question is kept, and preferred, over a later NXDOMAIN, NODATA or failure
+    /// while it is fresh or within the stale window; only a positive answer replaces it.
+    pub prefer_positive: bool,
     /// `disable success ZONES`.
     pub disable_success: Vec<String>,
     /// `disable denial ZONES`.
@@ -242,10 +248,12 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<CacheConfig, Coref
         servfail: DEFAULT_SERVFAIL,
         prefetch: None,
         serve_stale: None,
+        prefer_positive: false,
         keepttl: false,
         disable_success: Vec::new(),
         disable_denial: Vec::new(),
     };
+    let mut policy = None;
     for opt in &d.block {
         let a = &opt.args;
         match opt.name.text.as_str() {
@@ -335,8 +343,35 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<CacheConfig, Coref
                 d.option_no_args(opt)?;
                 c.keepttl = true;
             }
+            "serve_stale_policy" => {
+                if policy.is_some() {
+                    return Err(d.error_at(&opt.name, "serve_stale_policy can only be given once"));
+                }
+                let [t] = a.as_slice() else {
+                    return Err(d.error_at(&opt.name, "serve_stale_policy takes one policy: prefer_positive"));
+                };
+                if !t.text.eq_ignore_ascii_case("prefer_positive") {
+                    return Err(d.error_at(
+                        t,
+                        format!(
+                            "serve_stale_policy: '{}' is not a policy (prefer_positive)",
+                            t.text
+                        ),
+                    ));
+                }
+                policy = Some(opt);
+                c.prefer_positive = true;
+            }
             other => return Err(d.error_at(&opt.name, format!("unknown property '{other}'"))),
         }
+    }
+    if let Some(opt) = policy
+        && c.serve_stale.is_none()
+    {
+        return Err(d.error_at(
+            &opt.name,
+            "serve_stale_policy requires serve_stale in the same cache block",
+        ));
     }
     Ok(c)
 }
@@ -419,6 +454,18 @@ mod tests {
             ("cache {\n servfail 1h\n}", "at most 5m"),
             ("cache {\n disable both\n}", "success or denial"),
             ("cache 0", "at least 1 second"),
+            (
+                "cache {\n serve_stale_policy prefer_positive\n}",
+                "Corefile:3: cache: serve_stale_policy requires serve_stale",
+            ),
+            (
+                "cache {\n serve_stale\n serve_stale_policy newest\n}",
+                "Corefile:4: cache: serve_stale_policy: 'newest' is not a policy",
+            ),
+            (
+                "cache {\n serve_stale\n serve_stale_policy prefer_positive\n serve_stale_policy prefer_positive\n}",
+                "only be given once",
+            ),
         ] {
             let e = parse_text(text).unwrap_err().to_string();
             assert!(e.contains(want), "{text}: {e}");
