@@ -220,6 +220,9 @@ const TESTED: &[&str] = &[
     "forward-readme-next.Corefile",
     "forward-readme-stub-domains.Corefile",
     "header-readme.Corefile",
+    "hosts-readme-inline.Corefile",
+    "hosts-readme-wildcard.Corefile",
+    "kubernetes-readme-pods-verified.Corefile",
     "kubernetes-readme-stub-domains.Corefile",
     "loadbalance-readme-prefer.Corefile",
     "local-readme.Corefile",
@@ -228,6 +231,7 @@ const TESTED: &[&str] = &[
     "nixos-view-failfast.Corefile",
     "timeouts-readme-1053.Corefile",
     "timeouts-readme-maxtcpqueries.Corefile",
+    "whoami-readme.Corefile",
 ];
 
 #[test]
@@ -336,4 +340,24 @@ async fn timeouts_readme_1053() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeouts_readme_maxtcpqueries() {
     run("timeouts-readme-maxtcpqueries.Corefile").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_readme_inline() {
+    run("hosts-readme-inline.Corefile").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_readme_wildcard() {
+    run("hosts-readme-wildcard.Corefile").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_readme_pods_verified() {
+    run("kubernetes-readme-pods-verified.Corefile").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whoami_readme() {
+    run("whoami-readme.Corefile").await;
 }
