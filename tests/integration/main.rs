@@ -38,6 +38,7 @@ mod nsid;
 mod privileges;
 mod rewrite;
 mod root;
+mod serve_stale;
 mod serve_tls;
 mod shed;
 mod support;

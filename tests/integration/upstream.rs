@@ -333,6 +333,14 @@ pub struct Unbound {
     child: Child,
 }
 
+impl Unbound {
+    /// Kills it and waits until it is gone: its port answers nothing.
+    pub fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Unbound {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -384,7 +392,11 @@ impl Unbound {
     /// Starts `unbound` on a free port of 127.0.0.1 with its config in `dir`; waits until it
     /// answers. `None` when it cannot be started (test.sh installs it; callers panic then).
     pub async fn start(dir: &Path) -> Option<Self> {
-        let port = free_port();
+        Self::start_on(dir, free_port()).await
+    }
+
+    /// [`Unbound::start`] on `port` (to start it again where it was, after [`Unbound::stop`]).
+    pub async fn start_on(dir: &Path, port: u16) -> Option<Self> {
         let mut conf = unbound_server_conf(dir, port);
         conf.push_str(&format!("  port: {port}\n"));
         for d in UNBOUND_DATA {

@@ -145,7 +145,13 @@ impl Cache {
             return None;
         }
         let key = Key::of(q)?;
-        let keep = self.stale_window().unwrap_or_default();
+        // Only an upstream's answer may be served stale: the cluster zone's answers (and any
+        // other plugin's own) are in memory whenever the question comes, so an expired one is
+        // never given in place of what the zone says now (a deleted Service stays deleted).
+        let keep = match reply {
+            Reply::Forwarded(_) => self.stale_window().unwrap_or_default(),
+            _ => Duration::ZERO,
+        };
         match kind {
             Kind::Success => {
                 self.inner.denial.remove(&key);

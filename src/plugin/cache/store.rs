@@ -266,6 +266,12 @@ impl Block {
         Some(u16::from_be_bytes([*word.first()?, *word.get(1)?]).into())
     }
 
+    /// True when the stored reply came from an upstream (`forward`): only those may be served
+    /// stale. A plugin's own answers (the cluster zone's) are asked again once they expire.
+    fn forwarded(&self) -> bool {
+        self.0.get(2 + self.key_len()) == Some(&FORWARDED)
+    }
+
     /// The reply again, every TTL set to `min(ttl, entry_ttl) - elapsed` (or `fixed`); `None`
     /// if its records do not decode (they always should: they were encoded here).
     fn unpack(&self, entry_ttl: u32, elapsed: u32, fixed: Option<u32>) -> Option<Reply> {
@@ -678,14 +684,16 @@ impl Store {
             };
         }
         match stale {
-            Some(stale) if age < ttl + stale.duration => match block.unpack(0, 0, Some(stale.response_ttl)) {
-                Some(reply) => {
-                    let refresh = !e.prefetching.get() && now >= e.window_start();
-                    e.prefetching.set(e.prefetching.get() || refresh);
-                    Lookup::Stale { reply, refresh }
+            Some(stale) if age < ttl + stale.duration && block.forwarded() => {
+                match block.unpack(0, 0, Some(stale.response_ttl)) {
+                    Some(reply) => {
+                        let refresh = !e.prefetching.get() && now >= e.window_start();
+                        e.prefetching.set(e.prefetching.get() || refresh);
+                        Lookup::Stale { reply, refresh }
+                    }
+                    None => Lookup::Miss,
                 }
-                None => Lookup::Miss,
-            },
+            }
             _ => {
                 remove_from(&mut shard.entries, key.hash, key.bytes());
                 drop(shard);
