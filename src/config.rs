@@ -176,6 +176,14 @@ impl Config {
                     previous: at.and_then(|i| plugins.get(i)).map(|(_, c)| c.as_ref()),
                 };
                 let value = registry::setup(d, &ctx)?;
+                if value.plain_dns_only()
+                    && let Some((scheme, _)) = listens.iter().find(|(s, _)| *s != Scheme::Dns)
+                {
+                    return Err(d.error(format!(
+                        "can only be used in plain DNS server blocks (dns://), not in a {}:// block",
+                        scheme.as_str()
+                    )));
+                }
                 if let Some(moved) = value.files_dir() {
                     files_dir = moved.to_path_buf();
                 }

@@ -151,6 +151,12 @@ pub trait Configured: Any + Send + Sync + fmt::Debug {
         Built::Nothing
     }
 
+    /// True when it may only be used in plain DNS server blocks (`dns://`), not `tls://`,
+    /// `https://` or `quic://` ones (`shed`, as CoreDNS enforces at start). Default: false.
+    fn plain_dns_only(&self) -> bool {
+        false
+    }
+
     /// Checks it against the rest of its block, once every directive of the block is parsed
     /// (`autopath @kubernetes` needs a `kubernetes` with `pods verified`).
     fn check(&self, _block: &[(&'static str, Arc<dyn Configured>)]) -> Result<(), CorefileError> {

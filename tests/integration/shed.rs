@@ -44,9 +44,10 @@ async fn flood_with(shed: bool) -> (f64, String) {
     let running = support::start(&corefile, &dir).await;
     let addr = running.dns_addrs()[0];
     flood(addr).await;
-    let local = tokio::task::spawn_blocking(move || support::dig(addr, &["+short", "local.example"]))
-        .await
-        .unwrap();
+    let local =
+        tokio::task::spawn_blocking(move || support::dig(addr, &["+tries=3", "+short", "local.example"]))
+            .await
+            .unwrap();
     // Every query has been read by now or dropped by the kernel; the worker counts as it reads.
     let mut dropped = 0.0;
     let metrics = running.http_addr("metrics").expect("/metrics listener");
@@ -82,4 +83,19 @@ fn shed_takes_no_arguments() {
     let dir = support::temp_dir("shed-check");
     let e = support::check_corefile(&dir, ".:53 {\n shed 10\n}\n").unwrap_err();
     assert!(e.contains("Corefile:2"), "{e}");
+}
+
+/// CoreDNS refuses `shed` outside plain DNS blocks at start: it disciplines UDP sockets, which
+/// `tls://` and `https://` blocks do not have.
+#[test]
+fn shed_is_refused_in_tls_and_https_blocks() {
+    let dir = support::temp_dir("shed-scheme");
+    for key in ["tls://.:853", "https://.:443"] {
+        let e = support::check_corefile(&dir, &format!("{key} {{\n whoami\n shed\n}}\n")).unwrap_err();
+        assert!(
+            e.contains("Corefile:3") && e.contains("plain DNS server blocks"),
+            "{key}: {e}"
+        );
+    }
+    support::check_corefile(&dir, ".:53 {\n whoami\n shed\n}\n").unwrap();
 }

@@ -19,6 +19,11 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 }
 
 impl Configured for ShedConfig {
+    /// It disciplines UDP sockets: CoreDNS refuses it in tls, https, grpc and quic blocks.
+    fn plain_dns_only(&self) -> bool {
+        true
+    }
+
     fn configure(&self, settings: &mut BlockSettings) {
         settings.shed = true;
     }
