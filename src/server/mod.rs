@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt as _;
 
 use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
-use hickory_proto::rr::{Record, RecordType};
+use hickory_proto::rr::{RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
 
 use crate::chain::{Answered, ReplayPlan};
@@ -303,6 +303,17 @@ impl DnsHandler {
                 r
             }
         };
+        // An IXFR from a client that holds the zone's current serial gets the SOA alone (RFC
+        // 1995 section 2: the zone is up to date), as CoreDNS answers it; any other IXFR gets the
+        // whole zone.
+        if qtype == RecordType::IXFR
+            && let Some(held) = req.soa_serial
+            && let Some(soa) = resp.answers.first()
+            && matches!(&soa.data, RData::SOA(s) if s.serial == held)
+        {
+            let soa = soa.clone();
+            resp.answers = vec![soa].into();
+        }
         resp.plugin = answered.by;
         resp.replay = answered.replay;
         resp.block = routed;

@@ -1,9 +1,10 @@
-//! Reading a request: the header, the question section kept as sent, the EDNS record, and the
-//! checks on it that do not need a server block (the COOKIE option's length).
+//! Reading a request: the header, the question section kept as sent, the EDNS record, an IXFR's
+//! serial, and the checks on it that do not need a server block (the COOKIE option's length).
 
 use std::borrow::Cow;
 
 use hickory_proto::op::{Edns, Header, Message, Metadata, Query};
+use hickory_proto::rr::RData;
 use hickory_proto::rr::rdata::opt::EdnsCode;
 use hickory_proto::serialize::binary::{
     BinDecodable, BinDecoder, BinEncodable, BinEncoder, DecodeError, NameEncoding,
@@ -18,6 +19,9 @@ pub(super) struct Parsed<'a> {
     pub(super) query: Option<Query>,
     pub(super) question: Cow<'a, [u8]>,
     pub(super) edns: Option<Edns>,
+    /// The serial of the SOA in the authority section: the version an IXFR asker holds
+    /// (RFC 1995 section 3). `None` when there is none.
+    pub(super) soa_serial: Option<u32>,
 }
 
 pub(super) fn parse_body<'a>(
@@ -35,7 +39,11 @@ pub(super) fn parse_body<'a>(
     let question = echoable(decoder, start, usize::from(counts.queries))?;
     let op = metadata.op_code;
     Message::read_records(decoder, usize::from(counts.answers), false, op)?;
-    Message::read_records(decoder, usize::from(counts.authorities), false, op)?;
+    let (authority, _, _) = Message::read_records(decoder, usize::from(counts.authorities), false, op)?;
+    let soa_serial = authority.iter().find_map(|r| match &r.data {
+        RData::SOA(soa) => Some(soa.serial),
+        _ => None,
+    });
     let (_, edns, _) = Message::read_records(decoder, usize::from(counts.additionals), true, op)?;
     if let Some(e) = &edns {
         metadata.merge_response_code(e.rcode_high());
@@ -46,6 +54,7 @@ pub(super) fn parse_body<'a>(
         query: first,
         question,
         edns,
+        soa_serial,
     })
 }
 

@@ -105,3 +105,28 @@ async fn a_large_zone_goes_out_in_several_messages() {
     );
     running.stop().await.unwrap();
 }
+
+/// IXFR (RFC 1995): a client that holds the zone's current serial gets the SOA alone (up to
+/// date, as CoreDNS answers it); one with an older serial gets the whole zone, SOA first and
+/// last (the whole-transfer fallback section 4 allows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ixfr_from_the_current_serial_gets_the_soa_alone() {
+    let dir = support::temp_dir("transfer-ixfr");
+    std::fs::write(dir.join("db.example.org"), ZONE).unwrap();
+    let running = support::start(&corefile(" transfer {\n  to *\n }\n"), &dir).await;
+    let addr = running.dns_addrs()[0];
+    let (current, older) = tokio::task::spawn_blocking(move || {
+        (
+            support::dig(addr, &["+nocookie", "IXFR=42", "example.org"]),
+            support::dig(addr, &["+nocookie", "IXFR=41", "example.org"]),
+        )
+    })
+    .await
+    .unwrap();
+    let soa = "example.org. 3600 IN SOA ns.example.org. admin.example.org. 42 7200 3600 1209600 300";
+    assert_eq!(support::dig_records(&current), [soa], "{current}");
+    let whole = support::dig_records(&older);
+    assert_eq!(whole.len(), 5, "{older}");
+    assert_eq!((whole[0].as_str(), whole[4].as_str()), (soa, soa), "{older}");
+    running.stop().await.unwrap();
+}
