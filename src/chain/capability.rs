@@ -1,6 +1,7 @@
 //! What plugins offer one another without naming each other: the upstreams a question can be
 //! sent to ([`Upstreams`], `forward`'s, probed by `loop`), the search paths of the clients
-//! ([`SearchPaths`], the kubernetes plugin's, walked by `autopath`), and, while a server
+//! ([`SearchPaths`], the kubernetes plugin's, walked by `autopath`), who tells secondaries of a
+//! changed zone ([`Notifier`], `transfer`'s, called by `file`), and, while a server
 //! block is built, the long-lived values its plugins acquired ([`Capabilities`], the cluster
 //! source `kubernetes` shares with `k8s_external`), found by their type.
 
@@ -32,6 +33,18 @@ pub trait SearchPaths: Send + Sync {
     /// when it is not known (the client is not a pod this source knows).
     fn search_path(&self, client: std::net::IpAddr) -> Option<Vec<Name>>;
 }
+
+/// What tells a block's secondaries that a zone changed (RFC 1996 NOTIFY to `transfer`'s `to`
+/// addresses). A plugin whose zone data changes (`file`, when it loads and reloads a zone)
+/// calls it through the [`Notifier`] its block offers.
+pub trait ZoneNotifier: Send + Sync + std::fmt::Debug {
+    /// `zone` (its apex) has new data: its secondaries are told, in the background.
+    fn zone_changed(&self, zone: &Name);
+}
+
+/// The block's [`ZoneNotifier`], as offered in its [`Capabilities`] (found by this type).
+#[derive(Debug, Clone)]
+pub struct Notifier(pub Arc<dyn ZoneNotifier>);
 
 /// The values the plugins of one server block acquired ([`crate::chain::Configured::acquire`]),
 /// offered to every plugin of the block when it is built, found by their type.

@@ -17,7 +17,7 @@
 //! | --- | --- |
 //! | `walk.rs` | the [`Plugin`] trait, [`Next`], the [`Chain`] and its traced walk |
 //! | `replay.rs` | the answer memo's contract: [`Replay`], [`Scope`], [`Lifetime`], [`ReplayPlan`] |
-//! | `capability.rs` | what plugins offer each other by type: [`Upstreams`], [`SearchPaths`], [`Capabilities`] |
+//! | `capability.rs` | what plugins offer each other by type: [`Upstreams`], [`SearchPaths`], [`Notifier`], [`Capabilities`] |
 //! | `observer.rs` | [`Observer`] and the [`Exchange`] it sees |
 //! | `setup.rs` | the setup contract: [`Setup`], [`Configured`], [`BuildCtx`], [`Built`] |
 //! | `settings.rs` | [`BlockSettings`], [`HttpRoute`], [`BlockFilter`] |
@@ -37,7 +37,7 @@ mod settings;
 mod setup;
 mod walk;
 
-pub use capability::{Capabilities, SearchPaths, Upstreams};
+pub use capability::{Capabilities, Notifier, SearchPaths, Upstreams, ZoneNotifier};
 pub use fallthrough::Fallthrough;
 pub use observer::{Exchange, Observer};
 pub use periodic::reload_every;

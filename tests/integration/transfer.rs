@@ -130,3 +130,62 @@ async fn ixfr_from_the_current_serial_gets_the_soa_alone() {
     assert_eq!((whole[0].as_str(), whole[4].as_str()), (soa, soa), "{older}");
     running.stop().await.unwrap();
 }
+
+/// NOTIFY (RFC 1996): a `to` address with a port is told when the `file` zone is loaded at
+/// start and again when an edited file with a higher serial is read; each NOTIFY is the zone's
+/// SOA question with AA set, and the server stops sending it once acknowledged. `to *` is
+/// never notified.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notify_goes_to_the_to_addresses_at_start_and_when_the_zone_changes() {
+    use hickory_proto::op::{Message, MessageType, OpCode};
+    use hickory_proto::rr::RecordType;
+    use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
+    use std::time::Duration;
+
+    let secondary = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let port = secondary.local_addr().unwrap().port();
+    let dir = support::temp_dir("transfer-notify");
+    std::fs::write(dir.join("db.example.org"), ZONE).unwrap();
+    let corefile = format!(
+        "example.org:0 {{\n bind 127.0.0.1\n transfer {{\n  to * 127.0.0.1:{port}\n  source 127.0.0.1\n }}\n file db.example.org {{\n  reload 1s\n }}\n}}\n"
+    );
+    let running = support::start(&corefile, &dir).await;
+
+    // Receives one NOTIFY (acknowledging it), checks it, and gives the serial the zone now has.
+    let receive = || async {
+        let mut buf = vec![0u8; 512];
+        let (n, from) = tokio::time::timeout(Duration::from_secs(5), secondary.recv_from(&mut buf))
+            .await
+            .expect("a NOTIFY within 5 s")
+            .unwrap();
+        let m = Message::from_bytes(&buf[..n]).unwrap();
+        assert_eq!(m.metadata.op_code, OpCode::Notify);
+        assert_eq!(m.metadata.message_type, MessageType::Query);
+        assert!(m.metadata.authoritative, "AA set");
+        assert_eq!(m.queries[0].name().to_ascii(), "example.org.");
+        assert_eq!(m.queries[0].query_type(), RecordType::SOA);
+        assert_eq!(from.ip().to_string(), "127.0.0.1", "from source");
+        let mut ack = Message::response(m.metadata.id, OpCode::Notify);
+        ack.metadata.authoritative = true;
+        ack.queries = m.queries.clone();
+        secondary.send_to(&ack.to_bytes().unwrap(), from).await.unwrap();
+    };
+    receive().await;
+    // The zone file is edited: serial 42 to 43.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    std::fs::write(
+        dir.join("db.example.org"),
+        ZONE.replace(" 42 ", " 43 ").replace("192.0.2.80", "192.0.2.81"),
+    )
+    .unwrap();
+    receive().await;
+    // Acknowledged: no more tries come.
+    let mut buf = vec![0u8; 512];
+    assert!(
+        tokio::time::timeout(Duration::from_millis(2500), secondary.recv_from(&mut buf))
+            .await
+            .is_err(),
+        "no NOTIFY after the acknowledgement"
+    );
+    running.stop().await.unwrap();
+}

@@ -3,7 +3,7 @@
 //! neither of them imports the other.
 
 use super::setup::FileConfig;
-use crate::chain::{BuildCtx, Built, Configured, NamedFile};
+use crate::chain::{BuildCtx, Built, Configured, NamedFile, Notifier};
 use std::sync::Arc;
 
 impl Configured for FileConfig {
@@ -20,7 +20,11 @@ impl Configured for FileConfig {
             .collect()
     }
 
-    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
-        Built::Plugin(Arc::new(super::File::new(self)))
+    /// Its plugin, with the block's NOTIFY sender when it has one (`transfer`).
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        Built::Plugin(Arc::new(super::File::new(
+            self,
+            ctx.capabilities.get::<Notifier>(),
+        )))
     }
 }

@@ -1,7 +1,8 @@
 //! [`File`]: answers the questions for its zones from their [`ZoneData`], and keeps each zone
 //! in step with its file (a background task checks every `reload` period and reads the file
 //! again when its SOA serial grew, or with `reload_by_mtime` when its modification time
-//! changed; a file that no longer parses leaves the zone as it was, with a warning).
+//! changed; a file that no longer parses leaves the zone as it was, with a warning), and tells
+//! the block's secondaries through its `Notifier` (NOTIFY) when a zone is loaded or reloaded.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,7 +14,7 @@ use hickory_proto::rr::{Name, Record, RecordType};
 
 use super::setup::{FileConfig, ZoneFile};
 use super::zone::{Lookup, ZoneData};
-use crate::chain::{Chain, Fallthrough, Next, Plugin, ReplyFuture};
+use crate::chain::{Chain, Fallthrough, Next, Notifier, Plugin, ReplyFuture};
 use crate::proto::{Answer, Failure, FlagEdit, Forwarded, Question, Reply};
 
 /// One zone and what serves it now.
@@ -33,6 +34,8 @@ struct Watched {
     mtime: Mutex<Option<SystemTime>>,
     /// When it was last checked. Only the reload task uses it.
     checked: Mutex<Instant>,
+    /// Who tells the block's secondaries (`transfer`'s NOTIFY), when the block has one.
+    notifier: Option<Arc<Notifier>>,
 }
 
 struct Inner {
@@ -41,6 +44,7 @@ struct Inner {
     zones: Vec<Arc<ZoneSlot>>,
     fallthrough: Fallthrough,
     reload_started: AtomicBool,
+    notifier: Option<Arc<Notifier>>,
 }
 
 /// The `file` plugin of one server block. Cheap to clone.
@@ -121,6 +125,9 @@ impl Watched {
                 tracing::info!(zone = %slot.origin, serial = fresh.serial(), records = fresh.records(), "file: zone reloaded");
                 *slot.data.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(fresh));
                 replaced = true;
+                if let Some(n) = &self.notifier {
+                    n.0.zone_changed(&slot.origin);
+                }
             }
         }
         replaced
@@ -128,8 +135,9 @@ impl Watched {
 }
 
 impl File {
-    /// The plugin for `config`, serving what setup read.
-    pub fn new(config: &FileConfig) -> Self {
+    /// The plugin for `config`, serving what setup read; it tells `notifier` (the block's
+    /// `transfer`) when a zone is loaded or reloaded.
+    pub fn new(config: &FileConfig, notifier: Option<Arc<Notifier>>) -> Self {
         let mut zones: Vec<Arc<ZoneSlot>> = Vec::new();
         let files = config
             .files
@@ -153,6 +161,7 @@ impl File {
                 Watched {
                     mtime: Mutex::new(mtime_of(&file.path)),
                     checked: Mutex::new(Instant::now()),
+                    notifier: notifier.clone(),
                     file: file.clone(),
                     slots,
                 }
@@ -166,6 +175,7 @@ impl File {
                 zones,
                 fallthrough,
                 reload_started: AtomicBool::new(false),
+                notifier,
             }),
         }
     }
@@ -290,8 +300,17 @@ impl Plugin for File {
         })
     }
 
+    /// Starts the reload task, and tells the block's secondaries (NOTIFY) of every zone it
+    /// serves, as CoreDNS does at start.
     fn start(&self, _chain: &Chain) {
         self.start_reload();
+        if let Some(n) = &self.inner.notifier {
+            for slot in &self.inner.zones {
+                if slot.data.read().unwrap_or_else(PoisonError::into_inner).is_some() {
+                    n.0.zone_changed(&slot.origin);
+                }
+            }
+        }
     }
 
     /// One version of the zone named exactly `zone`, whole (`transfer`).

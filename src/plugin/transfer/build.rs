@@ -1,13 +1,29 @@
 //! How a configured `transfer` directive becomes its plugin: the glue between the Corefile
-//! syntax (`setup.rs`) and the query path (`handler.rs`), kept apart so neither imports the other.
+//! syntax (`setup.rs`) and the query path (`handler.rs`), kept apart so neither imports the other;
+//! and the [`Notifier`] it offers its block (`notify.rs`).
 
+use std::any::TypeId;
 use std::sync::Arc;
 
+use super::notify::NotifySender;
 use super::setup::TransferConfig;
-use crate::chain::{BuildCtx, Built, Configured};
+use crate::chain::{AcquireCtx, AcquireFuture, BuildCtx, Built, Capabilities, Configured, Notifier};
 
 impl Configured for TransferConfig {
     fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
         Built::Plugin(Arc::new(super::Transfer::new(self)))
+    }
+
+    fn offers(&self, capability: TypeId) -> bool {
+        capability == TypeId::of::<Notifier>() && !self.notify.is_empty()
+    }
+
+    /// Its NOTIFY sender, when a `to` line names an address.
+    fn acquire<'a>(&'a self, _ctx: AcquireCtx<'a>) -> AcquireFuture<'a> {
+        let mut offered = Capabilities::default();
+        if let Some(sender) = NotifySender::new(self) {
+            offered.offer(Arc::new(Notifier(Arc::new(sender))));
+        }
+        Box::pin(std::future::ready(Ok(offered)))
     }
 }

@@ -19,12 +19,7 @@ impl Transfer {
     /// The plugin for `config`.
     pub fn new(config: &TransferConfig) -> Self {
         Self {
-            zones: config
-                .zones
-                .iter()
-                .filter_map(|z| Name::from_ascii(z).ok())
-                .map(|n| n.to_lowercase())
-                .collect(),
+            zones: config.zone_names(),
             to: config.to.clone(),
         }
     }

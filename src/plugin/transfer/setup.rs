@@ -7,9 +7,9 @@
 //! }
 //! ```
 //!
-//! ADDRESS is `*`, an IP address, or one with a port (`1.2.3.4:5300`, `[12:34::56]:5300`); the
-//! port only matters to NOTIFY, which is not sent here. `source` (NOTIFY's local address) is
-//! accepted and has no effect.
+//! ADDRESS is `*`, an IP address, or one with a port (`1.2.3.4:5300`, `[12:34::56]:5300`); every
+//! address but `*` is also sent NOTIFY when a zone changes (port 53 unless given), from `source`
+//! when it is set.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -33,18 +33,34 @@ pub struct TransferConfig {
     pub zones: Vec<String>,
     /// The `to` addresses; empty: nobody (every transfer is refused).
     pub to: Vec<Allowed>,
+    /// Where NOTIFY goes: every `to` address but `*`, port 53 unless one is given.
+    pub notify: Vec<SocketAddr>,
+    /// `source`: NOTIFY's local address.
+    pub source: Option<IpAddr>,
 }
 
-fn parse_address(text: &str) -> Option<Allowed> {
+impl TransferConfig {
+    /// Its zones as names, lower-case.
+    pub fn zone_names(&self) -> Vec<hickory_proto::rr::Name> {
+        self.zones
+            .iter()
+            .filter_map(|z| hickory_proto::rr::Name::from_ascii(z).ok())
+            .map(|n| n.to_lowercase())
+            .collect()
+    }
+}
+
+/// Who `text` allows, and where NOTIFY goes for it (`None` for `*`).
+fn parse_address(text: &str) -> Option<(Allowed, Option<SocketAddr>)> {
     if text == "*" {
-        return Some(Allowed::Anyone);
+        return Some((Allowed::Anyone, None));
     }
     if let Ok(ip) = text.parse::<IpAddr>() {
-        return Some(Allowed::Address(ip.to_canonical()));
+        return Some((Allowed::Address(ip.to_canonical()), Some(SocketAddr::new(ip, 53))));
     }
     text.parse::<SocketAddr>()
         .ok()
-        .map(|a| Allowed::Address(a.ip().to_canonical()))
+        .map(|a| (Allowed::Address(a.ip().to_canonical()), Some(a)))
 }
 
 /// Parses a `transfer` directive of a block serving `block_zones`.
@@ -58,6 +74,8 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<TransferConfig, Co
             .collect::<Result<_, _>>()?
     };
     let mut to = Vec::new();
+    let mut notify = Vec::new();
+    let mut source = None;
     for opt in &d.block {
         match opt.name.text.as_str() {
             "to" => {
@@ -65,7 +83,7 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<TransferConfig, Co
                     return Err(d.error_at(&opt.name, "to needs at least one address, or *"));
                 }
                 for t in &opt.args {
-                    to.push(parse_address(&t.text).ok_or_else(|| {
+                    let (allowed, target) = parse_address(&t.text).ok_or_else(|| {
                         d.error_at(
                             t,
                             format!(
@@ -73,19 +91,28 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<TransferConfig, Co
                                 t.text
                             ),
                         )
-                    })?);
+                    })?;
+                    to.push(allowed);
+                    notify.extend(target);
                 }
             }
             "source" => {
                 let a = d.option_arg(opt)?;
-                a.text
-                    .parse::<IpAddr>()
-                    .map_err(|_| d.error_at(a, format!("source: '{}' is not an IP address", a.text)))?;
+                source = Some(
+                    a.text
+                        .parse::<IpAddr>()
+                        .map_err(|_| d.error_at(a, format!("source: '{}' is not an IP address", a.text)))?,
+                );
             }
             other => return Err(d.error_at(&opt.name, format!("unknown property '{other}' (to or source)"))),
         }
     }
-    Ok(TransferConfig { zones, to })
+    Ok(TransferConfig {
+        zones,
+        to,
+        notify,
+        source,
+    })
 }
 
 /// The `transfer` directive's setup (one per block).
@@ -119,6 +146,9 @@ mod tests {
                 Allowed::Address("1.2.3.4".parse().unwrap()),
             ]
         );
+        let notified: Vec<String> = c.notify.iter().map(ToString::to_string).collect();
+        assert_eq!(notified, ["10.240.1.1:53", "[12:34::56]:5300", "1.2.3.4:5300"]);
+        assert_eq!(c.source, Some("10.0.0.1".parse().unwrap()));
         let c = parse_text(". {\n transfer Example.ORG example.net {\n  to 127.0.0.1\n }\n}\n").unwrap();
         assert_eq!(c.zones, ["example.org.", "example.net."]);
         for (text, want) in [
