@@ -20,6 +20,12 @@ use crate::plugin::registry;
 /// The port a server block listens on when its key has none (CoreDNS's default).
 pub const DEFAULT_DNS_PORT: u16 = 53;
 
+/// How long DNS keeps answering after SIGTERM once this server's endpoint is no longer ready in
+/// any Service, when no `health { propagation_margin }` says: kube-proxy programs a node's rules
+/// within its 1 s minimum sync period plus the EndpointSlice watch delay, usually well under
+/// 2 s; 3 s leaves a margin over that.
+pub const DEFAULT_PROPAGATION_MARGIN: Duration = Duration::from_secs(3);
+
 /// One server block.
 #[derive(Debug, Clone)]
 pub struct BlockConfig {
@@ -255,6 +261,17 @@ impl Config {
             .map(|b| b.settings.lameduck)
             .max()
             .unwrap_or_default()
+    }
+
+    /// How long DNS keeps answering after SIGTERM once this server's endpoint left every
+    /// Service: the longest `health { propagation_margin }`, else
+    /// [`DEFAULT_PROPAGATION_MARGIN`].
+    pub fn propagation_margin(&self) -> Duration {
+        self.blocks
+            .iter()
+            .filter_map(|b| b.settings.propagation_margin)
+            .max()
+            .unwrap_or(DEFAULT_PROPAGATION_MARGIN)
     }
 
     /// The files the directives name ([`Configured::files`]) that cannot be opened now, each

@@ -9,8 +9,10 @@
 //! address's routing table in one store, so no query is dropped: listeners that stay keep their
 //! sockets, resources whose configuration did not change are taken over (a `kubernetes` zone
 //! and its watches, with no relist), and a broken Corefile is refused while the old one keeps
-//! serving. [`Running::shutdown`] is SIGTERM's lameduck: `/ready` turns 503 at once, DNS keeps
-//! answering for the lameduck duration, then the listeners stop.
+//! serving. [`Running::shutdown`] is SIGTERM's drain: `/ready` turns 503 at once, DNS keeps
+//! answering while the server's own endpoint is still ready in a Service and a propagation
+//! margin after (or for the lameduck duration when that cannot be told), then the listeners
+//! stop.
 //!
 //! | file | what it holds |
 //! | --- | --- |
@@ -18,9 +20,11 @@
 //! | `state.rs` | what a running server holds: process-wide state, the generation, listeners |
 //! | `listen.rs` | binding and serving DNS and HTTP listeners |
 //! | `reload.rs` | the reload timer, the change detector, applying a configuration |
+//! | `drain.rs` | SIGTERM's drain: how long DNS keeps answering |
 //! | `error.rs` | [`StartError`] |
 
 pub mod build;
+mod drain;
 mod error;
 mod listen;
 mod reload;
@@ -34,10 +38,11 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::chain::{Chain, Readiness};
+use crate::chain::{Chain, EndpointWatch, Readiness};
 use crate::config::Config;
 use crate::server::ServerError;
 use crate::telemetry::DnsMetrics;
+use crate::telemetry::shutdown::{ShutdownMetrics, ShutdownPhase};
 
 pub use error::StartError;
 pub use state::host_name;
@@ -128,17 +133,32 @@ impl Running {
         apply(&self.inner, config).await
     }
 
-    /// SIGTERM: `/ready` turns 503 at once, DNS keeps answering for the lameduck duration, then
-    /// every listener stops.
+    /// How long DNS keeps answering after SIGTERM once this server's endpoint left every
+    /// Service (`health { propagation_margin }`).
+    pub fn propagation_margin(&self) -> Duration {
+        self.with_state(|s| s.generation.config.propagation_margin())
+            .unwrap_or(crate::config::DEFAULT_PROPAGATION_MARGIN)
+    }
+
+    /// SIGTERM: `/ready` turns 503 at once; DNS keeps answering while clients can still be sent
+    /// here (see [`drain`]), never longer than the lameduck duration; then every listener stops.
     pub async fn shutdown(self) -> Result<(), ServerError> {
         self.inner.shared.readiness.set_shutting_down();
-        let lameduck = self.lameduck();
-        if !lameduck.is_zero() {
-            tracing::info!(
-                ?lameduck,
-                "lameduck: /ready is 503; still answering DNS until it ends"
-            );
-            tokio::time::sleep(lameduck).await;
+        let watches: Vec<EndpointWatch> = self
+            .acquired::<EndpointWatch>()
+            .iter()
+            .map(|w| (**w).clone())
+            .collect();
+        let phases = self.inner.shared.metrics.families::<ShutdownMetrics>().ok();
+        drain::drain(
+            &watches,
+            self.lameduck(),
+            self.propagation_margin(),
+            phases.as_ref(),
+        )
+        .await;
+        if let Some(p) = &phases {
+            p.set(ShutdownPhase::Stopping);
         }
         self.stop().await
     }
@@ -194,6 +214,10 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
 /// As [`start`]; a reloaded Corefile's keys without a port get `default_port` (`-dns.port`).
 pub async fn start_with_port(config: &Config, default_port: u16) -> Result<Running, StartError> {
     let shared = Shared::new()?;
+    // The drain's phase shows `serving` from the start.
+    if let Err(error) = shared.metrics.families::<ShutdownMetrics>() {
+        tracing::warn!(%error, "no shutdown phase metric");
+    }
     if let Ok(text) = std::fs::read(&config.path) {
         shared.reload.running(&text);
     }

@@ -1,7 +1,8 @@
 //! What plugins offer one another without naming each other: the upstreams a question can be
 //! sent to ([`Upstreams`], `forward`'s, probed by `loop`), the search paths of the clients
 //! ([`SearchPaths`], the kubernetes plugin's, walked by `autopath`), who tells secondaries of a
-//! changed zone ([`Notifier`], `transfer`'s, called by `file`), and, while a server
+//! changed zone ([`Notifier`], `transfer`'s, called by `file`), whether this server's own
+//! endpoint is still listed ([`EndpointWatch`], `kubernetes`'s, read at SIGTERM), and, while a server
 //! block is built, the long-lived values its plugins acquired ([`Capabilities`], the cluster
 //! source `kubernetes` shares with `k8s_external`), found by their type.
 
@@ -45,6 +46,26 @@ pub trait ZoneNotifier: Send + Sync + std::fmt::Debug {
 /// The block's [`ZoneNotifier`], as offered in its [`Capabilities`] (found by this type).
 #[derive(Debug, Clone)]
 pub struct Notifier(pub Arc<dyn ZoneNotifier>);
+
+/// What knows whether clients are still sent to this server: whether its own address (`POD_IP`)
+/// is a ready endpoint of a Service, as the cluster's EndpointSlices say (the `kubernetes`
+/// plugin's watches). SIGTERM's drain keeps answering while it is.
+pub trait OwnEndpoint: Send + Sync {
+    /// `Some(true)` while the server's own address is a ready endpoint of some Service;
+    /// `Some(false)` once it is not; `None` when it cannot tell (no `POD_IP`, no watch of the
+    /// API server, or the watch is failing or not synced yet).
+    fn listed(&self) -> Option<bool>;
+}
+
+/// A block's [`OwnEndpoint`], as offered in its [`Capabilities`] (found by this type).
+#[derive(Clone)]
+pub struct EndpointWatch(pub Arc<dyn OwnEndpoint>);
+
+impl std::fmt::Debug for EndpointWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointWatch").finish_non_exhaustive()
+    }
+}
 
 /// The values the plugins of one server block acquired ([`crate::chain::Configured::acquire`]),
 /// offered to every plugin of the block when it is built, found by their type.

@@ -37,7 +37,9 @@ mod settings;
 mod setup;
 mod walk;
 
-pub use capability::{Capabilities, Notifier, SearchPaths, Upstreams, ZoneNotifier};
+pub use capability::{
+    Capabilities, EndpointWatch, Notifier, OwnEndpoint, SearchPaths, Upstreams, ZoneNotifier,
+};
 pub use fallthrough::Fallthrough;
 pub use observer::{Exchange, Observer};
 pub use periodic::reload_every;

@@ -100,8 +100,11 @@ pub struct BlockSettings {
     pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     /// The process logs cluster-dns's own messages at debug level (`debug`).
     pub debug: bool,
-    /// How long DNS keeps answering after SIGTERM (`health { lameduck }`).
+    /// How long DNS keeps answering after SIGTERM (`health { lameduck }`): the upper bound.
     pub lameduck: Duration,
+    /// How long DNS keeps answering after this server's own endpoint left every Service
+    /// (`health { propagation_margin }`), for kube-proxy on every node to follow.
+    pub propagation_margin: Option<Duration>,
     /// Read the Corefile again for changes (`reload`).
     pub reload: Option<ReloadSettings>,
     /// The block's requests are counted in CoreDNS's `coredns_dns_*` families (`prometheus`).
@@ -131,6 +134,7 @@ impl Default for BlockSettings {
             tls: None,
             debug: false,
             lameduck: Duration::ZERO,
+            propagation_margin: None,
             reload: None,
             records_metrics: false,
             http: Vec::new(),

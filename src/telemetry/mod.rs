@@ -11,6 +11,7 @@
 pub mod memo;
 pub mod process;
 pub mod shed;
+pub mod shutdown;
 pub mod tcp;
 
 use std::any::{Any, TypeId};

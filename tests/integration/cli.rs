@@ -138,6 +138,11 @@ impl Server {
         false
     }
 
+    /// True while the process has not exited.
+    pub(crate) fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     pub(crate) fn log_lines(&mut self) -> Vec<String> {
         while let Ok(l) = self.log.try_recv() {
             self.seen.push(l);

@@ -18,6 +18,7 @@ mod corefiles;
 mod deploy;
 mod dns64;
 mod dot;
+mod drain;
 mod dropin;
 mod file;
 mod forward;

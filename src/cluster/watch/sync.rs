@@ -85,6 +85,14 @@ impl SyncState {
         self.inner.iter().all(|w| w.synced.load(Ordering::Acquire))
     }
 
+    /// True when every watch has completed its first list and none is failing now: what the
+    /// zone says is what the API server says, within the watch delay.
+    pub fn is_healthy(&self) -> bool {
+        self.inner
+            .iter()
+            .all(|w| w.synced.load(Ordering::Acquire) && w.failures.load(Ordering::Acquire) == 0)
+    }
+
     /// The watches that have not completed their first list, such as `services` or
     /// `endpointslices.discovery.k8s.io in testns`.
     pub fn pending(&self) -> Vec<String> {

@@ -1,6 +1,8 @@
 //! The `health` plugin: `GET /health` answers 200 `OK` while the process runs (never tied to
 //! the API server, so a control-plane outage cannot restart every replica), and
-//! `lameduck DURATION` keeps DNS answering that long after SIGTERM. As CoreDNS's, it probes its
+//! `lameduck DURATION` keeps DNS answering at most that long after SIGTERM (`propagation_margin
+//! DURATION`: that long after the server's own endpoint left every Service, see
+//! `app/drain.rs`). As CoreDNS's, it probes its
 //! own `/health` once a second and exports how long that took
 //! (`coredns_health_request_duration_seconds`) and how often it failed
 //! (`coredns_health_request_failures_total`).
@@ -18,13 +20,15 @@ use std::sync::Arc;
 /// The default listen address.
 pub const DEFAULT_ADDR: &str = ":8080";
 
-/// `health [ADDR] { lameduck DURATION }`.
+/// `health [ADDR] { lameduck DURATION; propagation_margin DURATION }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthConfig {
     /// Where `/health` listens.
     pub addr: SocketAddr,
-    /// How long DNS keeps answering after SIGTERM.
+    /// How long DNS keeps answering after SIGTERM, at most.
     pub lameduck: Duration,
+    /// How long DNS keeps answering once the server's endpoint left every Service.
+    pub propagation_margin: Option<Duration>,
 }
 
 /// Parses the `health` directive.
@@ -34,22 +38,29 @@ pub fn parse(d: &Directive) -> Result<HealthConfig, CorefileError> {
     args.expect_none()?;
     let addr = crate::corefile::parse_http_addr(addr).map_err(|e| d.error(e))?;
     let mut lameduck = Duration::ZERO;
+    let mut propagation_margin = None;
     for opt in &d.block {
-        match opt.name.text.as_str() {
-            "lameduck" => {
-                let mut a = Args::new(opt);
-                let v = a
-                    .next()
-                    .ok_or_else(|| d.error("lameduck: expects a duration such as 5s"))?;
-                a.expect_none()?;
-                lameduck = parse_duration(&v.text).ok_or_else(|| {
-                    d.error(format!("lameduck: '{}' is not a duration (such as 5s)", v.text))
-                })?;
-            }
-            other => return Err(d.error(format!("unknown property '{other}'"))),
+        let name = opt.name.text.as_str();
+        let duration = || -> Result<Duration, CorefileError> {
+            let mut a = Args::new(opt);
+            let v = a
+                .next()
+                .ok_or_else(|| d.error_at(&opt.name, format!("{name}: expects a duration such as 5s")))?;
+            a.expect_none()?;
+            parse_duration(&v.text)
+                .ok_or_else(|| d.error_at(v, format!("{name}: '{}' is not a duration (such as 5s)", v.text)))
+        };
+        match name {
+            "lameduck" => lameduck = duration()?,
+            "propagation_margin" => propagation_margin = Some(duration()?),
+            other => return Err(d.error_at(&opt.name, format!("unknown property '{other}'"))),
         }
     }
-    Ok(HealthConfig { addr, lameduck })
+    Ok(HealthConfig {
+        addr,
+        lameduck,
+        propagation_margin,
+    })
 }
 
 /// The health plugin's metric families (registered once per process).
@@ -132,6 +143,9 @@ impl Configured for HealthConfig {
     /// The lameduck, and `/health` on its address with the probe of itself beside it.
     fn configure(&self, settings: &mut BlockSettings) {
         settings.lameduck = settings.lameduck.max(self.lameduck);
+        if self.propagation_margin.is_some() {
+            settings.propagation_margin = settings.propagation_margin.max(self.propagation_margin);
+        }
         settings.http.push(HttpRoute {
             addr: self.addr,
             path: "/health",
@@ -165,12 +179,22 @@ mod tests {
         let h = parse_text(" health {\n  lameduck 5s\n }").unwrap();
         assert_eq!((h.addr.port(), h.lameduck), (8080, Duration::from_secs(5)));
         assert_eq!(parse_text(" health 127.0.0.1:9000").unwrap().addr.port(), 9000);
-        assert!(
-            parse_text(" health {\n  lameduck soon\n }")
-                .unwrap_err()
-                .to_string()
-                .contains("Corefile:2")
-        );
+        let h = parse_text(" health {\n  lameduck 30s\n  propagation_margin 2s\n }").unwrap();
+        assert_eq!(h.propagation_margin, Some(Duration::from_secs(2)));
+        assert_eq!(parse_text(" health").unwrap().propagation_margin, None);
+        for (body, want) in [
+            (
+                " health {\n  lameduck soon\n }",
+                "Corefile:3: health: lameduck: 'soon' is not a duration",
+            ),
+            (
+                " health {\n  propagation_margin\n }",
+                "Corefile:3: health: propagation_margin: expects a duration",
+            ),
+        ] {
+            let e = parse_text(body).unwrap_err().to_string();
+            assert!(e.contains(want), "{body}: {e}");
+        }
         assert!(parse_text(" health {\n  frob\n }").is_err());
         assert!(parse_text(" health a b").is_err());
     }

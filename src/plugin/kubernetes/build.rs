@@ -5,7 +5,8 @@
 use super::options::PodMode;
 use super::setup::KubernetesConfig;
 use crate::chain::{
-    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, Configured, NamedFile,
+    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, Configured, EndpointWatch,
+    NamedFile, OwnEndpoint,
 };
 use crate::cluster::ClusterSource;
 use crate::cluster::metrics::KubernetesMetrics;
@@ -55,6 +56,10 @@ impl Configured for KubernetesConfig {
                 tracing::debug!(zones = %self.zones.join(" "), "kubernetes: keeping the running cluster source");
             }
             let mut offered = Capabilities::default();
+            offered.offer(Arc::new(EndpointWatch(Arc::new(OwnEndpointOf {
+                source: source.value.clone(),
+                ips: crate::cluster::self_ips_from_env(),
+            }))));
             offered.offer(source.value);
             Ok(offered)
         })
@@ -81,5 +86,28 @@ impl Configured for KubernetesConfig {
             crate::cluster::self_ips_from_env(),
             budget,
         )))
+    }
+}
+
+/// Whether this server's own address (`POD_IP`) is a ready endpoint of a Service, from the
+/// zone its watches keep (SIGTERM's drain reads it).
+struct OwnEndpointOf {
+    source: Arc<ClusterSource>,
+    ips: Vec<std::net::IpAddr>,
+}
+
+impl OwnEndpoint for OwnEndpointOf {
+    /// `None` without `POD_IP`, from manifests (nothing watches the cluster), or while a watch
+    /// is failing or has not listed yet: only a healthy watch's "not listed" is believed.
+    fn listed(&self) -> Option<bool> {
+        if self.ips.is_empty() || !self.source.sync_state()?.is_healthy() {
+            return None;
+        }
+        let zone = self.source.zone();
+        Some(
+            self.ips
+                .iter()
+                .any(|ip| zone.reverse(ip).iter().any(|owner| !owner.cluster_ip)),
+        )
     }
 }
