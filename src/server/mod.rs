@@ -228,6 +228,11 @@ impl DnsHandler {
             transport: protocol,
             client: observe::canonical_client(src),
             probe: false,
+            edns_options: req
+                .edns
+                .as_ref()
+                .map(request::travelling_options)
+                .unwrap_or_default(),
         };
         let Some((index, zone, block)) = router.route_question(&question) else {
             return Response::rcode(meta, ResponseCode::Refused);
