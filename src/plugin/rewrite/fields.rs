@@ -56,6 +56,11 @@ fn record_type(d: &Directive, t: &Token) -> Result<RecordType, CorefileError> {
     match RecordType::from_str(&upper) {
         Ok(RecordType::Unknown(_)) | Err(_) => Err(d.error_at(t, format!("invalid type \"{upper}\""))),
         Ok(RecordType::OPT) => Err(d.error_at(t, "invalid type \"OPT\": a question never has it")),
+        // Zone transfers are decided before the chain (over TCP only, where `transfer` is).
+        Ok(RecordType::AXFR | RecordType::IXFR) => Err(d.error_at(
+            t,
+            format!("type {upper} cannot be rewritten in cluster-dns: zone transfers are answered by the transfer plugin only"),
+        )),
         Ok(rt) => Ok(rt),
     }
 }

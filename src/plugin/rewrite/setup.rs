@@ -518,6 +518,7 @@ mod tests {
             ("rewrite continue type ANY BOGUS", "invalid type \"BOGUS\""),
             ("rewrite type A", "type rules must have exactly two arguments"),
             ("rewrite type OPT A", "invalid type \"OPT\""),
+            ("rewrite type A AXFR", "type AXFR cannot be rewritten"),
             ("rewrite rcode servfail refused", "rcode takes"),
             (
                 "rewrite rcode a.example servfail nonsense",
