@@ -8,7 +8,7 @@
 //!   back with the answer for TO; without the rule, none (a CH question is even refused).
 //! * `rcode`: an upstream's SERVFAIL becomes NOERROR for the names the rule matches only.
 //! * `cname`: the README's CDN example, the CNAME target rewritten and the records after it
-//!   those of the new target.
+//!   those of the new target; rules that send targets round in a circle end (the chase limit).
 //! * `edns0`: a scripted upstream records the options `forward` sent it: set, append, nsid,
 //!   subnet from the client's address (replacing the client's own), `{qname}`, and `unset`
 //!   removing a client's option while another travels on.
@@ -339,4 +339,31 @@ fn wrong_rules_name_their_line() {
         let err = support::check_corefile(&dir, &corefile(rule)).unwrap_err();
         assert!(err.contains("Corefile:3") && err.contains(want), "{rule}: {err}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cname_rules_that_loop_end() {
+    // The template answers a.loop.example with a CNAME to b.loop.example, and the rule sends
+    // b back to a: each lookup of the new target meets the rule again, until the chain's chase
+    // limit (8) ends it.
+    let dir = support::temp_dir("rewrite-cname-loop");
+    let corefile = ".:0 {\n bind 127.0.0.1\n rewrite cname exact b.loop.example. a.loop.example.\n template IN A loop.example {\n  match ^a\\.loop\\.example\\.$\n  answer \"a.loop.example. 60 IN CNAME b.loop.example.\"\n }\n}\n";
+    let running = support::start(corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    for transport in ["+notcp", "+tcp"] {
+        let started = std::time::Instant::now();
+        let out = dig(addr, &["+nocookie", transport, "A", "a.loop.example"]).await;
+        assert_eq!(support::dig_status(&out), "NOERROR", "{out}");
+        let records = answer_of(&out);
+        assert!(
+            !records.is_empty() && records.len() <= 10,
+            "a bounded CNAME chain: {out}"
+        );
+        assert!(
+            records.iter().all(|r| r.contains("IN CNAME a.loop.example.")),
+            "{out}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{out}");
+    }
+    running.stop().await.unwrap();
 }
