@@ -367,3 +367,26 @@ async fn cname_rules_that_loop_end() {
     }
     running.stop().await.unwrap();
 }
+
+/// The examples of CoreDNS 1.14.7's rewrite README for the rule types beyond `name` pass
+/// `--check` as written.
+#[test]
+fn the_readme_examples_pass_check() {
+    let dir = support::temp_dir("rewrite-readme");
+    for example in [
+        ". {\n    rewrite edns0 local set 0xffee 0x61626364\n    whoami\n}\n",
+        ". {\n    rewrite edns0 local set 0xffee abcd\n}\n",
+        ". {\n    rewrite edns0 local set 0xffee {client_ip}\n}\n",
+        ". {\n    rewrite edns0 local unset 0xffee\n}\n",
+        ". {\n    rewrite edns0 subnet set 24 56\n}\n",
+        ". {\n    rewrite edns0 subnet unset\n}\n",
+        ". {\n    rewrite edns0 local set 0xffee abcd revert\n}\n",
+        ". {\n    rewrite continue {\n        edns0 local set 0xffee abcd\n    }\n\n    rewrite edns0 local replace 0xffee bcde revert\n}\n",
+        ". {\n    rewrite continue {\n        rcode regex (.*)\\.coredns\\.rocks SERVFAIL NOERROR\n    }\n}\n",
+        ". {\n    rewrite continue {\n        rcode regex (.*)\\.coredns\\.rocks 2 0\n    }\n}\n",
+        ". {\n    rewrite cname regex (.*).cdn.example.net. {1}.other.cdn.com.\n}\n",
+        ". {\n    rewrite type ANY HINFO\n    rewrite class CH IN\n}\n",
+    ] {
+        support::check_corefile(&dir, example).unwrap_or_else(|e| panic!("{example}: {e}"));
+    }
+}
