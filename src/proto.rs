@@ -56,6 +56,9 @@ pub struct Question {
     /// ones ([`HOP_BY_HOP_OPTIONS`]), as `rewrite`'s `edns0` rules left them. `forward` sends
     /// them upstream, as CoreDNS forwards the request's options.
     pub edns_options: Vec<EdnsOpt>,
+    /// The address the question arrived at: the listener's bound address (`0.0.0.0:53` for a
+    /// wildcard bind), when known.
+    pub server: Option<SocketAddr>,
 }
 
 /// One EDNS option (RFC 6891) of a question: its code, and its data as on the wire.
@@ -85,6 +88,7 @@ impl Question {
             client: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
             probe: false,
             edns_options: Vec::new(),
+            server: None,
         }
     }
 
@@ -114,6 +118,7 @@ impl Question {
             client: self.client,
             probe: self.probe,
             edns_options: self.edns_options.clone(),
+            server: self.server,
         }
     }
 }

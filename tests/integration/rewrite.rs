@@ -10,8 +10,9 @@
 //! * `cname`: the README's CDN example, the CNAME target rewritten and the records after it
 //!   those of the new target; rules that send targets round in a circle end (the chase limit).
 //! * `edns0`: a scripted upstream records the options `forward` sent it: set, append, nsid,
-//!   subnet from the client's address (replacing the client's own), `{qname}`, and `unset`
-//!   removing a client's option while another travels on.
+//!   subnet from the client's address (replacing the client's own), `{qname}`, `{server_ip}`
+//!   and `{server_port}` (the listener's), and `unset` removing a client's option while another
+//!   travels on.
 
 use std::net::SocketAddr;
 
@@ -253,7 +254,7 @@ async fn edns0_rules_change_the_options_forward_sends_upstream() {
     let up = Scripted::start().await;
     let dir = support::temp_dir("rewrite-edns0");
     let corefile = format!(
-        ".:0 {{\n bind 127.0.0.1\n rewrite continue edns0 local set 0xffee 0x61626364\n rewrite continue edns0 local append 0xffef {{qname}}\n rewrite continue edns0 nsid set\n rewrite continue edns0 local unset 0xfff0\n rewrite edns0 subnet set 24 56\n forward . {}\n}}\n",
+        ".:0 {{\n bind 127.0.0.1\n rewrite continue edns0 local set 0xffee 0x61626364\n rewrite continue edns0 local append 0xffef {{qname}}\n rewrite continue edns0 local set 0xfff2 {{server_ip}}\n rewrite continue edns0 local set 0xfff3 {{server_port}}\n rewrite continue edns0 nsid set\n rewrite continue edns0 local unset 0xfff0\n rewrite edns0 subnet set 24 56\n forward . {}\n}}\n",
         up.addr
     );
     let running = support::start(&corefile, &dir).await;
@@ -289,6 +290,8 @@ async fn edns0_rules_change_the_options_forward_sends_upstream() {
         (0xffee, b"abcd".to_vec()),
         (0xffef, b"www.example.com.".to_vec()),
         (0xfff1, vec![0xab, 0xcd]),
+        (0xfff2, vec![127, 0, 0, 1]),
+        (0xfff3, addr.port().to_be_bytes().to_vec()),
     ];
     want.sort();
     assert_eq!(first, want);
@@ -299,6 +302,8 @@ async fn edns0_rules_change_the_options_forward_sends_upstream() {
         (8, ecs(24, &[127, 0, 0])),
         (0xffee, b"abcd".to_vec()),
         (0xffef, b"Two.example.com.".to_vec()),
+        (0xfff2, vec![127, 0, 0, 1]),
+        (0xfff3, addr.port().to_be_bytes().to_vec()),
     ];
     want.sort();
     assert_eq!(second, want, "over TCP too; the name as the client spelt it");
@@ -334,7 +339,10 @@ fn wrong_rules_name_their_line() {
             " rewrite edns0 subnet set 33 56\n",
             "invalid IPv4 bit mask length '33'",
         ),
-        (" rewrite edns0 local set 0xffee {server_ip}\n", "not implemented"),
+        (
+            " rewrite edns0 local set 0xffee {kubernetes/namespace}\n",
+            "not implemented",
+        ),
     ] {
         let err = support::check_corefile(&dir, &corefile(rule)).unwrap_err();
         assert!(err.contains("Corefile:3") && err.contains(want), "{rule}: {err}");

@@ -72,6 +72,7 @@ mod tests {
             client: "127.0.0.1:5353".parse().unwrap(),
             probe: false,
             edns_options: Vec::new(),
+            server: None,
         };
         let Reply::Authoritative(a) = MinimalAny::answer(&q) else {
             panic!("authoritative")

@@ -51,6 +51,10 @@ pub enum Variable {
     ClientPort,
     /// `{protocol}`: `udp` or `tcp`.
     Protocol,
+    /// `{server_ip}`: the address of the listener the question came to, 4 or 16 bytes.
+    ServerIp,
+    /// `{server_port}`: its port, two bytes in network order.
+    ServerPort,
 }
 
 /// The data of a `local` option.
@@ -131,17 +135,25 @@ pub fn subnet_data(ip: IpAddr, v4: u8, v6: u8) -> Vec<u8> {
     out
 }
 
-fn variable_data(v: Variable, q: &Question) -> Vec<u8> {
-    match v {
+fn ip_bytes(ip: IpAddr) -> Vec<u8> {
+    match ip {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    }
+}
+
+/// The variable's value for `q`; `None` when the question does not know it (a question not
+/// from a listener has no server address).
+fn variable_data(v: Variable, q: &Question) -> Option<Vec<u8>> {
+    Some(match v {
         Variable::Qname => q.name.to_ascii().into_bytes(),
         Variable::Qtype => u16::from(q.qtype).to_be_bytes().to_vec(),
-        Variable::ClientIp => match q.client.ip() {
-            IpAddr::V4(a) => a.octets().to_vec(),
-            IpAddr::V6(a) => a.octets().to_vec(),
-        },
+        Variable::ClientIp => ip_bytes(q.client.ip()),
         Variable::ClientPort => q.client.port().to_be_bytes().to_vec(),
         Variable::Protocol => transport_label(q.transport).as_bytes().to_vec(),
-    }
+        Variable::ServerIp => ip_bytes(q.server?.ip()),
+        Variable::ServerPort => q.server?.port().to_be_bytes().to_vec(),
+    })
 }
 
 impl Edns0Rule {
@@ -161,7 +173,10 @@ impl Edns0Rule {
             Edns0Kind::Local {
                 data: LocalData::Variable(v),
                 ..
-            } => variable_data(*v, q),
+            } => match variable_data(*v, q) {
+                Some(data) => data,
+                None => return false,
+            },
             Edns0Kind::Nsid => Vec::new(),
             Edns0Kind::Subnet { v4, v6 } => subnet_data(q.client.ip(), *v4, *v6),
         };
@@ -235,16 +250,12 @@ fn local_data(d: &Directive, t: &Token) -> Result<LocalData, CorefileError> {
             "{client_ip}" => Variable::ClientIp,
             "{client_port}" => Variable::ClientPort,
             "{protocol}" => Variable::Protocol,
-            "{server_ip}" | "{server_port}" => {
-                return Err(d.error_at(
-                    t,
-                    format!("the variable {text} is not implemented in cluster-dns; supported: {{qname}}, {{qtype}}, {{client_ip}}, {{client_port}}, {{protocol}}"),
-                ));
-            }
+            "{server_ip}" => Variable::ServerIp,
+            "{server_port}" => Variable::ServerPort,
             _ => {
                 return Err(d.error_at(
                     t,
-                    format!("unsupported variable name '{text}': expected {{qname}}, {{qtype}}, {{client_ip}}, {{client_port}} or {{protocol}} (metadata labels are not implemented)"),
+                    format!("unsupported variable name '{text}': expected {{qname}}, {{qtype}}, {{client_ip}}, {{client_port}}, {{protocol}}, {{server_ip}} or {{server_port}} (metadata labels are not implemented in cluster-dns)"),
                 ));
             }
         };

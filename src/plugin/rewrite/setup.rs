@@ -548,8 +548,8 @@ mod tests {
             ),
             ("rewrite edns0 local set 0xffee 0xabc", "invalid hex data '0xabc'"),
             (
-                "rewrite edns0 local set 0xffee {server_ip}",
-                "{server_ip} is not implemented",
+                "rewrite edns0 local set 0xffee {kubernetes/pod}",
+                "metadata labels are not implemented",
             ),
             (
                 "rewrite edns0 local set 0xffee {bogus}",
