@@ -52,7 +52,27 @@ pub struct Question {
     /// a search path), never by a client: an NXDOMAIN may come back as the bare rcode, without
     /// its SOA. Any other reply is the full one.
     pub probe: bool,
+    /// The EDNS options that travel with the question: the client's, but for the hop-by-hop
+    /// ones ([`HOP_BY_HOP_OPTIONS`]), as `rewrite`'s `edns0` rules left them. `forward` sends
+    /// them upstream, as CoreDNS forwards the request's options.
+    pub edns_options: Vec<EdnsOpt>,
+    /// The address the question arrived at: the listener's bound address (`0.0.0.0:53` for a
+    /// wildcard bind), when known.
+    pub server: Option<SocketAddr>,
 }
+
+/// One EDNS option (RFC 6891) of a question: its code, and its data as on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EdnsOpt {
+    /// The option code.
+    pub code: u16,
+    /// The option data.
+    pub data: Vec<u8>,
+}
+
+/// Option codes that concern one hop only and never travel with the question: COOKIE (10),
+/// TCP keepalive (11), padding (12).
+pub const HOP_BY_HOP_OPTIONS: [u16; 3] = [10, 11, 12];
 
 impl Question {
     /// A plain IN question over UDP with RD set and no DO/CD, from an unspecified client.
@@ -67,6 +87,8 @@ impl Question {
             transport: Transport::Udp,
             client: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
             probe: false,
+            edns_options: Vec::new(),
+            server: None,
         }
     }
 
@@ -95,6 +117,8 @@ impl Question {
             transport: self.transport,
             client: self.client,
             probe: self.probe,
+            edns_options: self.edns_options.clone(),
+            server: self.server,
         }
     }
 }

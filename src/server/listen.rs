@@ -126,6 +126,7 @@ pub async fn serve_with(
     let mut tcp_tasks = Vec::new();
     let (tcp_stop, tcp_stopped) = tokio::sync::watch::channel(false);
     for l in listeners {
+        let handler = handler.with_local(l.local_addr().ok());
         for sock in l.udp {
             // Each socket sheds on its own count of answers waiting.
             let shed = udp_limits.shed.as_ref().map(udp::Shed::for_socket);

@@ -90,6 +90,8 @@ fn privileged_port_hint(addr: &str, error: &std::io::Error) -> String {
 #[derive(Debug, Clone)]
 pub struct DnsHandler {
     router: RouterCell,
+    /// The listener's bound address, which its questions carry (`Question::server`).
+    local: Option<SocketAddr>,
 }
 
 /// What one answered request was: for metrics and the query log, which observe every response
@@ -118,7 +120,16 @@ pub struct Served {
 impl DnsHandler {
     /// A handler routing through `router`.
     pub fn new(router: RouterCell) -> Self {
-        Self { router }
+        Self { router, local: None }
+    }
+
+    /// The same handler for the listener bound to `local`.
+    #[must_use]
+    pub fn with_local(&self, local: Option<SocketAddr>) -> Self {
+        Self {
+            router: self.router.clone(),
+            local,
+        }
     }
 
     /// The routing table now (a reload may swap it for the next request; this one keeps it).
@@ -228,6 +239,12 @@ impl DnsHandler {
             transport: protocol,
             client: observe::canonical_client(src),
             probe: false,
+            edns_options: req
+                .edns
+                .as_ref()
+                .map(request::travelling_options)
+                .unwrap_or_default(),
+            server: self.local,
         };
         let Some((index, zone, block)) = router.route_question(&question) else {
             return Response::rcode(meta, ResponseCode::Refused);

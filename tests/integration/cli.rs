@@ -390,7 +390,7 @@ fn check_rejects_each_kind_of_corefile_mistake() {
         ),
         ("bad port", ".:99999 {\n}\n", "Corefile:1"),
         (
-            "unsupported rewrite kind",
+            "rewrite rcode without its name",
             ".:53 {\n  rewrite rcode servfail refused\n}\n",
             "Corefile:2",
         ),

@@ -4,7 +4,8 @@
 //!   TCP, whose behaviour a test switches at run time ([`Mode`]): answer, be slow, drop, answer
 //!   spoofed replies (wrong ID, wrong source port, wrong question) before the real one, answer a
 //!   chosen rcode, or relay every query to another server (a resolv.conf stub such as 127.0.0.53 pointing back at us).
-//!   It counts the queries it gets and keeps the source addresses they came from.
+//!   It counts the queries it gets and keeps the source addresses and EDNS options they came
+//!   with.
 //! - [`Unbound`]: the real Debian `unbound`, authoritative for a small zone through
 //!   `local-zone`/`local-data`, started from a config in a temp dir and killed on drop.
 
@@ -56,6 +57,26 @@ struct State {
     ttl: AtomicU32,
     /// The source address of every query, UDP and TCP, in arrival order.
     sources: Mutex<Vec<IpAddr>>,
+    /// The EDNS options (code, data) of every query parsed, UDP and TCP, in arrival order.
+    options: Mutex<Vec<Options>>,
+}
+
+/// One query's EDNS options: code and wire data, in the order sent.
+pub type Options = Vec<(u16, Vec<u8>)>;
+
+/// The EDNS options of `query` as code and wire data, in the order sent.
+fn options_of(query: &Message) -> Options {
+    query
+        .edns
+        .as_ref()
+        .map(|e| {
+            e.options()
+                .as_ref()
+                .iter()
+                .map(|(code, o)| (u16::from(*code), o.to_bytes().unwrap()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The scripted upstream.
@@ -179,6 +200,7 @@ impl Scripted {
             last_octet: AtomicU8::new(1),
             ttl: AtomicU32::new(300),
             sources: Mutex::new(Vec::new()),
+            options: Mutex::new(Vec::new()),
         });
         let udp = Arc::new(udp);
         let s = Arc::clone(&state);
@@ -207,6 +229,7 @@ impl Scripted {
                     if query.metadata.message_type != MessageType::Query {
                         return;
                     }
+                    s.options.lock().unwrap().push(options_of(&query));
                     let reply = answer(&s, &query, true);
                     match mode {
                         Mode::Drop => return,
@@ -249,6 +272,7 @@ impl Scripted {
                     let Ok(query) = Message::from_bytes(&buf) else {
                         return;
                     };
+                    s.options.lock().unwrap().push(options_of(&query));
                     match mode {
                         Mode::Drop => {
                             tokio::time::sleep(Duration::from_secs(10)).await;
@@ -289,6 +313,11 @@ impl Scripted {
     /// The source address of every query received (UDP and TCP), in arrival order.
     pub fn sources(&self) -> Vec<IpAddr> {
         self.state.sources.lock().unwrap().clone()
+    }
+
+    /// The EDNS options (code, wire data) of every query received, in arrival order.
+    pub fn options(&self) -> Vec<Options> {
+        self.state.options.lock().unwrap().clone()
     }
 
     /// UDP queries received.

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
+use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
 use hickory_proto::rr::{Name, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 use nix::sys::socket::{MsgFlags, recv};
@@ -63,7 +64,8 @@ pub enum ForwardError {
 }
 
 /// The query sent upstream for `q` with message ID `id`: the client's name (its case kept), type,
-/// class, RD and CD bits, and EDNS advertising [`MAX_UDP_PAYLOAD`] with the client's DO bit.
+/// class, RD and CD bits, and EDNS advertising [`MAX_UDP_PAYLOAD`] with the client's DO bit
+/// and the question's EDNS options (the client's, as `rewrite`'s `edns0` rules left them).
 pub fn build_query(q: &Question, id: u16) -> Result<Vec<u8>, ForwardError> {
     let mut msg = Message::new(id, MessageType::Query, OpCode::Query);
     msg.metadata.recursion_desired = q.recursion_desired;
@@ -74,6 +76,12 @@ pub fn build_query(q: &Question, id: u16) -> Result<Vec<u8>, ForwardError> {
     let mut edns = Edns::new();
     edns.set_max_payload(MAX_UDP_PAYLOAD);
     edns.set_dnssec_ok(q.dnssec_ok);
+    for o in &q.edns_options {
+        edns.options_mut().as_mut().push((
+            EdnsCode::from(o.code),
+            EdnsOption::Unknown(o.code, o.data.clone()),
+        ));
+    }
     msg.set_edns(edns);
     msg.to_bytes().map_err(|e| ForwardError::Encode(e.to_string()))
 }

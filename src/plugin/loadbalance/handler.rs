@@ -1,10 +1,14 @@
 //! The shuffle, applied to the answer and additional sections of every reply (the order rule
 //! itself is [`crate::chain::reorder`], the order the answer memo replays `Reordered` answers in),
-//! then `prefer`'s networks first.
+//! then `prefer`'s networks first; or, with the `weighted` policy, one address record drawn
+//! by weight first ([`Weighted::order`]).
+
+use std::sync::Arc;
 
 use hickory_proto::rr::{RData, Record, RecordType};
 
-use crate::chain::{Next, Plugin, Replay, ReplyFuture, reorder};
+use super::weighted::Weighted;
+use crate::chain::{Chain, Next, Plugin, Replay, ReplyFuture, reorder};
 use crate::corefile::Cidr;
 use crate::proto::{Question, Reply};
 
@@ -13,12 +17,72 @@ use crate::proto::{Question, Reply};
 pub struct LoadBalance {
     /// `prefer`'s networks, in order.
     prefer: Vec<Cidr>,
+    /// The `weighted` policy, in place of the shuffle.
+    weighted: Option<Arc<Weighted>>,
+}
+
+/// The question types whose replies the `weighted` policy orders, as CoreDNS's.
+fn weighs(qtype: RecordType) -> bool {
+    matches!(qtype, RecordType::A | RecordType::AAAA | RecordType::SRV)
 }
 
 impl LoadBalance {
     /// The plugin; address records in the `prefer` networks go first, in their order.
     pub fn new(prefer: Vec<Cidr>) -> Self {
-        Self { prefer }
+        Self {
+            prefer,
+            weighted: None,
+        }
+    }
+
+    /// The plugin with the `weighted` policy.
+    pub fn weighted(weighted: Weighted) -> Self {
+        Self {
+            prefer: Vec::new(),
+            weighted: Some(Arc::new(weighted)),
+        }
+    }
+
+    /// Starts the task that checks the weight file every `reload` period (none when zero or
+    /// without the weighted policy). It holds a weak reference: it ends with the plugin.
+    pub fn start_reload(&self) {
+        let Some(w) = &self.weighted else {
+            return;
+        };
+        if w.reload.is_zero() {
+            return;
+        }
+        tokio::spawn(crate::chain::reload_every(
+            Arc::downgrade(w),
+            w.reload,
+            "loadbalance",
+            |w: &Weighted| {
+                w.reload_if_changed();
+            },
+        ));
+    }
+
+    /// Orders the reply to `q` in place: the weighted policy for A, AAAA and SRV questions
+    /// (other replies are left as they are), else the shuffle.
+    pub fn balance(&self, q: &Question, reply: &mut Reply) {
+        let Some(w) = &self.weighted else {
+            self.shuffle(reply);
+            return;
+        };
+        if !weighs(q.qtype) {
+            return;
+        }
+        match reply {
+            Reply::Authoritative(a) => {
+                a.answers.permute(|r| w.order(r));
+                w.order(&mut a.additional);
+            }
+            Reply::Forwarded(f) => {
+                w.order(&mut f.answers);
+                w.order(&mut f.additional);
+            }
+            Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped => {}
+        }
     }
 
     /// Shuffles `reply` in place.
@@ -79,6 +143,15 @@ impl Plugin for LoadBalance {
     /// memo's reorder would lose the preferred networks' place: A and AAAA answers are made
     /// afresh each time.
     fn replay(&self, q: &Question) -> Replay {
+        if self.weighted.is_some() {
+            // The draw is chance, the weights a file: the orders it makes are never replayed;
+            // the replies it leaves alone are.
+            return if weighs(q.qtype) {
+                Replay::Never
+            } else {
+                Replay::Same
+            };
+        }
         if !self.prefer.is_empty() && matches!(q.qtype, RecordType::A | RecordType::AAAA | RecordType::ANY) {
             Replay::Never
         } else {
@@ -89,9 +162,13 @@ impl Plugin for LoadBalance {
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
         Box::pin(async move {
             let mut reply = next.serve(q).await;
-            self.shuffle(&mut reply);
+            self.balance(q, &mut reply);
             reply
         })
+    }
+
+    fn start(&self, _chain: &Chain) {
+        self.start_reload();
     }
 }
 

@@ -1,22 +1,27 @@
-//! [`Rewrite`]: applies the rules to a question ([`Rewrite::apply`]) and maps the reply for the
-//! rewritten question back for the client ([`Rewritten::restore`]), holding its TTLs to the
-//! ranges of the `ttl` rules that matched.
+//! [`Rewrite`]: applies the rules to a question ([`Rewrite::apply`]: its name, type, class and
+//! EDNS options) and maps the reply for the rewritten question back for the client
+//! ([`Rewritten::restore`]): names mapped back, TTLs held to the ranges of the `ttl` rules that
+//! matched, rcodes changed by the `rcode` ones. `cname` rules send the reply's CNAME target
+//! elsewhere ([`Rewrite::follow_cnames`]).
 
 use std::sync::Arc;
 
-use hickory_proto::rr::{Name, RData, Record};
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{DNSClass, Name, RData, Record};
 
-use super::setup::{Action, Mode, RewriteRule, Template, TtlRange};
+use super::rule::{Action, Mode, RewriteRule, Template, TtlRange};
 use crate::chain::{Next, Plugin, ReplyFuture};
-use crate::proto::{Question, Reply};
+use crate::proto::{Answer, Forwarded, Question, Reply};
 
 /// The `rewrite` rules of one server block, in Corefile order. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Rewrite {
     rules: Arc<[RewriteRule]>,
+    /// The classes other than IN that `class` rules rewrite: questions of these enter the chain.
+    classes: &'static [DNSClass],
 }
 
-/// One rule that matched: the name before and after it.
+/// One `name` rule that matched: the name before and after it.
 #[derive(Debug, Clone)]
 struct Step {
     rule: usize,
@@ -33,6 +38,10 @@ pub struct Rewritten {
     steps: Vec<Step>,
     /// The ranges of the `ttl` rules that matched, in rule order.
     ttls: Vec<TtlRange>,
+    /// The rcode changes of the `rcode` rules that matched, in rule order.
+    rcodes: Vec<(ResponseCode, ResponseCode)>,
+    /// The `cname` rules reached, in rule order.
+    cnames: Vec<usize>,
 }
 
 /// The name for the presentation form `s` (made absolute), if it is a legal domain name: no
@@ -75,9 +84,47 @@ fn apply_templates(name: &mut Name, templates: &[Template]) {
     }
 }
 
+/// Every subset of the classes a `class` rule may rewrite from (other than IN), indexed by
+/// bits CH=1, HS=2, NONE=4, ANY=8: [`Plugin::classes`] hands out a static list.
+const CLASS_SETS: [&[DNSClass]; 16] = {
+    use DNSClass::{ANY, CH, HS, NONE};
+    [
+        &[],
+        &[CH],
+        &[HS],
+        &[CH, HS],
+        &[NONE],
+        &[CH, NONE],
+        &[HS, NONE],
+        &[CH, HS, NONE],
+        &[ANY],
+        &[CH, ANY],
+        &[HS, ANY],
+        &[CH, HS, ANY],
+        &[NONE, ANY],
+        &[CH, NONE, ANY],
+        &[HS, NONE, ANY],
+        &[CH, HS, NONE, ANY],
+    ]
+};
+
+fn class_bit(c: DNSClass) -> usize {
+    match c {
+        DNSClass::CH => 1,
+        DNSClass::HS => 2,
+        DNSClass::NONE => 4,
+        DNSClass::ANY => 8,
+        _ => 0,
+    }
+}
+
 impl Plugin for Rewrite {
     fn name(&self) -> &'static str {
         "rewrite"
+    }
+
+    fn classes(&self) -> &'static [DNSClass] {
+        self.classes
     }
 
     /// Rewritten questions are not replayed (the default), as before the plugin contract.
@@ -85,7 +132,10 @@ impl Plugin for Rewrite {
         Box::pin(async move {
             match self.apply(q) {
                 Some(rewritten) => {
-                    let reply = next.serve(&rewritten.question).await;
+                    let mut reply = next.serve(&rewritten.question).await;
+                    if !rewritten.cnames.is_empty() {
+                        reply = self.follow_cnames(reply, &rewritten, &next).await;
+                    }
                     rewritten.restore(reply)
                 }
                 None => next.serve(q).await,
@@ -97,61 +147,153 @@ impl Plugin for Rewrite {
 impl Rewrite {
     /// The rules, applied in this order.
     pub fn new(rules: Vec<RewriteRule>) -> Self {
-        Self { rules: rules.into() }
+        let bits = rules.iter().fold(0, |bits, r| match r.action {
+            Action::Class { from, .. } => bits | class_bit(from),
+            _ => bits,
+        });
+        Self {
+            rules: rules.into(),
+            classes: CLASS_SETS[bits],
+        }
     }
 
-    /// Applies the rules to `q`'s name (matched lower-case): each matching `name` rule rewrites
-    /// the name its predecessors left, each matching `ttl` rule adds its range for the reply; a
-    /// matching `stop` rule ends the list. `None` when no rule matched, or when one produced a
-    /// name that is not a legal domain name (the question then goes on as asked; logged at
-    /// debug).
+    /// Applies the rules to `q` in order: each matching `name` rule rewrites the name its
+    /// predecessors left (matched lower-case), `type` / `class` rules change a question of
+    /// their FROM, `edns0` rules its options; matching `ttl` and `rcode` rules, and every
+    /// `cname` rule reached, are kept for the reply. A matching `stop` rule ends the list.
+    /// `None` when no rule matched, or when a `name` rule produced a name that is not a legal
+    /// domain name (the question then goes on as asked; logged at debug).
     pub fn apply(&self, q: &Question) -> Option<Rewritten> {
-        let mut current = q.name.clone();
+        let mut out = q.clone();
         let mut steps = Vec::new();
         let mut ttls = Vec::new();
+        let mut rcodes = Vec::new();
+        let mut cnames = Vec::new();
+        let mut any = false;
         for (i, rule) in self.rules.iter().enumerate() {
-            if let Action::Ttl(range) = rule.action {
-                if rule.name.matches(&lower_text(&current)) {
-                    tracing::debug!(rule = %rule.at, qname = %current, "rewrite: ttl");
-                    ttls.push(range);
-                    if rule.mode == Mode::Stop {
-                        break;
+            let matched = match &rule.action {
+                Action::Ttl(range) => {
+                    let m = rule.name.matches(&lower_text(&out.name));
+                    if m {
+                        ttls.push(*range);
                     }
+                    m
                 }
-                continue;
-            }
-            let Some(text) = rule.name.rewrite(&lower_text(&current)) else {
-                continue;
+                Action::Rcode { from, to } => {
+                    let m = rule.name.matches(&lower_text(&out.name));
+                    if m {
+                        rcodes.push((*from, *to));
+                    }
+                    m
+                }
+                Action::Cname => {
+                    cnames.push(i);
+                    true
+                }
+                Action::Type { from, to } => {
+                    let m = out.qtype == *from;
+                    if m {
+                        out.qtype = *to;
+                    }
+                    m
+                }
+                Action::Class { from, to } => {
+                    let m = out.qclass == *from;
+                    if m {
+                        out.qclass = *to;
+                    }
+                    m
+                }
+                Action::Edns0(e) => e.apply(&mut out),
+                Action::Name => {
+                    let Some(text) = rule.name.rewrite(&lower_text(&out.name)) else {
+                        continue;
+                    };
+                    let Some(new) = legal_name(&text) else {
+                        tracing::debug!(
+                            rule = %rule.at,
+                            qname = %q.name,
+                            result = %text,
+                            "rewrite: the result is not a legal domain name; question left as asked"
+                        );
+                        return None;
+                    };
+                    steps.push(Step {
+                        rule: i,
+                        before: out.name.clone(),
+                        after: new.clone(),
+                    });
+                    out.name = new;
+                    true
+                }
             };
-            let Some(new) = legal_name(&text) else {
-                tracing::debug!(
-                    rule = %rule.at,
-                    qname = %q.name,
-                    result = %text,
-                    "rewrite: the result is not a legal domain name; question left as asked"
-                );
-                return None;
-            };
-            tracing::debug!(rule = %rule.at, from = %current, to = %new, "rewrite: name");
-            steps.push(Step {
-                rule: i,
-                before: current,
-                after: new.clone(),
-            });
-            current = new;
-            if rule.mode == Mode::Stop {
-                break;
+            if matched {
+                tracing::debug!(rule = %rule.at, qname = %out.name, qtype = %out.qtype, "rewrite: rule matched");
+                any = true;
+                if rule.mode == Mode::Stop {
+                    break;
+                }
             }
         }
-        if steps.is_empty() && ttls.is_empty() {
-            return None;
-        }
-        Some(Rewritten {
-            question: q.for_name(current),
+        any.then(|| Rewritten {
+            question: out,
             rules: Arc::clone(&self.rules),
             steps,
             ttls,
+            rcodes,
+            cnames,
         })
+    }
+
+    /// The `cname` rules on `reply`: the first CNAME record of the answer whose target a
+    /// reached rule rewrites gets the new target; the CNAME records before it are kept, and
+    /// what the whole chain answers for the new target (bounded by the chain's chase limit)
+    /// follows them, with its rcode. A reply with no such CNAME is returned as it was.
+    pub async fn follow_cnames(&self, reply: Reply, rewritten: &Rewritten, next: &Next<'_>) -> Reply {
+        let found = reply.answers().iter().enumerate().find_map(|(at, r)| {
+            let RData::CNAME(c) = &r.data else {
+                return None;
+            };
+            let target = lower_text(&c.0);
+            rewritten.cnames.iter().find_map(|&i| {
+                let rule = self.rules.get(i)?;
+                let new = rule.name.rewrite(&target).as_deref().and_then(legal_name)?;
+                tracing::debug!(rule = %rule.at, from = %target, to = %new, "rewrite: cname target");
+                Some((at, new))
+            })
+        });
+        let Some((at, target)) = found else {
+            return reply;
+        };
+        let forwarded = match &reply {
+            Reply::Forwarded(f) => Some(f.recursion_available),
+            _ => None,
+        };
+        let mut kept: Vec<Record> = reply.answers()[..=at]
+            .iter()
+            .filter(|r| matches!(r.data, RData::CNAME(_)))
+            .cloned()
+            .collect();
+        if let Some(RData::CNAME(c)) = kept.last_mut().map(|r| &mut r.data) {
+            c.0 = target.clone();
+        }
+        let mut answer = Answer::empty(ResponseCode::NoError);
+        answer.answers = kept.into();
+        let chased = next.chase(answer, target, &rewritten.question).await;
+        match (chased, forwarded) {
+            // An upstream's reply stays one (AA=0, its RA), with the new records.
+            (Reply::Authoritative(a), Some(ra)) => Reply::Forwarded(Forwarded {
+                rcode: a.rcode,
+                recursion_available: ra,
+                authentic_data: false,
+                truncated: false,
+                flags: a.flags,
+                answers: a.answers.into_vec(),
+                authority: a.authority,
+                additional: a.additional,
+            }),
+            (other, _) => other,
+        }
     }
 }
 
@@ -173,11 +315,16 @@ impl Rewritten {
     /// * the TTL of every record is held to the range of each `ttl` rule that matched, the last
     ///   rule first.
     ///
-    /// A result that is not a legal name leaves that name as it was. [`Reply::Rcode`] is
-    /// returned unchanged.
+    /// A result that is not a legal name leaves that name as it was. Then each `rcode` rule
+    /// that matched, the last first, changes the reply's rcode when it is the rule's FROM (a
+    /// failure keeps its reason for `errors`). The question section the client sees is always
+    /// its own: the server writes it from the request.
     pub fn restore(&self, reply: Reply) -> Reply {
-        match reply {
-            Reply::Authoritative(mut a) => {
+        // Only rules that map names or TTLs touch records (any mutable access to a section
+        // forgets that its records share one owner: see `proto::Records`).
+        let touch = !self.steps.is_empty() || !self.ttls.is_empty();
+        let mut reply = match reply {
+            Reply::Authoritative(mut a) if touch => {
                 for r in a
                     .answers
                     .iter_mut()
@@ -188,7 +335,7 @@ impl Rewritten {
                 }
                 Reply::Authoritative(a)
             }
-            Reply::Forwarded(mut f) => {
+            Reply::Forwarded(mut f) if touch => {
                 for r in f
                     .answers
                     .iter_mut()
@@ -199,10 +346,18 @@ impl Rewritten {
                 }
                 Reply::Forwarded(f)
             }
-            Reply::Rcode(r) => Reply::Rcode(r),
-            Reply::Failed(f) => Reply::Failed(f),
-            Reply::Dropped => Reply::Dropped,
+            other => other,
+        };
+        for &(from, to) in self.rcodes.iter().rev() {
+            match &mut reply {
+                Reply::Authoritative(a) if a.rcode == from => a.rcode = to,
+                Reply::Forwarded(f) if f.rcode == from => f.rcode = to,
+                Reply::Rcode(r) if *r == from => *r = to,
+                Reply::Failed(f) if f.rcode == from => f.rcode = to,
+                _ => {}
+            }
         }
+        reply
     }
 
     fn restore_record(&self, record: &mut Record) {
@@ -254,8 +409,6 @@ mod tests {
     use super::super::setup::parse;
     use super::*;
     use crate::corefile::Corefile;
-    use crate::proto::Answer;
-    use crate::proto::Forwarded;
     use hickory_proto::op::ResponseCode;
     use hickory_proto::rr::RecordType;
     use hickory_proto::rr::rdata::{A, CNAME, MX, SOA, SRV};
@@ -660,6 +813,59 @@ mod tests {
             "the first (stop) rule ends the list"
         );
         assert!(rw.apply(&q("c.example.")).is_none());
+    }
+
+    #[test]
+    fn type_class_rcode_and_edns0_rules() {
+        use crate::proto::Failure;
+        let rw = rewrite(
+            "rewrite continue type AAAA A\nrewrite continue class CH IN\nrewrite continue rcode suffix .example SERVFAIL NOERROR\nrewrite continue rcode suffix .example NOERROR REFUSED\nrewrite edns0 nsid set",
+        );
+        assert_eq!(rw.classes(), &[DNSClass::CH]);
+        let mut asked = Question::new(n("A.example."), RecordType::AAAA);
+        asked.qclass = DNSClass::CH;
+        let out = rw.apply(&asked).unwrap();
+        assert_eq!(
+            (out.question.qtype, out.question.qclass),
+            (RecordType::A, DNSClass::IN)
+        );
+        assert_eq!(out.question.edns_options.len(), 1);
+        assert_eq!(out.question.name, asked.name);
+        // Last rule first: NOERROR -> REFUSED is tried before SERVFAIL -> NOERROR.
+        assert_eq!(
+            out.restore(Reply::Rcode(ResponseCode::ServFail)),
+            Reply::Rcode(ResponseCode::NoError)
+        );
+        assert_eq!(
+            out.restore(Reply::Rcode(ResponseCode::NoError)),
+            Reply::Rcode(ResponseCode::Refused)
+        );
+        let failed = out.restore(Reply::Failed(Failure {
+            rcode: ResponseCode::ServFail,
+            reason: "no upstream answered",
+        }));
+        assert!(
+            matches!(failed, Reply::Failed(f) if f.rcode == ResponseCode::NoError && f.reason == "no upstream answered")
+        );
+        // Records are left alone (and their one-owner mark kept) when no rule maps names or TTLs.
+        let records =
+            crate::proto::Records::with_owner(&n("a.example."), 5, [RData::A(A(Ipv4Addr::LOCALHOST))]);
+        let mut answer = Answer::empty(ResponseCode::NoError);
+        answer.answers = records;
+        let Reply::Authoritative(back) = out.restore(Reply::Authoritative(answer)) else {
+            panic!("kind changed");
+        };
+        assert!(back.answers.share_one_owner());
+        assert_eq!(back.rcode, ResponseCode::Refused);
+        // No rule matches an A IN question of another name (but the unconditional edns0 one).
+        let plain = rw.apply(&q("b.other.")).unwrap();
+        assert_eq!(plain.question.qtype, RecordType::A);
+        assert_eq!(
+            plain.restore(Reply::Rcode(ResponseCode::ServFail)),
+            Reply::Rcode(ResponseCode::ServFail)
+        );
+        assert!(rewrite("rewrite type AAAA A").apply(&q("b.other.")).is_none());
+        assert_eq!(rewrite("rewrite type AAAA A").classes(), &[] as &[DNSClass]);
     }
 
     #[test]

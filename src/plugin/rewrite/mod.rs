@@ -1,15 +1,19 @@
-//! The `rewrite` plugin: rewrites the question name before the plugins after it see the
-//! question (`name` rules: exact, prefix, suffix, substring, regex), and maps the reply back so
-//! the client sees the names it asked for (`answer auto`, `answer name`, `answer value`); `ttl`
-//! rules hold the reply's TTLs to a range. Other CoreDNS rewrite kinds are refused at setup.
-//! See this folder's README.
+//! The `rewrite` plugin: rewrites the question before the plugins after it see it (`name`
+//! rules: exact, prefix, suffix, substring, regex; `type`, `class`; `edns0` options) and maps
+//! the reply back so the client sees the question it asked (`answer auto`, `answer name`,
+//! `answer value`); `ttl` rules hold the reply's TTLs to a range, `rcode` rules change its
+//! rcode, `cname` rules send a CNAME's target elsewhere. See this folder's README.
 //!
-//! Layout: `setup` parses one directive into a [`RewriteRule`], `handler` applies the rules
-//! ([`Rewrite::apply`]) and restores replies ([`Rewritten::restore`]).
+//! Layout: `rule` holds what a parsed rule is, `setup` parses `name` and `ttl` rules and
+//! dispatches the others to `fields` (`type`, `class`, `rcode`, `cname`) and `edns0`; `handler`
+//! applies the rules ([`Rewrite::apply`]) and restores replies ([`Rewritten::restore`]).
 
 mod build;
+pub mod edns0;
+mod fields;
 pub mod handler;
+pub mod rule;
 pub mod setup;
 
 pub use handler::{Rewrite, Rewritten};
-pub use setup::RewriteRule;
+pub use rule::RewriteRule;
