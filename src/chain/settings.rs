@@ -121,6 +121,9 @@ pub struct BlockSettings {
     /// as many answers waiting as it sheds at (`shed`); any block of a listen address turns it
     /// on for the address.
     pub shed: bool,
+    /// Its questions carry metadata (`metadata`), published by its plugins for the names
+    /// under these zones (empty: the block's zones).
+    pub metadata: Option<Vec<hickory_proto::rr::Name>>,
 }
 
 impl Default for BlockSettings {
@@ -138,6 +141,7 @@ impl Default for BlockSettings {
             stream: None,
             udp_sockets: None,
             shed: false,
+            metadata: None,
         }
     }
 }

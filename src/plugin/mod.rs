@@ -24,6 +24,7 @@ pub mod loadbalance;
 pub mod local;
 pub mod log;
 pub mod loop_detect;
+pub mod metadata;
 pub mod metrics;
 pub mod minimal;
 pub mod multisocket;

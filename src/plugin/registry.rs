@@ -13,8 +13,9 @@ use std::sync::Arc;
 
 use super::{
     acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, errors, file, forward, header,
-    health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metrics, minimal,
-    multisocket, nsid, ready, reload, rewrite, root, shed, template, timeouts, tls, transfer, view, whoami,
+    health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metadata, metrics,
+    minimal, multisocket, nsid, ready, reload, rewrite, root, shed, template, timeouts, tls, transfer, view,
+    whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -86,6 +87,7 @@ pub const PLUGINS: &[Entry] = &[
     // First in CoreDNS's order, and set up first: every file path of the block is read from
     // its folder.
     set_up_first("root", root::setup),
+    entry("metadata", metadata::setup::setup),
     // First of the query path, as in CoreDNS: it bounds every plugin after it.
     entry("cancel", cancel::setup::setup),
     entry("tls", tls::setup),
@@ -137,7 +139,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("auto", "the auto plugin"),
     ("secondary", "the secondary plugin"),
     ("dnssec", "DNSSEC signing"),
-    ("metadata", "the metadata plugin"),
     ("trace", "the trace plugin"),
     ("geoip", "the geoip plugin"),
     ("sign", "the sign plugin"),

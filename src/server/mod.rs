@@ -218,7 +218,7 @@ impl DnsHandler {
         if qtype == RecordType::OPT {
             return Response::rcode(meta, ResponseCode::FormErr);
         }
-        let question = Question {
+        let mut question = Question {
             name: query.name,
             qtype,
             qclass: query.query_class,
@@ -228,8 +228,9 @@ impl DnsHandler {
             transport: protocol,
             client: observe::canonical_client(src),
             probe: false,
+            metadata: None,
         };
-        let Some((index, zone, block)) = router.route_question(&question) else {
+        let Some((index, zone, block)) = router.route_question(&mut question) else {
             return Response::rcode(meta, ResponseCode::Refused);
         };
         // Classes other than IN only where a plugin of the block answers them (`chaos`: CH).
@@ -548,6 +549,8 @@ impl DnsHandler {
                     elapsed: served.elapsed,
                     plugin: info.by,
                     failure: None,
+                    // Blocks with `metadata` do not memoize.
+                    metadata: None,
                 },
             );
         }
@@ -570,7 +573,8 @@ fn memo_info(
     let plan = resp.replay?;
     let (index, zone) = resp.block.as_ref()?;
     let block = router.blocks.get(*index)?;
-    if block.observers.need_every_question() {
+    // Metadata is made per client (`kubernetes/client-namespace`): a replay would skip it.
+    if block.observers.need_every_question() || block.metadata.is_some() {
         return None;
     }
     let question = resp.question.as_ref()?;
@@ -706,6 +710,7 @@ fn observe_request(router: &Router, req: &Parsed<'_>, resp: &Response, sent: &Me
             elapsed: served.elapsed,
             plugin: resp.plugin,
             failure: resp.failure,
+            metadata: resp.question.as_ref().and_then(|q| q.metadata.as_ref()),
         },
     );
 }
@@ -781,6 +786,7 @@ mod tests {
             chain,
             udp_payload: MAX_UDP_PAYLOAD,
             view: None,
+            metadata: None,
             observers: Observers {
                 metrics: None,
                 plugins: vec![seen],

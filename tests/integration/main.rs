@@ -30,6 +30,7 @@ mod layers;
 mod loadbalance;
 mod local;
 mod memo;
+mod metadata;
 mod minimal;
 mod monitoring;
 mod multisocket;

@@ -71,6 +71,7 @@ mod tests {
             transport: Transport::Udp,
             client: "127.0.0.1:5353".parse().unwrap(),
             probe: false,
+            metadata: None,
         };
         let Reply::Authoritative(a) = MinimalAny::answer(&q) else {
             panic!("authoritative")
