@@ -290,6 +290,7 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
                     .metadata
                     .as_ref()
                     .map(|zs| if zs.is_empty() { zones.clone() } else { zs.clone() }),
+                auth: block.settings.auth.clone(),
                 observers: observers(block, &zones, env.metrics, &server, &observing),
             });
         }

@@ -23,9 +23,11 @@
 //! | `settings.rs` | [`BlockSettings`], [`HttpRoute`], [`BlockFilter`] |
 //! | `resources.rs` | [`Resources`]: the typed store that outlives configurations |
 //! | `ready.rs` | [`Readiness`]: what `/ready` reads |
+//! | `auth.rs` | [`RequestAuth`]: a block's check of signed requests and the signing of replies |
 //!
 //! Imports `proto`, `corefile` and `telemetry`.
 
+mod auth;
 mod capability;
 mod fallthrough;
 mod observer;
@@ -37,6 +39,7 @@ mod settings;
 mod setup;
 mod walk;
 
+pub use auth::{RequestAuth, ResponseSigner, SignedRequest, Verdict};
 pub use capability::{Capabilities, SearchPaths, Upstreams};
 pub use fallthrough::Fallthrough;
 pub use observer::{Exchange, Observer};

@@ -124,6 +124,8 @@ pub struct BlockSettings {
     /// Its questions carry metadata (`metadata`), published by its plugins for the names
     /// under these zones (empty: the block's zones).
     pub metadata: Option<Vec<hickory_proto::rr::Name>>,
+    /// Its check of signed requests and signing of their replies (`tsig`).
+    pub auth: Option<Arc<dyn super::auth::RequestAuth>>,
 }
 
 impl Default for BlockSettings {
@@ -142,6 +144,7 @@ impl Default for BlockSettings {
             udp_sockets: None,
             shed: false,
             metadata: None,
+            auth: None,
         }
     }
 }

@@ -39,5 +39,6 @@ pub mod template;
 pub mod timeouts;
 pub mod tls;
 pub mod transfer;
+pub mod tsig;
 pub mod view;
 pub mod whoami;

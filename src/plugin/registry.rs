@@ -14,8 +14,8 @@ use std::sync::Arc;
 use super::{
     acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, errors, file, forward, header,
     health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metadata, metrics,
-    minimal, multisocket, nsid, ready, reload, rewrite, root, shed, template, timeouts, tls, transfer, view,
-    whoami,
+    minimal, multisocket, nsid, ready, reload, rewrite, root, shed, template, timeouts, tls, transfer, tsig,
+    view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -109,6 +109,9 @@ pub const PLUGINS: &[Entry] = &[
     entry("any", any::setup::setup),
     entry("chaos", chaos::setup::setup),
     entry("loadbalance", loadbalance::setup::setup),
+    // Where CoreDNS 1.14.7 has it; it works on the wire form around the chain (its check and
+    // signature are block settings), so its place only orders `coredns_plugin_enabled`.
+    entry("tsig", tsig::setup::setup),
     // rewrite, autopath, acl, cache: CoreDNS 1.14.7's order, a security fix. `acl` decides on
     // the names the rest of the chain is asked (after `rewrite` renamed the question and for
     // each of `autopath`'s tries: CVE-2026-26017, coredns/coredns#7882 and #8290), and before

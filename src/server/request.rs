@@ -18,6 +18,10 @@ pub(super) struct Parsed<'a> {
     pub(super) query: Option<Query>,
     pub(super) question: Cow<'a, [u8]>,
     pub(super) edns: Option<Edns>,
+    /// Where the additional section starts in the request, and its record count (a signature
+    /// is its last record).
+    pub(super) additional_at: usize,
+    pub(super) additional_count: u16,
 }
 
 pub(super) fn parse_body<'a>(
@@ -36,6 +40,7 @@ pub(super) fn parse_body<'a>(
     let op = metadata.op_code;
     Message::read_records(decoder, usize::from(counts.answers), false, op)?;
     Message::read_records(decoder, usize::from(counts.authorities), false, op)?;
+    let additional_at = decoder.index();
     let (_, edns, _) = Message::read_records(decoder, usize::from(counts.additionals), true, op)?;
     if let Some(e) = &edns {
         metadata.merge_response_code(e.rcode_high());
@@ -46,6 +51,8 @@ pub(super) fn parse_body<'a>(
         query: first,
         question,
         edns,
+        additional_at,
+        additional_count: counts.additionals,
     })
 }
 

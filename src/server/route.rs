@@ -25,6 +25,8 @@ pub struct BlockRoute {
     pub view: Option<Arc<dyn crate::chain::BlockFilter>>,
     /// Its questions get metadata for names under these zones (`metadata`); `None`: none.
     pub metadata: Option<Vec<Name>>,
+    /// Its check of signed requests (`tsig`).
+    pub auth: Option<Arc<dyn crate::chain::RequestAuth>>,
     /// Its `prometheus`, `log` and `errors`.
     pub observers: Observers,
 }

@@ -46,6 +46,7 @@ mod template;
 mod timeouts;
 mod transfer;
 mod transport;
+mod tsig;
 mod upstream;
 mod view;
 mod watch;
