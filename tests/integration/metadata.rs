@@ -161,4 +161,13 @@ fn corefile_errors_name_the_line() {
     assert!(err.contains("Corefile:3"), "{err}");
     let err = support::check_corefile(&dir, ".:53 {\n metadata {\n  x\n }\n}\n").unwrap_err();
     assert!(err.contains("Corefile:2"), "{err}");
+    // `trace` stays refused, with what to do (no tracing exporter is built in).
+    let err =
+        support::check_corefile(&dir, ".:53 {\n metadata\n trace zipkin localhost:9411\n}\n").unwrap_err();
+    assert!(
+        err.contains("Corefile:3")
+            && err.contains("not implemented")
+            && err.contains("remove the 'trace' line"),
+        "{err}"
+    );
 }
