@@ -59,6 +59,9 @@ pub struct Question {
     /// The address the question arrived at: the listener's bound address (`0.0.0.0:53` for a
     /// wildcard bind), when known.
     pub server: Option<SocketAddr>,
+    /// The question's metadata (`metadata`): `None` unless its block has the directive, so a
+    /// block without it pays nothing. Plugins publish into it ([`QueryMetadata::set`]).
+    pub metadata: Option<QueryMetadata>,
 }
 
 /// One EDNS option (RFC 6891) of a question: its code, and its data as on the wire.
@@ -73,6 +76,57 @@ pub struct EdnsOpt {
 /// Option codes that concern one hop only and never travel with the question: COOKIE (10),
 /// TCP keepalive (11), padding (12).
 pub const HOP_BY_HOP_OPTIONS: [u16; 3] = [10, 11, 12];
+
+/// The labels and values the plugins publish about one query when its block has `metadata`
+/// (`kubernetes/client-namespace`, `forward/upstream`), read by `log` and `view`. Shared by
+/// the question's copies (a rewritten question, autopath's tries), so a value a plugin sets
+/// deep in the chain is seen by the observers. At most [`QueryMetadata::MAX_LABELS`] labels.
+#[derive(Debug, Clone, Default)]
+pub struct QueryMetadata(std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>);
+
+impl QueryMetadata {
+    /// The most labels one query holds; further ones are not kept.
+    pub const MAX_LABELS: usize = 64;
+
+    /// Sets `label` to `value` (the empty value means "no metadata", as in CoreDNS).
+    pub fn set(&self, label: &str, value: &str) {
+        let mut all = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(have) = all.iter_mut().find(|(l, _)| l == label) {
+            value.clone_into(&mut have.1);
+        } else if all.len() < Self::MAX_LABELS {
+            all.push((label.to_owned(), value.to_owned()));
+        }
+    }
+
+    /// The value of `label`, when a plugin set it.
+    pub fn get(&self, label: &str) -> Option<String> {
+        let all = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.iter().find(|(l, _)| l == label).map(|(_, v)| v.clone())
+    }
+
+    /// How many labels are set.
+    pub fn len(&self) -> usize {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+
+    /// True when no label is set.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Two questions' metadata are equal when they are the same set (a question and its copies):
+/// metadata is not part of what is asked.
+impl PartialEq for QueryMetadata {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for QueryMetadata {}
 
 impl Question {
     /// A plain IN question over UDP with RD set and no DO/CD, from an unspecified client.
@@ -89,6 +143,7 @@ impl Question {
             probe: false,
             edns_options: Vec::new(),
             server: None,
+            metadata: None,
         }
     }
 
@@ -119,6 +174,7 @@ impl Question {
             probe: self.probe,
             edns_options: self.edns_options.clone(),
             server: self.server,
+            metadata: self.metadata.clone(),
         }
     }
 }

@@ -285,6 +285,12 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
                 chain: chain.clone(),
                 udp_payload: block.settings.udp_payload,
                 view: block.settings.filter.clone(),
+                metadata: block
+                    .settings
+                    .metadata
+                    .as_ref()
+                    .map(|zs| if zs.is_empty() { zones.clone() } else { zs.clone() }),
+                auth: block.settings.auth.clone(),
                 observers: observers(block, &zones, env.metrics, &server, &observing),
             });
         }

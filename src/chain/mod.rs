@@ -23,9 +23,11 @@
 //! | `settings.rs` | [`BlockSettings`], [`HttpRoute`], [`BlockFilter`] |
 //! | `resources.rs` | [`Resources`]: the typed store that outlives configurations |
 //! | `ready.rs` | [`Readiness`]: what `/ready` reads |
+//! | `auth.rs` | [`RequestAuth`]: a block's check of signed requests and the signing of replies |
 //!
 //! Imports `proto`, `corefile` and `telemetry`.
 
+mod auth;
 mod capability;
 mod fallthrough;
 mod observer;
@@ -40,6 +42,7 @@ mod walk;
 pub use capability::{
     Capabilities, EndpointWatch, Notifier, OwnEndpoint, SearchPaths, Upstreams, ZoneNotifier,
 };
+pub use auth::{RequestAuth, ResponseSigner, SignedRequest, Verdict};
 pub use fallthrough::Fallthrough;
 pub use observer::{Exchange, Observer};
 pub use periodic::reload_every;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use hickory_proto::op::{Metadata, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, RecordType};
 
-use crate::proto::Transport;
+use crate::proto::{QueryMetadata, Transport};
 
 /// One request and its response, as the observers see it.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +43,8 @@ pub struct Exchange<'a> {
     pub plugin: &'static str,
     /// Why the chain failed, when it produced the failure itself (for `errors`).
     pub failure: Option<&'static str>,
+    /// What the plugins published about the query, in a block with `metadata`.
+    pub metadata: Option<&'a QueryMetadata>,
 }
 
 /// A plugin that watches answered requests (`errors`, `log`) instead of answering them.

@@ -124,6 +124,11 @@ pub struct BlockSettings {
     /// as many answers waiting as it sheds at (`shed`); any block of a listen address turns it
     /// on for the address.
     pub shed: bool,
+    /// Its questions carry metadata (`metadata`), published by its plugins for the names
+    /// under these zones (empty: the block's zones).
+    pub metadata: Option<Vec<hickory_proto::rr::Name>>,
+    /// Its check of signed requests and signing of their replies (`tsig`).
+    pub auth: Option<Arc<dyn super::auth::RequestAuth>>,
 }
 
 impl Default for BlockSettings {
@@ -142,6 +147,8 @@ impl Default for BlockSettings {
             stream: None,
             udp_sockets: None,
             shed: false,
+            metadata: None,
+            auth: None,
         }
     }
 }

@@ -24,7 +24,7 @@ use hickory_proto::rr::{DNSClass, Name, RData, Record};
 
 use super::capability::{SearchPaths, Upstreams};
 use super::replay::{Lifetime, Replay, ReplayPlan, Replayed, Scope};
-use crate::proto::{Answer, ChangeCounter, Failure, NO_PLUGIN_ANSWERED, Question, Reply};
+use crate::proto::{Answer, ChangeCounter, Failure, NO_PLUGIN_ANSWERED, QueryMetadata, Question, Reply};
 
 /// A boxed future of a [`Reply`] (the chain recurses through its plugins).
 pub type ReplyFuture<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
@@ -145,6 +145,11 @@ pub trait Plugin: Any + Send + Sync + fmt::Debug {
     fn search_paths(&self) -> Option<&dyn SearchPaths> {
         None
     }
+
+    /// Publishes what it knows of `q` into `md` (`kubernetes/client-namespace`), called once
+    /// per question before routing decides on its block, only in blocks with `metadata` whose
+    /// zones cover the name. Must be quick and touch no I/O. Default: nothing.
+    fn metadata(&self, _q: &Question, _md: &QueryMetadata) {}
 }
 
 /// What one question's walk through the chain touched: the plugins visited, the one that
@@ -397,6 +402,13 @@ impl Chain {
     /// True when some plugin may await I/O.
     pub fn awaits_io(&self) -> bool {
         self.last_awaiting.is_some()
+    }
+
+    /// Every plugin's metadata about `q` ([`Plugin::metadata`]), in chain order.
+    pub fn collect_metadata(&self, q: &Question, md: &QueryMetadata) {
+        for p in self.plugins.iter() {
+            p.metadata(q, md);
+        }
     }
 
     /// The EDNS options its plugins add to a reply to `request` ([`Plugin::edns_options`]).

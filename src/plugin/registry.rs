@@ -13,8 +13,9 @@ use std::sync::Arc;
 
 use super::{
     acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, errors, file, forward, header,
-    health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metrics, minimal,
-    multisocket, nsid, ready, reload, rewrite, root, shed, template, timeouts, tls, transfer, view, whoami,
+    health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metadata, metrics,
+    minimal, multisocket, nsid, ready, reload, rewrite, root, shed, template, timeouts, tls, transfer, tsig,
+    view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -86,6 +87,7 @@ pub const PLUGINS: &[Entry] = &[
     // First in CoreDNS's order, and set up first: every file path of the block is read from
     // its folder.
     set_up_first("root", root::setup),
+    entry("metadata", metadata::setup::setup),
     // First of the query path, as in CoreDNS: it bounds every plugin after it.
     entry("cancel", cancel::setup::setup),
     entry("tls", tls::setup),
@@ -107,6 +109,9 @@ pub const PLUGINS: &[Entry] = &[
     entry("any", any::setup::setup),
     entry("chaos", chaos::setup::setup),
     entry("loadbalance", loadbalance::setup::setup),
+    // Where CoreDNS 1.14.7 has it; it works on the wire form around the chain (its check and
+    // signature are block settings), so its place only orders `coredns_plugin_enabled`.
+    entry("tsig", tsig::setup::setup),
     // rewrite, autopath, acl, cache: CoreDNS 1.14.7's order, a security fix. `acl` decides on
     // the names the rest of the chain is asked (after `rewrite` renamed the question and for
     // each of `autopath`'s tries: CVE-2026-26017, coredns/coredns#7882 and #8290), and before
@@ -137,7 +142,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("auto", "the auto plugin"),
     ("secondary", "the secondary plugin"),
     ("dnssec", "DNSSEC signing"),
-    ("metadata", "the metadata plugin"),
     ("trace", "the trace plugin"),
     ("geoip", "the geoip plugin"),
     ("sign", "the sign plugin"),

@@ -36,7 +36,7 @@ use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCod
 use hickory_proto::rr::{RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
 
-use crate::chain::{Answered, ReplayPlan};
+use crate::chain::{Answered, ReplayPlan, ResponseSigner, SignedRequest, Verdict};
 use crate::proto::{FlagEdit, MAX_UDP_PAYLOAD, PLAIN_UDP_LIMIT, Question, Records, Reply, Transport};
 use observe::{Exchange, Observers};
 
@@ -157,6 +157,8 @@ struct Response {
     failure: Option<&'static str>,
     /// No reply is sent ([`Reply::Dropped`]).
     dropped: bool,
+    /// Signs the encoded response (a verified or rejected signed request, `tsig`).
+    signer: Option<Box<dyn ResponseSigner>>,
 }
 
 impl Response {
@@ -174,6 +176,7 @@ impl Response {
             replay: None,
             failure: None,
             dropped: false,
+            signer: None,
         }
     }
 }
@@ -201,6 +204,7 @@ impl DnsHandler {
         protocol: Transport,
         src: SocketAddr,
         stream: bool,
+        wire: &[u8],
     ) -> Response {
         let mut meta = Metadata::response_from_request(&req.meta);
         meta.recursion_available = false;
@@ -229,7 +233,7 @@ impl DnsHandler {
         if qtype == RecordType::OPT {
             return Response::rcode(meta, ResponseCode::FormErr);
         }
-        let question = Question {
+        let mut question = Question {
             name: query.name,
             qtype,
             qclass: query.query_class,
@@ -245,13 +249,43 @@ impl DnsHandler {
                 .map(request::travelling_options)
                 .unwrap_or_default(),
             server: self.local,
+            metadata: None,
         };
-        let Some((index, zone, block)) = router.route_question(&question) else {
+        let Some((index, zone, block)) = router.route_question(&mut question) else {
             return Response::rcode(meta, ResponseCode::Refused);
         };
         // Classes other than IN only where a plugin of the block answers them (`chaos`: CH).
         if !block.chain.answers_class(question.qclass) {
             return Response::rcode(meta, ResponseCode::Refused);
+        }
+        // The block's check of signed requests (`tsig`), before its chain is asked.
+        let mut signer = None;
+        if let Some(auth) = &block.auth {
+            let signed = SignedRequest {
+                wire,
+                additional_at: req.additional_at,
+                additional_count: req.additional_count,
+                name: &question.name,
+                qtype,
+                opcode: req.meta.op_code,
+            };
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let (rcode, signs) = match auth.check(&signed, now) {
+                Verdict::Pass => (None, None),
+                Verdict::Rcode(rcode) => (Some(rcode), None),
+                Verdict::Reject(rcode, s) => (Some(rcode), Some(s)),
+                Verdict::Verified(s) => (None, Some(s)),
+            };
+            if let Some(rcode) = rcode {
+                let mut r = Response::rcode(meta, rcode);
+                r.block = Some((index, zone));
+                r.question = Some(question);
+                r.signer = signs;
+                return r;
+            }
+            signer = signs;
         }
         // Transfers only over a stream (RFC 5936), and only where a plugin answers them
         // (`transfer`); IXFR is answered as a whole transfer (RFC 1995 section 4 allows it).
@@ -335,6 +369,7 @@ impl DnsHandler {
         resp.replay = answered.replay;
         resp.block = routed;
         resp.question = Some(question);
+        resp.signer = signer;
         resp
     }
 
@@ -441,7 +476,9 @@ impl DnsHandler {
         let router = self.router();
         // Read before the answer is made: the memo keeps it only if no zone changed meanwhile.
         let generation = router.memo.generation();
-        let resp = self.respond(&router, &mut parsed, protocol, src, stream).await;
+        let mut resp = self
+            .respond(&router, &mut parsed, protocol, src, stream, req)
+            .await;
         if resp.dropped {
             return None;
         }
@@ -465,6 +502,11 @@ impl DnsHandler {
             (None, Transport::Udp) => PLAIN_UDP_LIMIT,
             _ => u16::MAX,
         };
+        // Room for the signature, when the response is signed.
+        let mut signer = resp.signer.take();
+        let limit = signer.as_ref().map_or(limit, |s| {
+            limit.saturating_sub(u16::try_from(s.overhead()).unwrap_or(u16::MAX))
+        });
         let parts = fit::Parts {
             meta: resp.meta,
             query_count: parsed.query_count,
@@ -479,10 +521,20 @@ impl DnsHandler {
             && resp.meta.response_code == ResponseCode::NoError
             && !resp.answers.is_empty();
         let encoded = if transfer {
-            xfr::encode_framed(&parts, out)
+            xfr::encode_framed(&parts, limit, out)
         } else {
             fit::encode(&parts, limit, out).map(|h| h.metadata)
         };
+        if let (Some(s), Ok(_)) = (signer.as_mut(), &encoded) {
+            let signed = if transfer {
+                xfr::sign_framed(out, s.as_mut())
+            } else {
+                s.sign(out)
+            };
+            if let Err(error) = signed {
+                tracing::error!(%error, "a response could not be signed; sent unsigned");
+            }
+        }
         let sent = match encoded {
             Ok(meta) => meta,
             Err(error) => {
@@ -576,6 +628,8 @@ impl DnsHandler {
                     elapsed: served.elapsed,
                     plugin: info.by,
                     failure: None,
+                    // Blocks with `metadata` do not memoize.
+                    metadata: None,
                 },
             );
         }
@@ -598,7 +652,9 @@ fn memo_info(
     let plan = resp.replay?;
     let (index, zone) = resp.block.as_ref()?;
     let block = router.blocks.get(*index)?;
-    if block.observers.need_every_question() {
+    // Metadata is made per client (`kubernetes/client-namespace`): a replay would skip it.
+    // A signed exchange is never replayed (its signature holds a time).
+    if block.observers.need_every_question() || block.metadata.is_some() || block.auth.is_some() {
         return None;
     }
     let question = resp.question.as_ref()?;
@@ -734,6 +790,7 @@ fn observe_request(router: &Router, req: &Parsed<'_>, resp: &Response, sent: &Me
             elapsed: served.elapsed,
             plugin: resp.plugin,
             failure: resp.failure,
+            metadata: resp.question.as_ref().and_then(|q| q.metadata.as_ref()),
         },
     );
 }
@@ -809,6 +866,8 @@ mod tests {
             chain,
             udp_payload: MAX_UDP_PAYLOAD,
             view: None,
+            metadata: None,
+            auth: None,
             observers: Observers {
                 metrics: None,
                 plugins: vec![seen],

@@ -24,6 +24,10 @@ pub(super) struct Parsed<'a> {
     /// The serial of the SOA in the authority section: the version an IXFR asker holds
     /// (RFC 1995 section 3). `None` when there is none.
     pub(super) soa_serial: Option<u32>,
+    /// Where the additional section starts in the request, and its record count (a signature
+    /// is its last record).
+    pub(super) additional_at: usize,
+    pub(super) additional_count: u16,
 }
 
 pub(super) fn parse_body<'a>(
@@ -46,6 +50,8 @@ pub(super) fn parse_body<'a>(
         RData::SOA(soa) => Some(soa.serial),
         _ => None,
     });
+    Message::read_records(decoder, usize::from(counts.authorities), false, op)?;
+    let additional_at = decoder.index();
     let (_, edns, _) = Message::read_records(decoder, usize::from(counts.additionals), true, op)?;
     if let Some(e) = &edns {
         metadata.merge_response_code(e.rcode_high());
@@ -57,6 +63,8 @@ pub(super) fn parse_body<'a>(
         question,
         edns,
         soa_serial,
+        additional_at,
+        additional_count: counts.additionals,
     })
 }
 

@@ -9,6 +9,7 @@ use hickory_proto::rr::Name;
 use super::memo;
 use super::observe::Observers;
 use crate::chain::Chain;
+use crate::proto::{QueryMetadata, Question};
 
 /// One server block as the router sees it: its zones (lower-case, absolute), its chain and
 /// what it observes of each request.
@@ -22,8 +23,31 @@ pub struct BlockRoute {
     pub udp_payload: u16,
     /// Which questions it takes (`view`); every question its zones cover when `None`.
     pub view: Option<Arc<dyn crate::chain::BlockFilter>>,
+    /// Its questions get metadata for names under these zones (`metadata`); `None`: none.
+    pub metadata: Option<Vec<Name>>,
+    /// Its check of signed requests (`tsig`).
+    pub auth: Option<Arc<dyn crate::chain::RequestAuth>>,
     /// Its `prometheus`, `log` and `errors`.
     pub observers: Observers,
+}
+
+impl BlockRoute {
+    /// The block's metadata about `q` (a block with `metadata`): its plugins' for a name under
+    /// the metadata zones, and its view's name; empty otherwise, for plugins to add to.
+    fn metadata_of(&self, q: &Question) -> QueryMetadata {
+        let md = QueryMetadata::default();
+        if self
+            .metadata
+            .as_ref()
+            .is_some_and(|zones| zones.iter().any(|z| z.zone_of(&q.name)))
+        {
+            self.chain.collect_metadata(q, &md);
+            if let Some(v) = &self.view {
+                md.set("view/name", v.name());
+            }
+        }
+        md
+    }
 }
 
 /// The server blocks that share one listen address, routed by the longest matching zone.
@@ -97,8 +121,25 @@ impl Router {
     /// The block that takes `q`: the longest zone that covers its name among the blocks whose
     /// view (if any) admits it; of blocks with the same zone, the first in the Corefile. The
     /// block's index, the zone's index in its zones, and the block.
-    pub fn route_question(&self, q: &crate::proto::Question) -> Option<(usize, usize, &BlockRoute)> {
-        self.longest(&q.name, |b| b.view.as_ref().is_none_or(|v| v.admits(q)))
+    /// When the block has `metadata`, `q` leaves with the block's metadata about it (and a
+    /// view's filter is shown the metadata its block would make, as CoreDNS collects it
+    /// before each view's filter).
+    pub fn route_question(&self, q: &mut Question) -> Option<(usize, usize, &BlockRoute)> {
+        let found = self.longest(&q.name, |b| match &b.view {
+            None => true,
+            Some(v) if b.metadata.is_none() => v.admits(q),
+            Some(v) => {
+                let mut with = q.clone();
+                with.metadata = Some(b.metadata_of(q));
+                v.admits(&with)
+            }
+        });
+        if let Some((_, _, b)) = found
+            && b.metadata.is_some()
+        {
+            q.metadata = Some(b.metadata_of(q));
+        }
+        found
     }
 
     fn longest(

@@ -85,7 +85,7 @@ fn view_errors_name_the_line() {
     let check = |text: &str| support::check_corefile(&dir, text);
     let e = check(".:53 {\n}\n.:53 {\n view v {\n  expr type() == 'A'\n }\n}\n").unwrap_err();
     assert!(e.contains("Corefile:3") && e.contains("already served"), "{e}");
-    let e = check(".:53 {\n view v {\n  expr metadata('x') == 'y'\n }\n}\n").unwrap_err();
+    let e = check(".:53 {\n view v {\n  expr server_ip() == 'y'\n }\n}\n").unwrap_err();
     assert!(
         e.contains("Corefile:3") && e.contains("not a supported function"),
         "{e}"

@@ -73,6 +73,7 @@ mod tests {
             probe: false,
             edns_options: Vec::new(),
             server: None,
+            metadata: None,
         };
         let Reply::Authoritative(a) = MinimalAny::answer(&q) else {
             panic!("authoritative")

@@ -301,6 +301,10 @@ impl Forward {
                 break;
             }
             let attempt_deadline = deadline.min(now + cfg.read_timeout);
+            // `forward/upstream`, as CoreDNS sets it: the upstream asked last.
+            if let Some(md) = &q.metadata {
+                md.set("forward/upstream", &up.addr.to_string());
+            }
             match self.attempt(up, q, tcp, attempt_deadline).await {
                 Ok(msg) => {
                     up.fails.store(0, Ordering::Relaxed);

@@ -16,7 +16,7 @@ use super::setup::{KubernetesConfig, PodMode};
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture, Scope, SearchPaths};
 use crate::cluster::{ClusterSource, ClusterZone};
 use crate::corefile::is_reverse_zone;
-use crate::proto::{ChangeCounter, Question, Reply};
+use crate::proto::{ChangeCounter, QueryMetadata, Question, Reply};
 
 /// The `kubernetes` plugin in a server block's chain.
 #[derive(Debug, Clone)]
@@ -148,6 +148,11 @@ impl Plugin for Kubernetes {
 
     fn search_paths(&self) -> Option<&dyn SearchPaths> {
         self.search_domain.is_some().then_some(self as &dyn SearchPaths)
+    }
+
+    /// CoreDNS's `kubernetes/*` labels; the client's namespace with `pods verified` only.
+    fn metadata(&self, q: &Question, md: &QueryMetadata) {
+        self.publish(&q.name, q.client.ip(), self.search_domain.is_some(), md);
     }
 
     /// Everything but an ExternalName whose target the rest of the chain must look up.

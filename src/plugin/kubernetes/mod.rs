@@ -4,6 +4,7 @@
 pub mod answer;
 mod build;
 pub mod handler;
+mod metadata;
 mod options;
 mod selector;
 pub mod setup;

@@ -10,11 +10,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use hickory_proto::op::{Metadata, OpCode, ResponseCode};
+use hickory_proto::rr::RecordType;
 
 use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::chain::{Exchange, Observer};
 use crate::corefile::{CorefileError, Directive};
-use crate::proto::transport_label;
+use crate::proto::{QueryMetadata, transport_label};
 use crate::telemetry::rcode_label;
 use std::sync::Arc;
 
@@ -147,6 +148,8 @@ pub struct LogEntry<'a> {
     pub duration: Duration,
     /// Opcode name.
     pub opcode: &'a str,
+    /// What the plugins published about the query (`{/LABEL}`), in a block with `metadata`.
+    pub metadata: Option<&'a QueryMetadata>,
 }
 
 /// The `log` plugin of one server block: which queries it logs and in what format. Lines go to
@@ -210,6 +213,11 @@ impl Observer for QueryLog {
         if !self.wants(&name.to_lowercase(), x.rcode, x.answers == 0) {
             return;
         }
+        if let Some(md) = x.metadata {
+            let kind = response_type(qtype, x.rcode, x.answers);
+            md.set("log/type", kind);
+            md.set("log/class", response_class(kind));
+        }
         let qtype = qtype.to_string();
         let qclass = qclass.to_string();
         let name = name.to_string();
@@ -229,7 +237,31 @@ impl Observer for QueryLog {
             rsize: x.response_size,
             duration: x.elapsed,
             opcode: opcode_label(x.request.op_code),
+            metadata: x.metadata,
         });
+    }
+}
+
+/// CoreDNS's `log/type` of a response (its `response.Typify`, for the responses this server
+/// sends): META for transfers, NOERROR with answers, NXDOMAIN, NODATA (NOERROR without answers),
+/// SERVERERROR for SERVFAIL, OTHERERROR for the rest.
+fn response_type(qtype: RecordType, rcode: ResponseCode, answers: usize) -> &'static str {
+    match rcode {
+        _ if matches!(qtype, RecordType::AXFR | RecordType::IXFR) => "META",
+        ResponseCode::NoError if answers > 0 => "NOERROR",
+        ResponseCode::NoError => "NODATA",
+        ResponseCode::NXDomain if answers == 0 => "NXDOMAIN",
+        ResponseCode::ServFail => "SERVERERROR",
+        _ => "OTHERERROR",
+    }
+}
+
+/// CoreDNS's `log/class` of a `log/type` (its `response.Classify`).
+fn response_class(kind: &str) -> &'static str {
+    match kind {
+        "NOERROR" | "META" => "success",
+        "NXDOMAIN" | "NODATA" => "denial",
+        _ => "error",
     }
 }
 
@@ -308,6 +340,13 @@ pub fn format_entry(format: &str, e: &LogEntry<'_>) -> String {
                 }
             }
             ">opcode" => out.push_str(e.opcode),
+            // A metadata label: its value, or "-" when no plugin set it (as CoreDNS).
+            label if label.len() > 1 && label.starts_with('/') => {
+                match e.metadata.and_then(|md| md.get(&label[1..])) {
+                    Some(v) => out.push_str(&v),
+                    None => out.push('-'),
+                }
+            }
             _ => out.push_str(&rest[start..start + end + 1]),
         }
         rest = &rest[start + end + 1..];
@@ -356,12 +395,40 @@ mod tests {
             rsize: 121,
             duration: Duration::from_nanos(151_000),
             opcode: "QUERY",
+            metadata: None,
         };
         assert_eq!(
             format_entry(COMMON_FORMAT, &e),
             "10.0.0.1:53952 - 1233 \"A IN example.org. udp 45 false 1232\" NOERROR qr,aa,rd 121 0.000151s"
         );
         assert_eq!(format_entry("{name} {nope}", &e), "example.org. {nope}");
+        // Metadata labels: "-" when unset or without `metadata`, the value otherwise.
+        assert_eq!(format_entry("{/kubernetes/client-namespace}", &e), "-");
+        let md = QueryMetadata::default();
+        md.set("kubernetes/client-namespace", "ns-a");
+        let e = LogEntry {
+            metadata: Some(&md),
+            ..e
+        };
+        assert_eq!(
+            format_entry("{name} {/kubernetes/client-namespace} {/forward/upstream}", &e),
+            "example.org. ns-a -"
+        );
+    }
+
+    #[test]
+    fn response_types_and_classes() {
+        for (qtype, rcode, answers, kind, class) in [
+            (RecordType::A, ResponseCode::NoError, 1, "NOERROR", "success"),
+            (RecordType::A, ResponseCode::NoError, 0, "NODATA", "denial"),
+            (RecordType::A, ResponseCode::NXDomain, 0, "NXDOMAIN", "denial"),
+            (RecordType::A, ResponseCode::ServFail, 0, "SERVERERROR", "error"),
+            (RecordType::A, ResponseCode::Refused, 0, "OTHERERROR", "error"),
+            (RecordType::AXFR, ResponseCode::NoError, 9, "META", "success"),
+        ] {
+            assert_eq!(response_type(qtype, rcode, answers), kind);
+            assert_eq!(response_class(kind), class);
+        }
     }
 
     #[test]

@@ -2,13 +2,15 @@
 //! parsed once at setup and evaluated per question: string, number and boolean literals, lists
 //! `[...]`, `==`, `!=`, `in`, `matches` (a literal regular expression), `startsWith`,
 //! `endsWith`, `contains`, `&&`/`and`, `||`/`or`, `!`/`not`, parentheses, and the functions
-//! `client_ip()`, `name()`, `type()`, `proto()`, `port()` and `incidr(IP, CIDR)`.
+//! `client_ip()`, `name()`, `type()`, `proto()`, `port()`, `incidr(IP, CIDR)` and
+//! `metadata(LABEL)` (the value a plugin published, `''` when none did or without `metadata`).
 
 use std::net::IpAddr;
 
 use regex::Regex;
 
 use crate::corefile::Cidr;
+use crate::proto::QueryMetadata;
 
 /// What an expression is evaluated against.
 #[derive(Debug)]
@@ -23,6 +25,8 @@ pub struct Context<'a> {
     pub qtype: &'a str,
     /// `udp` or `tcp`.
     pub proto: &'a str,
+    /// What the block's plugins published about the question (`metadata`).
+    pub metadata: Option<&'a QueryMetadata>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +45,7 @@ enum Func {
     Proto,
     Port,
     InCidr,
+    Metadata,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -265,9 +270,10 @@ impl Parser {
                     "proto" => (Func::Proto, 0),
                     "port" => (Func::Port, 0),
                     "incidr" => (Func::InCidr, 2),
+                    "metadata" => (Func::Metadata, 1),
                     other => {
                         return Err(format!(
-                            "'{other}' is not a supported function (client_ip, name, type, proto, port, incidr)"
+                            "'{other}' is not a supported function (client_ip, name, type, proto, port, incidr, metadata)"
                         ));
                     }
                 };
@@ -340,6 +346,14 @@ fn eval(n: &Node, ctx: &Context<'_>) -> Value {
                     _ => Value::Bool(false),
                 }
             }
+            Func::Metadata => {
+                let label = args.first().and_then(|a| text(eval(a, ctx)));
+                Value::Str(
+                    label
+                        .and_then(|l| ctx.metadata.and_then(|md| md.get(&l)))
+                        .unwrap_or_default(),
+                )
+            }
         },
         Node::Not(e) => Value::Bool(eval(e, ctx) != Value::Bool(true)),
         Node::And(a, b) => {
@@ -376,6 +390,7 @@ mod tests {
             name,
             qtype,
             proto: "udp",
+            metadata: None,
         }
     }
 
@@ -403,8 +418,26 @@ mod tests {
                 .unwrap()
                 .holds(&v6)
         );
+        // Metadata: '' without it or for a label no plugin set.
+        let md = QueryMetadata::default();
+        md.set("kubernetes/client-namespace", "ns-a");
+        let e = Expr::parse("metadata('kubernetes/client-namespace') == 'ns-a'").unwrap();
+        assert!(!e.holds(&c));
+        assert!(e.holds(&Context {
+            metadata: Some(&md),
+            ..ctx("10.0.0.5", "x.", "A")
+        }));
+        assert!(
+            Expr::parse("metadata('view/name') == ''")
+                .unwrap()
+                .holds(&Context {
+                    metadata: Some(&md),
+                    ..ctx("10.0.0.5", "x.", "A")
+                })
+        );
         for bad in [
-            "metadata('x') == 'y'",
+            "metadata() == 'y'",
+            "meta('x') == 'y'",
             "type() ==",
             "(type() == 'A'",
             "name() matches name()",

@@ -62,6 +62,7 @@ impl BlockFilter for ViewConfig {
             name: &name,
             qtype: &qtype,
             proto: transport_label(q.transport),
+            metadata: q.metadata.as_ref(),
         };
         self.exprs.iter().all(|e| e.holds(&ctx))
     }
