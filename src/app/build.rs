@@ -16,8 +16,8 @@ const STARTUP_POLL: Duration = Duration::from_millis(50);
 use hickory_proto::rr::Name;
 
 use crate::chain::{
-    AcquireCtx, AcquireError, BuildCtx, Capabilities, Chain, Observer, Plugin, ReadinessCheck, Resources,
-    StreamTimeouts,
+    AcquireCtx, AcquireError, BuildCtx, Capabilities, Chain, Observer, Plugin, QuicOptions, ReadinessCheck,
+    Resources, StreamTimeouts,
 };
 use crate::config::{BlockConfig, Config};
 use crate::corefile::Scheme;
@@ -69,6 +69,8 @@ pub struct ListenOptions {
     pub udp_sockets: Option<usize>,
     /// Its UDP sockets shed load (`shed`).
     pub shed: bool,
+    /// Its DNS-over-QUIC stream bounds (`quic`).
+    pub quic: Option<QuicOptions>,
 }
 
 /// What one configuration runs: its routing tables and chains, and what its blocks acquired.
@@ -89,6 +91,9 @@ pub struct Generation {
     pub udp_sockets: BTreeMap<ListenKey, usize>,
     /// The listen addresses one of whose blocks has `shed`.
     pub shed: std::collections::BTreeSet<ListenKey>,
+    /// The DNS-over-QUIC stream bounds of each `quic://` listen address whose blocks set them
+    /// (`quic`; the first block's).
+    pub quic: BTreeMap<ListenKey, QuicOptions>,
     /// One chain per server block, in block order.
     pub chains: Vec<Chain>,
     /// The observers of every block (their background work starts with the generation).
@@ -124,6 +129,7 @@ impl Generation {
             stream: self.stream.get(key).copied(),
             udp_sockets: self.udp_sockets.get(key).copied(),
             shed: self.shed.contains(key),
+            quic: self.quic.get(key).copied(),
         }
     }
 
@@ -224,6 +230,7 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
     let mut stream = BTreeMap::new();
     let mut udp_sockets = BTreeMap::new();
     let mut shed = std::collections::BTreeSet::new();
+    let mut quic = BTreeMap::new();
     let mut chains = Vec::new();
     let mut all_observers = Vec::new();
     let mut acquired = Vec::new();
@@ -248,6 +255,11 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
         }
         if block.settings.shed {
             shed.extend(keys.iter().copied());
+        }
+        if let Some(q) = block.settings.quic {
+            for key in keys.iter().filter(|k| k.2 == Scheme::Quic) {
+                quic.entry(*key).or_insert(q);
+            }
         }
         let mut capabilities = Capabilities::default();
         for (_, configured) in &block.plugins {
@@ -311,6 +323,7 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
         stream,
         udp_sockets,
         shed,
+        quic,
         chains,
         observers: all_observers,
         acquired,

@@ -48,6 +48,15 @@ pub struct StreamTimeouts {
     pub max_queries: Option<usize>,
 }
 
+/// The DNS-over-QUIC bounds a block sets (`quic`); `None` keeps CoreDNS's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QuicOptions {
+    /// Streams (queries) one connection may have open at once (`max_streams`).
+    pub max_streams: Option<u32>,
+    /// Streams answered at once across all connections of the listener (`worker_pool_size`).
+    pub workers: Option<usize>,
+}
+
 /// What an HTTP route's handler may use: the process-wide state that outlives configurations.
 #[derive(Debug, Clone, Copy)]
 pub struct HttpCtx<'a> {
@@ -121,6 +130,9 @@ pub struct BlockSettings {
     /// as many answers waiting as it sheds at (`shed`); any block of a listen address turns it
     /// on for the address.
     pub shed: bool,
+    /// Its `quic://` listeners' stream bounds (`quic`); the first block of a listen address
+    /// that sets them decides.
+    pub quic: Option<QuicOptions>,
 }
 
 impl Default for BlockSettings {
@@ -138,6 +150,7 @@ impl Default for BlockSettings {
             stream: None,
             udp_sockets: None,
             shed: false,
+            quic: None,
         }
     }
 }

@@ -16,6 +16,7 @@ mod config;
 mod conformance;
 mod deploy;
 mod dns64;
+mod doq;
 mod dot;
 mod dropin;
 mod file;
