@@ -108,7 +108,9 @@ pub(super) async fn listen(
             tcp_limits.max_queries = t.max_queries;
         }
     }
+    tcp_limits.proxy = options.proxy.clone();
     let udp_limits = server::UdpLimits {
+        proxy: options.proxy.clone(),
         shed: options.shed.then(|| {
             server::Shed::new(
                 server::SHED_DEPTH,
@@ -145,6 +147,9 @@ fn listen_quic(
 ) -> Result<Listener, ServerError> {
     use crate::server::quic::{QuicLimits, bind_quic, serve_quic};
     let label = server_label(&key);
+    if options.proxy.is_some() {
+        tracing::warn!(server = %label, "proxyproto has no effect on quic:// listeners (CoreDNS applies it to their datagrams)");
+    }
     // The configuration refuses a quic:// block without `tls`; kept as an error, not a panic.
     let tls = options.tls.as_deref().ok_or_else(|| {
         ServerError::Serve(format!("{label}: a quic:// server block needs a 'tls' directive"))

@@ -57,6 +57,48 @@ pub struct QuicOptions {
     pub workers: Option<usize>,
 }
 
+/// What a listener does with a PROXY protocol header from a source (`proxyproto`), as
+/// go-proxyproto's policies CoreDNS uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProxyPolicy {
+    /// Takes the header's source address as the client's.
+    Use,
+    /// Reads the header and discards it; the client is the peer.
+    Ignore,
+    /// Drops the datagram or closes the connection that carries a header.
+    Reject,
+    /// Does not look for a header (one present is taken as DNS, which then fails to parse).
+    Skip,
+}
+
+/// A block's `proxyproto`: the sources whose headers are used, and the policy for the others.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProxyProtocol {
+    /// The sources whose headers are used (`allow`); empty: every source.
+    pub allow: Vec<crate::corefile::Cidr>,
+    /// The policy for sources not allowed (`default`); unset is `ignore`.
+    pub default: Option<ProxyPolicy>,
+}
+
+impl ProxyProtocol {
+    /// The policy for a datagram or connection from `peer` (CoreDNS's setup: without `allow`
+    /// every source is used, unless `default` says otherwise).
+    pub fn policy_for(&self, peer: IpAddr) -> ProxyPolicy {
+        if self.allow.is_empty() {
+            return self.default.unwrap_or(ProxyPolicy::Use);
+        }
+        let peer = match peer {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, IpAddr::V4),
+            v4 => v4,
+        };
+        if self.allow.iter().any(|c| c.contains(peer)) {
+            ProxyPolicy::Use
+        } else {
+            self.default.unwrap_or(ProxyPolicy::Ignore)
+        }
+    }
+}
+
 /// What an HTTP route's handler may use: the process-wide state that outlives configurations.
 #[derive(Debug, Clone, Copy)]
 pub struct HttpCtx<'a> {
@@ -133,6 +175,9 @@ pub struct BlockSettings {
     /// Its `quic://` listeners' stream bounds (`quic`); the first block of a listen address
     /// that sets them decides.
     pub quic: Option<QuicOptions>,
+    /// Its listeners' PROXY protocol handling (`proxyproto`); the first block of a listen
+    /// address that has it decides.
+    pub proxy: Option<Arc<ProxyProtocol>>,
 }
 
 impl Default for BlockSettings {
@@ -151,6 +196,7 @@ impl Default for BlockSettings {
             udp_sockets: None,
             shed: false,
             quic: None,
+            proxy: None,
         }
     }
 }

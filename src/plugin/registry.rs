@@ -14,8 +14,8 @@ use std::sync::Arc;
 use super::{
     acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, errors, file, forward, header,
     health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metrics, minimal,
-    multisocket, nsid, quic, ready, reload, rewrite, root, shed, template, timeouts, tls, transfer, view,
-    whoami,
+    multisocket, nsid, proxyproto, quic, ready, reload, rewrite, root, shed, template, timeouts, tls,
+    transfer, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -93,6 +93,7 @@ pub const PLUGINS: &[Entry] = &[
     entry("timeouts", timeouts::setup),
     entry("multisocket", multisocket::setup),
     entry("quic", quic::setup),
+    entry("proxyproto", proxyproto::setup),
     entry("reload", reload::setup),
     entry("nsid", nsid::setup),
     entry("bufsize", bufsize::setup),

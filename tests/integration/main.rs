@@ -36,6 +36,7 @@ mod monitoring;
 mod multisocket;
 mod nsid;
 mod privileges;
+mod proxyproto;
 mod rewrite;
 mod root;
 mod serve_tls;
