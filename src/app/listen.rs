@@ -111,6 +111,17 @@ pub(super) async fn listen(
     tcp_limits.proxy = options.proxy.clone();
     let udp_limits = server::UdpLimits {
         proxy: options.proxy.clone(),
+        proxy_sessions: options
+            .proxy
+            .as_ref()
+            .and_then(|p| p.udp_sessions)
+            .map(|(ttl, max)| {
+                std::sync::Arc::new(server::proxy::UdpSessions::new(
+                    ttl,
+                    max,
+                    Some(shared.proxy.sessions(&server_label(&key))),
+                ))
+            }),
         shed: options.shed.then(|| {
             server::Shed::new(
                 server::SHED_DEPTH,

@@ -71,6 +71,7 @@ pub(super) struct Shared {
     pub(super) shed: crate::telemetry::shed::ShedMetrics,
     pub(super) memo: MemoMetrics,
     pub(super) quic: crate::telemetry::quic::QuicMetrics,
+    pub(super) proxy: crate::telemetry::proxy::ProxyMetrics,
     pub(super) hostname: String,
 }
 
@@ -84,6 +85,7 @@ impl Shared {
         let shed = crate::telemetry::shed::ShedMetrics::register(metrics.registry())?;
         let memo = MemoMetrics::register(metrics.registry())?;
         let quic = crate::telemetry::quic::QuicMetrics::register(metrics.registry())?;
+        let proxy = crate::telemetry::proxy::ProxyMetrics::register(metrics.registry())?;
         Ok(Self {
             metrics,
             readiness: Readiness::default(),
@@ -93,6 +95,7 @@ impl Shared {
             shed,
             memo,
             quic,
+            proxy,
             hostname: host_name(),
         })
     }

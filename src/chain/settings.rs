@@ -78,6 +78,10 @@ pub struct ProxyProtocol {
     pub allow: Vec<crate::corefile::Cidr>,
     /// The policy for sources not allowed (`default`); unset is `ignore`.
     pub default: Option<ProxyPolicy>,
+    /// UDP sessions (`udp_session_tracking`): how long the client of a header-only datagram
+    /// is applied to the headerless datagrams that follow from the same peer, and the most
+    /// peers remembered at once.
+    pub udp_sessions: Option<(Duration, usize)>,
 }
 
 impl ProxyProtocol {

@@ -135,7 +135,10 @@ pub async fn serve_with(
                 runtime.clone(),
                 stop.clone(),
                 shed,
-                udp_limits.proxy.clone(),
+                udp_limits
+                    .proxy
+                    .clone()
+                    .map(|p| (p, udp_limits.proxy_sessions.clone())),
             )
             .map_err(|e| ServerError::Serve(format!("cannot start a UDP worker: {e}")))?;
             workers.push(w);

@@ -6,14 +6,23 @@
 //! takes version 2 only (a `DGRAM` header), TCP both; a datagram with a malformed header is
 //! dropped, a connection with one closed.
 //!
+//! With `udp_session_tracking` (Cloudflare Spectrum), a datagram holding only a header is
+//! remembered ([`UdpSessions`]): the headerless datagrams that follow from the same peer within
+//! the TTL get its client, and each refreshes the TTL.
+//!
 //! Bounds: a TCP header is read within the listener's message deadline (by the caller) and is
 //! at most [`MAX_V2_HEADER`] bytes (version 1: 107, as the specification says); a datagram's
-//! header is read in place.
+//! header is read in place; at most `max_sessions` UDP sessions are remembered per listener
+//! (the oldest goes first once none has expired), counted in
+//! `cluster_dns_proxyproto_udp_sessions`.
 
+use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
+use std::sync::Mutex;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
@@ -48,6 +57,78 @@ pub enum ProxyError {
     Invalid(&'static str),
     /// The policy refuses a header from this source (`default reject`).
     Rejected,
+    /// A datagram held a header and no DNS message: a UDP session was remembered.
+    HeaderOnly,
+}
+
+/// The UDP sessions of one listener (`udp_session_tracking`): peer to client, with when each
+/// was last used. At most `max` (see the module docs).
+#[derive(Debug)]
+pub struct UdpSessions {
+    ttl: Duration,
+    max: usize,
+    table: Mutex<HashMap<SocketAddr, (SocketAddr, Instant)>>,
+    gauge: Option<prometheus::IntGauge>,
+}
+
+impl UdpSessions {
+    /// Sessions that last `ttl` since their last datagram, at most `max` at once, counted in
+    /// `gauge`.
+    pub fn new(ttl: Duration, max: usize, gauge: Option<prometheus::IntGauge>) -> Self {
+        Self {
+            ttl,
+            max: max.max(1),
+            table: Mutex::new(HashMap::new()),
+            gauge,
+        }
+    }
+
+    fn count(&self, table: &HashMap<SocketAddr, (SocketAddr, Instant)>) {
+        if let Some(g) = &self.gauge {
+            g.set(i64::try_from(table.len()).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Remembers `client` for datagrams from `peer`.
+    pub fn store(&self, peer: SocketAddr, client: SocketAddr) {
+        let now = Instant::now();
+        let Ok(mut table) = self.table.lock() else { return };
+        if !table.contains_key(&peer) && table.len() >= self.max {
+            table.retain(|_, (_, used)| now.duration_since(*used) < self.ttl);
+            if table.len() >= self.max
+                && let Some(oldest) = table.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| *k)
+            {
+                table.remove(&oldest);
+            }
+        }
+        table.insert(peer, (client, now));
+        self.count(&table);
+    }
+
+    /// The client remembered for `peer`, refreshing its TTL; `None` when there is none or it
+    /// expired (then forgotten).
+    pub fn lookup(&self, peer: SocketAddr) -> Option<SocketAddr> {
+        let now = Instant::now();
+        let mut table = self.table.lock().ok()?;
+        let (client, used) = table.get_mut(&peer)?;
+        if now.duration_since(*used) < self.ttl {
+            *used = now;
+            return Some(*client);
+        }
+        table.remove(&peer);
+        self.count(&table);
+        None
+    }
+
+    /// Sessions remembered now.
+    pub fn len(&self) -> usize {
+        self.table.lock().map_or(0, |t| t.len())
+    }
+
+    /// True when none is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The header at the start of `buf`, `None` when `buf` does not start with one.
@@ -147,10 +228,12 @@ fn parse_v1(buf: &[u8]) -> Result<Header, ProxyError> {
     })
 }
 
-/// What to do with a datagram from `peer` under `proxy`: answer the DNS message from byte
-/// `.1` on as from client `.0`, or drop it (`Err`, with why).
+/// What to do with a datagram from `peer` under `proxy` (and its UDP `sessions`, with
+/// `udp_session_tracking`): answer the DNS message from byte `.1` on as from client `.0`, or
+/// drop it (`Err`, with why).
 pub fn datagram(
     proxy: &ProxyProtocol,
+    sessions: Option<&UdpSessions>,
     buf: &[u8],
     peer: SocketAddr,
 ) -> Result<(SocketAddr, usize), ProxyError> {
@@ -159,7 +242,13 @@ pub fn datagram(
         return Ok((peer, 0));
     }
     let header = match parse(buf) {
-        Ok(None) => return Ok((peer, 0)),
+        Ok(None) => {
+            let remembered = match (policy, sessions) {
+                (ProxyPolicy::Use, Some(s)) => s.lookup(peer),
+                _ => None,
+            };
+            return Ok((remembered.unwrap_or(peer), 0));
+        }
         Ok(Some(h)) => h,
         Err(ProxyError::Incomplete) => return Err(ProxyError::Invalid("truncated header")),
         Err(e) => return Err(e),
@@ -169,8 +258,17 @@ pub fn datagram(
         Some(s) if header.datagram => s,
         _ => return Err(ProxyError::Invalid("not a version 2 header of a UDP client")),
     };
+    if policy == ProxyPolicy::Use
+        && let Some(s) = sessions
+    {
+        s.store(peer, source);
+    }
     if header.len == buf.len() {
-        return Err(ProxyError::Invalid("a header and no DNS message"));
+        return Err(if sessions.is_some() && policy == ProxyPolicy::Use {
+            ProxyError::HeaderOnly
+        } else {
+            ProxyError::Invalid("a header and no DNS message")
+        });
     }
     match policy {
         ProxyPolicy::Reject => Err(ProxyError::Rejected),
@@ -334,27 +432,54 @@ mod tests {
         d.extend_from_slice(b"DNS");
         let all = ProxyProtocol::default();
         assert_eq!(
-            datagram(&all, &d, peer),
+            datagram(&all, None, &d, peer),
             Ok(("192.0.2.7:12345".parse().unwrap(), 28))
         );
-        assert_eq!(datagram(&all, b"DNS", peer), Ok((peer, 0)));
+        assert_eq!(datagram(&all, None, b"DNS", peer), Ok((peer, 0)));
         let others = ProxyProtocol {
             allow: Vec::new(),
             default: Some(ProxyPolicy::Ignore),
+            udp_sessions: None,
         };
-        assert_eq!(datagram(&others, &d, peer), Ok((peer, 28)));
+        assert_eq!(datagram(&others, None, &d, peer), Ok((peer, 28)));
         let reject = ProxyProtocol {
             allow: Vec::new(),
             default: Some(ProxyPolicy::Reject),
+            udp_sessions: None,
         };
-        assert_eq!(datagram(&reject, &d, peer), Err(ProxyError::Rejected));
-        assert_eq!(datagram(&reject, b"DNS", peer), Ok((peer, 0)));
+        assert_eq!(datagram(&reject, None, &d, peer), Err(ProxyError::Rejected));
+        assert_eq!(datagram(&reject, None, b"DNS", peer), Ok((peer, 0)));
         // A stream header, a header alone and a truncated one are dropped.
         let mut tcp = v2(1, 0x11, &V4_ADDRS);
         tcp.extend_from_slice(b"DNS");
-        assert!(datagram(&all, &tcp, peer).is_err());
-        assert!(datagram(&all, &d[..28], peer).is_err());
-        assert!(datagram(&all, &d[..20], peer).is_err());
+        assert!(datagram(&all, None, &tcp, peer).is_err());
+        assert!(datagram(&all, None, &d[..28], peer).is_err());
+        assert!(datagram(&all, None, &d[..20], peer).is_err());
+    }
+
+    #[test]
+    fn udp_sessions_follow_a_header_only_datagram_and_are_bounded() {
+        let all = ProxyProtocol::default();
+        let sessions = UdpSessions::new(Duration::from_secs(60), 2, None);
+        let spectrum: SocketAddr = "127.0.0.9:4000".parse().unwrap();
+        let client: SocketAddr = "192.0.2.7:12345".parse().unwrap();
+        let header = v2(1, 0x12, &V4_ADDRS);
+        assert_eq!(
+            datagram(&all, Some(&sessions), &header, spectrum),
+            Err(ProxyError::HeaderOnly)
+        );
+        assert_eq!(datagram(&all, Some(&sessions), b"DNS", spectrum), Ok((client, 0)));
+        let other: SocketAddr = "127.0.0.9:4001".parse().unwrap();
+        assert_eq!(datagram(&all, Some(&sessions), b"DNS", other), Ok((other, 0)));
+        for port in 5000..5010 {
+            sessions.store(SocketAddr::new(spectrum.ip(), port), client);
+            assert!(sessions.len() <= 2);
+        }
+        assert_eq!(sessions.lookup(spectrum), None, "the oldest went first");
+        let expired = UdpSessions::new(Duration::ZERO, 2, None);
+        expired.store(spectrum, client);
+        assert_eq!(expired.lookup(spectrum), None);
+        assert!(expired.is_empty());
     }
 
     #[tokio::test]

@@ -56,6 +56,8 @@ pub struct UdpLimits {
     pub shed: Option<Shed>,
     /// `proxyproto`: PROXY protocol version 2 headers before a datagram's DNS message.
     pub proxy: Option<Arc<crate::chain::ProxyProtocol>>,
+    /// `proxyproto { udp_session_tracking }`: the listener's UDP sessions.
+    pub proxy_sessions: Option<Arc<super::proxy::UdpSessions>>,
 }
 
 /// One socket's shedding: how many of its answers wait for I/O as tasks, and the bound.
@@ -179,7 +181,7 @@ pub fn spawn_worker(
     runtime: tokio::runtime::Handle,
     stop: Stop,
     shed: Option<Shed>,
-    proxy: Option<Arc<crate::chain::ProxyProtocol>>,
+    proxy: Option<UdpProxy>,
 ) -> io::Result<JoinHandle<()>> {
     sock.set_read_timeout(Some(STOP_POLL))?;
     let name = format!("udp-{}", sock.local_addr()?);
@@ -213,8 +215,14 @@ struct Worker {
     /// Replies, one per datagram of a batch, reused.
     outs: Vec<Vec<u8>>,
     shed: Option<Shed>,
-    proxy: Option<Arc<crate::chain::ProxyProtocol>>,
+    proxy: Option<UdpProxy>,
 }
+
+/// A socket's `proxyproto`: the policy, and the listener's UDP sessions when it tracks them.
+pub type UdpProxy = (
+    Arc<crate::chain::ProxyProtocol>,
+    Option<Arc<super::proxy::UdpSessions>>,
+);
 
 fn std_addr(a: &SockaddrStorage) -> Option<SocketAddr> {
     if let Some(v4) = a.as_sockaddr_in() {
@@ -327,8 +335,9 @@ impl Worker {
         // reply still goes to the peer.
         let (src, req) = match &self.proxy {
             None => (peer, req),
-            Some(proxy) => match super::proxy::datagram(proxy, req, peer) {
+            Some((proxy, sessions)) => match super::proxy::datagram(proxy, sessions.as_deref(), req, peer) {
                 Ok((client, at)) => (client, &req[at..]),
+                Err(super::proxy::ProxyError::HeaderOnly) => return false,
                 Err(why) => {
                     tracing::debug!(%peer, ?why, "dropping a datagram with a PROXY protocol header");
                     return false;

@@ -178,6 +178,78 @@ async fn acl_decides_on_the_address_of_the_header_and_reject_refuses_others() {
     running.stop().await.unwrap();
 }
 
+/// `udp_session_tracking`: a header-only datagram (Cloudflare Spectrum's first) gives its
+/// client to the headerless datagrams that follow from the same peer; other peers keep their
+/// own address; at most `max_sessions` are remembered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn udp_sessions_carry_the_client_of_a_header_only_datagram() {
+    let dir = support::temp_dir("proxyproto-sessions");
+    let running = support::start(
+        ".:0 {\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n multisocket 1\n proxyproto {\n  udp_session_tracking 30s 2\n }\n whoami\n}\n",
+        &dir,
+    )
+    .await;
+    let addr = running.dns_addrs()[0];
+    let spectrum = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    spectrum
+        .send_to(&v2("192.0.2.7:12345".parse().unwrap(), true), addr)
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), spectrum.recv_from(&mut buf))
+            .await
+            .is_err(),
+        "a header-only datagram is not answered"
+    );
+    for _ in 0..2 {
+        spectrum.send_to(&whoami_query(), addr).await.unwrap();
+        let (n, _) = tokio::time::timeout(Duration::from_secs(2), spectrum.recv_from(&mut buf))
+            .await
+            .expect("a reply")
+            .unwrap();
+        let r = Message::from_bytes(&buf[..n]).unwrap();
+        assert_eq!(
+            seen(&r),
+            [
+                "who.example.org. A 192.0.2.7",
+                "_udp.who.example.org. SRV 0 0 12345 ."
+            ]
+        );
+    }
+    // Another peer without a session is itself.
+    let r = over_udp(addr, "127.0.0.1", &[]).await.expect("a reply");
+    assert_eq!(seen(&r)[0], "who.example.org. A 127.0.0.1");
+    // Three more sessions: at most two are kept.
+    let mut others = Vec::new();
+    for i in 1..=3u8 {
+        let s = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let client = SocketAddr::from(([198, 51, 100, i], 53));
+        s.send_to(&v2(client, true), addr).await.unwrap();
+        others.push(s);
+    }
+    let metrics = running.http_addr("metrics").unwrap();
+    let mut sessions = 0.0;
+    for _ in 0..20 {
+        let m = crate::dropin::scrape(metrics).await;
+        sessions = crate::dropin::sum(&m, "cluster_dns_proxyproto_udp_sessions", &[]);
+        if sessions == 2.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(sessions, 2.0);
+    let last = others.pop().unwrap();
+    last.send_to(&whoami_query(), addr).await.unwrap();
+    let (n, _) = tokio::time::timeout(Duration::from_secs(2), last.recv_from(&mut buf))
+        .await
+        .expect("a reply")
+        .unwrap();
+    let r = Message::from_bytes(&buf[..n]).unwrap();
+    assert_eq!(seen(&r)[0], "who.example.org. A 198.51.100.3");
+    running.stop().await.unwrap();
+}
+
 #[test]
 fn proxyproto_corefile_examples_and_errors() {
     let dir = support::temp_dir("proxyproto-check");
@@ -185,6 +257,8 @@ fn proxyproto_corefile_examples_and_errors() {
         ". {\n proxyproto\n whoami\n}\n",
         ". {\n proxyproto {\n  allow 192.168.1.1/32 192.168.0.1/32\n }\n whoami\n}\n",
         ". {\n proxyproto {\n  allow 192.168.1.1/32\n  default reject\n }\n whoami\n}\n",
+        ". {\n proxyproto {\n  allow 192.168.1.1/32\n  udp_session_tracking 28s\n }\n whoami\n}\n",
+        ". {\n proxyproto {\n  allow 192.168.1.1/32\n  udp_session_tracking 28s 20000\n }\n whoami\n}\n",
     ] {
         support::check_corefile(&dir, text).unwrap_or_else(|e| panic!("{text}: {e}"));
     }
@@ -192,8 +266,8 @@ fn proxyproto_corefile_examples_and_errors() {
         (". {\n proxyproto {\n  allow 192.168.1.1\n }\n}\n", "Corefile:3"),
         (". {\n proxyproto {\n  default sometimes\n }\n}\n", "Corefile:3"),
         (
-            ". {\n proxyproto {\n  udp_session_tracking 28s 20000\n }\n}\n",
-            "not implemented in cluster-dns yet",
+            ". {\n proxyproto {\n  udp_session_tracking 28s 0\n }\n}\n",
+            "Corefile:3",
         ),
         (". {\n proxyproto\n proxyproto\n}\n", "Corefile:3"),
     ] {

@@ -7,14 +7,17 @@
 use std::sync::Arc;
 
 use crate::chain::{BlockSettings, Configured, ProxyPolicy, ProxyProtocol, SetupCtx};
-use crate::corefile::{Cidr, CorefileError, Directive};
+use crate::corefile::{Cidr, CorefileError, Directive, parse_duration};
+
+/// The UDP sessions remembered at once without `max_sessions` (CoreDNS's).
+pub const DEFAULT_MAX_SESSIONS: usize = 10_240;
 
 /// A block's `proxyproto`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxyprotoConfig(pub Arc<ProxyProtocol>);
 
-/// `proxyproto [{ allow CIDR...; default use|ignore|reject|skip }]`; once per server block.
-/// `udp_session_tracking` is refused as not implemented yet.
+/// `proxyproto [{ allow CIDR...; default use|ignore|reject|skip; udp_session_tracking
+/// DURATION [MAX_SESSIONS] }]`; once per server block.
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
     if ctx.previous.is_some() {
         return Err(d.error("proxy protocol already configured for this server block"));
@@ -55,10 +58,29 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
                 });
             }
             "udp_session_tracking" => {
-                return Err(d.error_at(
-                    &opt.name,
-                    "udp_session_tracking is not implemented in cluster-dns yet (every datagram needs its own header)",
-                ));
+                let mut args = opt.args();
+                let ttl_token = args.expect("a duration")?;
+                let ttl = parse_duration(&ttl_token.text).ok_or_else(|| {
+                    d.error_at(
+                        ttl_token,
+                        format!("udp_session_tracking: invalid duration '{}'", ttl_token.text),
+                    )
+                })?;
+                let max = match args.next() {
+                    None => DEFAULT_MAX_SESSIONS,
+                    Some(t) => t.text.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        d.error_at(
+                            t,
+                            format!(
+                                "udp_session_tracking: invalid max sessions '{}': must be a positive integer",
+                                t.text
+                            ),
+                        )
+                    })?,
+                };
+                args.expect_none()?;
+                // A zero duration turns tracking off, as in CoreDNS.
+                p.udp_sessions = (!ttl.is_zero()).then_some((ttl, max));
             }
             other => {
                 return Err(d.error_at(
@@ -118,6 +140,16 @@ mod tests {
             reject.policy_for("10.0.0.1".parse().unwrap()),
             ProxyPolicy::Reject
         );
+        let spectrum = parse("proxyproto {\n allow 192.168.1.1/32\n udp_session_tracking 28s\n}").unwrap();
+        assert_eq!(
+            spectrum.udp_sessions,
+            Some((std::time::Duration::from_secs(28), 10_240))
+        );
+        let more = parse("proxyproto {\n udp_session_tracking 28s 20000\n}").unwrap();
+        assert_eq!(
+            more.udp_sessions,
+            Some((std::time::Duration::from_secs(28), 20_000))
+        );
         let skip_all = parse("proxyproto {\n default skip\n}").unwrap();
         assert_eq!(
             skip_all.policy_for("10.0.0.1".parse().unwrap()),
@@ -135,9 +167,15 @@ mod tests {
             ),
             ("proxyproto {\n default\n}", "Corefile:3"),
             (
-                "proxyproto {\n udp_session_tracking 28s\n}",
-                "Corefile:3: proxyproto: udp_session_tracking is not implemented",
+                "proxyproto {\n udp_session_tracking soon\n}",
+                "Corefile:3: proxyproto: udp_session_tracking: invalid duration 'soon'",
             ),
+            (
+                "proxyproto {\n udp_session_tracking 28s 0\n}",
+                "invalid max sessions '0'",
+            ),
+            ("proxyproto {\n udp_session_tracking\n}", "Corefile:3"),
+            ("proxyproto {\n udp_session_tracking 1s 2 3\n}", "Corefile:3"),
             ("proxyproto {\n frob\n}", "unknown option 'frob'"),
         ] {
             let e = parse(text).unwrap_err();
