@@ -289,6 +289,18 @@ mod tests {
         );
         assert_eq!(Scheme::Tls.default_port(53), 853);
         assert_eq!(Scheme::Https.default_port(53), 443);
+        let k = key("quic://cluster.local:8853").unwrap();
+        assert_eq!(
+            (k.scheme, k.zone.as_str(), k.port),
+            (Scheme::Quic, "cluster.local.", Some(8853))
+        );
+        assert_eq!(Scheme::Quic.default_port(53), 853);
+        assert_eq!(Scheme::Quic.as_str(), "quic");
+        // DNS over QUIC takes UDP only: it shares a port with TLS and HTTPS, not plain DNS.
+        assert!(!Scheme::Quic.shares_sockets_with(Scheme::Tls));
+        assert!(!Scheme::Https.shares_sockets_with(Scheme::Quic));
+        assert!(Scheme::Quic.shares_sockets_with(Scheme::Dns));
+        assert!(Scheme::Tls.shares_sockets_with(Scheme::Https));
         assert_eq!(Scheme::Dns.default_port(1053), 1053);
     }
 

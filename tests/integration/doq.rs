@@ -2,7 +2,8 @@
 //! (Debian's kdig has no `+quic`), verifying the server's certificate against the test CA:
 //! answers of the cluster zone, several queries on one connection (more than its stream cap,
 //! which make the client wait for credit), the protocol errors that close a connection with
-//! `DOQ_PROTOCOL_ERROR`, the connection cap, the worker pool, and the Corefile errors.
+//! `DOQ_PROTOCOL_ERROR`, the connection cap, the worker pool, the idle timeout, and the Corefile
+//! errors.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -38,8 +39,14 @@ fn corefile(extra: &str) -> String {
     )
 }
 
-/// A DoQ client endpoint trusting the CA in `dir`, offering `alpn`.
+/// A DoQ client endpoint trusting the CA in `dir`, offering `alpn`, keeping its connections
+/// alive.
 fn client(dir: &Path, alpn: &[u8]) -> Endpoint {
+    client_with(dir, alpn, true)
+}
+
+/// [`client`], with keep-alive PINGs or without.
+fn client_with(dir: &Path, alpn: &[u8], keep_alive: bool) -> Endpoint {
     let ca = std::fs::read(dir.join("ca.pem")).unwrap();
     let mut roots = rustls::RootCertStore::empty();
     roots.add(CertificateDer::from_pem_slice(&ca).unwrap()).unwrap();
@@ -54,7 +61,7 @@ fn client(dir: &Path, alpn: &[u8]) -> Endpoint {
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     let mut transport = quinn::TransportConfig::default();
     // Connections held open by the cap test outlive the server's idle timeout.
-    transport.keep_alive_interval(Some(Duration::from_secs(1)));
+    transport.keep_alive_interval(keep_alive.then_some(Duration::from_secs(1)));
     config.transport_config(Arc::new(transport));
     let mut endpoint = Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
     endpoint.set_default_client_config(config);
@@ -291,6 +298,41 @@ async fn doq_refuses_connections_over_its_cap_of_200() {
         addresses(&a),
         ["kubernetes.default.svc.cluster.local. A 10.96.0.1"]
     );
+    running.stop().await.unwrap();
+}
+
+/// `timeouts idle`: a connection with no traffic is closed after it, and leaves the count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doq_closes_idle_connections_after_timeouts_idle() {
+    let dir = support::temp_dir("doq-idle");
+    certificates(&dir);
+    let running = support::start(&corefile(" timeouts {\n  idle 1s\n }\n"), &dir).await;
+    let addr = running.dns_addrs()[0];
+    let endpoint = client_with(&dir, b"doq", false);
+    let conn = connect(&endpoint, addr).await.unwrap();
+    let a = ask(&conn, "svc1.testns.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(addresses(&a), ["svc1.testns.svc.cluster.local. A 10.96.10.1"]);
+    let started = Instant::now();
+    let why = tokio::time::timeout(Duration::from_secs(5), conn.closed())
+        .await
+        .expect("closed within 5 s");
+    assert!(matches!(why, ConnectionError::TimedOut), "{why:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let metrics = running.http_addr("metrics").unwrap();
+    let mut open = -1.0;
+    for _ in 0..40 {
+        let m = crate::dropin::scrape(metrics).await;
+        open = crate::dropin::sum(&m, "cluster_dns_quic_connections_open", &[]);
+        if open == 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(open, 0.0, "the server still counts the idle connection");
     running.stop().await.unwrap();
 }
 
