@@ -336,6 +336,44 @@ async fn doq_closes_idle_connections_after_timeouts_idle() {
     running.stop().await.unwrap();
 }
 
+/// A reload that brings new certificates: new connections get them (a client trusting the
+/// old CA is refused), a connection already open keeps answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doq_reload_brings_new_certificates_for_new_connections() {
+    let dir = support::temp_dir("doq-reload");
+    certificates(&dir);
+    let text = corefile("");
+    let running = support::start(&text, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let old_client = client(&dir, b"doq");
+    let kept = connect(&old_client, addr).await.unwrap();
+    let old_ca = dir.join("old");
+    std::fs::create_dir_all(&old_ca).unwrap();
+    std::fs::copy(dir.join("ca.pem"), old_ca.join("ca.pem")).unwrap();
+    certificates(&dir);
+    let path = dir.join("Corefile");
+    let config = cluster_dns::config::Config::load(&path, 53).unwrap();
+    running.reload(config).await.unwrap();
+    assert_eq!(running.dns_addrs(), [addr], "the listener is kept");
+    let new_client = client(&dir, b"doq");
+    let fresh = connect(&new_client, addr)
+        .await
+        .expect("the new certificate is served");
+    let a = ask(&fresh, "svc1.testns.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(addresses(&a), ["svc1.testns.svc.cluster.local. A 10.96.10.1"]);
+    let stale = client(&old_ca, b"doq");
+    assert!(
+        connect(&stale, addr).await.is_err(),
+        "the old certificate is still served"
+    );
+    let a = ask(&kept, "kubernetes.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(
+        addresses(&a),
+        ["kubernetes.default.svc.cluster.local. A 10.96.0.1"]
+    );
+    running.stop().await.unwrap();
+}
+
 /// `worker_pool_size 1`: the listener answers one stream at a time, whatever the connections.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doq_worker_pool_answers_at_most_its_size_at_once() {
