@@ -482,6 +482,40 @@ mod tests {
         assert!(expired.is_empty());
     }
 
+    /// Arbitrary bytes after either signature (and none) never panic the parsers: each gives
+    /// a header, none, or an error.
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        let peer: SocketAddr = "127.0.0.9:4000".parse().unwrap();
+        let all = ProxyProtocol::default();
+        let sessions = UdpSessions::new(Duration::from_secs(1), 4, None);
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..20_000 {
+            let mut buf = match i % 3 {
+                0 => V2_SIGNATURE.to_vec(),
+                1 => V1_START.to_vec(),
+                _ => Vec::new(),
+            };
+            buf.truncate((next() % 14) as usize);
+            let len = (next() % 64) as usize;
+            buf.extend((0..len).map(|_| next() as u8));
+            if i % 5 == 0 && buf.len() > 15 {
+                // A plausible version 2 length, often past the end.
+                buf[12] = 0x21;
+                buf[14] = 0;
+                buf[15] = (next() % 48) as u8;
+            }
+            let _ = parse(&buf);
+            let _ = datagram(&all, Some(&sessions), &buf, peer);
+        }
+    }
+
     #[tokio::test]
     async fn stream_headers_leave_the_rest() {
         let peer: SocketAddr = "127.0.0.9:4000".parse().unwrap();
