@@ -129,7 +129,7 @@ impl Config {
                 // Port 0 (tests) gives each listener a port of its own.
                 if let Some((other, _)) = listens
                     .iter()
-                    .find(|(s, p)| *p == port && *s != scheme && port != 0)
+                    .find(|(s, p)| *p == port && *s != scheme && port != 0 && s.shares_sockets_with(scheme))
                 {
                     return Err(at.error(format!(
                         "port {port} cannot serve both {}:// and {}://",
@@ -139,6 +139,9 @@ impl Config {
                 }
                 for earlier in &blocks {
                     if earlier.port != port || (earlier.scheme != scheme && port == 0) {
+                        continue;
+                    }
+                    if earlier.scheme != scheme && !earlier.scheme.shares_sockets_with(scheme) {
                         continue;
                     }
                     if earlier.scheme != scheme {
@@ -204,6 +207,15 @@ impl Config {
                 c.check(&plugins)?;
                 warnings.extend(c.warnings(&plugins));
                 c.configure(&mut settings);
+            }
+            // DNS over QUIC is always encrypted: CoreDNS cannot start a quic:// block without
+            // a certificate either.
+            if settings.tls.is_none()
+                && let Some((_, _, _, key)) = keys.iter().find(|(_, s, _, _)| *s == Scheme::Quic)
+            {
+                return Err(key.error(
+                    "a quic:// server block needs a 'tls CERT KEY' directive (DNS over QUIC is always encrypted)",
+                ));
             }
             for &(scheme, port) in &listens {
                 let zones = keys

@@ -16,8 +16,8 @@ const STARTUP_POLL: Duration = Duration::from_millis(50);
 use hickory_proto::rr::Name;
 
 use crate::chain::{
-    AcquireCtx, AcquireError, BuildCtx, Capabilities, Chain, Observer, Plugin, ReadinessCheck, Resources,
-    StreamTimeouts,
+    AcquireCtx, AcquireError, BuildCtx, Capabilities, Chain, Observer, Plugin, ProxyProtocol, QuicOptions,
+    ReadinessCheck, Resources, StreamTimeouts,
 };
 use crate::config::{BlockConfig, Config};
 use crate::corefile::Scheme;
@@ -69,6 +69,10 @@ pub struct ListenOptions {
     pub udp_sockets: Option<usize>,
     /// Its UDP sockets shed load (`shed`).
     pub shed: bool,
+    /// Its DNS-over-QUIC stream bounds (`quic`).
+    pub quic: Option<QuicOptions>,
+    /// Its PROXY protocol handling (`proxyproto`).
+    pub proxy: Option<Arc<ProxyProtocol>>,
 }
 
 /// What one configuration runs: its routing tables and chains, and what its blocks acquired.
@@ -89,6 +93,12 @@ pub struct Generation {
     pub udp_sockets: BTreeMap<ListenKey, usize>,
     /// The listen addresses one of whose blocks has `shed`.
     pub shed: std::collections::BTreeSet<ListenKey>,
+    /// The DNS-over-QUIC stream bounds of each `quic://` listen address whose blocks set them
+    /// (`quic`; the first block's).
+    pub quic: BTreeMap<ListenKey, QuicOptions>,
+    /// The PROXY protocol handling of each listen address whose blocks have `proxyproto` (the
+    /// first block's).
+    pub proxy: BTreeMap<ListenKey, Arc<ProxyProtocol>>,
     /// One chain per server block, in block order.
     pub chains: Vec<Chain>,
     /// The observers of every block (their background work starts with the generation).
@@ -124,6 +134,8 @@ impl Generation {
             stream: self.stream.get(key).copied(),
             udp_sockets: self.udp_sockets.get(key).copied(),
             shed: self.shed.contains(key),
+            quic: self.quic.get(key).copied(),
+            proxy: self.proxy.get(key).cloned(),
         }
     }
 
@@ -224,6 +236,8 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
     let mut stream = BTreeMap::new();
     let mut udp_sockets = BTreeMap::new();
     let mut shed = std::collections::BTreeSet::new();
+    let mut quic = BTreeMap::new();
+    let mut proxy = BTreeMap::new();
     let mut chains = Vec::new();
     let mut all_observers = Vec::new();
     let mut acquired = Vec::new();
@@ -248,6 +262,16 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
         }
         if block.settings.shed {
             shed.extend(keys.iter().copied());
+        }
+        if let Some(p) = &block.settings.proxy {
+            for key in &keys {
+                proxy.entry(*key).or_insert_with(|| p.clone());
+            }
+        }
+        if let Some(q) = block.settings.quic {
+            for key in keys.iter().filter(|k| k.2 == Scheme::Quic) {
+                quic.entry(*key).or_insert(q);
+            }
         }
         let mut capabilities = Capabilities::default();
         for (_, configured) in &block.plugins {
@@ -317,6 +341,8 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
         stream,
         udp_sockets,
         shed,
+        quic,
+        proxy,
         chains,
         observers: all_observers,
         acquired,

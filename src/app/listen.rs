@@ -30,6 +30,8 @@ fn stream_protocol(key: &ListenKey, tls: Option<&tokio_rustls::rustls::ServerCon
             tracing::warn!(server = %server_label(key), "https:// block without a 'tls' directive: serving DNS over plain HTTP (for a TLS-terminating proxy), as CoreDNS does");
             StreamProtocol::doh(None)
         }
+        // Not a stream listener (see `listen_quic`).
+        (Scheme::Quic, _) => StreamProtocol::Tcp,
     }
 }
 
@@ -47,6 +49,9 @@ async fn bind_dns(
                     None => server::bind(addr).await,
                 },
                 Scheme::Tls | Scheme::Https => server::bind_stream(addr, protocol).await,
+                Scheme::Quic => Err(ServerError::Serve(format!(
+                    "{addr}: a quic:// listener is not a stream listener"
+                ))),
             }
         }
     };
@@ -67,6 +72,9 @@ pub(super) async fn listen(
     options: ListenOptions,
     shared: &Shared,
 ) -> Result<Listener, ServerError> {
+    if key.2 == Scheme::Quic {
+        return listen_quic(key, router, options, shared);
+    }
     let protocol = stream_protocol(&key, options.tls.as_deref());
     let sockets = bind_dns(key, protocol.clone(), options.udp_sockets).await?;
     let addr = sockets.local_addr().map_err(|source| ServerError::Bind {
@@ -82,6 +90,7 @@ pub(super) async fn listen(
         Scheme::Dns => "UDP and TCP",
         Scheme::Tls => "TLS",
         Scheme::Https => "HTTPS",
+        Scheme::Quic => "QUIC",
     };
     tracing::info!(%addr, zones = %zone_list.join(" "), "serving DNS over {over}");
     let cell = server::router_cell(router);
@@ -99,7 +108,20 @@ pub(super) async fn listen(
             tcp_limits.max_queries = t.max_queries;
         }
     }
+    tcp_limits.proxy = options.proxy.clone();
     let udp_limits = server::UdpLimits {
+        proxy: options.proxy.clone(),
+        proxy_sessions: options
+            .proxy
+            .as_ref()
+            .and_then(|p| p.udp_sessions)
+            .map(|(ttl, max)| {
+                std::sync::Arc::new(server::proxy::UdpSessions::new(
+                    ttl,
+                    max,
+                    Some(shared.proxy.sessions(&server_label(&key))),
+                ))
+            }),
         shed: options.shed.then(|| {
             server::Shed::new(
                 server::SHED_DEPTH,
@@ -120,6 +142,72 @@ pub(super) async fn listen(
         addr,
         cell,
         protocol,
+        quic: None,
+        stop,
+        task,
+    })
+}
+
+/// Binds the UDP socket of `quic://` listen address `key` and serves DNS over QUIC on it
+/// with `router`, its block's certificate, its `quic` stream bounds and its `timeouts`.
+fn listen_quic(
+    key: ListenKey,
+    router: Router,
+    options: ListenOptions,
+    shared: &Shared,
+) -> Result<Listener, ServerError> {
+    use crate::server::quic::{QuicLimits, bind_quic, serve_quic};
+    let label = server_label(&key);
+    if options.proxy.is_some() {
+        tracing::warn!(server = %label, "proxyproto has no effect on quic:// listeners (CoreDNS applies it to their datagrams)");
+    }
+    // The configuration refuses a quic:// block without `tls`; kept as an error, not a panic.
+    let tls = options.tls.as_deref().ok_or_else(|| {
+        ServerError::Serve(format!("{label}: a quic:// server block needs a 'tls' directive"))
+    })?;
+    let mut limits = QuicLimits {
+        metrics: Some(shared.quic.listener(&label)),
+        ..QuicLimits::default()
+    };
+    if let Some(q) = options.quic {
+        limits.max_streams = q.max_streams.unwrap_or(limits.max_streams);
+        limits.workers = q.workers.unwrap_or(limits.workers);
+    }
+    if let Some(t) = options.stream {
+        limits.read_timeout = t.read.unwrap_or(limits.read_timeout);
+        limits.write_timeout = t.write.unwrap_or(limits.write_timeout);
+        limits.idle_timeout = t.idle.unwrap_or(limits.idle_timeout);
+    }
+    let ip = key.0.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
+    let listener = match bind_quic(SocketAddr::new(ip, key.1), tls, &limits) {
+        // All interfaces: dual-stack where the host has IPv6, else IPv4 only.
+        Err(_) if key.0.is_none() => bind_quic(
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), key.1),
+            tls,
+            &limits,
+        )?,
+        other => other?,
+    };
+    let addr = listener.local_addr().map_err(|source| ServerError::Bind {
+        addr: label.clone(),
+        source,
+    })?;
+    let zone_list: Vec<String> = router
+        .blocks
+        .iter()
+        .flat_map(|b| b.zones.iter().map(|z| z.to_string()))
+        .collect();
+    tracing::info!(%addr, zones = %zone_list.join(" "), "serving DNS over QUIC");
+    let cell = server::router_cell(router);
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(serve_quic(cell.clone(), listener.clone(), limits, async move {
+        let _ = rx.await;
+    }));
+    Ok(Listener {
+        addr,
+        cell,
+        protocol: StreamProtocol::Tcp,
+        quic: Some(listener),
         stop,
         task,
     })

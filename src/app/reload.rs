@@ -164,7 +164,11 @@ pub(super) async fn apply(inner: &Inner, config: Config) -> Result<(), StartErro
                 listener.cell.store(Arc::new(router.clone()));
             }
             // New certificates take effect for new connections.
-            if let Some(tls) = generation.tls.get(key)
+            if let (Some(tls), Some(quic)) = (generation.tls.get(key), &listener.quic) {
+                if let Err(error) = quic.update_tls(tls) {
+                    tracing::warn!(addr = %listener.addr, %error, "reload: the new certificate cannot serve DNS over QUIC; keeping the old one");
+                }
+            } else if let Some(tls) = generation.tls.get(key)
                 && !listener.protocol.update_tls(tls)
             {
                 tracing::warn!(addr = %listener.addr, "reload: a 'tls' directive added to a running listener takes effect after a restart");

@@ -70,6 +70,8 @@ pub(super) struct Shared {
     pub(super) tcp: TcpMetrics,
     pub(super) shed: crate::telemetry::shed::ShedMetrics,
     pub(super) memo: MemoMetrics,
+    pub(super) quic: crate::telemetry::quic::QuicMetrics,
+    pub(super) proxy: crate::telemetry::proxy::ProxyMetrics,
     pub(super) hostname: String,
 }
 
@@ -82,6 +84,8 @@ impl Shared {
         let tcp = TcpMetrics::register(metrics.registry())?;
         let shed = crate::telemetry::shed::ShedMetrics::register(metrics.registry())?;
         let memo = MemoMetrics::register(metrics.registry())?;
+        let quic = crate::telemetry::quic::QuicMetrics::register(metrics.registry())?;
+        let proxy = crate::telemetry::proxy::ProxyMetrics::register(metrics.registry())?;
         Ok(Self {
             metrics,
             readiness: Readiness::default(),
@@ -90,6 +94,8 @@ impl Shared {
             tcp,
             shed,
             memo,
+            quic,
+            proxy,
             hostname: host_name(),
         })
     }
@@ -124,6 +130,9 @@ pub(super) struct Listener {
     pub(super) cell: RouterCell,
     /// What its connections speak (its TLS configuration is replaced on reload).
     pub(super) protocol: crate::server::tcp::StreamProtocol,
+    /// Its QUIC endpoint, for a `quic://` listener (its TLS configuration is replaced on
+    /// reload).
+    pub(super) quic: Option<crate::server::quic::QuicListener>,
     pub(super) stop: oneshot::Sender<()>,
     pub(super) task: JoinHandle<Result<(), ServerError>>,
 }

@@ -50,7 +50,8 @@ pub use ready::{Readiness, ReadinessCheck};
 pub use replay::{Lifetime, Replay, ReplayPlan, Replayed, Scope, reorder, reorders};
 pub use resources::{Acquired, Resources};
 pub use settings::{
-    Beside, BlockFilter, BlockSettings, HttpCtx, HttpRoute, MakeRouter, ReloadSettings, StreamTimeouts,
+    Beside, BlockFilter, BlockSettings, HttpCtx, HttpRoute, MakeRouter, ProxyPolicy, ProxyProtocol,
+    QuicOptions, ReloadSettings, StreamTimeouts,
 };
 #[cfg(test)]
 pub use setup::set_up;

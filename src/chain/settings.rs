@@ -48,6 +48,61 @@ pub struct StreamTimeouts {
     pub max_queries: Option<usize>,
 }
 
+/// The DNS-over-QUIC bounds a block sets (`quic`); `None` keeps CoreDNS's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QuicOptions {
+    /// Streams (queries) one connection may have open at once (`max_streams`).
+    pub max_streams: Option<u32>,
+    /// Streams answered at once across all connections of the listener (`worker_pool_size`).
+    pub workers: Option<usize>,
+}
+
+/// What a listener does with a PROXY protocol header from a source (`proxyproto`), as
+/// go-proxyproto's policies CoreDNS uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProxyPolicy {
+    /// Takes the header's source address as the client's.
+    Use,
+    /// Reads the header and discards it; the client is the peer.
+    Ignore,
+    /// Drops the datagram or closes the connection that carries a header.
+    Reject,
+    /// Does not look for a header (one present is taken as DNS, which then fails to parse).
+    Skip,
+}
+
+/// A block's `proxyproto`: the sources whose headers are used, and the policy for the others.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProxyProtocol {
+    /// The sources whose headers are used (`allow`); empty: every source.
+    pub allow: Vec<crate::corefile::Cidr>,
+    /// The policy for sources not allowed (`default`); unset is `ignore`.
+    pub default: Option<ProxyPolicy>,
+    /// UDP sessions (`udp_session_tracking`): how long the client of a header-only datagram
+    /// is applied to the headerless datagrams that follow from the same peer, and the most
+    /// peers remembered at once.
+    pub udp_sessions: Option<(Duration, usize)>,
+}
+
+impl ProxyProtocol {
+    /// The policy for a datagram or connection from `peer` (CoreDNS's setup: without `allow`
+    /// every source is used, unless `default` says otherwise).
+    pub fn policy_for(&self, peer: IpAddr) -> ProxyPolicy {
+        if self.allow.is_empty() {
+            return self.default.unwrap_or(ProxyPolicy::Use);
+        }
+        let peer = match peer {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, IpAddr::V4),
+            v4 => v4,
+        };
+        if self.allow.iter().any(|c| c.contains(peer)) {
+            ProxyPolicy::Use
+        } else {
+            self.default.unwrap_or(ProxyPolicy::Ignore)
+        }
+    }
+}
+
 /// What an HTTP route's handler may use: the process-wide state that outlives configurations.
 #[derive(Debug, Clone, Copy)]
 pub struct HttpCtx<'a> {
@@ -129,6 +184,12 @@ pub struct BlockSettings {
     pub metadata: Option<Vec<hickory_proto::rr::Name>>,
     /// Its check of signed requests and signing of their replies (`tsig`).
     pub auth: Option<Arc<dyn super::auth::RequestAuth>>,
+    /// Its `quic://` listeners' stream bounds (`quic`); the first block of a listen address
+    /// that sets them decides.
+    pub quic: Option<QuicOptions>,
+    /// Its listeners' PROXY protocol handling (`proxyproto`); the first block of a listen
+    /// address that has it decides.
+    pub proxy: Option<Arc<ProxyProtocol>>,
 }
 
 impl Default for BlockSettings {
@@ -149,6 +210,8 @@ impl Default for BlockSettings {
             shed: false,
             metadata: None,
             auth: None,
+            quic: None,
+            proxy: None,
         }
     }
 }

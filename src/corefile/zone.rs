@@ -1,4 +1,4 @@
-//! Server block keys and zone names: `[dns://|tls://|https://]ZONE[:PORT]`, the root (`.`,
+//! Server block keys and zone names: `[dns://|tls://|https://|quic://]ZONE[:PORT]`, the root (`.`,
 //! `:53`), and CIDR reverse keys (`10.0.0.0/8`, `fd00::/8`), normalized to lower-case absolute names.
 
 use std::net::IpAddr;
@@ -15,6 +15,8 @@ pub enum Scheme {
     Tls,
     /// `https://`: DNS over HTTPS (RFC 8484), `POST` and `GET` on `/dns-query`.
     Https,
+    /// `quic://`: DNS over QUIC (RFC 9250), UDP only.
+    Quic,
 }
 
 impl Scheme {
@@ -24,17 +26,28 @@ impl Scheme {
             Self::Dns => "dns",
             Self::Tls => "tls",
             Self::Https => "https",
+            Self::Quic => "quic",
         }
     }
 
     /// The port of a key that names none: `dns_port` (53, or `-dns.port`) for plain DNS, 853
-    /// for DNS over TLS, 443 for DNS over HTTPS (as CoreDNS).
+    /// for DNS over TLS and DNS over QUIC, 443 for DNS over HTTPS (as CoreDNS).
     pub fn default_port(self, dns_port: u16) -> u16 {
         match self {
             Self::Dns => dns_port,
             Self::Tls => 853,
             Self::Https => 443,
+            Self::Quic => 853,
         }
+    }
+
+    /// True when listeners of `self` and `other` on one port would need the same socket:
+    /// plain DNS takes UDP and TCP, DNS over TLS and HTTPS take TCP, DNS over QUIC takes UDP
+    /// (so `tls://` and `quic://` share port 853, as in CoreDNS).
+    pub fn shares_sockets_with(self, other: Self) -> bool {
+        let udp = |s: Self| matches!(s, Self::Dns | Self::Quic);
+        let tcp = |s: Self| !matches!(s, Self::Quic);
+        (udp(self) && udp(other)) || (tcp(self) && tcp(other))
     }
 }
 
@@ -69,15 +82,16 @@ pub fn parse_zone_key(t: &Token) -> Result<ZoneKey, CorefileError> {
         "dns" => Scheme::Dns,
         "tls" => Scheme::Tls,
         "https" => Scheme::Https,
-        "grpc" | "grpcs" | "quic" | "h3" => {
+        "quic" => Scheme::Quic,
+        "grpc" | "grpcs" | "h3" => {
             return Err(bad(format!(
-                "{scheme}:// servers are not supported by cluster-dns (dns://, tls:// and https:// are)"
+                "{scheme}:// servers are not supported by cluster-dns (dns://, tls://, https:// and quic:// are)"
             )));
         }
         "" => return Err(bad("missing scheme before '://'".into())),
         other => {
             return Err(bad(format!(
-                "unknown scheme '{other}://' (dns://, tls:// and https:// are supported)"
+                "unknown scheme '{other}://' (dns://, tls://, https:// and quic:// are supported)"
             )));
         }
     };
@@ -275,6 +289,18 @@ mod tests {
         );
         assert_eq!(Scheme::Tls.default_port(53), 853);
         assert_eq!(Scheme::Https.default_port(53), 443);
+        let k = key("quic://cluster.local:8853").unwrap();
+        assert_eq!(
+            (k.scheme, k.zone.as_str(), k.port),
+            (Scheme::Quic, "cluster.local.", Some(8853))
+        );
+        assert_eq!(Scheme::Quic.default_port(53), 853);
+        assert_eq!(Scheme::Quic.as_str(), "quic");
+        // DNS over QUIC takes UDP only: it shares a port with TLS and HTTPS, not plain DNS.
+        assert!(!Scheme::Quic.shares_sockets_with(Scheme::Tls));
+        assert!(!Scheme::Https.shares_sockets_with(Scheme::Quic));
+        assert!(Scheme::Quic.shares_sockets_with(Scheme::Dns));
+        assert!(Scheme::Tls.shares_sockets_with(Scheme::Https));
         assert_eq!(Scheme::Dns.default_port(1053), 1053);
     }
 

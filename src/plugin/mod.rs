@@ -29,6 +29,8 @@ pub mod metrics;
 pub mod minimal;
 pub mod multisocket;
 pub mod nsid;
+pub mod proxyproto;
+pub mod quic;
 pub mod ready;
 pub mod registry;
 pub mod reload;

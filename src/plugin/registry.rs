@@ -14,8 +14,8 @@ use std::sync::Arc;
 use super::{
     acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, errors, file, forward, header,
     health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metadata, metrics,
-    minimal, multisocket, nsid, ready, reload, rewrite, root, shed, template, timeouts, tls, transfer, tsig,
-    view, whoami,
+    minimal, multisocket, nsid, proxyproto, quic, ready, reload, rewrite, root, shed, template, timeouts,
+    tls, transfer, tsig, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -93,6 +93,8 @@ pub const PLUGINS: &[Entry] = &[
     entry("tls", tls::setup),
     entry("timeouts", timeouts::setup),
     entry("multisocket", multisocket::setup),
+    entry("quic", quic::setup),
+    entry("proxyproto", proxyproto::setup),
     entry("reload", reload::setup),
     entry("nsid", nsid::setup),
     entry("bufsize", bufsize::setup),

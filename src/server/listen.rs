@@ -130,8 +130,18 @@ pub async fn serve_with(
         for sock in l.udp {
             // Each socket sheds on its own count of answers waiting.
             let shed = udp_limits.shed.as_ref().map(udp::Shed::for_socket);
-            let w = udp::spawn_worker(sock, handler.clone(), runtime.clone(), stop.clone(), shed)
-                .map_err(|e| ServerError::Serve(format!("cannot start a UDP worker: {e}")))?;
+            let w = udp::spawn_worker(
+                sock,
+                handler.clone(),
+                runtime.clone(),
+                stop.clone(),
+                shed,
+                udp_limits
+                    .proxy
+                    .clone()
+                    .map(|p| (p, udp_limits.proxy_sessions.clone())),
+            )
+            .map_err(|e| ServerError::Serve(format!("cannot start a UDP worker: {e}")))?;
             workers.push(w);
         }
         let mut stopped = tcp_stopped.clone();

@@ -14,6 +14,8 @@ pub mod fit;
 mod listen;
 pub mod memo;
 pub mod observe;
+pub mod proxy;
+pub mod quic;
 mod request;
 mod route;
 pub mod tcp;

@@ -54,6 +54,10 @@ pub const SHED_DEPTH: usize = 1024;
 pub struct UdpLimits {
     /// `shed`: each socket drops queries past its depth of answers waiting.
     pub shed: Option<Shed>,
+    /// `proxyproto`: PROXY protocol version 2 headers before a datagram's DNS message.
+    pub proxy: Option<Arc<crate::chain::ProxyProtocol>>,
+    /// `proxyproto { udp_session_tracking }`: the listener's UDP sessions.
+    pub proxy_sessions: Option<Arc<super::proxy::UdpSessions>>,
 }
 
 /// One socket's shedding: how many of its answers wait for I/O as tasks, and the bound.
@@ -177,12 +181,15 @@ pub fn spawn_worker(
     runtime: tokio::runtime::Handle,
     stop: Stop,
     shed: Option<Shed>,
+    proxy: Option<UdpProxy>,
 ) -> io::Result<JoinHandle<()>> {
     sock.set_read_timeout(Some(STOP_POLL))?;
     let name = format!("udp-{}", sock.local_addr()?);
-    std::thread::Builder::new()
-        .name(name)
-        .spawn(move || Worker::new(sock, handler, runtime, stop, shed).run())
+    std::thread::Builder::new().name(name).spawn(move || {
+        let mut worker = Worker::new(sock, handler, runtime, stop, shed);
+        worker.proxy = proxy;
+        worker.run()
+    })
 }
 
 /// Can a reply be sent to `src`? Not to port 0, an unspecified or a broadcast address (the
@@ -208,7 +215,14 @@ struct Worker {
     /// Replies, one per datagram of a batch, reused.
     outs: Vec<Vec<u8>>,
     shed: Option<Shed>,
+    proxy: Option<UdpProxy>,
 }
+
+/// A socket's `proxyproto`: the policy, and the listener's UDP sessions when it tracks them.
+pub type UdpProxy = (
+    Arc<crate::chain::ProxyProtocol>,
+    Option<Arc<super::proxy::UdpSessions>>,
+);
 
 fn std_addr(a: &SockaddrStorage) -> Option<SocketAddr> {
     if let Some(v4) = a.as_sockaddr_in() {
@@ -235,6 +249,7 @@ impl Worker {
                 .map(|_| Vec::with_capacity(usize::from(super::MAX_UDP_PAYLOAD)))
                 .collect(),
             shed,
+            proxy: None,
         }
     }
 
@@ -313,9 +328,22 @@ impl Worker {
 
     /// Answers the `n`-byte datagram in `bufs[i]` from `src`: true when the reply is in
     /// `outs[i]` to be sent; false when there is none, or a task will send it.
-    fn answer(&mut self, i: usize, n: usize, src: SocketAddr) -> bool {
+    fn answer(&mut self, i: usize, n: usize, peer: SocketAddr) -> bool {
         let mut cx = Context::from_waker(Waker::noop());
         let req = &self.bufs[i][..n.min(MAX_DATAGRAM)];
+        // With `proxyproto`, the client the chain sees may be the one a header names; the
+        // reply still goes to the peer.
+        let (src, req) = match &self.proxy {
+            None => (peer, req),
+            Some((proxy, sessions)) => match super::proxy::datagram(proxy, sessions.as_deref(), req, peer) {
+                Ok((client, at)) => (client, &req[at..]),
+                Err(super::proxy::ProxyError::HeaderOnly) => return false,
+                Err(why) => {
+                    tracing::debug!(%peer, ?why, "dropping a datagram with a PROXY protocol header");
+                    return false;
+                }
+            },
+        };
         let started = std::time::Instant::now();
         if let Some(served) = self.handler.answer_inline(req, src, &mut self.outs[i], started) {
             return served.is_some();
@@ -349,7 +377,7 @@ impl Worker {
                     None => None,
                 };
                 // It waits on an upstream: a task finishes it and sends its reply alone.
-                self.spawn_sending(task, src, waiting);
+                self.spawn_sending(task, peer, waiting);
                 false
             }
         }

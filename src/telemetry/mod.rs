@@ -10,6 +10,8 @@
 #[cfg(target_os = "linux")]
 pub mod memo;
 pub mod process;
+pub mod proxy;
+pub mod quic;
 pub mod shed;
 pub mod shutdown;
 pub mod tcp;

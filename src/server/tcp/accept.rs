@@ -18,6 +18,7 @@ use super::protocol::{StreamProtocol, TlsCell};
 use super::shared::Shared;
 use super::slots::{Admission, Slot, Slots};
 use crate::server::DnsHandler;
+use crate::server::proxy::{Rewound, read_stream_header};
 use crate::telemetry::tcp::CloseReason;
 
 /// Accepts connections on `listener` and serves each, speaking `protocol` within `limits`,
@@ -74,8 +75,27 @@ pub async fn serve_protocol_until(
 }
 
 /// One accepted connection, in its listener's protocol.
-async fn serve_accepted(stream: TcpStream, src: SocketAddr, shared: Arc<Shared>, slot: Slot) {
+async fn serve_accepted(mut stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>, slot: Slot) {
     let _ = stream.set_nodelay(true);
+    // With `proxyproto`, the header comes first (before TLS), within the message deadline.
+    let (src, prefix) = match shared.limits.proxy.clone() {
+        None => (peer, Vec::new()),
+        Some(proxy) => {
+            let read = read_stream_header(&mut stream, &proxy, peer);
+            match tokio::time::timeout(shared.limits.message_deadline, read).await {
+                Ok(Ok(got)) => got,
+                Ok(Err(why)) => {
+                    tracing::debug!(%peer, ?why, "closing a connection for its PROXY protocol header");
+                    return;
+                }
+                Err(_) => {
+                    shared.closed(CloseReason::Deadline);
+                    return;
+                }
+            }
+        }
+    };
+    let stream = Rewound::new(prefix, stream);
     match shared.protocol.clone() {
         StreamProtocol::Tcp => connection(stream, src, shared, slot).await,
         StreamProtocol::Tls(cell) => {
@@ -95,12 +115,15 @@ async fn serve_accepted(stream: TcpStream, src: SocketAddr, shared: Arc<Shared>,
 
 /// The server side of a TLS handshake, within the message deadline; `None` (and counted as a
 /// deadline close when it timed out) when it did not complete.
-async fn handshake(
+async fn handshake<S>(
     cell: &TlsCell,
-    stream: TcpStream,
+    stream: S,
     src: SocketAddr,
     shared: &Shared,
-) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+) -> Option<tokio_rustls::server::TlsStream<S>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let acceptor = TlsAcceptor::from(cell.load_full());
     match tokio::time::timeout(shared.limits.message_deadline, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => Some(tls),

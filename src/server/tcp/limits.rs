@@ -40,6 +40,8 @@ pub struct TcpLimits {
     pub buffer_budget: usize,
     /// Where to count open and closed connections.
     pub metrics: Option<ListenerTcpMetrics>,
+    /// PROXY protocol headers before a connection's bytes (`proxyproto`).
+    pub proxy: Option<std::sync::Arc<crate::chain::ProxyProtocol>>,
 }
 
 impl Default for TcpLimits {
@@ -52,6 +54,7 @@ impl Default for TcpLimits {
             max_queries: None,
             buffer_budget: DEFAULT_BUFFER_BUDGET,
             metrics: None,
+            proxy: None,
         }
     }
 }
