@@ -39,10 +39,10 @@ mod settings;
 mod setup;
 mod walk;
 
+pub use auth::{RequestAuth, ResponseSigner, SignedRequest, Verdict};
 pub use capability::{
     Capabilities, EndpointWatch, Notifier, OwnEndpoint, SearchPaths, Upstreams, ZoneNotifier,
 };
-pub use auth::{RequestAuth, ResponseSigner, SignedRequest, Verdict};
 pub use fallthrough::Fallthrough;
 pub use observer::{Exchange, Observer};
 pub use periodic::reload_every;
