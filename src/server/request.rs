@@ -50,7 +50,6 @@ pub(super) fn parse_body<'a>(
         RData::SOA(soa) => Some(soa.serial),
         _ => None,
     });
-    Message::read_records(decoder, usize::from(counts.authorities), false, op)?;
     let additional_at = decoder.index();
     let (_, edns, _) = Message::read_records(decoder, usize::from(counts.additionals), true, op)?;
     if let Some(e) = &edns {

@@ -397,7 +397,7 @@ fn check_rejects_each_kind_of_corefile_mistake() {
         (
             "bad lameduck",
             ".:53 {\n  health {\n    lameduck soon\n  }\n}\n",
-            "Corefile:2",
+            "Corefile:3",
         ),
         ("bad reload interval", ".:53 {\n  reload 1s\n}\n", "Corefile:2"),
         (

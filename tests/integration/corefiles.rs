@@ -225,12 +225,16 @@ const TESTED: &[&str] = &[
     "kubernetes-readme-pods-verified.Corefile",
     "kubernetes-readme-stub-domains.Corefile",
     "loadbalance-readme-prefer.Corefile",
+    "loadbalance-readme-weighted.Corefile",
     "local-readme.Corefile",
     "multisocket-readme-default.Corefile",
     "multisocket-readme.Corefile",
     "nixos-view-failfast.Corefile",
+    "rewrite-readme-edns0-local.Corefile",
     "timeouts-readme-1053.Corefile",
     "timeouts-readme-maxtcpqueries.Corefile",
+    "tsig-readme-require-all.Corefile",
+    "tsig-readme-transfer.Corefile",
     "whoami-readme.Corefile",
 ];
 
@@ -360,4 +364,24 @@ async fn kubernetes_readme_pods_verified() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whoami_readme() {
     run("whoami-readme.Corefile").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loadbalance_readme_weighted() {
+    run("loadbalance-readme-weighted.Corefile").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewrite_readme_edns0_local() {
+    run("rewrite-readme-edns0-local.Corefile").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tsig_readme_require_all() {
+    run("tsig-readme-require-all.Corefile").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tsig_readme_transfer() {
+    run("tsig-readme-transfer.Corefile").await;
 }
