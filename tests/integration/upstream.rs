@@ -56,6 +56,8 @@ struct State {
     ttl: AtomicU32,
     /// The source address of every query, UDP and TCP, in arrival order.
     sources: Mutex<Vec<IpAddr>>,
+    /// When set, the address positive answers give instead of 192.0.2.X.
+    address: Mutex<Option<Ipv4Addr>>,
 }
 
 /// The scripted upstream.
@@ -130,11 +132,12 @@ fn answer(state: &State, query: &Message, udp: bool) -> Message {
         }
     } else {
         let octet = state.last_octet.load(Ordering::Relaxed);
-        reply.answers.push(Record::from_rdata(
-            name,
-            ttl,
-            RData::A(A(Ipv4Addr::new(192, 0, 2, octet))),
-        ));
+        let ip = state
+            .address
+            .lock()
+            .unwrap()
+            .unwrap_or(Ipv4Addr::new(192, 0, 2, octet));
+        reply.answers.push(Record::from_rdata(name, ttl, RData::A(A(ip))));
     }
     reply
 }
@@ -179,6 +182,7 @@ impl Scripted {
             last_octet: AtomicU8::new(1),
             ttl: AtomicU32::new(300),
             sources: Mutex::new(Vec::new()),
+            address: Mutex::new(None),
         });
         let udp = Arc::new(udp);
         let s = Arc::clone(&state);
@@ -284,6 +288,11 @@ impl Scripted {
     /// Sets the address positive answers give: 192.0.2.`octet`.
     pub fn set_octet(&self, octet: u8) {
         self.state.last_octet.store(octet, Ordering::Relaxed);
+    }
+
+    /// Sets the address positive answers give, whatever the name (a resolver for hostnames).
+    pub fn set_address(&self, ip: Ipv4Addr) {
+        *self.state.address.lock().unwrap() = Some(ip);
     }
 
     /// The source address of every query received (UDP and TCP), in arrival order.

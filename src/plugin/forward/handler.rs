@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use super::exchange::{ExchangeStats, ForwardError, PROBE_TIMEOUT, Peer, exchange, probe_question};
 use super::metrics::{ForwardMetrics, PluginInstruments, Pool, UpstreamInstruments};
 use super::setup::{ForwardConfig, Policy};
+use super::targets::{To, Transport};
 use super::{tls, udp};
 use crate::chain::{Next, Plugin, ReplyFuture, Upstreams};
 use crate::proto::{Failure, FlagEdit, Forwarded, Question, Reply};
@@ -126,6 +127,17 @@ pub struct Forward {
     inner: Arc<Inner>,
 }
 
+/// The name upstream `to`'s certificate must carry: `tls_servername`, else its `%NAME`, else
+/// the hostname it was written as; `None`: its IP address.
+fn server_name<'a>(config: &'a ForwardConfig, to: &'a To) -> Option<&'a str> {
+    config
+        .tls
+        .as_ref()
+        .and_then(|t| t.server_name.as_deref())
+        .or(to.server_name.as_deref())
+        .or(to.hostname.as_deref())
+}
+
 fn name_of(zone: &str) -> Name {
     Name::from_ascii(zone)
         .map(|n| n.to_lowercase())
@@ -146,14 +158,16 @@ impl Forward {
                     config
                         .to
                         .iter()
-                        .map(|a| {
-                            let transport = client.clone().and_then(|c| {
-                                let name = config.tls.as_ref().and_then(|t| t.server_name.as_deref());
-                                tls::TlsTransport::new(c, *a, name, config.expire)
-                                    .ok()
-                                    .map(|t| t.from_source(config.source_address))
-                            });
-                            Arc::new(Upstream::new(*a, transport, config))
+                        .map(|to| {
+                            let transport = client
+                                .clone()
+                                .filter(|_| to.transport == Transport::Tls)
+                                .and_then(|c| {
+                                    tls::TlsTransport::new(c, to.addr, server_name(config, to), config.expire)
+                                        .ok()
+                                        .map(|t| t.from_source(config.source_address))
+                                });
+                            Arc::new(Upstream::new(to.addr, transport, config))
                         })
                         .collect()
                 },

@@ -1,6 +1,7 @@
 //! The `forward` directive's Corefile syntax, parsed into a [`ForwardConfig`] with CoreDNS's
-//! options and defaults, and the upstream list: addresses (`IP`, `IP:PORT`, `[IPv6]:PORT`,
-//! `dns://IP[:PORT]`) or resolv.conf-style files whose `nameserver` lines name them.
+//! options and defaults. The options are read first (`resolver` is needed for the upstreams),
+//! then the upstream list ([`super::targets`]: addresses, resolv.conf-style files whose
+//! `nameserver` lines name them, hostnames resolved now).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -9,14 +10,16 @@ use std::time::Duration;
 use hickory_proto::op::ResponseCode;
 use tokio_rustls::rustls::pki_types::ServerName;
 
-use super::tls::{DOT_PORT, TlsSettings, client_config};
+pub use super::targets::MAX_UPSTREAMS;
+#[cfg(test)]
+use super::targets::parse_resolv_conf;
+use super::targets::{To, Transport, dedup, parse_addr_or, read_to};
+use super::tls::{TlsSettings, client_config};
 use crate::chain::{BuildCtx, Built, Configured, SetupCtx, previous};
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone, parse_duration};
 use crate::telemetry::rcode_label;
 use std::sync::Arc;
 
-/// Most upstreams one `forward` takes (CoreDNS's limit, and resolv.conf's practical one).
-pub const MAX_UPSTREAMS: usize = 15;
 /// Default per-attempt read timeout (CoreDNS: 2 s).
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default health-check interval while an upstream is down (CoreDNS: 0.5 s).
@@ -44,8 +47,12 @@ pub enum Policy {
 pub struct ForwardConfig {
     /// The zone forwarded (normalized); `.` for everything.
     pub from: String,
-    /// The upstreams, in the order written (files expanded in place).
-    pub to: Vec<SocketAddr>,
+    /// The upstreams, in the order written (files and hostnames expanded in place, each
+    /// address once).
+    pub to: Vec<To>,
+    /// `resolver IP[:PORT]...`: the servers hostnames in TO were resolved with (the system
+    /// resolver when empty).
+    pub resolver: Vec<SocketAddr>,
     /// `except ZONES...`: names in these zones are not forwarded.
     pub except: Vec<String>,
     /// `force_tcp`.
@@ -90,72 +97,9 @@ fn rcode_arg(d: &Directive, opt: &Directive, t: &Token) -> Result<ResponseCode, 
         .ok_or_else(|| d.error_at(t, format!("{}: '{}' is not a valid rcode", opt.name.text, t.text)))
 }
 
-/// Parses one upstream token; files are read relative to `dir` when not absolute.
-fn upstreams_of(d: &Directive, t: &Token, dir: &Path) -> Result<Vec<SocketAddr>, CorefileError> {
-    let text = t.text.as_str();
-    if text.starts_with("https://") || text.starts_with("grpc://") {
-        return Err(d.error_at(
-            t,
-            format!("'{text}': only plain DNS and DNS over TLS (tls://) upstreams are supported"),
-        ));
-    }
-    if let Some(bare) = text.strip_prefix("tls://") {
-        let addr = parse_addr_or(bare, DOT_PORT)
-            .ok_or_else(|| d.error_at(t, format!("'{text}': expected tls://IP or tls://IP:PORT")))?;
-        return Ok(vec![addr]);
-    }
-    let bare = text.strip_prefix("dns://").unwrap_or(text);
-    if let Some(addr) = parse_addr(bare) {
-        return Ok(vec![addr]);
-    }
-    let path = if Path::new(bare).is_absolute() {
-        Path::new(bare).to_path_buf()
-    } else {
-        dir.join(bare)
-    };
-    if text.starts_with("dns://") || !(bare.contains('/') || path.exists()) {
-        return Err(d.error_at(
-            t,
-            format!("'{text}' is neither an IP address (IP, IP:PORT, [IPv6]:PORT) nor an existing file"),
-        ));
-    }
-    let content = std::fs::read_to_string(&path)
-        .map_err(|e| d.error_at(t, format!("cannot read {}: {e}", path.display())))?;
-    let found = parse_resolv_conf(&content);
-    if found.is_empty() {
-        return Err(d.error_at(t, format!("{} has no 'nameserver' line", path.display())));
-    }
-    Ok(found)
-}
-
 /// An upstream address: `IP`, `IP:PORT`, `[IPv6]:PORT`, `[IPv6]`; port 53 by default.
 pub fn parse_addr(s: &str) -> Option<SocketAddr> {
     parse_addr_or(s, 53)
-}
-
-/// [`parse_addr`] with `port` when the text names none (853 for `tls://`).
-fn parse_addr_or(s: &str, port: u16) -> Option<SocketAddr> {
-    if let Ok(a) = s.parse::<SocketAddr>() {
-        return Some(a);
-    }
-    let ip = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(s);
-    ip.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, port))
-}
-
-/// The `nameserver` addresses of a resolv.conf (port 53, at most [`MAX_UPSTREAMS`]); every
-/// other line is ignored. IPv6 zone suffixes (`%eth0`) are dropped.
-pub fn parse_resolv_conf(content: &str) -> Vec<SocketAddr> {
-    content
-        .lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            (words.next()? == "nameserver").then_some(())?;
-            let ip = words.next()?;
-            let ip = ip.split('%').next().unwrap_or(ip);
-            ip.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, 53))
-        })
-        .take(MAX_UPSTREAMS)
-        .collect()
 }
 
 fn duration_arg(d: &Directive, opt: &Directive) -> Result<Duration, CorefileError> {
@@ -176,28 +120,14 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
     let mut args = d.args();
     let from_tok = args.expect("the zone to forward (FROM) and at least one upstream (TO)")?;
     let from = normalize_zone(&from_tok.text).map_err(|m| d.error_at(from_tok, m))?;
-    let mut to = Vec::new();
-    let mut schemes = (0, 0);
-    for t in args.remaining() {
-        if t.text.starts_with("tls://") {
-            schemes.0 += 1;
-        } else {
-            schemes.1 += 1;
-        }
-        to.extend(upstreams_of(d, t, dir)?);
-    }
-    if schemes.0 > 0 && schemes.1 > 0 {
-        return Err(d.error("upstreams must all be tls:// or all plain DNS, not both"));
-    }
-    if to.is_empty() {
+    let to_tokens: Vec<Token> = args.remaining().to_vec();
+    if to_tokens.is_empty() {
         return Err(d.error("expected at least one upstream after the zone"));
-    }
-    if to.len() > MAX_UPSTREAMS {
-        return Err(d.error(format!("at most {MAX_UPSTREAMS} upstreams, got {}", to.len())));
     }
     let mut c = ForwardConfig {
         from,
-        to,
+        to: Vec::new(),
+        resolver: Vec::new(),
         except: Vec::new(),
         force_tcp: false,
         prefer_udp: false,
@@ -208,7 +138,7 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
         policy: Policy::Random,
         read_timeout: DEFAULT_READ_TIMEOUT,
         failfast_all_unhealthy: false,
-        tls: (schemes.0 > 0).then(TlsSettings::default),
+        tls: None,
         failover: Vec::new(),
         next: Vec::new(),
         source_address: None,
@@ -367,14 +297,45 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
                 c.tls.get_or_insert_with(TlsSettings::default).server_name = Some(name.text.clone());
                 tls_line = Some(opt.name.clone());
             }
+            "resolver" => {
+                if opt.args.is_empty() {
+                    return Err(d.error_at(&opt.name, "resolver needs at least one IP[:PORT]"));
+                }
+                for a in &opt.args {
+                    c.resolver.push(parse_addr(&a.text).ok_or_else(|| {
+                        d.error_at(
+                            a,
+                            format!("resolver must be an IP address or IP:port: '{}'", a.text),
+                        )
+                    })?);
+                }
+            }
             other => return Err(d.error_at(&opt.name, format!("unknown property '{other}'"))),
         }
     }
     if c.force_tcp && c.prefer_udp {
         return Err(d.error("force_tcp and prefer_udp cannot both be set"));
     }
+    let mut to = Vec::new();
+    for t in &to_tokens {
+        to.extend(read_to(&t.text, dir, &c.resolver).map_err(|m| d.error_at(t, m))?);
+    }
+    c.to = dedup(to);
+    if let Some(t) = c.to.iter().find(|t| t.transport == Transport::Https) {
+        return Err(d.error(format!(
+            "'https://{}': DNS over HTTPS upstreams are not implemented yet",
+            t.addr
+        )));
+    }
+    let tls_count = c.to.iter().filter(|t| t.transport == Transport::Tls).count();
+    if tls_count > 0 && tls_count < c.to.len() {
+        return Err(d.error("upstreams must all be tls:// or all plain DNS, not both"));
+    }
+    if c.to.len() > MAX_UPSTREAMS {
+        return Err(d.error(format!("at most {MAX_UPSTREAMS} upstreams, got {}", c.to.len())));
+    }
     if let Some(line) = tls_line
-        && schemes.0 == 0
+        && c.to.iter().all(|t| t.transport == Transport::Dns)
     {
         return Err(d.error_at(
             &line,
@@ -383,6 +344,9 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
                 line.text
             ),
         ));
+    }
+    if c.to.iter().any(|t| t.transport != Transport::Dns) {
+        c.tls.get_or_insert_with(TlsSettings::default);
     }
     Ok(c)
 }
@@ -513,11 +477,11 @@ mod tests {
         assert_eq!(c.source_address, Some(IpAddr::from([127, 0, 0, 2])));
         for (text, want) in [
             ("forward .", "at least one upstream"),
-            ("forward . nosuchthing", "neither an IP"),
+            ("forward . no..such", "neither an IP"),
             ("forward . 1.1.1.1 {\n policy fastest\n}", "Corefile:3"),
             ("forward . 1.1.1.1 {\n bogus\n}", "unknown property 'bogus'"),
             ("forward . 1.1.1.1 {\n max_concurrent 0\n}", "at least 1"),
-            ("forward . https://1.1.1.1", "plain DNS and DNS over TLS"),
+            ("forward . https://1.1.1.1", "not implemented yet"),
             ("forward . 1.1.1.1 {\n force_tcp\n prefer_udp\n}", "cannot both"),
             ("forward . 1.1.1.1 {\n failover\n}", "Corefile:3"),
             ("forward . 1.1.1.1 {\n failover SERVFAIL BOGUS\n}", "Corefile:3"),
