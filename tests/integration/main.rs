@@ -20,6 +20,7 @@ mod dot;
 mod dropin;
 mod file;
 mod forward;
+mod forward_doh;
 mod forward_names;
 mod fuzz_corpus;
 mod harness;

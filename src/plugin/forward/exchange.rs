@@ -20,6 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::UdpSocket;
 use tokio::time::{Instant, timeout_at};
 
+use super::doh::DohTransport;
 use super::tls::{TlsTransport, tcp_connect};
 use super::udp::{self, UdpPool};
 use crate::proto::MAX_UDP_PAYLOAD;
@@ -118,12 +119,32 @@ pub struct Peer {
     pub source: Option<IpAddr>,
 }
 
-/// Asks `peer` for `q` over TLS when `tls` is given, else over UDP (or TCP when `tcp`), giving
-/// up at `deadline`. Over UDP the socket comes from `pool` when given (and goes back to it
-/// once the reply is in), else it is opened for this query alone.
+/// How an upstream is reached: plain DNS (UDP or TCP), DNS over TLS or DNS over HTTPS, with
+/// the connections kept for it.
+#[derive(Debug)]
+pub enum Link {
+    /// Plain DNS.
+    Plain,
+    /// DNS over TLS (`tls://`).
+    Tls(TlsTransport),
+    /// DNS over HTTPS (`https://`).
+    Https(DohTransport),
+}
+
+impl Link {
+    /// True for plain DNS (UDP is possible, and so is a TCP retry after truncation).
+    pub fn is_plain(&self) -> bool {
+        matches!(self, Link::Plain)
+    }
+}
+
+/// Asks `peer` for `q` over `link`: TLS or HTTPS when it says so, else UDP (or TCP when `tcp`),
+/// giving up at `deadline`. Over UDP the socket comes from `pool` when given (and goes back to
+/// it once the reply is in), else it is opened for this query alone. Over HTTPS the ID is 0
+/// (RFC 8484).
 pub async fn exchange(
     peer: Peer,
-    tls: Option<&TlsTransport>,
+    link: &Link,
     pool: Option<&UdpPool>,
     q: &Question,
     tcp: bool,
@@ -131,14 +152,20 @@ pub async fn exchange(
     stats: &ExchangeStats,
 ) -> Result<Message, ForwardError> {
     let addr = peer.addr;
-    let id: u16 = rand::random();
+    let id: u16 = if matches!(link, Link::Https(_)) {
+        0
+    } else {
+        rand::random()
+    };
     let query = build_query(q, id)?;
     let work = async {
-        if let Some(tls) = tls {
-            let reply = tls
-                .exchange(addr, &query)
-                .await
-                .map_err(|source| ForwardError::Io { addr, source })?;
+        let secure = match link {
+            Link::Tls(tls) => Some(tls.exchange(addr, &query).await),
+            Link::Https(doh) => Some(doh.exchange(addr, &query).await),
+            Link::Plain => None,
+        };
+        if let Some(reply) = secure {
+            let reply = reply.map_err(|source| ForwardError::Io { addr, source })?;
             accept_reply(&reply, id, q).ok_or_else(|| {
                 stats.unwanted_replies.fetch_add(1, Ordering::Relaxed);
                 ForwardError::Unwanted { addr }

@@ -16,7 +16,8 @@ use rand::seq::SliceRandom;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use super::exchange::{ExchangeStats, ForwardError, PROBE_TIMEOUT, Peer, exchange, probe_question};
+use super::doh::{DohOptions, DohTransport, MAX_CONNS_PER_UPSTREAM};
+use super::exchange::{ExchangeStats, ForwardError, Link, PROBE_TIMEOUT, Peer, exchange, probe_question};
 use super::metrics::{ForwardMetrics, PluginInstruments, Pool, UpstreamInstruments};
 use super::setup::{ForwardConfig, Policy};
 use super::targets::{To, Transport};
@@ -45,8 +46,8 @@ pub struct Upstream {
     probing: AtomicBool,
     looping: AtomicBool,
     metrics: OnceLock<UpstreamInstruments>,
-    /// DNS over TLS to it (`tls://`), with its idle connections; plain DNS when `None`.
-    tls: Option<tls::TlsTransport>,
+    /// How it is reached (plain, `tls://`, `https://`), with the connections kept for it.
+    link: Link,
     /// Its idle UDP sockets (plain DNS).
     udp: udp::UdpPool,
     /// `source_address`: the local address its sockets are bound to.
@@ -54,10 +55,10 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    fn new(addr: SocketAddr, tls: Option<tls::TlsTransport>, config: &ForwardConfig) -> Self {
+    fn new(addr: SocketAddr, link: Link, config: &ForwardConfig) -> Self {
         Self {
             addr,
-            tls,
+            link,
             udp: udp::UdpPool::new(addr, config.source_address, config.expire),
             source: config.source_address,
             fails: AtomicU32::new(0),
@@ -138,6 +139,39 @@ fn server_name<'a>(config: &'a ForwardConfig, to: &'a To) -> Option<&'a str> {
         .or(to.hostname.as_deref())
 }
 
+/// How upstream `to` is reached; `client` is the TLS configuration (checked at setup, so
+/// present for `tls://` and `https://` upstreams).
+fn link(config: &ForwardConfig, to: &To, client: Option<&Arc<tokio_rustls::rustls::ClientConfig>>) -> Link {
+    let Some(client) = client else {
+        return Link::Plain;
+    };
+    let name = server_name(config, to);
+    match to.transport {
+        Transport::Dns => Link::Plain,
+        Transport::Tls => tls::TlsTransport::new(Arc::clone(client), to.addr, name, config.expire)
+            .map(|t| Link::Tls(t.from_source(config.source_address)))
+            .unwrap_or(Link::Plain),
+        Transport::Https => {
+            let authority = match &to.hostname {
+                Some(h) => format!("{h}:{}", to.addr.port()),
+                None => to.addr.to_string(),
+            };
+            let options = DohOptions {
+                authority,
+                path: to.path.clone(),
+                method: config.doh_method,
+                expire: config.expire,
+                max_age: config.max_age,
+                max_conns: config.max_idle_conns.unwrap_or(MAX_CONNS_PER_UPSTREAM),
+                source: config.source_address,
+            };
+            DohTransport::new(client, to.addr, name, options)
+                .map(Link::Https)
+                .unwrap_or(Link::Plain)
+        }
+    }
+}
+
 fn name_of(zone: &str) -> Name {
     Name::from_ascii(zone)
         .map(|n| n.to_lowercase())
@@ -158,17 +192,7 @@ impl Forward {
                     config
                         .to
                         .iter()
-                        .map(|to| {
-                            let transport = client
-                                .clone()
-                                .filter(|_| to.transport == Transport::Tls)
-                                .and_then(|c| {
-                                    tls::TlsTransport::new(c, to.addr, server_name(config, to), config.expire)
-                                        .ok()
-                                        .map(|t| t.from_source(config.source_address))
-                                });
-                            Arc::new(Upstream::new(to.addr, transport, config))
-                        })
+                        .map(|to| Arc::new(Upstream::new(to.addr, link(config, to, client.as_ref()), config)))
                         .collect()
                 },
                 inflight: config.max_concurrent.map(|n| Arc::new(Semaphore::new(n))),
@@ -188,8 +212,10 @@ impl Forward {
         if self.inner.metrics.set(metrics.plugin()).is_ok() {
             for up in &self.inner.upstreams {
                 let instruments = metrics.upstream(up.addr);
-                if let Some(tls) = &up.tls {
-                    tls.count_into(instruments.conn_counters(&metrics, Pool::Tls));
+                match &up.link {
+                    Link::Tls(tls) => tls.count_into(instruments.conn_counters(&metrics, Pool::Tls)),
+                    Link::Https(doh) => doh.count_into(instruments.conn_counters(&metrics, Pool::Https)),
+                    Link::Plain => {}
                 }
                 up.udp.count_into(instruments.conn_counters(&metrics, Pool::Udp));
                 let _ = up.metrics.set(instruments);
@@ -285,7 +311,7 @@ impl Forward {
         };
         let deadline = Instant::now() + TOTAL_BUDGET;
         let cfg = &self.inner.config;
-        let tcp = cfg.force_tcp || cfg.tls.is_some() || (q.over_stream() && !cfg.prefer_udp);
+        let tcp = cfg.force_tcp || (q.over_stream() && !cfg.prefer_udp);
         // The upstreams still worth asking, tried in turn until the budget is spent. One that
         // failed at once (refused, reset, only bad replies) leaves the list; one that timed out
         // stays for the next round, as in CoreDNS.
@@ -369,6 +395,8 @@ impl Forward {
     ) -> Result<Message, ForwardError> {
         let stats = &self.inner.stats;
         stats.attempts.fetch_add(1, Ordering::Relaxed);
+        // TLS and HTTPS run over TCP whatever the client used.
+        let tcp = tcp || !up.link.is_plain();
         let msg = self.exchange_observed(up, q, tcp, deadline).await?;
         if !tcp && msg.metadata.truncation {
             // Truncated over UDP: ask again over TCP, in the same attempt's time.
@@ -391,7 +419,7 @@ impl Forward {
     ) -> Result<Message, ForwardError> {
         let m = up.metrics.get();
         if let Some(m) = m
-            && up.tls.is_none()
+            && up.link.is_plain()
             && tcp
         {
             m.tcp_exchange_started();
@@ -399,7 +427,7 @@ impl Forward {
         let start = Instant::now();
         let result = exchange(
             up.peer(),
-            up.tls.as_ref(),
+            &up.link,
             Some(&up.udp),
             q,
             tcp,
@@ -503,17 +531,7 @@ async fn probe_until_healthy(up: Weak<Upstream>, stats: Weak<ForwardStats>, inte
             return;
         };
         let deadline = Instant::now() + PROBE_TIMEOUT;
-        match exchange(
-            up.peer(),
-            up.tls.as_ref(),
-            None,
-            &q,
-            tcp,
-            deadline,
-            &stats.exchange,
-        )
-        .await
-        {
+        match exchange(up.peer(), &up.link, None, &q, tcp, deadline, &stats.exchange).await {
             Ok(_) => {
                 up.fails.store(0, Ordering::Relaxed);
                 up.down.store(false, Ordering::Relaxed);

@@ -10,6 +10,7 @@
 //! | `coredns_forward_healthcheck_broken_total` | counter | (none) |
 //! | `coredns_forward_max_concurrent_rejects_total` | counter | (none) |
 //! | `cluster_dns_forward_tls_idle_connections` | gauge | to |
+//! | `cluster_dns_forward_https_idle_connections` | gauge | to |
 //! | `cluster_dns_forward_udp_idle_sockets` | gauge | to |
 //!
 //! `proxy_name` is always `forward`; `to` is the upstream as `IP:PORT` (`[IPv6]:PORT`), from the
@@ -80,6 +81,7 @@ pub struct ForwardMetrics {
     conn_cache_hits: IntCounterVec,
     conn_cache_misses: IntCounterVec,
     tls_idle: IntGaugeVec,
+    https_idle: IntGaugeVec,
     udp_idle: IntGaugeVec,
     healthcheck_broken: IntCounter,
     max_concurrent_rejects: IntCounter,
@@ -129,14 +131,21 @@ impl ForwardMetrics {
             tls_idle: IntGaugeVec::new(
                 Opts::new(
                     "cluster_dns_forward_tls_idle_connections",
-                    "Idle DNS-over-TLS connections kept for reuse per upstream (at most 16).",
+                    "Idle DNS-over-TLS connections kept for reuse per upstream (at most 16, or max_idle_conns).",
+                ),
+                &["to"],
+            )?,
+            https_idle: IntGaugeVec::new(
+                Opts::new(
+                    "cluster_dns_forward_https_idle_connections",
+                    "DNS-over-HTTPS (HTTP/2) connections kept for reuse per upstream (at most 16, or max_idle_conns).",
                 ),
                 &["to"],
             )?,
             udp_idle: IntGaugeVec::new(
                 Opts::new(
                     "cluster_dns_forward_udp_idle_sockets",
-                    "Idle UDP sockets kept for reuse per upstream (at most 32).",
+                    "Idle UDP sockets kept for reuse per upstream (at most 32, or max_idle_conns).",
                 ),
                 &["to"],
             )?,
@@ -157,6 +166,7 @@ impl ForwardMetrics {
                 Box::new(m.conn_cache_hits.clone()),
                 Box::new(m.conn_cache_misses.clone()),
                 Box::new(m.tls_idle.clone()),
+                Box::new(m.https_idle.clone()),
                 Box::new(m.udp_idle.clone()),
                 Box::new(m.healthcheck_broken.clone()),
                 Box::new(m.max_concurrent_rejects.clone()),
@@ -208,6 +218,8 @@ pub enum Pool {
     Udp,
     /// DNS over TLS.
     Tls,
+    /// DNS over HTTPS.
+    Https,
 }
 
 /// The series a connection pool is counted in: reuse, new connections and the idle ones.
@@ -239,6 +251,7 @@ impl UpstreamInstruments {
         let (proto, idle) = match pool {
             Pool::Udp => ("udp", &metrics.udp_idle),
             Pool::Tls => ("tcp-tls", &metrics.tls_idle),
+            Pool::Https => ("https", &metrics.https_idle),
         };
         let labels = [PROXY_NAME, self.to.as_str(), proto];
         ConnCounters {

@@ -10,6 +10,7 @@ use std::time::Duration;
 use hickory_proto::op::ResponseCode;
 use tokio_rustls::rustls::pki_types::ServerName;
 
+use super::doh::DohMethod;
 pub use super::targets::MAX_UPSTREAMS;
 #[cfg(test)]
 use super::targets::parse_resolv_conf;
@@ -83,6 +84,14 @@ pub struct ForwardConfig {
     pub next: Vec<ResponseCode>,
     /// `source_address IP`: the local address outgoing sockets (health probes too) are bound to.
     pub source_address: Option<IpAddr>,
+    /// `doh_method GET|POST` for `https://` upstreams (POST by default).
+    pub doh_method: DohMethod,
+    /// `max_age DURATION`: a kept connection this old is closed, used or not (`None`: no
+    /// limit, as 0).
+    pub max_age: Option<Duration>,
+    /// `max_idle_conns N`: connections (UDP sockets) kept per upstream and transport (`None`:
+    /// the transport's own bound, as 0).
+    pub max_idle_conns: Option<usize>,
     /// `max_connect_attempts N`: failed attempts after which the question gets SERVFAIL;
     /// `None` (not written) is twice the number of upstreams, `Some(0)` no cap.
     pub max_connect_attempts: Option<u32>,
@@ -128,6 +137,9 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
         from,
         to: Vec::new(),
         resolver: Vec::new(),
+        doh_method: DohMethod::Post,
+        max_age: None,
+        max_idle_conns: None,
         except: Vec::new(),
         force_tcp: false,
         prefer_udp: false,
@@ -297,6 +309,18 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
                 c.tls.get_or_insert_with(TlsSettings::default).server_name = Some(name.text.clone());
                 tls_line = Some(opt.name.clone());
             }
+            "doh_method" => {
+                let a = d.option_arg(opt)?;
+                c.doh_method = match a.text.as_str() {
+                    "POST" => DohMethod::Post,
+                    "GET" => DohMethod::Get,
+                    other => {
+                        return Err(
+                            d.error_at(a, format!("doh_method must be either POST or GET, not '{other}'"))
+                        );
+                    }
+                };
+            }
             "resolver" => {
                 if opt.args.is_empty() {
                     return Err(d.error_at(&opt.name, "resolver needs at least one IP[:PORT]"));
@@ -321,15 +345,9 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
         to.extend(read_to(&t.text, dir, &c.resolver).map_err(|m| d.error_at(t, m))?);
     }
     c.to = dedup(to);
-    if let Some(t) = c.to.iter().find(|t| t.transport == Transport::Https) {
-        return Err(d.error(format!(
-            "'https://{}': DNS over HTTPS upstreams are not implemented yet",
-            t.addr
-        )));
-    }
-    let tls_count = c.to.iter().filter(|t| t.transport == Transport::Tls).count();
+    let tls_count = c.to.iter().filter(|t| t.transport != Transport::Dns).count();
     if tls_count > 0 && tls_count < c.to.len() {
-        return Err(d.error("upstreams must all be tls:// or all plain DNS, not both"));
+        return Err(d.error("upstreams must all be tls:// or https://, or all plain DNS, not both"));
     }
     if c.to.len() > MAX_UPSTREAMS {
         return Err(d.error(format!("at most {MAX_UPSTREAMS} upstreams, got {}", c.to.len())));
@@ -481,7 +499,10 @@ mod tests {
             ("forward . 1.1.1.1 {\n policy fastest\n}", "Corefile:3"),
             ("forward . 1.1.1.1 {\n bogus\n}", "unknown property 'bogus'"),
             ("forward . 1.1.1.1 {\n max_concurrent 0\n}", "at least 1"),
-            ("forward . https://1.1.1.1", "not implemented yet"),
+            (
+                "forward . https://1.1.1.1 {\n doh_method PUT\n}",
+                "either POST or GET",
+            ),
             ("forward . 1.1.1.1 {\n force_tcp\n prefer_udp\n}", "cannot both"),
             ("forward . 1.1.1.1 {\n failover\n}", "Corefile:3"),
             ("forward . 1.1.1.1 {\n failover SERVFAIL BOGUS\n}", "Corefile:3"),
