@@ -1,12 +1,18 @@
 //! `forward` upstreams written as hostnames, resolved at start with `resolver` (a scripted DNS
 //! server on loopback that answers every name with 127.0.0.1, where the real upstream
 //! listens), asked with the real `dig`; the start-up errors for a name that does not resolve
-//! and a bad `resolver`; and (with the TLS options) the per-upstream options of CoreDNS 1.14.7.
+//! and a bad `resolver`; and the other options of CoreDNS 1.14.7: `tls://IP%NAME` beside plain
+//! upstreams (cluster-dns's own `tls://` block as the DoT server), `max_age`, `max_idle_conns`,
+//! `next_on_nodata`, `force_tcp` with `prefer_udp`, `max_concurrent 0`.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
 
 use crate::support;
-use crate::upstream::Scripted;
+use crate::upstream::{Mode, Scripted};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostname_upstream_is_resolved_with_the_resolver_at_start() {
@@ -107,4 +113,177 @@ async fn a_hostname_that_does_not_resolve_stops_start_up_with_its_line() {
         assert!(e.contains(want), "{text}: {e}");
     }
     assert_eq!(resolver.udp_queries(), 2, "nx.example.internal: A and AAAA");
+}
+
+/// The test CA and a certificate for `dns.test` and 127.0.0.1 in `dir`, and cluster-dns serving
+/// DNS over TLS with it: `www.example.org A 192.0.2.53`.
+async fn dot_server(dir: &std::path::Path) -> cluster_dns::app::Running {
+    let pki = fake_apiserver::tls::TestPki::new("forward-names test CA").unwrap();
+    let server = pki.server(&["dns.test", "127.0.0.1"]).unwrap();
+    std::fs::write(dir.join("ca.pem"), &pki.ca_pem).unwrap();
+    std::fs::write(dir.join("cert.pem"), &server.cert_pem).unwrap();
+    std::fs::write(dir.join("key.pem"), &server.key_pem).unwrap();
+    let corefile = "tls://example.org:0 {\n bind 127.0.0.1\n tls cert.pem key.pem\n hosts {\n  192.0.2.53 www.example.org\n  ttl 60\n }\n}\n";
+    support::start(corefile, dir).await
+}
+
+async fn dig_a(addr: SocketAddr, qtype: &'static str, name: &'static str) -> (String, Vec<String>) {
+    tokio::task::spawn_blocking(move || {
+        let out = support::dig(addr, &["+noall", "+comments", "+answer", qtype, name]);
+        (support::dig_status(&out), support::dig_records(&out))
+    })
+    .await
+    .unwrap()
+}
+
+/// A forwarding server with `lines` in its block, and metrics.
+async fn forwarder(dir: &std::path::Path, lines: &str) -> (cluster_dns::app::Running, SocketAddr) {
+    let corefile = format!(".:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n{lines}\n}}\n");
+    let running = support::start(&corefile, dir).await;
+    let addr = running.dns_addrs()[0];
+    (running, addr)
+}
+
+/// `tls://IP%NAME:PORT` beside a plain upstream, in order: the name after `%` is the one the
+/// certificate must carry (a wrong one fails the TLS handshake, and the plain upstream
+/// answers); `tls` options are taken with plain upstreams alone; `%NAME` with
+/// `tls_servername` is refused at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_upstream_tls_names_beside_plain_upstreams() {
+    let dir = support::temp_dir("fwd-tls-names");
+    let dot = dot_server(&dir).await;
+    let tls_port = dot.dns_addrs()[0].port();
+    let plain = Scripted::start().await;
+    for (name, want, plain_asked) in [("dns.test", "192.0.2.53", 0), ("other.test", "192.0.2.1", 1)] {
+        let (running, addr) = forwarder(
+            &dir,
+            &format!(
+                " forward . tls://127.0.0.1%{name}:{tls_port} {} {{\n  tls ca.pem\n  policy sequential\n  max_fails 0\n }}",
+                plain.addr
+            ),
+        )
+        .await;
+        let before = plain.udp_queries();
+        let (status, records) = dig_a(addr, "A", "www.example.org").await;
+        assert_eq!(status, "NOERROR", "{name}");
+        assert_eq!(records.len(), 1, "{name}: {records:?}");
+        assert!(records[0].ends_with(want), "{name}: {records:?}");
+        assert_eq!(plain.udp_queries() - before, plain_asked, "{name}");
+        running.stop().await.unwrap();
+    }
+    // tls options with plain upstreams only: taken (CoreDNS does nothing with them either).
+    let (running, addr) = forwarder(
+        &dir,
+        &format!(
+            " forward . {} {{\n  tls ca.pem\n  tls_servername dns.test\n }}",
+            plain.addr
+        ),
+    )
+    .await;
+    assert_eq!(
+        dig_a(addr, "A", "www.example.com").await.1,
+        ["www.example.com. 300 IN A 192.0.2.1"]
+    );
+    running.stop().await.unwrap();
+    let e = support::check_corefile(
+        &dir,
+        ".:53 {\n forward . tls://127.0.0.1%dns.test {\n  tls_servername other.test\n }\n}\n",
+    )
+    .unwrap_err();
+    assert!(e.contains("Corefile:2") && e.contains("TLS server names"), "{e}");
+    dot.stop().await.unwrap();
+}
+
+/// `max_age`: a DNS-over-TLS connection in steady use is still replaced once it is that old
+/// (`expire` alone would keep it, as it is never idle that long).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_age_closes_a_busy_tls_connection() {
+    let dir = support::temp_dir("fwd-max-age");
+    let dot = dot_server(&dir).await;
+    let up = dot.dns_addrs()[0];
+    let (running, addr) = forwarder(
+        &dir,
+        &format!(" forward . tls://{up} {{\n  tls ca.pem\n  tls_servername dns.test\n  expire 2s\n  max_age 2s\n }}"),
+    )
+    .await;
+    for pause in [0, 900, 900, 900] {
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        assert_eq!(dig_a(addr, "A", "www.example.org").await.0, "NOERROR");
+    }
+    let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+    let to = format!("to=\"{up}\"");
+    let count = |name: &str| crate::dropin::sum(&m, name, &[&to, "proto=\"tcp-tls\""]);
+    // Opened at 0 s, reused at 0.9 s and 1.8 s, too old at 2.7 s: a new one.
+    assert_eq!(count("coredns_proxy_conn_cache_misses_total"), 2.0);
+    assert_eq!(count("coredns_proxy_conn_cache_hits_total"), 2.0);
+    running.stop().await.unwrap();
+    dot.stop().await.unwrap();
+}
+
+/// `max_idle_conns`: after a burst of questions at a slow upstream, the sockets kept idle for
+/// reuse are bounded by it (without it, by the pool's own bound, above the burst).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_idle_conns_bounds_the_sockets_kept() {
+    let dir = support::temp_dir("fwd-max-idle");
+    let up = Scripted::start().await;
+    up.set_mode(Mode::Slow(Duration::from_millis(300)));
+    for (option, kept) in [("", 6.0), ("  max_idle_conns 2\n", 2.0)] {
+        let (running, addr) = forwarder(&dir, &format!(" forward . {} {{\n{option} }}", up.addr)).await;
+        let asks: Vec<_> = (0..6)
+            .map(|i| {
+                tokio::spawn(async move {
+                    let q = support::query(&format!("n{i}.example.com."), RecordType::A);
+                    support::udp(addr, &q).await.0
+                })
+            })
+            .collect();
+        for a in asks {
+            assert_eq!(a.await.unwrap().metadata.response_code, ResponseCode::NoError);
+        }
+        let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+        let to = format!("to=\"{}\"", up.addr);
+        assert_eq!(
+            crate::dropin::sum(
+                &m,
+                "coredns_proxy_conn_cache_misses_total",
+                &[&to, "proto=\"udp\""]
+            ),
+            6.0,
+            "{option:?}"
+        );
+        assert_eq!(
+            crate::dropin::sum(&m, "cluster_dns_forward_udp_idle_sockets", &[&to]),
+            kept,
+            "{option:?}"
+        );
+        running.stop().await.unwrap();
+    }
+}
+
+/// `next_on_nodata`: NOERROR without answers from the first `forward` goes to the next one;
+/// an answer does not. And options CoreDNS takes: `force_tcp` with `prefer_udp` (TCP wins),
+/// `max_concurrent 0` (no limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn next_on_nodata_and_options_coredns_takes() {
+    let dir = support::temp_dir("fwd-nodata");
+    let first = Scripted::start().await;
+    let second = Scripted::start().await;
+    second.set_octet(2);
+    let (running, addr) = forwarder(
+        &dir,
+        &format!(
+            " forward . {} {{\n  next_on_nodata\n  force_tcp\n  prefer_udp\n  max_concurrent 0\n }}\n forward . {}",
+            first.addr, second.addr
+        ),
+    )
+    .await;
+    // The scripted upstreams answer AAAA with NODATA (NOERROR, the SOA, no answer).
+    let (status, records) = dig_a(addr, "AAAA", "www.example.com").await;
+    assert_eq!((status.as_str(), records.len()), ("NOERROR", 0));
+    assert_eq!((first.tcp_queries(), second.udp_queries()), (1, 1));
+    let (_, records) = dig_a(addr, "A", "www.example.com").await;
+    assert_eq!(records, ["www.example.com. 300 IN A 192.0.2.1"]);
+    assert_eq!((first.tcp_queries(), second.udp_queries()), (2, 1));
+    assert_eq!(first.udp_queries(), 0, "force_tcp wins over prefer_udp");
+    running.stop().await.unwrap();
 }

@@ -59,7 +59,8 @@ impl Upstream {
         Self {
             addr,
             link,
-            udp: udp::UdpPool::new(addr, config.source_address, config.expire),
+            udp: udp::UdpPool::new(addr, config.source_address, config.expire)
+                .with_max_idle(config.max_idle_conns),
             source: config.source_address,
             fails: AtomicU32::new(0),
             down: AtomicBool::new(false),
@@ -149,7 +150,12 @@ fn link(config: &ForwardConfig, to: &To, client: Option<&Arc<tokio_rustls::rustl
     match to.transport {
         Transport::Dns => Link::Plain,
         Transport::Tls => tls::TlsTransport::new(Arc::clone(client), to.addr, name, config.expire)
-            .map(|t| Link::Tls(t.from_source(config.source_address)))
+            .map(|t| {
+                Link::Tls(
+                    t.from_source(config.source_address)
+                        .with_limits(config.max_idle_conns, config.max_age),
+                )
+            })
             .unwrap_or(Link::Plain),
         Transport::Https => {
             let authority = match &to.hostname {
@@ -222,6 +228,12 @@ impl Forward {
             }
         }
         self
+    }
+
+    /// `next_on_nodata`: a NOERROR reply without answers goes to the block's following
+    /// `forward`.
+    pub fn next_on_nodata(&self) -> bool {
+        self.inner.config.next_on_nodata
     }
 
     /// The rcodes its `next` hands to the block's following `forward`.

@@ -92,6 +92,8 @@ pub struct ForwardConfig {
     /// `max_idle_conns N`: connections (UDP sockets) kept per upstream and transport (`None`:
     /// the transport's own bound, as 0).
     pub max_idle_conns: Option<usize>,
+    /// `next_on_nodata`: a NOERROR reply with no answer goes to the block's next `forward`.
+    pub next_on_nodata: bool,
     /// `max_connect_attempts N`: failed attempts after which the question gets SERVFAIL;
     /// `None` (not written) is twice the number of upstreams, `Some(0)` no cap.
     pub max_connect_attempts: Option<u32>,
@@ -109,6 +111,15 @@ fn rcode_arg(d: &Directive, opt: &Directive, t: &Token) -> Result<ResponseCode, 
 /// An upstream address: `IP`, `IP:PORT`, `[IPv6]:PORT`, `[IPv6]`; port 53 by default.
 pub fn parse_addr(s: &str) -> Option<SocketAddr> {
     parse_addr_or(s, 53)
+}
+
+/// `d` as the Corefile writes a duration (`10s`, `1500ms`).
+fn humantime(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
 }
 
 fn duration_arg(d: &Directive, opt: &Directive) -> Result<Duration, CorefileError> {
@@ -140,6 +151,7 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
         doh_method: DohMethod::Post,
         max_age: None,
         max_idle_conns: None,
+        next_on_nodata: false,
         except: Vec::new(),
         force_tcp: false,
         prefer_udp: false,
@@ -157,6 +169,7 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
         max_connect_attempts: None,
     };
     let mut tls_line: Option<Token> = None;
+    let mut max_age_line: Option<Token> = None;
     for opt in &d.block {
         match opt.name.text.as_str() {
             "except" => {
@@ -224,13 +237,11 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
                 let n: usize = a.text.parse().map_err(|_| {
                     d.error_at(
                         a,
-                        format!("max_concurrent: '{}' is not a positive number", a.text),
+                        format!("max_concurrent: '{}' is not a number (0 or more)", a.text),
                     )
                 })?;
-                if n == 0 {
-                    return Err(d.error_at(a, "max_concurrent must be at least 1"));
-                }
-                c.max_concurrent = Some(n);
+                // 0: no limit, as in CoreDNS.
+                c.max_concurrent = (n > 0).then_some(n);
             }
             "health_check" => {
                 let Some(a) = opt.args.first() else {
@@ -309,6 +320,26 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
                 c.tls.get_or_insert_with(TlsSettings::default).server_name = Some(name.text.clone());
                 tls_line = Some(opt.name.clone());
             }
+            "next_on_nodata" => {
+                d.option_no_args(opt)?;
+                c.next_on_nodata = true;
+            }
+            "max_idle_conns" => {
+                let a = d.option_arg(opt)?;
+                let n: usize = a.text.parse().map_err(|_| {
+                    d.error_at(
+                        a,
+                        format!("max_idle_conns: '{}' is not a number (0 or more)", a.text),
+                    )
+                })?;
+                // 0: CoreDNS's "unlimited"; here each transport's own bound.
+                c.max_idle_conns = (n > 0).then_some(n);
+            }
+            "max_age" => {
+                let age = duration_arg(d, opt)?;
+                c.max_age = (!age.is_zero()).then_some(age);
+                max_age_line = Some(opt.name.clone());
+            }
             "doh_method" => {
                 let a = d.option_arg(opt)?;
                 c.doh_method = match a.text.as_str() {
@@ -337,31 +368,49 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
             other => return Err(d.error_at(&opt.name, format!("unknown property '{other}'"))),
         }
     }
-    if c.force_tcp && c.prefer_udp {
-        return Err(d.error("force_tcp and prefer_udp cannot both be set"));
-    }
+    // `force_tcp` with `prefer_udp`: `force_tcp` wins (CoreDNS's README), as the handler does.
     let mut to = Vec::new();
     for t in &to_tokens {
         to.extend(read_to(&t.text, dir, &c.resolver).map_err(|m| d.error_at(t, m))?);
     }
     c.to = dedup(to);
-    let tls_count = c.to.iter().filter(|t| t.transport != Transport::Dns).count();
-    if tls_count > 0 && tls_count < c.to.len() {
-        return Err(d.error("upstreams must all be tls:// or https://, or all plain DNS, not both"));
-    }
     if c.to.len() > MAX_UPSTREAMS {
         return Err(d.error(format!("at most {MAX_UPSTREAMS} upstreams, got {}", c.to.len())));
+    }
+    if let Some(age) = c.max_age
+        && age < c.expire
+        && let Some(line) = &max_age_line
+    {
+        return Err(d.error_at(
+            line,
+            format!(
+                "max_age ({}) must not be less than expire ({})",
+                humantime(age),
+                humantime(c.expire)
+            ),
+        ));
+    }
+    // Per-upstream server names (`tls://IP%NAME`) and `tls_servername` clash (as in CoreDNS).
+    if let Some(global) = c.tls.as_ref().and_then(|t| t.server_name.as_deref())
+        && let Some(t) =
+            c.to.iter()
+                .find(|t| t.transport != Transport::Dns && t.server_name.is_some())
+    {
+        return Err(d.error(format!(
+            "both forward ('{global}') and upstream level ('{}') TLS server names are set for upstream '{}://{}'; remove tls_servername or the %NAME",
+            t.server_name.as_deref().unwrap_or_default(),
+            t.transport.scheme(),
+            t.addr
+        )));
     }
     if let Some(line) = tls_line
         && c.to.iter().all(|t| t.transport == Transport::Dns)
     {
-        return Err(d.error_at(
-            &line,
-            format!(
-                "{}: the upstreams are plain DNS; write them as tls://ADDR",
-                line.text
-            ),
-        ));
+        // CoreDNS takes the TLS options with plain upstreams and does nothing with them.
+        tracing::warn!(
+            line = %line.text,
+            "forward: tls/tls_servername have no effect: every upstream is plain DNS (write tls:// or https:// upstreams to use them)"
+        );
     }
     if c.to.iter().any(|t| t.transport != Transport::Dns) {
         c.tls.get_or_insert_with(TlsSettings::default);
@@ -493,17 +542,56 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.source_address, Some(IpAddr::from([127, 0, 0, 2])));
+        // CoreDNS 1.14.7 takes these: tls options beside plain upstreams (unused there), plain
+        // and tls:// upstreams mixed, force_tcp with prefer_udp (force_tcp wins), 0 as "no
+        // limit".
+        let c = parse_text(
+            "forward . 1.1.1.1 tls://1.0.0.1%one.example:8853 https://9.9.9.9 {\n tls\n force_tcp\n prefer_udp\n max_concurrent 0\n max_idle_conns 0\n max_age 0s\n next_on_nodata\n}",
+            Path::new("/"),
+        )
+        .unwrap();
+        let kinds: Vec<_> = c.to.iter().map(|t| (t.addr.to_string(), t.transport)).collect();
+        assert_eq!(
+            kinds,
+            [
+                ("1.1.1.1:53".to_owned(), Transport::Dns),
+                ("1.0.0.1:8853".to_owned(), Transport::Tls),
+                ("9.9.9.9:443".to_owned(), Transport::Https)
+            ]
+        );
+        assert_eq!(c.to[1].server_name.as_deref(), Some("one.example"));
+        assert_eq!(
+            (c.max_concurrent, c.max_idle_conns, c.max_age),
+            (None, None, None)
+        );
+        assert!(c.next_on_nodata && c.force_tcp && c.prefer_udp);
+        let c = parse_text(
+            "forward . 1.1.1.1 {\n tls_servername dns.example\n max_idle_conns 3\n expire 2s\n max_age 1m\n}",
+            Path::new("/"),
+        )
+        .unwrap();
+        assert_eq!(c.max_idle_conns, Some(3));
+        assert_eq!(c.max_age, Some(Duration::from_secs(60)));
         for (text, want) in [
             ("forward .", "at least one upstream"),
             ("forward . no..such", "neither an IP"),
             ("forward . 1.1.1.1 {\n policy fastest\n}", "Corefile:3"),
             ("forward . 1.1.1.1 {\n bogus\n}", "unknown property 'bogus'"),
-            ("forward . 1.1.1.1 {\n max_concurrent 0\n}", "at least 1"),
+            ("forward . 1.1.1.1 {\n max_concurrent -1\n}", "0 or more"),
+            ("forward . 1.1.1.1 {\n max_idle_conns -1\n}", "0 or more"),
+            (
+                "forward . 1.1.1.1 {\n max_age 5s\n}",
+                "max_age (5s) must not be less than expire (10s)",
+            ),
+            ("forward . 1.1.1.1 {\n next_on_nodata 1\n}", "Corefile:3"),
+            (
+                "forward . tls://1.1.1.1%one.example tls://1.0.0.1 {\n tls_servername two.example\n}",
+                "both forward ('two.example') and upstream level ('one.example')",
+            ),
             (
                 "forward . https://1.1.1.1 {\n doh_method PUT\n}",
                 "either POST or GET",
             ),
-            ("forward . 1.1.1.1 {\n force_tcp\n prefer_udp\n}", "cannot both"),
             ("forward . 1.1.1.1 {\n failover\n}", "Corefile:3"),
             ("forward . 1.1.1.1 {\n failover SERVFAIL BOGUS\n}", "Corefile:3"),
             ("forward . 1.1.1.1 {\n failover NOERROR\n}", "NOERROR cannot"),

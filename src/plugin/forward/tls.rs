@@ -2,7 +2,8 @@
 //! `tls_servername`. Owns the TLS settings read from the Corefile, the rustls client
 //! configuration built from them, and each upstream's idle connections: a connection that
 //! answered goes back to its upstream's pool and is reused until it has been idle for `expire`
-//! (at most [`MAX_IDLE_PER_UPSTREAM`] kept; more are closed). At most
+//! (and, with `max_age`, until it is that old; at most [`MAX_IDLE_PER_UPSTREAM`] kept, or
+//! `max_idle_conns`; more are closed). At most
 //! [`MAX_BUSY_PER_UPSTREAM`] exchanges run at once per upstream (more wait for one to end), so
 //! the connections a burst of questions opens are bounded too.
 
@@ -85,10 +86,14 @@ pub struct TlsTransport {
     expire: Duration,
     /// `source_address`: the local address its connections are made from.
     source: Option<IpAddr>,
-    /// Idle connections with the time each went idle, newest last. Invariant: only connections
+    /// Idle connections kept at most ([`MAX_IDLE_PER_UPSTREAM`], or `max_idle_conns`).
+    max_idle: usize,
+    /// `max_age`: a connection this old is closed, used or not.
+    max_age: Option<Duration>,
+    /// Idle connections with the time each went idle and the time it was opened, newest last. Invariant: only connections
     /// whose last exchange completed (no bytes pending) are here; taken out under the lock, so
     /// one connection serves one exchange at a time.
-    idle: Mutex<Vec<(TlsStream<TcpStream>, Instant)>>,
+    idle: Mutex<Vec<(TlsStream<TcpStream>, Instant, Instant)>>,
     /// Permits for the exchanges in flight ([`MAX_BUSY_PER_UPSTREAM`]).
     busy: tokio::sync::Semaphore,
     /// This upstream's series, once metrics are attached.
@@ -137,6 +142,8 @@ impl TlsTransport {
             name,
             expire,
             source: None,
+            max_idle: MAX_IDLE_PER_UPSTREAM,
+            max_age: None,
             idle: Mutex::new(Vec::new()),
             busy: tokio::sync::Semaphore::new(MAX_BUSY_PER_UPSTREAM),
             counters: OnceLock::new(),
@@ -149,15 +156,29 @@ impl TlsTransport {
         self
     }
 
-    /// An idle connection young enough to reuse, if there is one (older ones are closed).
-    fn take_idle(&self) -> Option<TlsStream<TcpStream>> {
+    /// Keeps at most `max_idle` idle connections (`max_idle_conns`) when given, and closes
+    /// connections older than `max_age` when given.
+    pub fn with_limits(mut self, max_idle: Option<usize>, max_age: Option<Duration>) -> Self {
+        if let Some(n) = max_idle {
+            self.max_idle = n;
+        }
+        self.max_age = max_age;
+        self
+    }
+
+    /// An idle connection young enough to reuse, if there is one (older ones are closed), and
+    /// when it was opened.
+    fn take_idle(&self) -> Option<(TlsStream<TcpStream>, Instant)> {
         let mut idle = self
             .idle
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Instant::now();
-        idle.retain(|(_, since)| now.duration_since(*since) < self.expire);
-        let taken = idle.pop().map(|(s, _)| s);
+        idle.retain(|(_, since, born)| {
+            now.duration_since(*since) < self.expire
+                && self.max_age.is_none_or(|m| now.duration_since(*born) < m)
+        });
+        let taken = idle.pop().map(|(s, _, born)| (s, born));
         self.gauge(idle.len());
         taken
     }
@@ -168,13 +189,13 @@ impl TlsTransport {
         }
     }
 
-    fn put_idle(&self, stream: TlsStream<TcpStream>) {
+    fn put_idle(&self, stream: TlsStream<TcpStream>, born: Instant) {
         let mut idle = self
             .idle
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if idle.len() < MAX_IDLE_PER_UPSTREAM {
-            idle.push((stream, Instant::now()));
+        if idle.len() < self.max_idle {
+            idle.push((stream, Instant::now(), born));
         }
         self.gauge(idle.len());
     }
@@ -192,13 +213,13 @@ impl TlsTransport {
             .acquire()
             .await
             .map_err(|_| std::io::Error::other("the upstream's transport is closed"))?;
-        if let Some(mut s) = self.take_idle()
+        if let Some((mut s, born)) = self.take_idle()
             && let Ok(reply) = round_trip(&mut s, query).await
         {
             if let Some(c) = self.counters.get() {
                 c.hits.inc();
             }
-            self.put_idle(s);
+            self.put_idle(s, born);
             return Ok(reply);
         }
         if let Some(c) = self.counters.get() {
@@ -207,8 +228,9 @@ impl TlsTransport {
         let tcp = tcp_connect(addr, self.source).await?;
         let _ = tcp.set_nodelay(true);
         let mut s = self.connector.connect(self.name.clone(), tcp).await?;
+        let born = Instant::now();
         let reply = round_trip(&mut s, query).await?;
-        self.put_idle(s);
+        self.put_idle(s, born);
         Ok(reply)
     }
 }
