@@ -287,3 +287,54 @@ async fn next_on_nodata_and_options_coredns_takes() {
     assert_eq!(first.udp_queries(), 0, "force_tcp wins over prefer_udp");
     running.stop().await.unwrap();
 }
+
+/// `health_check DURATION no_rec domain NAME`: once the upstream is down, the probe asks
+/// `NAME IN NS` with RD clear (the upstream here is a bare socket that reads what it is sent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_probe_asks_the_configured_domain_without_rd() {
+    use hickory_proto::op::Message;
+    use hickory_proto::serialize::binary::BinDecodable;
+    let dir = support::temp_dir("fwd-hc-domain");
+    let silent = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let up = silent.local_addr().unwrap();
+    let (running, addr) = forwarder(
+        &dir,
+        &format!(
+            " forward . {up} {{\n  max_fails 1\n  read_timeout 200ms\n  health_check 100ms no_rec domain Example.ORG\n }}"
+        ),
+    )
+    .await;
+    assert_eq!(dig_a(addr, "A", "www.example.com").await.0, "SERVFAIL");
+    let mut probe = None;
+    let mut buf = vec![0u8; 4096];
+    for _ in 0..40 {
+        let Ok(Ok((n, _))) = tokio::time::timeout(Duration::from_secs(1), silent.recv_from(&mut buf)).await
+        else {
+            break;
+        };
+        let m = Message::from_bytes(&buf[..n]).unwrap();
+        if m.queries[0].query_type() == RecordType::NS {
+            probe = Some(m);
+            break;
+        }
+    }
+    let probe = probe.expect("a health probe within the wait");
+    assert_eq!(probe.queries[0].name().to_ascii(), "example.org.");
+    assert!(!probe.metadata.recursion_desired, "no_rec clears RD");
+    running.stop().await.unwrap();
+}
+
+/// FROM as a CIDR off a label boundary: only the first reverse zone it expands to is
+/// forwarded (CoreDNS's rule); `10.20.0.0/12` is `16.10.in-addr.arpa.`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cidr_from_forwards_its_first_reverse_zone() {
+    let dir = support::temp_dir("fwd-cidr");
+    let up = Scripted::start().await;
+    let (running, addr) = forwarder(&dir, &format!(" forward 10.20.0.0/12 {}", up.addr)).await;
+    let (status, _) = dig_a(addr, "PTR", "1.0.16.10.in-addr.arpa").await;
+    assert_eq!((status.as_str(), up.udp_queries()), ("NOERROR", 1));
+    let (status, _) = dig_a(addr, "PTR", "1.0.20.10.in-addr.arpa").await;
+    assert_ne!(status, "NOERROR");
+    assert_eq!(up.udp_queries(), 1, "outside the first zone: not forwarded");
+    running.stop().await.unwrap();
+}

@@ -467,7 +467,10 @@ impl Forward {
             let weak = Arc::downgrade(up);
             let stats = Arc::downgrade(&self.inner.stats);
             let tcp = cfg.force_tcp;
-            tokio::spawn(probe_until_healthy(weak, stats, cfg.health_check, tcp));
+            let mut q = probe_question();
+            q.name = name_of(&cfg.health_check_domain);
+            q.recursion_desired = cfg.health_check_rd;
+            tokio::spawn(probe_until_healthy(weak, stats, cfg.health_check, tcp, q));
         }
     }
 
@@ -533,10 +536,16 @@ impl Upstreams for Forward {
     }
 }
 
-/// Probes a down upstream every `interval` until it answers (then takes it back) or the plugin
+/// Probes a down upstream with `q` (`. IN NS`, or `health_check`'s `domain` and `no_rec`) every
+/// `interval` until it answers (then takes it back) or the plugin
 /// is gone.
-async fn probe_until_healthy(up: Weak<Upstream>, stats: Weak<ForwardStats>, interval: Duration, tcp: bool) {
-    let q = probe_question();
+async fn probe_until_healthy(
+    up: Weak<Upstream>,
+    stats: Weak<ForwardStats>,
+    interval: Duration,
+    tcp: bool,
+    q: Question,
+) {
     loop {
         tokio::time::sleep(interval).await;
         let (Some(up), Some(stats)) = (up.upgrade(), stats.upgrade()) else {

@@ -17,7 +17,9 @@ use super::targets::parse_resolv_conf;
 use super::targets::{To, Transport, dedup, parse_addr_or, read_to};
 use super::tls::{TlsSettings, client_config};
 use crate::chain::{BuildCtx, Built, Configured, SetupCtx, previous};
-use crate::corefile::{CorefileError, Directive, Token, normalize_zone, parse_duration};
+use crate::corefile::{
+    CorefileError, Directive, Token, normalize_zone, normalize_zone_or_cidr, parse_duration,
+};
 use crate::telemetry::rcode_label;
 use std::sync::Arc;
 
@@ -64,6 +66,10 @@ pub struct ForwardConfig {
     pub max_fails: u32,
     /// `health_check DURATION` (0: no checks, never marked down).
     pub health_check: Duration,
+    /// `health_check ... domain NAME`: the name the probe asks (`NAME IN NS`; `.` by default).
+    pub health_check_domain: String,
+    /// The probe's RD bit (`health_check ... no_rec` clears it).
+    pub health_check_rd: bool,
     /// `expire DURATION` (accepted, see [`DEFAULT_EXPIRE`]).
     pub expire: Duration,
     /// `max_concurrent N`: queries in flight above this get REFUSED.
@@ -113,6 +119,33 @@ pub fn parse_addr(s: &str) -> Option<SocketAddr> {
     parse_addr_or(s, 53)
 }
 
+/// FROM: a zone, or a CIDR standing for its reverse zone. A prefix that is not on a label
+/// boundary (`10.0.0.0/12`) expands to several reverse zones in CoreDNS, which uses only the
+/// first (`0.10.in-addr.arpa.`, with a warning); so does this.
+fn from_zone(text: &str) -> Result<String, String> {
+    let Some((addr, bits)) = text.split_once('/') else {
+        return normalize_zone(text);
+    };
+    let (Ok(ip), Ok(b)) = (addr.parse::<IpAddr>(), bits.parse::<u32>()) else {
+        return normalize_zone_or_cidr(text);
+    };
+    // The first zone is the network's own address (host bits cleared), to the next boundary.
+    let (network, step) = match ip {
+        IpAddr::V4(a) if b > 0 && b < 32 && b % 8 != 0 => (
+            IpAddr::V4(std::net::Ipv4Addr::from(u32::from(a) & (u32::MAX << (32 - b)))),
+            8,
+        ),
+        IpAddr::V6(a) if b > 0 && b < 128 && b % 4 != 0 => (
+            IpAddr::V6(std::net::Ipv6Addr::from(u128::from(a) & (u128::MAX << (128 - b)))),
+            4,
+        ),
+        _ => return normalize_zone_or_cidr(text),
+    };
+    let zone = normalize_zone_or_cidr(&format!("{network}/{}", b.div_ceil(step) * step))?;
+    tracing::warn!(from = text, zone = %zone, "forward: a CIDR that expands to several reverse zones: only the first is used (as in CoreDNS)");
+    Ok(zone)
+}
+
 /// `d` as the Corefile writes a duration (`10s`, `1500ms`).
 fn humantime(d: Duration) -> String {
     if d.subsec_millis() == 0 {
@@ -139,7 +172,7 @@ fn duration_arg(d: &Directive, opt: &Directive) -> Result<Duration, CorefileErro
 pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> {
     let mut args = d.args();
     let from_tok = args.expect("the zone to forward (FROM) and at least one upstream (TO)")?;
-    let from = normalize_zone(&from_tok.text).map_err(|m| d.error_at(from_tok, m))?;
+    let from = from_zone(&from_tok.text).map_err(|m| d.error_at(from_tok, m))?;
     let to_tokens: Vec<Token> = args.remaining().to_vec();
     if to_tokens.is_empty() {
         return Err(d.error("expected at least one upstream after the zone"));
@@ -157,6 +190,8 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
         prefer_udp: false,
         max_fails: DEFAULT_MAX_FAILS,
         health_check: DEFAULT_HEALTH_CHECK,
+        health_check_domain: ".".to_owned(),
+        health_check_rd: true,
         expire: DEFAULT_EXPIRE,
         max_concurrent: None,
         policy: Policy::Random,
@@ -249,15 +284,19 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
                 };
                 c.health_check = parse_duration(&a.text)
                     .ok_or_else(|| d.error_at(a, format!("health_check: '{}' is not a duration", a.text)))?;
-                // `no_rec` and `domain NAME` change the probe CoreDNS sends; any reply counts
-                // as healthy here, so they are accepted and have no effect.
+                // `no_rec` and `domain NAME` change the probe (`NAME IN NS`, RD set unless
+                // `no_rec`); any reply counts as healthy.
                 let mut rest = opt.args.iter().skip(1);
                 while let Some(x) = rest.next() {
                     match x.text.as_str() {
-                        "no_rec" => {}
+                        "no_rec" => c.health_check_rd = false,
                         "domain" => {
-                            rest.next()
+                            let n = rest
+                                .next()
                                 .ok_or_else(|| d.error_at(x, "health_check: domain needs a name"))?;
+                            c.health_check_domain = normalize_zone(&n.text).map_err(|m| {
+                                d.error_at(n, format!("health_check: invalid domain name: {m}"))
+                            })?;
                         }
                         other => {
                             return Err(d.error_at(x, format!("health_check: unknown argument '{other}'")));
@@ -572,6 +611,25 @@ mod tests {
         .unwrap();
         assert_eq!(c.max_idle_conns, Some(3));
         assert_eq!(c.max_age, Some(Duration::from_secs(60)));
+        for (from, zone) in [
+            ("10.0.0.0/8", "10.in-addr.arpa."),
+            ("10.0.0.0/12", "0.10.in-addr.arpa."),
+            ("fd00::/6", "c.f.ip6.arpa."),
+            ("10.20.0.0/12", "16.10.in-addr.arpa."),
+        ] {
+            let c = parse_text(&format!("forward {from} 1.1.1.1"), Path::new("/")).unwrap();
+            assert_eq!(c.from, zone, "{from}");
+        }
+        let c = parse_text(
+            "forward . 1.1.1.1 {\n health_check 1s no_rec domain Example.ORG\n}",
+            Path::new("/"),
+        )
+        .unwrap();
+        assert_eq!(
+            (c.health_check_domain.as_str(), c.health_check_rd),
+            ("example.org.", false)
+        );
+
         for (text, want) in [
             ("forward .", "at least one upstream"),
             ("forward . no..such", "neither an IP"),
