@@ -88,6 +88,26 @@ pub struct DohTransport {
     counters: OnceLock<ConnCounters>,
 }
 
+/// The request that carries `query` to the upstream of `o` (RFC 8484 section 4.1).
+pub fn build_request(o: &DohOptions, query: &[u8]) -> Result<Request<Full<Bytes>>, hyper::http::Error> {
+    let builder = Request::builder().header(ACCEPT, DNS_MESSAGE);
+    match o.method {
+        DohMethod::Post => builder
+            .method(Method::POST)
+            .uri(format!("https://{}{}", o.authority, o.path))
+            .header(CONTENT_TYPE, DNS_MESSAGE)
+            .body(Full::new(Bytes::copy_from_slice(query))),
+        DohMethod::Get => {
+            let sep = if o.path.contains('?') { '&' } else { '?' };
+            let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(query);
+            builder
+                .method(Method::GET)
+                .uri(format!("https://{}{}{sep}dns={b64}", o.authority, o.path))
+                .body(Full::new(Bytes::new()))
+        }
+    }
+}
+
 impl std::fmt::Debug for DohTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DohTransport")
@@ -214,24 +234,7 @@ impl DohTransport {
     }
 
     async fn request(&self, mut sender: SendRequest<Full<Bytes>>, query: &[u8]) -> std::io::Result<Vec<u8>> {
-        let o = &self.options;
-        let builder = Request::builder().header(ACCEPT, DNS_MESSAGE);
-        let req = match o.method {
-            DohMethod::Post => builder
-                .method(Method::POST)
-                .uri(format!("https://{}{}", o.authority, o.path))
-                .header(CONTENT_TYPE, DNS_MESSAGE)
-                .body(Full::new(Bytes::copy_from_slice(query))),
-            DohMethod::Get => {
-                let sep = if o.path.contains('?') { '&' } else { '?' };
-                let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(query);
-                builder
-                    .method(Method::GET)
-                    .uri(format!("https://{}{}{sep}dns={b64}", o.authority, o.path))
-                    .body(Full::new(Bytes::new()))
-            }
-        }
-        .map_err(std::io::Error::other)?;
+        let req = build_request(&self.options, query).map_err(std::io::Error::other)?;
         sender.ready().await.map_err(std::io::Error::other)?;
         let resp = sender.send_request(req).await.map_err(std::io::Error::other)?;
         if resp.status() != StatusCode::OK {
@@ -242,5 +245,42 @@ impl DohTransport {
             .await
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         Ok(body.to_bytes().to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(method: DohMethod, path: &str) -> DohOptions {
+        DohOptions {
+            authority: "127.0.0.1:8443".into(),
+            path: path.into(),
+            method,
+            expire: Duration::from_secs(10),
+            max_age: None,
+            max_conns: 1,
+            source: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn get_and_post_requests_are_rfc_8484s() {
+        // 13 bytes: base64 of it needs padding, which GET leaves out.
+        let query = b"\x00\x00\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\xfb";
+        let get = build_request(&options(DohMethod::Get, "/dns-query"), query).unwrap();
+        assert_eq!(get.method(), Method::GET);
+        assert_eq!(
+            get.uri().to_string(),
+            "https://127.0.0.1:8443/dns-query?dns=AAABAAABAAAAAAAA-w"
+        );
+        assert_eq!(get.headers()[ACCEPT], DNS_MESSAGE);
+        let get = build_request(&options(DohMethod::Get, "/resolve?ct"), query).unwrap();
+        assert_eq!(get.uri().query(), Some("ct&dns=AAABAAABAAAAAAAA-w"));
+        let post = build_request(&options(DohMethod::Post, "/custom"), query).unwrap();
+        assert_eq!((post.method(), post.uri().path()), (&Method::POST, "/custom"));
+        assert_eq!(post.headers()[CONTENT_TYPE], DNS_MESSAGE);
+        let body = post.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], query);
     }
 }

@@ -15,14 +15,15 @@
 //!
 //! `proxy_name` is always `forward`; `to` is the upstream as `IP:PORT` (`[IPv6]:PORT`), from the
 //! Corefile; `rcode` is the upstream's rcode name from a fixed list (else `other`); `proto` is
-//! `udp` or `tcp`. (CoreDNS's README gives the health-check counter an `rcode` label too; its
+//! `udp`, `tcp`, `tcp-tls` or `https`. (CoreDNS's README gives the health-check counter an `rcode` label too; its
 //! code does not have one, and neither has this.)
 //!
 //! UDP sockets are reused (`proto="udp"`: a hit is a socket taken from the upstream's pool, a
-//! miss a new one; [`super::udp`]), and so are DNS-over-TLS connections (`proto="tcp-tls"`); the
-//! idle ones kept per upstream (at most 32 sockets, 16 connections) are the gauges
-//! `cluster_dns_forward_udp_idle_sockets` and `cluster_dns_forward_tls_idle_connections`,
-//! cluster-dns's own. A plain TCP exchange opens its own connection: always a miss.
+//! miss a new one; [`super::udp`]), and so are DNS-over-TLS connections (`proto="tcp-tls"`) and
+//! DNS-over-HTTPS ones (`proto="https"`, [`super::doh`]); the idle ones kept per upstream (at
+//! most 32 sockets, 16 connections, or `max_idle_conns`) are the gauges
+//! `cluster_dns_forward_udp_idle_sockets`, `cluster_dns_forward_tls_idle_connections` and
+//! `cluster_dns_forward_https_idle_connections`, cluster-dns's own. A plain TCP exchange opens its own connection: always a miss.
 //!
 //! [`ForwardMetrics`] holds the families, created and registered once per process; every
 //! [`Forward`](super::Forward) generation gets a clone through
