@@ -118,12 +118,17 @@ async fn a_hostname_that_does_not_resolve_stops_start_up_with_its_line() {
 /// The test CA and a certificate for `dns.test` and 127.0.0.1 in `dir`, and cluster-dns serving
 /// DNS over TLS with it: `www.example.org A 192.0.2.53`.
 async fn dot_server(dir: &std::path::Path) -> cluster_dns::app::Running {
+    let corefile = "tls://example.org:0 {\n bind 127.0.0.1\n tls cert.pem key.pem\n hosts {\n  192.0.2.53 www.example.org\n  ttl 60\n }\n}\n";
+    dot_server_with(dir, corefile).await
+}
+
+/// Writes the test CA and certificate into `dir` and starts `corefile` (a `tls://` block).
+async fn dot_server_with(dir: &std::path::Path, corefile: &str) -> cluster_dns::app::Running {
     let pki = fake_apiserver::tls::TestPki::new("forward-names test CA").unwrap();
     let server = pki.server(&["dns.test", "127.0.0.1"]).unwrap();
     std::fs::write(dir.join("ca.pem"), &pki.ca_pem).unwrap();
     std::fs::write(dir.join("cert.pem"), &server.cert_pem).unwrap();
     std::fs::write(dir.join("key.pem"), &server.key_pem).unwrap();
-    let corefile = "tls://example.org:0 {\n bind 127.0.0.1\n tls cert.pem key.pem\n hosts {\n  192.0.2.53 www.example.org\n  ttl 60\n }\n}\n";
     support::start(corefile, dir).await
 }
 
@@ -220,6 +225,66 @@ async fn max_age_closes_a_busy_tls_connection() {
     dot.stop().await.unwrap();
 }
 
+/// Sends six questions at once to `addr` and waits for their answers.
+async fn burst(addr: SocketAddr) {
+    let asks: Vec<_> = (0..6)
+        .map(|i| {
+            tokio::spawn(async move {
+                let q = support::query(&format!("n{i}.example.com."), RecordType::A);
+                support::udp(addr, &q).await.0
+            })
+        })
+        .collect();
+    for a in asks {
+        assert_eq!(a.await.unwrap().metadata.response_code, ResponseCode::NoError);
+    }
+}
+
+/// `max_idle_conns` over TLS: a burst at a slow DNS-over-TLS upstream (cluster-dns's `tls://`
+/// block forwarding to a scripted server that waits 300 ms) opens one connection per question;
+/// afterwards at most `max_idle_conns` are kept (without it, all six, under the pool's 16).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_idle_conns_bounds_the_tls_connections_kept() {
+    let dir = support::temp_dir("fwd-max-idle-tls");
+    let slow = Scripted::start().await;
+    slow.set_mode(Mode::Slow(Duration::from_millis(300)));
+    let dot = dot_server_with(
+        &dir,
+        &format!(
+            "tls://.:0 {{\n bind 127.0.0.1\n tls cert.pem key.pem\n forward . {}\n}}\n",
+            slow.addr
+        ),
+    )
+    .await;
+    let up = dot.dns_addrs()[0];
+    for (option, kept) in [("", 6.0), ("  max_idle_conns 2\n", 2.0)] {
+        let (running, addr) = forwarder(
+            &dir,
+            &format!(" forward . tls://{up} {{\n  tls ca.pem\n  tls_servername dns.test\n{option} }}"),
+        )
+        .await;
+        burst(addr).await;
+        let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+        let to = format!("to=\"{up}\"");
+        assert_eq!(
+            crate::dropin::sum(
+                &m,
+                "coredns_proxy_conn_cache_misses_total",
+                &[&to, "proto=\"tcp-tls\""]
+            ),
+            6.0,
+            "{option:?}"
+        );
+        assert_eq!(
+            crate::dropin::sum(&m, "cluster_dns_forward_tls_idle_connections", &[&to]),
+            kept,
+            "{option:?}"
+        );
+        running.stop().await.unwrap();
+    }
+    dot.stop().await.unwrap();
+}
+
 /// `max_idle_conns`: after a burst of questions at a slow upstream, the sockets kept idle for
 /// reuse are bounded by it (without it, by the pool's own bound, above the burst).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -229,17 +294,7 @@ async fn max_idle_conns_bounds_the_sockets_kept() {
     up.set_mode(Mode::Slow(Duration::from_millis(300)));
     for (option, kept) in [("", 6.0), ("  max_idle_conns 2\n", 2.0)] {
         let (running, addr) = forwarder(&dir, &format!(" forward . {} {{\n{option} }}", up.addr)).await;
-        let asks: Vec<_> = (0..6)
-            .map(|i| {
-                tokio::spawn(async move {
-                    let q = support::query(&format!("n{i}.example.com."), RecordType::A);
-                    support::udp(addr, &q).await.0
-                })
-            })
-            .collect();
-        for a in asks {
-            assert_eq!(a.await.unwrap().metadata.response_code, ResponseCode::NoError);
-        }
+        burst(addr).await;
         let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
         let to = format!("to=\"{}\"", up.addr);
         assert_eq!(
