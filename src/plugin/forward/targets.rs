@@ -202,7 +202,14 @@ pub fn read_to(text: &str, dir: &Path, resolvers: &[SocketAddr]) -> Result<Vec<T
             "'{text}' is neither an IP address (IP, IP:PORT, [IPv6]:PORT), an existing file nor a hostname"
         ));
     };
-    let ips = resolve(&host, resolvers).map_err(|e| format!("'{text}': cannot resolve {host}: {e}"))?;
+    let ips = resolve(&host, resolvers).map_err(|e| {
+        let hint = if transport == Transport::Dns {
+            " (it is not an IP address, nor a file in the Corefile's folder, so it was taken as a hostname)"
+        } else {
+            ""
+        };
+        format!("'{text}': cannot resolve {host}: {e}{hint}")
+    })?;
     Ok(ips
         .into_iter()
         .map(|ip| one(SocketAddr::new(ip, port), Some(host.clone())))
