@@ -1,8 +1,8 @@
 //! `forward` to DNS-over-HTTPS upstreams (RFC 8484, HTTP/2 over TLS), asked with the real `dig`:
 //! against cluster-dns's own `https://` server block and against Debian's `unbound` serving
 //! DoH, with `doh_method POST` (the default) and `GET`, certificates from a CA the test makes
-//! (`tls CA`, `tls_servername`); a connection reused for the next question; an upstream that
-//! accepts connections but never answers, passed over for the next one.
+//! (`tls CA`, `tls_servername`); a connection reused for the next question, and shared by a
+//! burst; an upstream that accepts connections but never answers, passed over for the next one.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -89,6 +89,42 @@ async fn forwards_over_https_to_cluster_dns_with_post_and_get() {
     )
     .await;
     assert_eq!(dig_a(addr, "www.example.org").await.0, "SERVFAIL");
+    running.stop().await.unwrap();
+    server.stop().await.unwrap();
+}
+
+/// A burst of questions at once opens one HTTP/2 connection, which carries them all; the
+/// connections kept stay within the bound (`cluster_dns_forward_https_idle_connections`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_shares_one_https_connection() {
+    let dir = certificates("fwd-doh-burst");
+    let server = doh_server(&dir).await;
+    let up = server.dns_addrs()[0];
+    let (running, addr) = forwarder(
+        &dir,
+        &format!("https://{up}"),
+        "  tls ca.pem\n  max_idle_conns 1\n",
+    )
+    .await;
+    let asks: Vec<_> = (0..8)
+        .map(|_| {
+            tokio::spawn(async move {
+                let q = support::query("www.example.org.", hickory_proto::rr::RecordType::A);
+                support::udp(addr, &q).await.0
+            })
+        })
+        .collect();
+    for a in asks {
+        assert_eq!(a.await.unwrap().answers.len(), 1);
+    }
+    assert_eq!(https_conns(&running, up).await, (1.0, 7.0));
+    let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+    let kept = crate::dropin::sum(
+        &m,
+        "cluster_dns_forward_https_idle_connections",
+        &[&format!("to=\"{up}\"")],
+    );
+    assert_eq!(kept, 1.0);
     running.stop().await.unwrap();
     server.stop().await.unwrap();
 }

@@ -8,7 +8,7 @@
 //! Connections are reused: HTTP/2 carries many requests at once on one connection, so a
 //! question takes the most recently used open connection of its upstream, and a new one is
 //! opened only when none is open, young enough (used within `expire`, opened within
-//! `max_age`) and ready. At most `max_idle_conns` (default [`MAX_CONNS_PER_UPSTREAM`])
+//! `max_age`) and ready; one at a time, the questions arriving meanwhile waiting to share it. At most `max_idle_conns` (default [`MAX_CONNS_PER_UPSTREAM`])
 //! connections are kept per upstream (a connection opened beyond that serves its request
 //! and is closed), shown by `cluster_dns_forward_https_idle_connections`; reuse and new
 //! connections are counted in `coredns_proxy_conn_cache_{hits,misses}_total{proto="https"}`. At
@@ -85,6 +85,8 @@ pub struct DohTransport {
     /// Open connections, most recently used last.
     conns: Mutex<Vec<Conn>>,
     busy: tokio::sync::Semaphore,
+    /// Held while a connection is being opened.
+    opening: tokio::sync::Mutex<()>,
     counters: OnceLock<ConnCounters>,
 }
 
@@ -138,6 +140,7 @@ impl DohTransport {
             options,
             conns: Mutex::new(Vec::new()),
             busy: tokio::sync::Semaphore::new(MAX_BUSY_PER_UPSTREAM),
+            opening: tokio::sync::Mutex::new(()),
             counters: OnceLock::new(),
         })
     }
@@ -210,8 +213,10 @@ impl DohTransport {
         Ok(sender)
     }
 
-    /// Sends `query` (its ID 0) to `addr` and returns the reply's bytes: on an open
-    /// connection when there is one (a new one if the request fails there), else on a new one.
+    /// Sends `query` (its ID 0) to `addr` and returns the reply's bytes: on a kept connection
+    /// when there is one, else on a new one. One connection is opened at a time per upstream:
+    /// the questions that arrive meanwhile wait for it and share it (HTTP/2 multiplexes them),
+    /// so a burst opens one connection, not one per question.
     pub async fn exchange(&self, addr: SocketAddr, query: &[u8]) -> std::io::Result<Vec<u8>> {
         let _permit = self
             .busy
@@ -221,16 +226,26 @@ impl DohTransport {
         if let Some(sender) = self.reuse()
             && let Ok(reply) = self.request(sender, query).await
         {
-            if let Some(c) = self.counters.get() {
-                c.hits.inc();
-            }
+            self.count(true);
             return Ok(reply);
         }
+        let (sender, reused) = {
+            let _opening = self.opening.lock().await;
+            match self.reuse() {
+                Some(sender) => (sender, true),
+                None => (self.open(addr).await?, false),
+            }
+        };
+        let reply = self.request(sender, query).await?;
+        self.count(reused);
+        Ok(reply)
+    }
+
+    /// Counts a connection reused (`hit`) or opened.
+    fn count(&self, hit: bool) {
         if let Some(c) = self.counters.get() {
-            c.misses.inc();
+            if hit { c.hits.inc() } else { c.misses.inc() }
         }
-        let sender = self.open(addr).await?;
-        self.request(sender, query).await
     }
 
     async fn request(&self, mut sender: SendRequest<Full<Bytes>>, query: &[u8]) -> std::io::Result<Vec<u8>> {
