@@ -393,3 +393,38 @@ async fn a_cidr_from_forwards_its_first_reverse_zone() {
     assert_eq!(up.udp_queries(), 1, "outside the first zone: not forwarded");
     running.stop().await.unwrap();
 }
+
+/// The Corefiles of CoreDNS 1.14.7's forward README (and its options, each used once) pass the
+/// start-up check; the hostname example resolves through a scripted `resolver`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coredns_readme_examples_pass_the_check() {
+    let resolver = Scripted::start().await;
+    resolver.set_address(Ipv4Addr::LOCALHOST);
+    let r = resolver.addr;
+    let examples = [
+        "example.org {\n    forward . 127.0.0.1:9005\n}\n".to_owned(),
+        ". {\n    cache\n    forward lab.example.local 10.20.0.1\n    forward example.local 10.0.0.1\n    forward . /etc/resolv.conf\n}\n".to_owned(),
+        ". {\n    forward . 10.0.0.10:53 10.0.0.11:1053 [2003::1]:53\n}\n".to_owned(),
+        ". {\n    forward . 10.0.0.10:1234 {\n        except example.org\n    }\n}\n".to_owned(),
+        ". {\n    forward . tls://9.9.9.9 {\n       tls_servername dns.quad9.net\n       health_check 5s\n    }\n    cache 30\n}\n".to_owned(),
+        ". {\n    forward . https://9.9.9.9 {\n       tls_servername dns.quad9.net\n       health_check 5s\n    }\n    cache 30\n}\n".to_owned(),
+        ". {\n    forward . tls://9.9.9.9 {\n       tls_servername dns.quad9.net\n       health_check 5s domain example.org\n    }\n    cache 30\n}\n".to_owned(),
+        ". {\n    forward . tls://1.1.1.1 tls://1.0.0.1 {\n       tls_servername cloudflare-dns.com\n       health_check 5s\n    }\n    cache 30\n}\n".to_owned(),
+        ". {\n    forward . 127.0.0.1:5301 127.0.0.1:5302\n}\n\n.:5301 {\n    forward . tls://8.8.8.8 tls://8.8.4.4 {\n        tls_servername dns.google\n    }\n}\n\n.:5302 {\n    forward . tls://1.1.1.1 tls://1.0.0.1 {\n        tls_servername cloudflare-dns.com\n    }\n}\n".to_owned(),
+        ". {\n  forward . 1.2.3.4 {\n    next NXDOMAIN\n  }\n  forward . 5.6.7.8 {\n    next NXDOMAIN\n  }\n  forward . 9.0.1.2 {\n  }\n}\n".to_owned(),
+        ". {\n  forward . 1.2.3.4 5.6.7.8 9.0.1.2 {\n     policy sequential\n     failover SERVFAIL REFUSED\n  }\n}\n".to_owned(),
+        format!(". {{\n    forward . dns.example.local {{\n        resolver {r}\n    }}\n}}\n"),
+        ". {\n    forward . tls://9.9.9.9%dns.quad9.net tls://[2620:fe::fe%dns.quad9.net]:853 10.0.0.1 {\n        max_idle_conns 10\n        expire 10s\n        max_age 30s\n        next_on_nodata\n        force_tcp\n        prefer_udp\n        max_concurrent 0\n    }\n}\n".to_owned(),
+        ". {\n    forward . https://10.0.0.1 {\n        doh_method GET\n        tls\n    }\n}\n".to_owned(),
+        ". {\n    forward 10.0.0.0/12 10.0.0.1\n}\n".to_owned(),
+    ];
+    let dir = support::temp_dir("fwd-readme");
+    for text in examples {
+        let d = dir.clone();
+        let t = text.clone();
+        let result = tokio::task::spawn_blocking(move || support::check_corefile(&d, &t))
+            .await
+            .unwrap();
+        assert!(result.is_ok(), "{text}\n{result:?}");
+    }
+}
