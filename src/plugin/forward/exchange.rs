@@ -129,6 +129,9 @@ pub enum Link {
     Tls(TlsTransport),
     /// DNS over HTTPS (`https://`).
     Https(DohTransport),
+    /// A `tls://` or `https://` upstream whose TLS settings could not be built (setup checks
+    /// them, so this is not expected): every exchange fails, never falling back to plain DNS.
+    Unusable(String),
 }
 
 impl Link {
@@ -162,6 +165,7 @@ pub async fn exchange(
         let secure = match link {
             Link::Tls(tls) => Some(tls.exchange(addr, &query).await),
             Link::Https(doh) => Some(doh.exchange(addr, &query).await),
+            Link::Unusable(why) => Some(Err(std::io::Error::other(why.clone()))),
             Link::Plain => None,
         };
         if let Some(reply) = secure {

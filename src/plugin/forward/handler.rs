@@ -143,8 +143,11 @@ fn server_name<'a>(config: &'a ForwardConfig, to: &'a To) -> Option<&'a str> {
 /// How upstream `to` is reached; `client` is the TLS configuration (checked at setup, so
 /// present for `tls://` and `https://` upstreams).
 fn link(config: &ForwardConfig, to: &To, client: Option<&Arc<tokio_rustls::rustls::ClientConfig>>) -> Link {
-    let Some(client) = client else {
-        return Link::Plain;
+    let Some(client) = client.filter(|_| to.transport != Transport::Dns) else {
+        return match to.transport {
+            Transport::Dns => Link::Plain,
+            _ => Link::Unusable("the TLS settings could not be built".into()),
+        };
     };
     let name = server_name(config, to);
     match to.transport {
@@ -156,7 +159,7 @@ fn link(config: &ForwardConfig, to: &To, client: Option<&Arc<tokio_rustls::rustl
                         .with_limits(config.max_idle_conns, config.max_age),
                 )
             })
-            .unwrap_or(Link::Plain),
+            .unwrap_or_else(Link::Unusable),
         Transport::Https => {
             let authority = match &to.hostname {
                 Some(h) => format!("{h}:{}", to.addr.port()),
@@ -173,7 +176,7 @@ fn link(config: &ForwardConfig, to: &To, client: Option<&Arc<tokio_rustls::rustl
             };
             DohTransport::new(client, to.addr, name, options)
                 .map(Link::Https)
-                .unwrap_or(Link::Plain)
+                .unwrap_or_else(Link::Unusable)
         }
     }
 }
@@ -221,7 +224,7 @@ impl Forward {
                 match &up.link {
                     Link::Tls(tls) => tls.count_into(instruments.conn_counters(&metrics, Pool::Tls)),
                     Link::Https(doh) => doh.count_into(instruments.conn_counters(&metrics, Pool::Https)),
-                    Link::Plain => {}
+                    Link::Plain | Link::Unusable(_) => {}
                 }
                 up.udp.count_into(instruments.conn_counters(&metrics, Pool::Udp));
                 let _ = up.metrics.set(instruments);

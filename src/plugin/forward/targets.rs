@@ -163,8 +163,12 @@ pub fn read_to(text: &str, dir: &Path, resolvers: &[SocketAddr]) -> Result<Vec<T
         _ => (rest, String::new()),
     };
     let (hostport, server_name) = split_server_name(rest);
-    if server_name.as_deref() == Some("") {
-        return Err(format!("'{text}': the server name after '%' is empty"));
+    if let Some(name) = &server_name
+        && tokio_rustls::rustls::pki_types::ServerName::try_from(name.as_str()).is_err()
+    {
+        return Err(format!(
+            "'{text}': the server name after '%' ('{name}') is not a DNS name"
+        ));
     }
     let port = match transport {
         Transport::Dns => DNS_PORT,
@@ -373,7 +377,8 @@ mod tests {
         for (bad, want) in [
             ("grpc://1.1.1.1", "'grpc' is not supported"),
             ("quic://1.1.1.1", "'quic' is not supported"),
-            ("tls://1.1.1.1%", "empty"),
+            ("tls://1.1.1.1%", "is not a DNS name"),
+            ("tls://1.1.1.1%bad..name:853", "('bad..name') is not a DNS name"),
             ("no_such..name", "neither an IP"),
             ("10.0.0.300", "neither an IP"),
         ] {
