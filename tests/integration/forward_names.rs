@@ -428,3 +428,48 @@ async fn coredns_readme_examples_pass_the_check() {
         assert!(result.is_ok(), "{text}\n{result:?}");
     }
 }
+
+/// Plain DNS over TCP keeps its connections as DNS over TLS does: three questions to Debian's
+/// `unbound` with `force_tcp` take one connection; and after a burst at a slow upstream at most
+/// `max_idle_conns` are kept (six without it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_tcp_connections_are_reused_and_bounded() {
+    let dir = support::temp_dir("fwd-tcp-pool");
+    let ub = crate::upstream::Unbound::start(&dir)
+        .await
+        .expect("unbound is installed (test.sh installs it)");
+    let (running, addr) = forwarder(&dir, &format!(" forward . {} {{\n  force_tcp\n }}", ub.addr)).await;
+    for _ in 0..3 {
+        let (status, records) = dig_a(addr, "A", "www.example.com").await;
+        assert_eq!((status.as_str(), records.len()), ("NOERROR", 1));
+    }
+    let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+    let to = format!("to=\"{}\"", ub.addr);
+    let count = |name: &str| crate::dropin::sum(&m, name, &[&to, "proto=\"tcp\""]);
+    assert_eq!(
+        (
+            count("coredns_proxy_conn_cache_misses_total"),
+            count("coredns_proxy_conn_cache_hits_total")
+        ),
+        (1.0, 2.0)
+    );
+    running.stop().await.unwrap();
+    let slow = Scripted::start().await;
+    slow.set_mode(Mode::Slow(Duration::from_millis(300)));
+    for (option, kept) in [("", 6.0), ("  max_idle_conns 2\n", 2.0)] {
+        let (running, addr) = forwarder(
+            &dir,
+            &format!(" forward . {} {{\n  force_tcp\n{option} }}", slow.addr),
+        )
+        .await;
+        burst(addr).await;
+        let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+        let to = format!("to=\"{}\"", slow.addr);
+        assert_eq!(
+            crate::dropin::sum(&m, "cluster_dns_forward_tcp_idle_connections", &[&to]),
+            kept,
+            "{option:?}"
+        );
+        running.stop().await.unwrap();
+    }
+}

@@ -1,6 +1,6 @@
 //! One exchange with one upstream: the query built with a fresh random ID (from the thread's
 //! CSPRNG), sent from a socket on a random source port (UDP; from the upstream's pool of them,
-//! [`super::udp`]) or over a new TCP connection,
+//! [`super::udp`]) or over a TCP connection (kept for reuse, [`super::tls`]),
 //! and a reply accepted only when its source address and port, ID, QR bit and question (name
 //! case-insensitively, type, class) match. The UDP socket is connected to the upstream: the
 //! kernel drops datagrams from any other source, and an ICMP port unreachable comes back as
@@ -141,14 +141,23 @@ impl Link {
     }
 }
 
+/// The sockets and connections of a plain upstream kept for reuse.
+#[derive(Debug, Clone, Copy)]
+pub struct Pools<'a> {
+    /// Its UDP sockets.
+    pub udp: &'a UdpPool,
+    /// Its TCP connections.
+    pub tcp: &'a TlsTransport,
+}
+
 /// Asks `peer` for `q` over `link`: TLS or HTTPS when it says so, else UDP (or TCP when `tcp`),
-/// giving up at `deadline`. Over UDP the socket comes from `pool` when given (and goes back to
-/// it once the reply is in), else it is opened for this query alone. Over HTTPS the ID is 0
-/// (RFC 8484).
+/// giving up at `deadline`. Over UDP and TCP the socket or connection comes from `pools` when
+/// given (and goes back once the reply is in), else it is opened for this query alone. Over
+/// HTTPS the ID is 0 (RFC 8484).
 pub async fn exchange(
     peer: Peer,
     link: &Link,
-    pool: Option<&UdpPool>,
+    pools: Option<Pools<'_>>,
     q: &Question,
     tcp: bool,
     deadline: Instant,
@@ -175,10 +184,23 @@ pub async fn exchange(
                 ForwardError::Unwanted { addr }
             })
         } else if tcp {
-            exchange_tcp(peer, &query, id, q, stats).await
+            match pools {
+                Some(p) => {
+                    let reply = p
+                        .tcp
+                        .exchange(addr, &query)
+                        .await
+                        .map_err(|source| ForwardError::Io { addr, source })?;
+                    accept_reply(&reply, id, q).ok_or_else(|| {
+                        stats.unwanted_replies.fetch_add(1, Ordering::Relaxed);
+                        ForwardError::Unwanted { addr }
+                    })
+                }
+                None => exchange_tcp(peer, &query, id, q, stats).await,
+            }
         } else {
             let io = |source| ForwardError::Io { addr, source };
-            match pool {
+            match pools.map(|p| p.udp) {
                 Some(pool) => {
                     let lease = pool.lease().await.map_err(io)?;
                     let reply = exchange_udp(addr, lease.socket(), &query, id, q, stats).await?;

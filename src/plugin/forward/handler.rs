@@ -17,7 +17,9 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use super::doh::{DohOptions, DohTransport, MAX_CONNS_PER_UPSTREAM};
-use super::exchange::{ExchangeStats, ForwardError, Link, PROBE_TIMEOUT, Peer, exchange, probe_question};
+use super::exchange::{
+    ExchangeStats, ForwardError, Link, PROBE_TIMEOUT, Peer, Pools, exchange, probe_question,
+};
 use super::metrics::{ForwardMetrics, PluginInstruments, Pool, UpstreamInstruments};
 use super::setup::{ForwardConfig, Policy};
 use super::targets::{To, Transport};
@@ -50,6 +52,8 @@ pub struct Upstream {
     link: Link,
     /// Its idle UDP sockets (plain DNS).
     udp: udp::UdpPool,
+    /// Its idle TCP connections (plain DNS).
+    tcp: tls::TlsTransport,
     /// `source_address`: the local address its sockets are bound to.
     source: Option<IpAddr>,
 }
@@ -61,6 +65,9 @@ impl Upstream {
             link,
             udp: udp::UdpPool::new(addr, config.source_address, config.expire)
                 .with_max_idle(config.max_idle_conns),
+            tcp: tls::TlsTransport::plain(addr, config.expire)
+                .from_source(config.source_address)
+                .with_limits(config.max_idle_conns, config.max_age),
             source: config.source_address,
             fails: AtomicU32::new(0),
             down: AtomicBool::new(false),
@@ -225,6 +232,9 @@ impl Forward {
                     Link::Tls(tls) => tls.count_into(instruments.conn_counters(&metrics, Pool::Tls)),
                     Link::Https(doh) => doh.count_into(instruments.conn_counters(&metrics, Pool::Https)),
                     Link::Plain | Link::Unusable(_) => {}
+                }
+                if up.link.is_plain() {
+                    up.tcp.count_into(instruments.conn_counters(&metrics, Pool::Tcp));
                 }
                 up.udp.count_into(instruments.conn_counters(&metrics, Pool::Udp));
                 let _ = up.metrics.set(instruments);
@@ -433,17 +443,15 @@ impl Forward {
         deadline: Instant,
     ) -> Result<Message, ForwardError> {
         let m = up.metrics.get();
-        if let Some(m) = m
-            && up.link.is_plain()
-            && tcp
-        {
-            m.tcp_exchange_started();
-        }
         let start = Instant::now();
+        let pools = Pools {
+            udp: &up.udp,
+            tcp: &up.tcp,
+        };
         let result = exchange(
             up.peer(),
             &up.link,
-            Some(&up.udp),
+            Some(pools),
             q,
             tcp,
             deadline,

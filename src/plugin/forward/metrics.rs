@@ -11,6 +11,7 @@
 //! | `coredns_forward_max_concurrent_rejects_total` | counter | (none) |
 //! | `cluster_dns_forward_tls_idle_connections` | gauge | to |
 //! | `cluster_dns_forward_https_idle_connections` | gauge | to |
+//! | `cluster_dns_forward_tcp_idle_connections` | gauge | to |
 //! | `cluster_dns_forward_udp_idle_sockets` | gauge | to |
 //!
 //! `proxy_name` is always `forward`; `to` is the upstream as `IP:PORT` (`[IPv6]:PORT`), from the
@@ -23,7 +24,8 @@
 //! DNS-over-HTTPS ones (`proto="https"`, [`super::doh`]); the idle ones kept per upstream (at
 //! most 32 sockets, 16 connections, or `max_idle_conns`) are the gauges
 //! `cluster_dns_forward_udp_idle_sockets`, `cluster_dns_forward_tls_idle_connections` and
-//! `cluster_dns_forward_https_idle_connections`, cluster-dns's own. A plain TCP exchange opens its own connection: always a miss.
+//! `cluster_dns_forward_https_idle_connections`, cluster-dns's own; plain TCP connections too
+//! (`proto="tcp"`, `cluster_dns_forward_tcp_idle_connections`).
 //!
 //! [`ForwardMetrics`] holds the families, created and registered once per process; every
 //! [`Forward`](super::Forward) generation gets a clone through
@@ -83,6 +85,7 @@ pub struct ForwardMetrics {
     conn_cache_misses: IntCounterVec,
     tls_idle: IntGaugeVec,
     https_idle: IntGaugeVec,
+    tcp_idle: IntGaugeVec,
     udp_idle: IntGaugeVec,
     healthcheck_broken: IntCounter,
     max_concurrent_rejects: IntCounter,
@@ -143,6 +146,13 @@ impl ForwardMetrics {
                 ),
                 &["to"],
             )?,
+            tcp_idle: IntGaugeVec::new(
+                Opts::new(
+                    "cluster_dns_forward_tcp_idle_connections",
+                    "Idle plain DNS-over-TCP connections kept for reuse per upstream (at most 16, or max_idle_conns).",
+                ),
+                &["to"],
+            )?,
             udp_idle: IntGaugeVec::new(
                 Opts::new(
                     "cluster_dns_forward_udp_idle_sockets",
@@ -168,6 +178,7 @@ impl ForwardMetrics {
                 Box::new(m.conn_cache_misses.clone()),
                 Box::new(m.tls_idle.clone()),
                 Box::new(m.https_idle.clone()),
+                Box::new(m.tcp_idle.clone()),
                 Box::new(m.udp_idle.clone()),
                 Box::new(m.healthcheck_broken.clone()),
                 Box::new(m.max_concurrent_rejects.clone()),
@@ -193,7 +204,6 @@ impl ForwardMetrics {
             conn(&self.conn_cache_hits, proto);
         }
         UpstreamInstruments {
-            miss_tcp: conn(&self.conn_cache_misses, "tcp"),
             healthcheck_failures: self.healthcheck_failures.with_label_values(&[PROXY_NAME, &to]),
             durations: std::array::from_fn(|_| OnceLock::new()),
             duration_vec: self.request_duration.clone(),
@@ -221,6 +231,8 @@ pub enum Pool {
     Tls,
     /// DNS over HTTPS.
     Https,
+    /// Plain DNS over TCP.
+    Tcp,
 }
 
 /// The series a connection pool is counted in: reuse, new connections and the idle ones.
@@ -238,7 +250,6 @@ pub struct ConnCounters {
 #[derive(Debug)]
 pub(super) struct UpstreamInstruments {
     to: String,
-    miss_tcp: IntCounter,
     /// `coredns_proxy_healthcheck_failures_total{to}`.
     pub healthcheck_failures: IntCounter,
     duration_vec: HistogramVec,
@@ -253,6 +264,7 @@ impl UpstreamInstruments {
             Pool::Udp => ("udp", &metrics.udp_idle),
             Pool::Tls => ("tcp-tls", &metrics.tls_idle),
             Pool::Https => ("https", &metrics.https_idle),
+            Pool::Tcp => ("tcp", &metrics.tcp_idle),
         };
         let labels = [PROXY_NAME, self.to.as_str(), proto];
         ConnCounters {
@@ -260,12 +272,6 @@ impl UpstreamInstruments {
             misses: metrics.conn_cache_misses.with_label_values(&labels),
             idle: idle.with_label_values(&[self.to.as_str()]),
         }
-    }
-
-    /// Counts one exchange about to start over TCP (always a connection-cache miss: a
-    /// connection per query; UDP sockets are counted by their pool, [`super::udp::UdpPool`]).
-    pub fn tcp_exchange_started(&self) {
-        self.miss_tcp.inc();
     }
 
     /// Records an exchange that got a reply with `rcode` after `took`.

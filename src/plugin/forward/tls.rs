@@ -1,5 +1,6 @@
 //! DNS over TLS to upstreams (RFC 7858): `forward . tls://ADDR` with `tls [CERT KEY] [CA]` and
-//! `tls_servername`. Owns the TLS settings read from the Corefile, the rustls client
+//! `tls_servername`; and the same keeping of connections for plain DNS over TCP
+//! ([`TlsTransport::plain`]). Owns the TLS settings read from the Corefile, the rustls client
 //! configuration built from them, and each upstream's idle connections: a connection that
 //! answered goes back to its upstream's pool and is reused until it has been idle for `expire`
 //! (and, with `max_age`, until it is that old; at most [`MAX_IDLE_PER_UPSTREAM`] kept, or
@@ -11,7 +12,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
@@ -79,9 +80,17 @@ pub fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, String
     Ok(Arc::new(config))
 }
 
-/// The TLS side of one upstream: how to connect, and its idle connections.
+/// A kept connection: plain TCP or TLS.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+/// The stream side of one upstream, DNS over TLS or plain DNS over TCP: how to connect, and
+/// its idle connections.
 pub struct TlsTransport {
-    connector: TlsConnector,
+    /// `None`: plain TCP.
+    connector: Option<TlsConnector>,
     name: ServerName<'static>,
     expire: Duration,
     /// `source_address`: the local address its connections are made from.
@@ -93,7 +102,7 @@ pub struct TlsTransport {
     /// Idle connections with the time each went idle and the time it was opened, newest last. Invariant: only connections
     /// whose last exchange completed (no bytes pending) are here; taken out under the lock, so
     /// one connection serves one exchange at a time.
-    idle: Mutex<Vec<(TlsStream<TcpStream>, Instant, Instant)>>,
+    idle: Mutex<Vec<(Conn, Instant, Instant)>>,
     /// Permits for the exchanges in flight ([`MAX_BUSY_PER_UPSTREAM`]).
     busy: tokio::sync::Semaphore,
     /// This upstream's series, once metrics are attached.
@@ -138,7 +147,7 @@ impl TlsTransport {
             None => ServerName::IpAddress(addr.ip().into()),
         };
         Ok(Self {
-            connector: TlsConnector::from(config),
+            connector: Some(TlsConnector::from(config)),
             name,
             expire,
             source: None,
@@ -148,6 +157,21 @@ impl TlsTransport {
             busy: tokio::sync::Semaphore::new(MAX_BUSY_PER_UPSTREAM),
             counters: OnceLock::new(),
         })
+    }
+
+    /// Plain DNS over TCP to `addr`, its connections kept as DNS over TLS's are.
+    pub fn plain(addr: SocketAddr, expire: Duration) -> Self {
+        Self {
+            connector: None,
+            name: ServerName::IpAddress(addr.ip().into()),
+            expire,
+            source: None,
+            max_idle: MAX_IDLE_PER_UPSTREAM,
+            max_age: None,
+            idle: Mutex::new(Vec::new()),
+            busy: tokio::sync::Semaphore::new(MAX_BUSY_PER_UPSTREAM),
+            counters: OnceLock::new(),
+        }
     }
 
     /// Makes its connections from `source` (`source_address`) when given.
@@ -168,7 +192,7 @@ impl TlsTransport {
 
     /// An idle connection young enough to reuse, if there is one (older ones are closed), and
     /// when it was opened.
-    fn take_idle(&self) -> Option<(TlsStream<TcpStream>, Instant)> {
+    fn take_idle(&self) -> Option<(Conn, Instant)> {
         let mut idle = self
             .idle
             .lock()
@@ -189,7 +213,7 @@ impl TlsTransport {
         }
     }
 
-    fn put_idle(&self, stream: TlsStream<TcpStream>, born: Instant) {
+    fn put_idle(&self, stream: Conn, born: Instant) {
         let mut idle = self
             .idle
             .lock()
@@ -227,7 +251,10 @@ impl TlsTransport {
         }
         let tcp = tcp_connect(addr, self.source).await?;
         let _ = tcp.set_nodelay(true);
-        let mut s = self.connector.connect(self.name.clone(), tcp).await?;
+        let mut s = match &self.connector {
+            Some(c) => Conn::Tls(Box::new(c.connect(self.name.clone(), tcp).await?)),
+            None => Conn::Plain(tcp),
+        };
         let born = Instant::now();
         let reply = round_trip(&mut s, query).await?;
         self.put_idle(s, born);
@@ -235,7 +262,15 @@ impl TlsTransport {
     }
 }
 
-async fn round_trip(s: &mut TlsStream<TcpStream>, query: &[u8]) -> std::io::Result<Vec<u8>> {
+async fn round_trip(s: &mut Conn, query: &[u8]) -> std::io::Result<Vec<u8>> {
+    match s {
+        Conn::Plain(t) => framed(t, query).await,
+        Conn::Tls(t) => framed(t.as_mut(), query).await,
+    }
+}
+
+/// Writes `query` with its length prefix (RFC 1035 4.2.2) and reads one framed reply.
+async fn framed<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, query: &[u8]) -> std::io::Result<Vec<u8>> {
     let len = u16::try_from(query.len())
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "query too long"))?;
     let mut out = Vec::with_capacity(query.len() + 2);
