@@ -446,10 +446,14 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
         && c.to.iter().all(|t| t.transport == Transport::Dns)
     {
         // CoreDNS takes the TLS options with plain upstreams and does nothing with them.
-        tracing::warn!(
-            line = %line.text,
-            "forward: tls/tls_servername have no effect: every upstream is plain DNS (write tls:// or https:// upstreams to use them)"
+        let warning = d.error_at(
+            &line,
+            format!(
+                "{} has no effect: every upstream is plain DNS (write tls:// or https:// upstreams to use it)",
+                line.text
+            ),
         );
+        tracing::warn!("{warning}");
     }
     if c.to.iter().any(|t| t.transport != Transport::Dns) {
         c.tls.get_or_insert_with(TlsSettings::default);
