@@ -23,6 +23,8 @@ mod drain;
 mod dropin;
 mod file;
 mod forward;
+mod forward_doh;
+mod forward_names;
 mod fuzz_corpus;
 mod harness;
 mod header;

@@ -59,6 +59,8 @@ struct State {
     sources: Mutex<Vec<IpAddr>>,
     /// The EDNS options (code, data) of every query parsed, UDP and TCP, in arrival order.
     options: Mutex<Vec<Options>>,
+    /// When set, the address positive answers give instead of 192.0.2.X.
+    address: Mutex<Option<Ipv4Addr>>,
 }
 
 /// One query's EDNS options: code and wire data, in the order sent.
@@ -151,11 +153,12 @@ fn answer(state: &State, query: &Message, udp: bool) -> Message {
         }
     } else {
         let octet = state.last_octet.load(Ordering::Relaxed);
-        reply.answers.push(Record::from_rdata(
-            name,
-            ttl,
-            RData::A(A(Ipv4Addr::new(192, 0, 2, octet))),
-        ));
+        let ip = state
+            .address
+            .lock()
+            .unwrap()
+            .unwrap_or(Ipv4Addr::new(192, 0, 2, octet));
+        reply.answers.push(Record::from_rdata(name, ttl, RData::A(A(ip))));
     }
     reply
 }
@@ -201,6 +204,7 @@ impl Scripted {
             ttl: AtomicU32::new(300),
             sources: Mutex::new(Vec::new()),
             options: Mutex::new(Vec::new()),
+            address: Mutex::new(None),
         });
         let udp = Arc::new(udp);
         let s = Arc::clone(&state);
@@ -308,6 +312,11 @@ impl Scripted {
     /// Sets the address positive answers give: 192.0.2.`octet`.
     pub fn set_octet(&self, octet: u8) {
         self.state.last_octet.store(octet, Ordering::Relaxed);
+    }
+
+    /// Sets the address positive answers give, whatever the name (a resolver for hostnames).
+    pub fn set_address(&self, ip: Ipv4Addr) {
+        *self.state.address.lock().unwrap() = Some(ip);
     }
 
     /// The source address of every query received (UDP and TCP), in arrival order.

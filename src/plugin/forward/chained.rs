@@ -1,6 +1,7 @@
 //! Several `forward` directives in one block ([`Forwards`]): each takes the questions under its
 //! FROM in the order written, and a reply whose rcode its `next` lists goes to the following
-//! `forward` instead (CoreDNS hands it to its next plugin only when that is a `forward`).
+//! `forward` instead (CoreDNS hands it to its next plugin only when that is a `forward`), and so
+//! does a NOERROR reply without answers (NODATA) under `next_on_nodata`.
 
 use crate::chain::{Next, Plugin, ReplyFuture, Upstreams};
 use crate::proto::{Question, Reply};
@@ -45,7 +46,12 @@ impl Plugin for Forwards {
                 }
                 let reply = forward.serve(q).await;
                 let passed_on = match &reply {
-                    Reply::Forwarded(f) => i + 1 < count && forward.next_rcodes().contains(&f.rcode),
+                    Reply::Forwarded(f) => {
+                        let nodata = forward.next_on_nodata()
+                            && f.rcode == hickory_proto::op::ResponseCode::NoError
+                            && f.answers.is_empty();
+                        i + 1 < count && (nodata || forward.next_rcodes().contains(&f.rcode))
+                    }
                     _ => false,
                 };
                 if !passed_on {

@@ -1,6 +1,6 @@
 //! One exchange with one upstream: the query built with a fresh random ID (from the thread's
 //! CSPRNG), sent from a socket on a random source port (UDP; from the upstream's pool of them,
-//! [`super::udp`]) or over a new TCP connection,
+//! [`super::udp`]) or over a TCP connection (kept for reuse, [`super::tls`]),
 //! and a reply accepted only when its source address and port, ID, QR bit and question (name
 //! case-insensitively, type, class) match. The UDP socket is connected to the upstream: the
 //! kernel drops datagrams from any other source, and an ICMP port unreachable comes back as
@@ -21,6 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::UdpSocket;
 use tokio::time::{Instant, timeout_at};
 
+use super::doh::DohTransport;
 use super::tls::{TlsTransport, tcp_connect};
 use super::udp::{self, UdpPool};
 use crate::proto::MAX_UDP_PAYLOAD;
@@ -126,36 +127,88 @@ pub struct Peer {
     pub source: Option<IpAddr>,
 }
 
-/// Asks `peer` for `q` over TLS when `tls` is given, else over UDP (or TCP when `tcp`), giving
-/// up at `deadline`. Over UDP the socket comes from `pool` when given (and goes back to it
-/// once the reply is in), else it is opened for this query alone.
+/// How an upstream is reached: plain DNS (UDP or TCP), DNS over TLS or DNS over HTTPS, with
+/// the connections kept for it.
+#[derive(Debug)]
+pub enum Link {
+    /// Plain DNS.
+    Plain,
+    /// DNS over TLS (`tls://`).
+    Tls(TlsTransport),
+    /// DNS over HTTPS (`https://`).
+    Https(DohTransport),
+    /// A `tls://` or `https://` upstream whose TLS settings could not be built (setup checks
+    /// them, so this is not expected): every exchange fails, never falling back to plain DNS.
+    Unusable(String),
+}
+
+impl Link {
+    /// True for plain DNS (UDP is possible, and so is a TCP retry after truncation).
+    pub fn is_plain(&self) -> bool {
+        matches!(self, Link::Plain)
+    }
+}
+
+/// The sockets and connections of a plain upstream kept for reuse.
+#[derive(Debug, Clone, Copy)]
+pub struct Pools<'a> {
+    /// Its UDP sockets.
+    pub udp: &'a UdpPool,
+    /// Its TCP connections.
+    pub tcp: &'a TlsTransport,
+}
+
+/// Asks `peer` for `q` over `link`: TLS or HTTPS when it says so, else UDP (or TCP when `tcp`),
+/// giving up at `deadline`. Over UDP and TCP the socket or connection comes from `pools` when
+/// given (and goes back once the reply is in), else it is opened for this query alone. Over
+/// HTTPS the ID is 0 (RFC 8484).
 pub async fn exchange(
     peer: Peer,
-    tls: Option<&TlsTransport>,
-    pool: Option<&UdpPool>,
+    link: &Link,
+    pools: Option<Pools<'_>>,
     q: &Question,
     tcp: bool,
     deadline: Instant,
     stats: &ExchangeStats,
 ) -> Result<Message, ForwardError> {
     let addr = peer.addr;
-    let id: u16 = rand::random();
+    let id: u16 = if matches!(link, Link::Https(_)) {
+        0
+    } else {
+        rand::random()
+    };
     let query = build_query(q, id)?;
     let work = async {
-        if let Some(tls) = tls {
-            let reply = tls
-                .exchange(addr, &query)
-                .await
-                .map_err(|source| ForwardError::Io { addr, source })?;
+        let secure = match link {
+            Link::Tls(tls) => Some(tls.exchange(addr, &query).await),
+            Link::Https(doh) => Some(doh.exchange(addr, &query).await),
+            Link::Unusable(why) => Some(Err(std::io::Error::other(why.clone()))),
+            Link::Plain => None,
+        };
+        if let Some(reply) = secure {
+            let reply = reply.map_err(|source| ForwardError::Io { addr, source })?;
             accept_reply(&reply, id, q).ok_or_else(|| {
                 stats.unwanted_replies.fetch_add(1, Ordering::Relaxed);
                 ForwardError::Unwanted { addr }
             })
         } else if tcp {
-            exchange_tcp(peer, &query, id, q, stats).await
+            match pools {
+                Some(p) => {
+                    let reply = p
+                        .tcp
+                        .exchange(addr, &query)
+                        .await
+                        .map_err(|source| ForwardError::Io { addr, source })?;
+                    accept_reply(&reply, id, q).ok_or_else(|| {
+                        stats.unwanted_replies.fetch_add(1, Ordering::Relaxed);
+                        ForwardError::Unwanted { addr }
+                    })
+                }
+                None => exchange_tcp(peer, &query, id, q, stats).await,
+            }
         } else {
             let io = |source| ForwardError::Io { addr, source };
-            match pool {
+            match pools.map(|p| p.udp) {
                 Some(pool) => {
                     let lease = pool.lease().await.map_err(io)?;
                     let reply = exchange_udp(addr, lease.socket(), &query, id, q, stats).await?;

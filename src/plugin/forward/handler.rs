@@ -16,9 +16,13 @@ use rand::seq::SliceRandom;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use super::exchange::{ExchangeStats, ForwardError, PROBE_TIMEOUT, Peer, exchange, probe_question};
+use super::doh::{DohOptions, DohTransport, MAX_CONNS_PER_UPSTREAM};
+use super::exchange::{
+    ExchangeStats, ForwardError, Link, PROBE_TIMEOUT, Peer, Pools, exchange, probe_question,
+};
 use super::metrics::{ForwardMetrics, PluginInstruments, Pool, UpstreamInstruments};
 use super::setup::{ForwardConfig, Policy};
+use super::targets::{To, Transport};
 use super::{tls, udp};
 use crate::chain::{Next, Plugin, ReplyFuture, Upstreams};
 use crate::proto::{Failure, FlagEdit, Forwarded, Question, Reply};
@@ -44,20 +48,26 @@ pub struct Upstream {
     probing: AtomicBool,
     looping: AtomicBool,
     metrics: OnceLock<UpstreamInstruments>,
-    /// DNS over TLS to it (`tls://`), with its idle connections; plain DNS when `None`.
-    tls: Option<tls::TlsTransport>,
+    /// How it is reached (plain, `tls://`, `https://`), with the connections kept for it.
+    link: Link,
     /// Its idle UDP sockets (plain DNS).
     udp: udp::UdpPool,
+    /// Its idle TCP connections (plain DNS).
+    tcp: tls::TlsTransport,
     /// `source_address`: the local address its sockets are bound to.
     source: Option<IpAddr>,
 }
 
 impl Upstream {
-    fn new(addr: SocketAddr, tls: Option<tls::TlsTransport>, config: &ForwardConfig) -> Self {
+    fn new(addr: SocketAddr, link: Link, config: &ForwardConfig) -> Self {
         Self {
             addr,
-            tls,
-            udp: udp::UdpPool::new(addr, config.source_address, config.expire),
+            link,
+            udp: udp::UdpPool::new(addr, config.source_address, config.expire)
+                .with_max_idle(config.max_idle_conns),
+            tcp: tls::TlsTransport::plain(addr, config.expire)
+                .from_source(config.source_address)
+                .with_limits(config.max_idle_conns, config.max_age),
             source: config.source_address,
             fails: AtomicU32::new(0),
             down: AtomicBool::new(false),
@@ -126,6 +136,58 @@ pub struct Forward {
     inner: Arc<Inner>,
 }
 
+/// The name upstream `to`'s certificate must carry: `tls_servername`, else its `%NAME`, else
+/// the hostname it was written as; `None`: its IP address.
+fn server_name<'a>(config: &'a ForwardConfig, to: &'a To) -> Option<&'a str> {
+    config
+        .tls
+        .as_ref()
+        .and_then(|t| t.server_name.as_deref())
+        .or(to.server_name.as_deref())
+        .or(to.hostname.as_deref())
+}
+
+/// How upstream `to` is reached; `client` is the TLS configuration (checked at setup, so
+/// present for `tls://` and `https://` upstreams).
+fn link(config: &ForwardConfig, to: &To, client: Option<&Arc<tokio_rustls::rustls::ClientConfig>>) -> Link {
+    let Some(client) = client.filter(|_| to.transport != Transport::Dns) else {
+        return match to.transport {
+            Transport::Dns => Link::Plain,
+            _ => Link::Unusable("the TLS settings could not be built".into()),
+        };
+    };
+    let name = server_name(config, to);
+    match to.transport {
+        Transport::Dns => Link::Plain,
+        Transport::Tls => tls::TlsTransport::new(Arc::clone(client), to.addr, name, config.expire)
+            .map(|t| {
+                Link::Tls(
+                    t.from_source(config.source_address)
+                        .with_limits(config.max_idle_conns, config.max_age),
+                )
+            })
+            .unwrap_or_else(Link::Unusable),
+        Transport::Https => {
+            let authority = match &to.hostname {
+                Some(h) => format!("{h}:{}", to.addr.port()),
+                None => to.addr.to_string(),
+            };
+            let options = DohOptions {
+                authority,
+                path: to.path.clone(),
+                method: config.doh_method,
+                expire: config.expire,
+                max_age: config.max_age,
+                max_conns: config.max_idle_conns.unwrap_or(MAX_CONNS_PER_UPSTREAM),
+                source: config.source_address,
+            };
+            DohTransport::new(client, to.addr, name, options)
+                .map(Link::Https)
+                .unwrap_or_else(Link::Unusable)
+        }
+    }
+}
+
 fn name_of(zone: &str) -> Name {
     Name::from_ascii(zone)
         .map(|n| n.to_lowercase())
@@ -146,15 +208,7 @@ impl Forward {
                     config
                         .to
                         .iter()
-                        .map(|a| {
-                            let transport = client.clone().and_then(|c| {
-                                let name = config.tls.as_ref().and_then(|t| t.server_name.as_deref());
-                                tls::TlsTransport::new(c, *a, name, config.expire)
-                                    .ok()
-                                    .map(|t| t.from_source(config.source_address))
-                            });
-                            Arc::new(Upstream::new(*a, transport, config))
-                        })
+                        .map(|to| Arc::new(Upstream::new(to.addr, link(config, to, client.as_ref()), config)))
                         .collect()
                 },
                 inflight: config.max_concurrent.map(|n| Arc::new(Semaphore::new(n))),
@@ -174,14 +228,25 @@ impl Forward {
         if self.inner.metrics.set(metrics.plugin()).is_ok() {
             for up in &self.inner.upstreams {
                 let instruments = metrics.upstream(up.addr);
-                if let Some(tls) = &up.tls {
-                    tls.count_into(instruments.conn_counters(&metrics, Pool::Tls));
+                match &up.link {
+                    Link::Tls(tls) => tls.count_into(instruments.conn_counters(&metrics, Pool::Tls)),
+                    Link::Https(doh) => doh.count_into(instruments.conn_counters(&metrics, Pool::Https)),
+                    Link::Plain | Link::Unusable(_) => {}
+                }
+                if up.link.is_plain() {
+                    up.tcp.count_into(instruments.conn_counters(&metrics, Pool::Tcp));
                 }
                 up.udp.count_into(instruments.conn_counters(&metrics, Pool::Udp));
                 let _ = up.metrics.set(instruments);
             }
         }
         self
+    }
+
+    /// `next_on_nodata`: a NOERROR reply without answers goes to the block's following
+    /// `forward`.
+    pub fn next_on_nodata(&self) -> bool {
+        self.inner.config.next_on_nodata
     }
 
     /// The rcodes its `next` hands to the block's following `forward`.
@@ -271,7 +336,7 @@ impl Forward {
         };
         let deadline = Instant::now() + TOTAL_BUDGET;
         let cfg = &self.inner.config;
-        let tcp = cfg.force_tcp || cfg.tls.is_some() || (q.over_stream() && !cfg.prefer_udp);
+        let tcp = cfg.force_tcp || (q.over_stream() && !cfg.prefer_udp);
         // The upstreams still worth asking, tried in turn until the budget is spent. One that
         // failed at once (refused, reset, only bad replies) leaves the list; one that timed out
         // stays for the next round, as in CoreDNS.
@@ -359,6 +424,8 @@ impl Forward {
     ) -> Result<Message, ForwardError> {
         let stats = &self.inner.stats;
         stats.attempts.fetch_add(1, Ordering::Relaxed);
+        // TLS and HTTPS run over TCP whatever the client used.
+        let tcp = tcp || !up.link.is_plain();
         let msg = self.exchange_observed(up, q, tcp, deadline).await?;
         if !tcp && msg.metadata.truncation {
             // Truncated over UDP: ask again over TCP, in the same attempt's time.
@@ -380,17 +447,15 @@ impl Forward {
         deadline: Instant,
     ) -> Result<Message, ForwardError> {
         let m = up.metrics.get();
-        if let Some(m) = m
-            && up.tls.is_none()
-            && tcp
-        {
-            m.tcp_exchange_started();
-        }
         let start = Instant::now();
+        let pools = Pools {
+            udp: &up.udp,
+            tcp: &up.tcp,
+        };
         let result = exchange(
             up.peer(),
-            up.tls.as_ref(),
-            Some(&up.udp),
+            &up.link,
+            Some(pools),
             q,
             tcp,
             deadline,
@@ -417,7 +482,10 @@ impl Forward {
             let weak = Arc::downgrade(up);
             let stats = Arc::downgrade(&self.inner.stats);
             let tcp = cfg.force_tcp;
-            tokio::spawn(probe_until_healthy(weak, stats, cfg.health_check, tcp));
+            let mut q = probe_question();
+            q.name = name_of(&cfg.health_check_domain);
+            q.recursion_desired = cfg.health_check_rd;
+            tokio::spawn(probe_until_healthy(weak, stats, cfg.health_check, tcp, q));
         }
     }
 
@@ -483,27 +551,23 @@ impl Upstreams for Forward {
     }
 }
 
-/// Probes a down upstream every `interval` until it answers (then takes it back) or the plugin
+/// Probes a down upstream with `q` (`. IN NS`, or `health_check`'s `domain` and `no_rec`) every
+/// `interval` until it answers (then takes it back) or the plugin
 /// is gone.
-async fn probe_until_healthy(up: Weak<Upstream>, stats: Weak<ForwardStats>, interval: Duration, tcp: bool) {
-    let q = probe_question();
+async fn probe_until_healthy(
+    up: Weak<Upstream>,
+    stats: Weak<ForwardStats>,
+    interval: Duration,
+    tcp: bool,
+    q: Question,
+) {
     loop {
         tokio::time::sleep(interval).await;
         let (Some(up), Some(stats)) = (up.upgrade(), stats.upgrade()) else {
             return;
         };
         let deadline = Instant::now() + PROBE_TIMEOUT;
-        match exchange(
-            up.peer(),
-            up.tls.as_ref(),
-            None,
-            &q,
-            tcp,
-            deadline,
-            &stats.exchange,
-        )
-        .await
-        {
+        match exchange(up.peer(), &up.link, None, &q, tcp, deadline, &stats.exchange).await {
             Ok(_) => {
                 up.fails.store(0, Ordering::Relaxed);
                 up.down.store(false, Ordering::Relaxed);

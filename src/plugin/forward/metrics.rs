@@ -10,18 +10,22 @@
 //! | `coredns_forward_healthcheck_broken_total` | counter | (none) |
 //! | `coredns_forward_max_concurrent_rejects_total` | counter | (none) |
 //! | `cluster_dns_forward_tls_idle_connections` | gauge | to |
+//! | `cluster_dns_forward_https_idle_connections` | gauge | to |
+//! | `cluster_dns_forward_tcp_idle_connections` | gauge | to |
 //! | `cluster_dns_forward_udp_idle_sockets` | gauge | to |
 //!
 //! `proxy_name` is always `forward`; `to` is the upstream as `IP:PORT` (`[IPv6]:PORT`), from the
 //! Corefile; `rcode` is the upstream's rcode name from a fixed list (else `other`); `proto` is
-//! `udp` or `tcp`. (CoreDNS's README gives the health-check counter an `rcode` label too; its
+//! `udp`, `tcp`, `tcp-tls` or `https`. (CoreDNS's README gives the health-check counter an `rcode` label too; its
 //! code does not have one, and neither has this.)
 //!
 //! UDP sockets are reused (`proto="udp"`: a hit is a socket taken from the upstream's pool, a
-//! miss a new one; [`super::udp`]), and so are DNS-over-TLS connections (`proto="tcp-tls"`); the
-//! idle ones kept per upstream (at most 32 sockets, 16 connections) are the gauges
-//! `cluster_dns_forward_udp_idle_sockets` and `cluster_dns_forward_tls_idle_connections`,
-//! cluster-dns's own. A plain TCP exchange opens its own connection: always a miss.
+//! miss a new one; [`super::udp`]), and so are DNS-over-TLS connections (`proto="tcp-tls"`) and
+//! DNS-over-HTTPS ones (`proto="https"`, [`super::doh`]); the idle ones kept per upstream (at
+//! most 32 sockets, 16 connections, or `max_idle_conns`) are the gauges
+//! `cluster_dns_forward_udp_idle_sockets`, `cluster_dns_forward_tls_idle_connections` and
+//! `cluster_dns_forward_https_idle_connections`, cluster-dns's own; plain TCP connections too
+//! (`proto="tcp"`, `cluster_dns_forward_tcp_idle_connections`).
 //!
 //! [`ForwardMetrics`] holds the families, created and registered once per process; every
 //! [`Forward`](super::Forward) generation gets a clone through
@@ -80,6 +84,8 @@ pub struct ForwardMetrics {
     conn_cache_hits: IntCounterVec,
     conn_cache_misses: IntCounterVec,
     tls_idle: IntGaugeVec,
+    https_idle: IntGaugeVec,
+    tcp_idle: IntGaugeVec,
     udp_idle: IntGaugeVec,
     healthcheck_broken: IntCounter,
     max_concurrent_rejects: IntCounter,
@@ -129,14 +135,28 @@ impl ForwardMetrics {
             tls_idle: IntGaugeVec::new(
                 Opts::new(
                     "cluster_dns_forward_tls_idle_connections",
-                    "Idle DNS-over-TLS connections kept for reuse per upstream (at most 16).",
+                    "Idle DNS-over-TLS connections kept for reuse per upstream (at most 16, or max_idle_conns).",
+                ),
+                &["to"],
+            )?,
+            https_idle: IntGaugeVec::new(
+                Opts::new(
+                    "cluster_dns_forward_https_idle_connections",
+                    "DNS-over-HTTPS (HTTP/2) connections kept for reuse per upstream (at most 16, or max_idle_conns).",
+                ),
+                &["to"],
+            )?,
+            tcp_idle: IntGaugeVec::new(
+                Opts::new(
+                    "cluster_dns_forward_tcp_idle_connections",
+                    "Idle plain DNS-over-TCP connections kept for reuse per upstream (at most 16, or max_idle_conns).",
                 ),
                 &["to"],
             )?,
             udp_idle: IntGaugeVec::new(
                 Opts::new(
                     "cluster_dns_forward_udp_idle_sockets",
-                    "Idle UDP sockets kept for reuse per upstream (at most 32).",
+                    "Idle UDP sockets kept for reuse per upstream (at most 32, or max_idle_conns).",
                 ),
                 &["to"],
             )?,
@@ -157,6 +177,8 @@ impl ForwardMetrics {
                 Box::new(m.conn_cache_hits.clone()),
                 Box::new(m.conn_cache_misses.clone()),
                 Box::new(m.tls_idle.clone()),
+                Box::new(m.https_idle.clone()),
+                Box::new(m.tcp_idle.clone()),
                 Box::new(m.udp_idle.clone()),
                 Box::new(m.healthcheck_broken.clone()),
                 Box::new(m.max_concurrent_rejects.clone()),
@@ -182,7 +204,6 @@ impl ForwardMetrics {
             conn(&self.conn_cache_hits, proto);
         }
         UpstreamInstruments {
-            miss_tcp: conn(&self.conn_cache_misses, "tcp"),
             healthcheck_failures: self.healthcheck_failures.with_label_values(&[PROXY_NAME, &to]),
             durations: std::array::from_fn(|_| OnceLock::new()),
             duration_vec: self.request_duration.clone(),
@@ -208,6 +229,10 @@ pub enum Pool {
     Udp,
     /// DNS over TLS.
     Tls,
+    /// DNS over HTTPS.
+    Https,
+    /// Plain DNS over TCP.
+    Tcp,
 }
 
 /// The series a connection pool is counted in: reuse, new connections and the idle ones.
@@ -225,7 +250,6 @@ pub struct ConnCounters {
 #[derive(Debug)]
 pub(super) struct UpstreamInstruments {
     to: String,
-    miss_tcp: IntCounter,
     /// `coredns_proxy_healthcheck_failures_total{to}`.
     pub healthcheck_failures: IntCounter,
     duration_vec: HistogramVec,
@@ -239,6 +263,8 @@ impl UpstreamInstruments {
         let (proto, idle) = match pool {
             Pool::Udp => ("udp", &metrics.udp_idle),
             Pool::Tls => ("tcp-tls", &metrics.tls_idle),
+            Pool::Https => ("https", &metrics.https_idle),
+            Pool::Tcp => ("tcp", &metrics.tcp_idle),
         };
         let labels = [PROXY_NAME, self.to.as_str(), proto];
         ConnCounters {
@@ -246,12 +272,6 @@ impl UpstreamInstruments {
             misses: metrics.conn_cache_misses.with_label_values(&labels),
             idle: idle.with_label_values(&[self.to.as_str()]),
         }
-    }
-
-    /// Counts one exchange about to start over TCP (always a connection-cache miss: a
-    /// connection per query; UDP sockets are counted by their pool, [`super::udp::UdpPool`]).
-    pub fn tcp_exchange_started(&self) {
-        self.miss_tcp.inc();
     }
 
     /// Records an exchange that got a reply with `rcode` after `took`.

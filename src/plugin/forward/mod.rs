@@ -10,18 +10,20 @@
 //! a TCP reset) is not asked again for that question, so a closed port costs no timeout.
 //!
 //! The files: `handler` holds the query path ([`Forward`], its upstreams and their health),
-//! `exchange` one exchange with one upstream, `udp` and `tls` the upstream sockets and
-//! connections kept for reuse, `chained` several `forward`s in one block and their `next`,
-//! `setup` the Corefile options, `metrics` the families, `fuzz`
+//! `exchange` one exchange with one upstream, `udp`, `tls` and `doh` (DNS over HTTPS) the upstream
+//! sockets and connections kept for reuse, `chained` several `forward`s in one block and their `next`,
+//! `setup` the Corefile options, `targets` the upstream list (files, hostnames resolved at start), `metrics` the families, `fuzz`
 //! the body of the `forward_reply` fuzz target.
 
 pub mod chained;
+pub mod doh;
 pub mod exchange;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod handler;
 pub mod metrics;
 pub mod setup;
+pub mod targets;
 pub mod tls;
 pub mod udp;
 

@@ -1,6 +1,7 @@
 //! The `forward` directive's Corefile syntax, parsed into a [`ForwardConfig`] with CoreDNS's
-//! options and defaults, and the upstream list: addresses (`IP`, `IP:PORT`, `[IPv6]:PORT`,
-//! `dns://IP[:PORT]`) or resolv.conf-style files whose `nameserver` lines name them.
+//! options and defaults. The options are read first (`resolver` is needed for the upstreams),
+//! then the upstream list ([`super::targets`]: addresses, resolv.conf-style files whose
+//! `nameserver` lines name them, hostnames resolved now).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -9,14 +10,19 @@ use std::time::Duration;
 use hickory_proto::op::ResponseCode;
 use tokio_rustls::rustls::pki_types::ServerName;
 
-use super::tls::{DOT_PORT, TlsSettings, client_config};
+use super::doh::DohMethod;
+pub use super::targets::MAX_UPSTREAMS;
+#[cfg(test)]
+use super::targets::parse_resolv_conf;
+use super::targets::{To, Transport, dedup, parse_addr_or, read_to};
+use super::tls::{TlsSettings, client_config};
 use crate::chain::{BuildCtx, Built, Configured, SetupCtx, previous};
-use crate::corefile::{CorefileError, Directive, Token, normalize_zone, parse_duration};
+use crate::corefile::{
+    CorefileError, Directive, Token, normalize_zone, normalize_zone_or_cidr, parse_duration,
+};
 use crate::telemetry::rcode_label;
 use std::sync::Arc;
 
-/// Most upstreams one `forward` takes (CoreDNS's limit, and resolv.conf's practical one).
-pub const MAX_UPSTREAMS: usize = 15;
 /// Default per-attempt read timeout (CoreDNS: 2 s).
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default health-check interval while an upstream is down (CoreDNS: 0.5 s).
@@ -44,8 +50,12 @@ pub enum Policy {
 pub struct ForwardConfig {
     /// The zone forwarded (normalized); `.` for everything.
     pub from: String,
-    /// The upstreams, in the order written (files expanded in place).
-    pub to: Vec<SocketAddr>,
+    /// The upstreams, in the order written (files and hostnames expanded in place, each
+    /// address once).
+    pub to: Vec<To>,
+    /// `resolver IP[:PORT]...`: the servers hostnames in TO were resolved with (the system
+    /// resolver when empty).
+    pub resolver: Vec<SocketAddr>,
     /// `except ZONES...`: names in these zones are not forwarded.
     pub except: Vec<String>,
     /// `force_tcp`.
@@ -56,6 +66,10 @@ pub struct ForwardConfig {
     pub max_fails: u32,
     /// `health_check DURATION` (0: no checks, never marked down).
     pub health_check: Duration,
+    /// `health_check ... domain NAME`: the name the probe asks (`NAME IN NS`; `.` by default).
+    pub health_check_domain: String,
+    /// The probe's RD bit (`health_check ... no_rec` clears it).
+    pub health_check_rd: bool,
     /// `expire DURATION` (accepted, see [`DEFAULT_EXPIRE`]).
     pub expire: Duration,
     /// `max_concurrent N`: queries in flight above this get REFUSED.
@@ -76,6 +90,16 @@ pub struct ForwardConfig {
     pub next: Vec<ResponseCode>,
     /// `source_address IP`: the local address outgoing sockets (health probes too) are bound to.
     pub source_address: Option<IpAddr>,
+    /// `doh_method GET|POST` for `https://` upstreams (POST by default).
+    pub doh_method: DohMethod,
+    /// `max_age DURATION`: a kept connection this old is closed, used or not (`None`: no
+    /// limit, as 0).
+    pub max_age: Option<Duration>,
+    /// `max_idle_conns N`: connections (UDP sockets) kept per upstream and transport (`None`:
+    /// the transport's own bound, as 0).
+    pub max_idle_conns: Option<usize>,
+    /// `next_on_nodata`: a NOERROR reply with no answer goes to the block's next `forward`.
+    pub next_on_nodata: bool,
     /// `max_connect_attempts N`: failed attempts after which the question gets SERVFAIL;
     /// `None` (not written) is twice the number of upstreams, `Some(0)` no cap.
     pub max_connect_attempts: Option<u32>,
@@ -90,72 +114,45 @@ fn rcode_arg(d: &Directive, opt: &Directive, t: &Token) -> Result<ResponseCode, 
         .ok_or_else(|| d.error_at(t, format!("{}: '{}' is not a valid rcode", opt.name.text, t.text)))
 }
 
-/// Parses one upstream token; files are read relative to `dir` when not absolute.
-fn upstreams_of(d: &Directive, t: &Token, dir: &Path) -> Result<Vec<SocketAddr>, CorefileError> {
-    let text = t.text.as_str();
-    if text.starts_with("https://") || text.starts_with("grpc://") {
-        return Err(d.error_at(
-            t,
-            format!("'{text}': only plain DNS and DNS over TLS (tls://) upstreams are supported"),
-        ));
-    }
-    if let Some(bare) = text.strip_prefix("tls://") {
-        let addr = parse_addr_or(bare, DOT_PORT)
-            .ok_or_else(|| d.error_at(t, format!("'{text}': expected tls://IP or tls://IP:PORT")))?;
-        return Ok(vec![addr]);
-    }
-    let bare = text.strip_prefix("dns://").unwrap_or(text);
-    if let Some(addr) = parse_addr(bare) {
-        return Ok(vec![addr]);
-    }
-    let path = if Path::new(bare).is_absolute() {
-        Path::new(bare).to_path_buf()
-    } else {
-        dir.join(bare)
-    };
-    if text.starts_with("dns://") || !(bare.contains('/') || path.exists()) {
-        return Err(d.error_at(
-            t,
-            format!("'{text}' is neither an IP address (IP, IP:PORT, [IPv6]:PORT) nor an existing file"),
-        ));
-    }
-    let content = std::fs::read_to_string(&path)
-        .map_err(|e| d.error_at(t, format!("cannot read {}: {e}", path.display())))?;
-    let found = parse_resolv_conf(&content);
-    if found.is_empty() {
-        return Err(d.error_at(t, format!("{} has no 'nameserver' line", path.display())));
-    }
-    Ok(found)
-}
-
 /// An upstream address: `IP`, `IP:PORT`, `[IPv6]:PORT`, `[IPv6]`; port 53 by default.
 pub fn parse_addr(s: &str) -> Option<SocketAddr> {
     parse_addr_or(s, 53)
 }
 
-/// [`parse_addr`] with `port` when the text names none (853 for `tls://`).
-fn parse_addr_or(s: &str, port: u16) -> Option<SocketAddr> {
-    if let Ok(a) = s.parse::<SocketAddr>() {
-        return Some(a);
-    }
-    let ip = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(s);
-    ip.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, port))
+/// FROM: a zone, or a CIDR standing for its reverse zone. A prefix that is not on a label
+/// boundary (`10.0.0.0/12`) expands to several reverse zones in CoreDNS, which uses only the
+/// first (`0.10.in-addr.arpa.`, with a warning); so does this.
+fn from_zone(text: &str) -> Result<String, String> {
+    let Some((addr, bits)) = text.split_once('/') else {
+        return normalize_zone(text);
+    };
+    let (Ok(ip), Ok(b)) = (addr.parse::<IpAddr>(), bits.parse::<u32>()) else {
+        return normalize_zone_or_cidr(text);
+    };
+    // The first zone is the network's own address (host bits cleared), to the next boundary.
+    let (network, step) = match ip {
+        IpAddr::V4(a) if b > 0 && b < 32 && b % 8 != 0 => (
+            IpAddr::V4(std::net::Ipv4Addr::from(u32::from(a) & (u32::MAX << (32 - b)))),
+            8,
+        ),
+        IpAddr::V6(a) if b > 0 && b < 128 && b % 4 != 0 => (
+            IpAddr::V6(std::net::Ipv6Addr::from(u128::from(a) & (u128::MAX << (128 - b)))),
+            4,
+        ),
+        _ => return normalize_zone_or_cidr(text),
+    };
+    let zone = normalize_zone_or_cidr(&format!("{network}/{}", b.div_ceil(step) * step))?;
+    tracing::warn!(from = text, zone = %zone, "forward: a CIDR that expands to several reverse zones: only the first is used (as in CoreDNS)");
+    Ok(zone)
 }
 
-/// The `nameserver` addresses of a resolv.conf (port 53, at most [`MAX_UPSTREAMS`]); every
-/// other line is ignored. IPv6 zone suffixes (`%eth0`) are dropped.
-pub fn parse_resolv_conf(content: &str) -> Vec<SocketAddr> {
-    content
-        .lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            (words.next()? == "nameserver").then_some(())?;
-            let ip = words.next()?;
-            let ip = ip.split('%').next().unwrap_or(ip);
-            ip.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, 53))
-        })
-        .take(MAX_UPSTREAMS)
-        .collect()
+/// `d` as the Corefile writes a duration (`10s`, `1500ms`).
+fn humantime(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
 }
 
 fn duration_arg(d: &Directive, opt: &Directive) -> Result<Duration, CorefileError> {
@@ -175,46 +172,39 @@ fn duration_arg(d: &Directive, opt: &Directive) -> Result<Duration, CorefileErro
 pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> {
     let mut args = d.args();
     let from_tok = args.expect("the zone to forward (FROM) and at least one upstream (TO)")?;
-    let from = normalize_zone(&from_tok.text).map_err(|m| d.error_at(from_tok, m))?;
-    let mut to = Vec::new();
-    let mut schemes = (0, 0);
-    for t in args.remaining() {
-        if t.text.starts_with("tls://") {
-            schemes.0 += 1;
-        } else {
-            schemes.1 += 1;
-        }
-        to.extend(upstreams_of(d, t, dir)?);
-    }
-    if schemes.0 > 0 && schemes.1 > 0 {
-        return Err(d.error("upstreams must all be tls:// or all plain DNS, not both"));
-    }
-    if to.is_empty() {
+    let from = from_zone(&from_tok.text).map_err(|m| d.error_at(from_tok, m))?;
+    let to_tokens: Vec<Token> = args.remaining().to_vec();
+    if to_tokens.is_empty() {
         return Err(d.error("expected at least one upstream after the zone"));
-    }
-    if to.len() > MAX_UPSTREAMS {
-        return Err(d.error(format!("at most {MAX_UPSTREAMS} upstreams, got {}", to.len())));
     }
     let mut c = ForwardConfig {
         from,
-        to,
+        to: Vec::new(),
+        resolver: Vec::new(),
+        doh_method: DohMethod::Post,
+        max_age: None,
+        max_idle_conns: None,
+        next_on_nodata: false,
         except: Vec::new(),
         force_tcp: false,
         prefer_udp: false,
         max_fails: DEFAULT_MAX_FAILS,
         health_check: DEFAULT_HEALTH_CHECK,
+        health_check_domain: ".".to_owned(),
+        health_check_rd: true,
         expire: DEFAULT_EXPIRE,
         max_concurrent: None,
         policy: Policy::Random,
         read_timeout: DEFAULT_READ_TIMEOUT,
         failfast_all_unhealthy: false,
-        tls: (schemes.0 > 0).then(TlsSettings::default),
+        tls: None,
         failover: Vec::new(),
         next: Vec::new(),
         source_address: None,
         max_connect_attempts: None,
     };
     let mut tls_line: Option<Token> = None;
+    let mut max_age_line: Option<Token> = None;
     for opt in &d.block {
         match opt.name.text.as_str() {
             "except" => {
@@ -282,13 +272,11 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
                 let n: usize = a.text.parse().map_err(|_| {
                     d.error_at(
                         a,
-                        format!("max_concurrent: '{}' is not a positive number", a.text),
+                        format!("max_concurrent: '{}' is not a number (0 or more)", a.text),
                     )
                 })?;
-                if n == 0 {
-                    return Err(d.error_at(a, "max_concurrent must be at least 1"));
-                }
-                c.max_concurrent = Some(n);
+                // 0: no limit, as in CoreDNS.
+                c.max_concurrent = (n > 0).then_some(n);
             }
             "health_check" => {
                 let Some(a) = opt.args.first() else {
@@ -296,15 +284,19 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
                 };
                 c.health_check = parse_duration(&a.text)
                     .ok_or_else(|| d.error_at(a, format!("health_check: '{}' is not a duration", a.text)))?;
-                // `no_rec` and `domain NAME` change the probe CoreDNS sends; any reply counts
-                // as healthy here, so they are accepted and have no effect.
+                // `no_rec` and `domain NAME` change the probe (`NAME IN NS`, RD set unless
+                // `no_rec`); any reply counts as healthy.
                 let mut rest = opt.args.iter().skip(1);
                 while let Some(x) = rest.next() {
                     match x.text.as_str() {
-                        "no_rec" => {}
+                        "no_rec" => c.health_check_rd = false,
                         "domain" => {
-                            rest.next()
+                            let n = rest
+                                .next()
                                 .ok_or_else(|| d.error_at(x, "health_check: domain needs a name"))?;
+                            c.health_check_domain = normalize_zone(&n.text).map_err(|m| {
+                                d.error_at(n, format!("health_check: invalid domain name: {m}"))
+                            })?;
                         }
                         other => {
                             return Err(d.error_at(x, format!("health_check: unknown argument '{other}'")));
@@ -367,22 +359,104 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
                 c.tls.get_or_insert_with(TlsSettings::default).server_name = Some(name.text.clone());
                 tls_line = Some(opt.name.clone());
             }
+            "next_on_nodata" => {
+                d.option_no_args(opt)?;
+                c.next_on_nodata = true;
+            }
+            "max_idle_conns" => {
+                let a = d.option_arg(opt)?;
+                let n: usize = a.text.parse().map_err(|_| {
+                    d.error_at(
+                        a,
+                        format!("max_idle_conns: '{}' is not a number (0 or more)", a.text),
+                    )
+                })?;
+                // 0: CoreDNS's "unlimited"; here each transport's own bound.
+                c.max_idle_conns = (n > 0).then_some(n);
+            }
+            "max_age" => {
+                let age = duration_arg(d, opt)?;
+                c.max_age = (!age.is_zero()).then_some(age);
+                max_age_line = Some(opt.name.clone());
+            }
+            "doh_method" => {
+                let a = d.option_arg(opt)?;
+                c.doh_method = match a.text.as_str() {
+                    "POST" => DohMethod::Post,
+                    "GET" => DohMethod::Get,
+                    other => {
+                        return Err(
+                            d.error_at(a, format!("doh_method must be either POST or GET, not '{other}'"))
+                        );
+                    }
+                };
+            }
+            "resolver" => {
+                if opt.args.is_empty() {
+                    return Err(d.error_at(&opt.name, "resolver needs at least one IP[:PORT]"));
+                }
+                for a in &opt.args {
+                    c.resolver.push(parse_addr(&a.text).ok_or_else(|| {
+                        d.error_at(
+                            a,
+                            format!("resolver must be an IP address or IP:port: '{}'", a.text),
+                        )
+                    })?);
+                }
+            }
             other => return Err(d.error_at(&opt.name, format!("unknown property '{other}'"))),
         }
     }
-    if c.force_tcp && c.prefer_udp {
-        return Err(d.error("force_tcp and prefer_udp cannot both be set"));
+    // `force_tcp` with `prefer_udp`: `force_tcp` wins (CoreDNS's README), as the handler does.
+    let mut to = Vec::new();
+    for t in &to_tokens {
+        to.extend(read_to(&t.text, dir, &c.resolver).map_err(|m| d.error_at(t, m))?);
     }
-    if let Some(line) = tls_line
-        && schemes.0 == 0
+    c.to = dedup(to);
+    if c.to.len() > MAX_UPSTREAMS {
+        return Err(d.error(format!("at most {MAX_UPSTREAMS} upstreams, got {}", c.to.len())));
+    }
+    if let Some(age) = c.max_age
+        && age < c.expire
+        && let Some(line) = &max_age_line
     {
         return Err(d.error_at(
-            &line,
+            line,
             format!(
-                "{}: the upstreams are plain DNS; write them as tls://ADDR",
-                line.text
+                "max_age ({}) must not be less than expire ({})",
+                humantime(age),
+                humantime(c.expire)
             ),
         ));
+    }
+    // Per-upstream server names (`tls://IP%NAME`) and `tls_servername` clash (as in CoreDNS).
+    if let Some(global) = c.tls.as_ref().and_then(|t| t.server_name.as_deref())
+        && let Some(t) =
+            c.to.iter()
+                .find(|t| t.transport != Transport::Dns && t.server_name.is_some())
+    {
+        return Err(d.error(format!(
+            "both forward ('{global}') and upstream level ('{}') TLS server names are set for upstream '{}://{}'; remove tls_servername or the %NAME",
+            t.server_name.as_deref().unwrap_or_default(),
+            t.transport.scheme(),
+            t.addr
+        )));
+    }
+    if let Some(line) = tls_line
+        && c.to.iter().all(|t| t.transport == Transport::Dns)
+    {
+        // CoreDNS takes the TLS options with plain upstreams and does nothing with them.
+        let warning = d.error_at(
+            &line,
+            format!(
+                "{} has no effect: every upstream is plain DNS (write tls:// or https:// upstreams to use it)",
+                line.text
+            ),
+        );
+        tracing::warn!("{warning}");
+    }
+    if c.to.iter().any(|t| t.transport != Transport::Dns) {
+        c.tls.get_or_insert_with(TlsSettings::default);
     }
     Ok(c)
 }
@@ -511,14 +585,75 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.source_address, Some(IpAddr::from([127, 0, 0, 2])));
+        // CoreDNS 1.14.7 takes these: tls options beside plain upstreams (unused there), plain
+        // and tls:// upstreams mixed, force_tcp with prefer_udp (force_tcp wins), 0 as "no
+        // limit".
+        let c = parse_text(
+            "forward . 1.1.1.1 tls://1.0.0.1%one.example:8853 https://9.9.9.9 {\n tls\n force_tcp\n prefer_udp\n max_concurrent 0\n max_idle_conns 0\n max_age 0s\n next_on_nodata\n}",
+            Path::new("/"),
+        )
+        .unwrap();
+        let kinds: Vec<_> = c.to.iter().map(|t| (t.addr.to_string(), t.transport)).collect();
+        assert_eq!(
+            kinds,
+            [
+                ("1.1.1.1:53".to_owned(), Transport::Dns),
+                ("1.0.0.1:8853".to_owned(), Transport::Tls),
+                ("9.9.9.9:443".to_owned(), Transport::Https)
+            ]
+        );
+        assert_eq!(c.to[1].server_name.as_deref(), Some("one.example"));
+        assert_eq!(
+            (c.max_concurrent, c.max_idle_conns, c.max_age),
+            (None, None, None)
+        );
+        assert!(c.next_on_nodata && c.force_tcp && c.prefer_udp);
+        let c = parse_text(
+            "forward . 1.1.1.1 {\n tls_servername dns.example\n max_idle_conns 3\n expire 2s\n max_age 1m\n}",
+            Path::new("/"),
+        )
+        .unwrap();
+        assert_eq!(c.max_idle_conns, Some(3));
+        assert_eq!(c.max_age, Some(Duration::from_secs(60)));
+        for (from, zone) in [
+            ("10.0.0.0/8", "10.in-addr.arpa."),
+            ("10.0.0.0/12", "0.10.in-addr.arpa."),
+            ("fd00::/6", "c.f.ip6.arpa."),
+            ("10.20.0.0/12", "16.10.in-addr.arpa."),
+        ] {
+            let c = parse_text(&format!("forward {from} 1.1.1.1"), Path::new("/")).unwrap();
+            assert_eq!(c.from, zone, "{from}");
+        }
+        let c = parse_text(
+            "forward . 1.1.1.1 {\n health_check 1s no_rec domain Example.ORG\n}",
+            Path::new("/"),
+        )
+        .unwrap();
+        assert_eq!(
+            (c.health_check_domain.as_str(), c.health_check_rd),
+            ("example.org.", false)
+        );
+
         for (text, want) in [
             ("forward .", "at least one upstream"),
-            ("forward . nosuchthing", "neither an IP"),
+            ("forward . no..such", "neither an IP"),
             ("forward . 1.1.1.1 {\n policy fastest\n}", "Corefile:3"),
             ("forward . 1.1.1.1 {\n bogus\n}", "unknown property 'bogus'"),
-            ("forward . 1.1.1.1 {\n max_concurrent 0\n}", "at least 1"),
-            ("forward . https://1.1.1.1", "plain DNS and DNS over TLS"),
-            ("forward . 1.1.1.1 {\n force_tcp\n prefer_udp\n}", "cannot both"),
+            ("forward . 1.1.1.1 {\n max_concurrent -1\n}", "0 or more"),
+            ("forward . 1.1.1.1 {\n max_idle_conns -1\n}", "0 or more"),
+            (
+                "forward . 1.1.1.1 {\n max_age 5s\n}",
+                "max_age (5s) must not be less than expire (10s)",
+            ),
+            ("forward . 1.1.1.1 {\n next_on_nodata 1\n}", "Corefile:3"),
+            (
+                "forward . tls://1.1.1.1%one.example tls://1.0.0.1 {\n tls_servername two.example\n}",
+                "both forward ('two.example') and upstream level ('one.example')",
+            ),
+            (
+                "forward . https://1.1.1.1 {\n doh_method PUT\n}",
+                "either POST or GET",
+            ),
             ("forward . 1.1.1.1 {\n failover\n}", "Corefile:3"),
             ("forward . 1.1.1.1 {\n failover SERVFAIL BOGUS\n}", "Corefile:3"),
             ("forward . 1.1.1.1 {\n failover NOERROR\n}", "NOERROR cannot"),

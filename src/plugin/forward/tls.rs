@@ -1,8 +1,10 @@
 //! DNS over TLS to upstreams (RFC 7858): `forward . tls://ADDR` with `tls [CERT KEY] [CA]` and
-//! `tls_servername`. Owns the TLS settings read from the Corefile, the rustls client
+//! `tls_servername`; and the same keeping of connections for plain DNS over TCP
+//! ([`TlsTransport::plain`]). Owns the TLS settings read from the Corefile, the rustls client
 //! configuration built from them, and each upstream's idle connections: a connection that
 //! answered goes back to its upstream's pool and is reused until it has been idle for `expire`
-//! (at most [`MAX_IDLE_PER_UPSTREAM`] kept; more are closed). At most
+//! (and, with `max_age`, until it is that old; at most [`MAX_IDLE_PER_UPSTREAM`] kept, or
+//! `max_idle_conns`; more are closed). At most
 //! [`MAX_BUSY_PER_UPSTREAM`] exchanges run at once per upstream (more wait for one to end), so
 //! the connections a burst of questions opens are bounded too.
 
@@ -10,7 +12,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
@@ -78,17 +80,29 @@ pub fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, String
     Ok(Arc::new(config))
 }
 
-/// The TLS side of one upstream: how to connect, and its idle connections.
+/// A kept connection: plain TCP or TLS.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+/// The stream side of one upstream, DNS over TLS or plain DNS over TCP: how to connect, and
+/// its idle connections.
 pub struct TlsTransport {
-    connector: TlsConnector,
+    /// `None`: plain TCP.
+    connector: Option<TlsConnector>,
     name: ServerName<'static>,
     expire: Duration,
     /// `source_address`: the local address its connections are made from.
     source: Option<IpAddr>,
-    /// Idle connections with the time each went idle, newest last. Invariant: only connections
+    /// Idle connections kept at most ([`MAX_IDLE_PER_UPSTREAM`], or `max_idle_conns`).
+    max_idle: usize,
+    /// `max_age`: a connection this old is closed, used or not.
+    max_age: Option<Duration>,
+    /// Idle connections with the time each went idle and the time it was opened, newest last. Invariant: only connections
     /// whose last exchange completed (no bytes pending) are here; taken out under the lock, so
     /// one connection serves one exchange at a time.
-    idle: Mutex<Vec<(TlsStream<TcpStream>, Instant)>>,
+    idle: Mutex<Vec<(Conn, Instant, Instant)>>,
     /// Permits for the exchanges in flight ([`MAX_BUSY_PER_UPSTREAM`]).
     busy: tokio::sync::Semaphore,
     /// This upstream's series, once metrics are attached.
@@ -133,14 +147,31 @@ impl TlsTransport {
             None => ServerName::IpAddress(addr.ip().into()),
         };
         Ok(Self {
-            connector: TlsConnector::from(config),
+            connector: Some(TlsConnector::from(config)),
             name,
             expire,
             source: None,
+            max_idle: MAX_IDLE_PER_UPSTREAM,
+            max_age: None,
             idle: Mutex::new(Vec::new()),
             busy: tokio::sync::Semaphore::new(MAX_BUSY_PER_UPSTREAM),
             counters: OnceLock::new(),
         })
+    }
+
+    /// Plain DNS over TCP to `addr`, its connections kept as DNS over TLS's are.
+    pub fn plain(addr: SocketAddr, expire: Duration) -> Self {
+        Self {
+            connector: None,
+            name: ServerName::IpAddress(addr.ip().into()),
+            expire,
+            source: None,
+            max_idle: MAX_IDLE_PER_UPSTREAM,
+            max_age: None,
+            idle: Mutex::new(Vec::new()),
+            busy: tokio::sync::Semaphore::new(MAX_BUSY_PER_UPSTREAM),
+            counters: OnceLock::new(),
+        }
     }
 
     /// Makes its connections from `source` (`source_address`) when given.
@@ -149,15 +180,29 @@ impl TlsTransport {
         self
     }
 
-    /// An idle connection young enough to reuse, if there is one (older ones are closed).
-    fn take_idle(&self) -> Option<TlsStream<TcpStream>> {
+    /// Keeps at most `max_idle` idle connections (`max_idle_conns`) when given, and closes
+    /// connections older than `max_age` when given.
+    pub fn with_limits(mut self, max_idle: Option<usize>, max_age: Option<Duration>) -> Self {
+        if let Some(n) = max_idle {
+            self.max_idle = n;
+        }
+        self.max_age = max_age;
+        self
+    }
+
+    /// An idle connection young enough to reuse, if there is one (older ones are closed), and
+    /// when it was opened.
+    fn take_idle(&self) -> Option<(Conn, Instant)> {
         let mut idle = self
             .idle
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Instant::now();
-        idle.retain(|(_, since)| now.duration_since(*since) < self.expire);
-        let taken = idle.pop().map(|(s, _)| s);
+        idle.retain(|(_, since, born)| {
+            now.duration_since(*since) < self.expire
+                && self.max_age.is_none_or(|m| now.duration_since(*born) < m)
+        });
+        let taken = idle.pop().map(|(s, _, born)| (s, born));
         self.gauge(idle.len());
         taken
     }
@@ -168,13 +213,13 @@ impl TlsTransport {
         }
     }
 
-    fn put_idle(&self, stream: TlsStream<TcpStream>) {
+    fn put_idle(&self, stream: Conn, born: Instant) {
         let mut idle = self
             .idle
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if idle.len() < MAX_IDLE_PER_UPSTREAM {
-            idle.push((stream, Instant::now()));
+        if idle.len() < self.max_idle {
+            idle.push((stream, Instant::now(), born));
         }
         self.gauge(idle.len());
     }
@@ -192,13 +237,13 @@ impl TlsTransport {
             .acquire()
             .await
             .map_err(|_| std::io::Error::other("the upstream's transport is closed"))?;
-        if let Some(mut s) = self.take_idle()
+        if let Some((mut s, born)) = self.take_idle()
             && let Ok(reply) = round_trip(&mut s, query).await
         {
             if let Some(c) = self.counters.get() {
                 c.hits.inc();
             }
-            self.put_idle(s);
+            self.put_idle(s, born);
             return Ok(reply);
         }
         if let Some(c) = self.counters.get() {
@@ -206,14 +251,26 @@ impl TlsTransport {
         }
         let tcp = tcp_connect(addr, self.source).await?;
         let _ = tcp.set_nodelay(true);
-        let mut s = self.connector.connect(self.name.clone(), tcp).await?;
+        let mut s = match &self.connector {
+            Some(c) => Conn::Tls(Box::new(c.connect(self.name.clone(), tcp).await?)),
+            None => Conn::Plain(tcp),
+        };
+        let born = Instant::now();
         let reply = round_trip(&mut s, query).await?;
-        self.put_idle(s);
+        self.put_idle(s, born);
         Ok(reply)
     }
 }
 
-async fn round_trip(s: &mut TlsStream<TcpStream>, query: &[u8]) -> std::io::Result<Vec<u8>> {
+async fn round_trip(s: &mut Conn, query: &[u8]) -> std::io::Result<Vec<u8>> {
+    match s {
+        Conn::Plain(t) => framed(t, query).await,
+        Conn::Tls(t) => framed(t.as_mut(), query).await,
+    }
+}
+
+/// Writes `query` with its length prefix (RFC 1035 4.2.2) and reads one framed reply.
+async fn framed<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, query: &[u8]) -> std::io::Result<Vec<u8>> {
     let len = u16::try_from(query.len())
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "query too long"))?;
     let mut out = Vec::with_capacity(query.len() + 2);

@@ -74,6 +74,8 @@ pub struct UdpPool {
     addr: SocketAddr,
     source: Option<IpAddr>,
     expire: Duration,
+    /// Idle sockets kept at most ([`MAX_IDLE`], or `max_idle_conns`).
+    max_idle: usize,
     idle: Mutex<Vec<Idle>>,
     counters: OnceLock<ConnCounters>,
 }
@@ -86,9 +88,19 @@ impl UdpPool {
             addr,
             source,
             expire,
+            max_idle: MAX_IDLE,
             idle: Mutex::new(Vec::new()),
             counters: OnceLock::new(),
         }
+    }
+
+    /// Keeps at most `max_idle` idle sockets (`max_idle_conns`) instead of [`MAX_IDLE`] when
+    /// given.
+    pub fn with_max_idle(mut self, max_idle: Option<usize>) -> Self {
+        if let Some(n) = max_idle {
+            self.max_idle = n;
+        }
+        self
     }
 
     /// Counts into `counters` from now on (only the first call takes effect).
@@ -136,7 +148,7 @@ impl UdpPool {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        if idle.len() < MAX_IDLE {
+        if idle.len() < self.max_idle {
             idle.push(Idle {
                 sock: lease.sock,
                 born: lease.born,
