@@ -23,6 +23,7 @@
 //! | `settings.rs` | [`BlockSettings`], [`HttpRoute`], [`BlockFilter`] |
 //! | `resources.rs` | [`Resources`]: the typed store that outlives configurations |
 //! | `ready.rs` | [`Readiness`]: what `/ready` reads |
+//! | `tap.rs` | [`Tap`]: dnstap's hook for `forward`'s upstream exchanges |
 //!
 //! Imports `proto`, `corefile` and `telemetry`.
 
@@ -35,6 +36,7 @@ mod replay;
 mod resources;
 mod settings;
 mod setup;
+mod tap;
 mod walk;
 
 pub use capability::{Capabilities, SearchPaths, Upstreams};
@@ -53,6 +55,7 @@ pub use setup::{
     AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Configured, NamedFile, Setup, SetupCtx,
     find_configured, previous,
 };
+pub use tap::{Tap, TapKind, TapMessage, TapSink};
 pub use walk::{
     Answered, Chain, DetachedNext, MAX_CHASES, MAX_PLUGINS, Next, Now, Plugin, ReplyFuture, Trace,
 };

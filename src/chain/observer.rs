@@ -43,6 +43,10 @@ pub struct Exchange<'a> {
     pub plugin: &'static str,
     /// Why the chain failed, when it produced the failure itself (for `errors`).
     pub failure: Option<&'static str>,
+    /// The request as the client sent it (for `dnstap ... full`).
+    pub request_wire: &'a [u8],
+    /// The response as sent, when it is one DNS message (empty for a framed zone transfer).
+    pub response_wire: &'a [u8],
 }
 
 /// A plugin that watches answered requests (`errors`, `log`) instead of answering them.

@@ -16,11 +16,13 @@ use rand::seq::SliceRandom;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use super::exchange::{ExchangeStats, ForwardError, PROBE_TIMEOUT, Peer, exchange, probe_question};
+use super::exchange::{
+    ExchangeStats, ForwardError, Outgoing, PROBE_TIMEOUT, Peer, exchange, probe_question, send,
+};
 use super::metrics::{ForwardMetrics, PluginInstruments, Pool, UpstreamInstruments};
 use super::setup::{ForwardConfig, Policy};
 use super::{tls, udp};
-use crate::chain::{Next, Plugin, ReplyFuture, Upstreams};
+use crate::chain::{Next, Plugin, ReplyFuture, Tap, Upstreams};
 use crate::proto::{Failure, FlagEdit, Forwarded, Question, Reply};
 
 /// The most time one client query spends in `forward`, all attempts included.
@@ -118,6 +120,8 @@ struct Inner {
     next: AtomicUsize,
     stats: Arc<ForwardStats>,
     metrics: OnceLock<PluginInstruments>,
+    /// The block's `dnstap` outputs ([`Forward::with_taps`]).
+    taps: OnceLock<Vec<Arc<dyn Tap>>>,
 }
 
 /// The `forward` plugin in a chain. Clones share upstream state.
@@ -161,6 +165,7 @@ impl Forward {
                 next: AtomicUsize::new(0),
                 stats: Arc::new(ForwardStats::default()),
                 metrics: OnceLock::new(),
+                taps: OnceLock::new(),
                 config: config.clone(),
             }),
         }
@@ -180,6 +185,15 @@ impl Forward {
                 up.udp.count_into(instruments.conn_counters(&metrics, Pool::Udp));
                 let _ = up.metrics.set(instruments);
             }
+        }
+        self
+    }
+
+    /// Reports each exchange with an upstream to `taps` from now on (the block's `dnstap`
+    /// outputs). Only the first call takes effect.
+    pub fn with_taps(self, taps: Vec<Arc<dyn Tap>>) -> Self {
+        if !taps.is_empty() {
+            let _ = self.inner.taps.set(taps);
         }
         self
     }
@@ -383,18 +397,16 @@ impl Forward {
             m.tcp_exchange_started();
         }
         let start = Instant::now();
-        let result = exchange(
-            up.peer(),
-            up.tls.as_ref(),
-            Some(&up.udp),
-            q,
-            tcp,
-            deadline,
-            &self.inner.stats.exchange,
-        )
-        .await;
+        let asked = std::time::SystemTime::now();
+        let sent = Outgoing::new(q)?;
+        let (tls, stats) = (up.tls.as_ref(), &self.inner.stats.exchange);
+        let result = send(up.peer(), tls, Some(&up.udp), &sent, tcp, deadline, stats).await;
         if let (Some(m), Ok(msg)) = (m, &result) {
             m.replied(msg.metadata.response_code, start.elapsed());
+        }
+        if let Some(taps) = self.inner.taps.get() {
+            let over_tcp = tcp || tls.is_some();
+            super::dnstap::report(taps, up.addr, &sent, over_tcp, asked, result.as_ref().ok());
         }
         result
     }

@@ -12,10 +12,12 @@
 //! The files: `handler` holds the query path ([`Forward`], its upstreams and their health),
 //! `exchange` one exchange with one upstream, `udp` and `tls` the upstream sockets and
 //! connections kept for reuse, `chained` several `forward`s in one block and their `next`,
-//! `setup` the Corefile options, `metrics` the families, `fuzz`
+//! `setup` the Corefile options, `metrics` the families, `dnstap` what it reports to the
+//! block's `dnstap` outputs, `fuzz`
 //! the body of the `forward_reply` fuzz target.
 
 pub mod chained;
+pub mod dnstap;
 pub mod exchange;
 #[doc(hidden)]
 pub mod fuzz;
