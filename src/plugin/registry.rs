@@ -12,8 +12,8 @@
 use std::sync::Arc;
 
 use super::{
-    acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, errors, file, forward, header,
-    health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metrics, minimal,
+    acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, dnstap, errors, file, forward,
+    header, health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metrics, minimal,
     multisocket, nsid, ready, reload, rewrite, root, shed, template, timeouts, tls, transfer, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
@@ -102,6 +102,7 @@ pub const PLUGINS: &[Entry] = &[
     entry("prometheus", metrics::setup),
     entry("errors", errors::setup),
     entry("log", log::setup),
+    with_families("dnstap", dnstap::setup::setup, dnstap::families),
     with_families("local", local::setup::setup, local::families),
     with_families("dns64", dns64::setup::setup, dns64::families),
     entry("any", any::setup::setup),
@@ -148,7 +149,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("azure", "the azure plugin"),
     ("etcd", "the etcd plugin"),
     ("pprof", "the pprof plugin"),
-    ("dnstap", "the dnstap plugin"),
 ];
 
 /// Directives CoreDNS itself removed: a Corefile written for an old CoreDNS gets the

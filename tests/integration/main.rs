@@ -16,6 +16,7 @@ mod config;
 mod conformance;
 mod deploy;
 mod dns64;
+mod dnstap;
 mod dot;
 mod dropin;
 mod file;

@@ -1,0 +1,208 @@
+//! One dnstap output: a bounded queue of encoded messages and the task that writes them to the
+//! reader (a unix socket or a TCP address) in Frame Streams.
+//!
+//! The query path never waits on it: a message that does not fit in the queue (CoreDNS's
+//! 10,000 times `queue`) is dropped and counted (`coredns_dnstap_dropped_total`), and so is
+//! every message that arrives while no reader is connected or that a failed write took with
+//! it. The task connects with a 4 s timeout, writes what the queue holds in batches, each with
+//! a 4 s timeout (a reader that stops reading costs a reconnect, never an answer), and after a
+//! failure tries again after 0.5 s, doubling up to 10 s. When the last configuration holding
+//! the output is gone the queue closes and the task ends the stream (STOP, FINISH) and stops.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use prometheus::IntCounter;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until, timeout};
+
+use super::fstrm;
+
+/// Connect, handshake and write timeout (CoreDNS's `tcpTimeout`).
+const IO_TIMEOUT: Duration = Duration::from_secs(4);
+/// First wait after a failure.
+const MIN_BACKOFF: Duration = Duration::from_millis(500);
+/// Longest wait between tries (CoreDNS redials every 10 s).
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// Most bytes written in one batch (a batch is lost whole when its write fails).
+const MAX_BATCH_BYTES: usize = 256 * 1024;
+
+/// Where the messages go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A unix socket (`unix:///path`, or a bare path).
+    Unix(PathBuf),
+    /// A TCP reader (`tcp://host:port`), the host resolved at each connect.
+    Tcp(String),
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unix(p) => write!(f, "unix://{}", p.display()),
+            Self::Tcp(a) => write!(f, "tcp://{a}"),
+        }
+    }
+}
+
+/// Dropped messages: counted here and in the metric.
+#[derive(Debug)]
+struct Dropped {
+    count: AtomicU64,
+    metric: Option<IntCounter>,
+}
+
+impl Dropped {
+    fn add(&self, n: u64) {
+        self.count.fetch_add(n, Ordering::Relaxed);
+        if let Some(m) = &self.metric {
+            m.inc_by(n);
+        }
+    }
+}
+
+/// One output (see the module docs). Dropping the last holder ends its task.
+#[derive(Debug)]
+pub struct Output {
+    tx: mpsc::Sender<Vec<u8>>,
+    dropped: Arc<Dropped>,
+}
+
+impl Output {
+    /// Starts the output to `endpoint` with a queue of `capacity` messages (in a tokio runtime).
+    /// A TCP connection asks the kernel for a send buffer of `write_buffer_mib` MiB.
+    pub fn start(
+        endpoint: Endpoint,
+        capacity: usize,
+        write_buffer_mib: usize,
+        metric: Option<IntCounter>,
+    ) -> Self {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let dropped = Arc::new(Dropped {
+            count: AtomicU64::new(0),
+            metric,
+        });
+        tokio::spawn(run(endpoint, rx, dropped.clone(), write_buffer_mib << 20));
+        Self { tx, dropped }
+    }
+
+    /// Queues one encoded `Dnstap` payload, or drops it when the queue is full.
+    pub fn send(&self, payload: Vec<u8>) {
+        if self.tx.try_send(payload).is_err() {
+            self.dropped.add(1);
+        }
+    }
+
+    /// Messages dropped so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.count.load(Ordering::Relaxed)
+    }
+}
+
+/// Why a connection ended.
+enum Ended {
+    /// The queue closed: the output is gone.
+    Closed,
+    /// No reader could be reached (or it refused the handshake).
+    Failed(std::io::Error),
+    /// A connected reader failed: the next try waits the shortest time again.
+    Lost(std::io::Error),
+}
+
+async fn run(endpoint: Endpoint, mut rx: mpsc::Receiver<Vec<u8>>, dropped: Arc<Dropped>, send_buffer: usize) {
+    let mut backoff = MIN_BACKOFF;
+    loop {
+        let ended = match &endpoint {
+            Endpoint::Unix(path) => match timeout(IO_TIMEOUT, tokio::net::UnixStream::connect(path)).await {
+                Ok(Ok(s)) => serve(s, &mut rx, &dropped).await,
+                Ok(Err(e)) => Ended::Failed(e),
+                Err(_) => Ended::Failed(std::io::ErrorKind::TimedOut.into()),
+            },
+            Endpoint::Tcp(addr) => {
+                match timeout(IO_TIMEOUT, tokio::net::TcpStream::connect(addr.as_str())).await {
+                    Ok(Ok(s)) => {
+                        // As CoreDNS: a larger send buffer, and Nagle left on (batches are large).
+                        let _ = socket2::SockRef::from(&s).set_send_buffer_size(send_buffer);
+                        serve(s, &mut rx, &dropped).await
+                    }
+                    Ok(Err(e)) => Ended::Failed(e),
+                    Err(_) => Ended::Failed(std::io::ErrorKind::TimedOut.into()),
+                }
+            }
+        };
+        let error = match ended {
+            Ended::Closed => return,
+            Ended::Failed(error) => error,
+            Ended::Lost(error) => {
+                backoff = MIN_BACKOFF;
+                error
+            }
+        };
+        let lost = dropped.count.load(Ordering::Relaxed);
+        tracing::warn!(%endpoint, %error, dropped = lost, "dnstap: no output; messages are dropped until it is back");
+        // Wait before the next try, dropping what arrives meanwhile (nothing reads it).
+        let until = Instant::now() + backoff;
+        loop {
+            tokio::select! {
+                () = sleep_until(until) => break,
+                m = rx.recv() => match m {
+                    Some(_) => dropped.add(1),
+                    None => return,
+                },
+            }
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Writes the queue to one connected reader until it fails or the queue closes.
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    mut s: S,
+    rx: &mut mpsc::Receiver<Vec<u8>>,
+    dropped: &Dropped,
+) -> Ended {
+    match timeout(IO_TIMEOUT, fstrm::open(&mut s)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Ended::Failed(e),
+        Err(_) => return Ended::Failed(std::io::ErrorKind::TimedOut.into()),
+    }
+    tracing::info!("dnstap: connected to the reader");
+    let mut batch = Vec::with_capacity(64 * 1024);
+    loop {
+        let Some(first) = rx.recv().await else {
+            let _ = timeout(IO_TIMEOUT, fstrm::close(&mut s)).await;
+            return Ended::Closed;
+        };
+        batch.clear();
+        fstrm::data(&mut batch, &first);
+        let mut n = 1u64;
+        while batch.len() < MAX_BATCH_BYTES {
+            match rx.try_recv() {
+                Ok(m) => {
+                    fstrm::data(&mut batch, &m);
+                    n += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        let wrote = timeout(IO_TIMEOUT, async {
+            s.write_all(&batch).await?;
+            s.flush().await
+        })
+        .await;
+        match wrote {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                dropped.add(n);
+                return Ended::Lost(e);
+            }
+            Err(_) => {
+                dropped.add(n);
+                return Ended::Lost(std::io::ErrorKind::TimedOut.into());
+            }
+        }
+    }
+}
