@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod minimal;
 pub mod multisocket;
 pub mod nsid;
+pub mod pprof;
 pub mod ready;
 pub mod registry;
 pub mod reload;

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use super::{
     acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, dnstap, errors, file, forward,
     header, health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metrics, minimal,
-    multisocket, nsid, ready, reload, rewrite, root, shed, template, timeouts, tls, transfer, view, whoami,
+    multisocket, nsid, pprof, ready, reload, rewrite, root, shed, template, timeouts, tls, transfer, view,
+    whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -98,6 +99,7 @@ pub const PLUGINS: &[Entry] = &[
     entry("debug", debug::setup),
     entry("ready", ready::setup),
     with_families("health", health::setup, health::families),
+    entry("pprof", pprof::setup::setup),
     entry("shed", shed::setup),
     entry("prometheus", metrics::setup),
     entry("errors", errors::setup),
@@ -148,7 +150,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("route53", "the route53 plugin"),
     ("azure", "the azure plugin"),
     ("etcd", "the etcd plugin"),
-    ("pprof", "the pprof plugin"),
 ];
 
 /// Directives CoreDNS itself removed: a Corefile written for an old CoreDNS gets the

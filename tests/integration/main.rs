@@ -35,6 +35,7 @@ mod minimal;
 mod monitoring;
 mod multisocket;
 mod nsid;
+mod pprof;
 mod privileges;
 mod rewrite;
 mod root;
