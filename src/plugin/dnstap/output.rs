@@ -2,7 +2,7 @@
 //! reader (a unix socket or a TCP address) in Frame Streams.
 //!
 //! The query path never waits on it: a message that does not fit in the queue (CoreDNS's
-//! 10,000 times `queue`) is dropped and counted (`coredns_dnstap_dropped_total`), and so is
+//! 10,000 messages times `queue`, and here also 64 MiB times `queue`) is dropped and counted (`coredns_dnstap_dropped_total`), and so is
 //! every message that arrives while no reader is connected or that a failed write took with
 //! it. The task connects with a 4 s timeout, writes what the queue holds in batches, each with
 //! a 4 s timeout (a reader that stops reading costs a reconnect, never an answer), and after a
@@ -11,7 +11,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use prometheus::IntCounter;
@@ -48,11 +48,15 @@ impl std::fmt::Display for Endpoint {
     }
 }
 
-/// Dropped messages: counted here and in the metric.
+/// Dropped messages (counted here and in the metric), and the bytes queued.
 #[derive(Debug)]
 struct Dropped {
     count: AtomicU64,
     metric: Option<IntCounter>,
+    /// Bytes of the messages in the queue.
+    queued: AtomicUsize,
+    /// The most bytes the queue holds.
+    max_bytes: usize,
 }
 
 impl Dropped {
@@ -61,6 +65,11 @@ impl Dropped {
         if let Some(m) = &self.metric {
             m.inc_by(n);
         }
+    }
+
+    /// A message of `len` bytes left the queue.
+    fn dequeued(&self, len: usize) {
+        self.queued.fetch_sub(len, Ordering::Relaxed);
     }
 }
 
@@ -72,11 +81,12 @@ pub struct Output {
 }
 
 impl Output {
-    /// Starts the output to `endpoint` with a queue of `capacity` messages (in a tokio runtime).
-    /// A TCP connection asks the kernel for a send buffer of `write_buffer_mib` MiB.
+    /// Starts the output to `endpoint` with a queue of `capacity` messages and at most
+    /// `max_bytes` bytes (in a tokio runtime). A TCP connection asks the kernel for a send
+    /// buffer of `write_buffer_mib` MiB.
     pub fn start(
         endpoint: Endpoint,
-        capacity: usize,
+        (capacity, max_bytes): (usize, usize),
         write_buffer_mib: usize,
         metric: Option<IntCounter>,
     ) -> Self {
@@ -84,14 +94,20 @@ impl Output {
         let dropped = Arc::new(Dropped {
             count: AtomicU64::new(0),
             metric,
+            queued: AtomicUsize::new(0),
+            max_bytes,
         });
         tokio::spawn(run(endpoint, rx, dropped.clone(), write_buffer_mib << 20));
         Self { tx, dropped }
     }
 
-    /// Queues one encoded `Dnstap` payload, or drops it when the queue is full.
+    /// Queues one encoded `Dnstap` payload, or drops it when the queue is full (in messages
+    /// or in bytes).
     pub fn send(&self, payload: Vec<u8>) {
-        if self.tx.try_send(payload).is_err() {
+        let len = payload.len();
+        let before = self.dropped.queued.fetch_add(len, Ordering::Relaxed);
+        if before + len > self.dropped.max_bytes || self.tx.try_send(payload).is_err() {
+            self.dropped.dequeued(len);
             self.dropped.add(1);
         }
     }
@@ -149,7 +165,10 @@ async fn run(endpoint: Endpoint, mut rx: mpsc::Receiver<Vec<u8>>, dropped: Arc<D
             tokio::select! {
                 () = sleep_until(until) => break,
                 m = rx.recv() => match m {
-                    Some(_) => dropped.add(1),
+                    Some(m) => {
+                        dropped.dequeued(m.len());
+                        dropped.add(1);
+                    }
                     None => return,
                 },
             }
@@ -177,11 +196,13 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             return Ended::Closed;
         };
         batch.clear();
+        dropped.dequeued(first.len());
         fstrm::data(&mut batch, &first);
         let mut n = 1u64;
         while batch.len() < MAX_BATCH_BYTES {
             match rx.try_recv() {
                 Ok(m) => {
+                    dropped.dequeued(m.len());
                     fstrm::data(&mut batch, &m);
                     n += 1;
                 }
@@ -204,5 +225,30 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 return Ended::Lost(std::io::ErrorKind::TimedOut.into());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_queue_is_bounded_in_messages_and_in_bytes() {
+        // No reader at this path.
+        let nowhere = Endpoint::Unix(std::env::temp_dir().join(format!("no-dnstap-{}", std::process::id())));
+        let out = Output::start(nowhere.clone(), (3, 1 << 20), 1, None);
+        for _ in 0..5 {
+            out.send(vec![0; 10]);
+        }
+        // The task has not run yet (no await since it was spawned): 3 fit, 2 are dropped.
+        assert_eq!(out.dropped(), 2);
+        // Then it finds no reader and drops what the queue held.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(out.dropped(), 5);
+        let bytes = Output::start(nowhere, (1000, 100), 1, None);
+        bytes.send(vec![0; 60]);
+        bytes.send(vec![0; 60]);
+        assert_eq!(bytes.dropped(), 1, "the second does not fit in 100 bytes");
+        assert!(bytes.dropped.queued.load(Ordering::Relaxed) <= 100);
     }
 }

@@ -23,6 +23,9 @@ use super::output::{Endpoint, Output};
 pub const DEFAULT_VERSION: &str = concat!("cluster-dns-", env!("CARGO_PKG_VERSION"));
 /// The queue of one output holds this many messages times QUEUE (CoreDNS's `queueSize`).
 pub const QUEUE_UNIT: usize = 10_000;
+/// The queue of one output holds at most this many bytes times QUEUE (a bound of
+/// cluster-dns's own: with `full`, a message can be 128 KiB).
+pub const QUEUE_BYTES_UNIT: usize = 64 << 20;
 /// The largest QUEUE (CoreDNS's bound).
 pub const MAX_QUEUE: usize = 4096;
 /// The largest WRITEBUFFER, in MiB (CoreDNS's bound).
@@ -198,7 +201,7 @@ impl Configured for DnstapBlock {
                     .get_or_make(key, || async {
                         Ok::<_, AcquireError>(Output::start(
                             config.endpoint.clone(),
-                            config.capacity(),
+                            (config.capacity(), QUEUE_BYTES_UNIT * config.queue),
                             config.write_buffer_mib,
                             metric.clone(),
                         ))
