@@ -1,7 +1,8 @@
 //! `dnstap`: the server's dnstap messages read by a receiver in this test, which speaks Frame
 //! Streams' reader side (READY -> ACCEPT -> START ... STOP -> FINISH) over a unix socket and
 //! over TCP and decodes the protobuf by hand, and by the real `dnstap` tool
-//! (golang-dnstap's command, Debian's golang-github-dnstap-golang-dnstap-cli). Client queries
+//! (golang-dnstap's command, Debian's golang-github-dnstap-golang-dnstap-cli), and over TLS
+//! (`skipverify`; a reader whose certificate the system does not trust gets nothing). Client queries
 //! and responses carry the client's address and port and, with `full`, the exact bytes on the
 //! wire; `forward`'s exchanges come as FORWARDER_QUERY/RESPONSE with the upstream's address;
 //! a receiver that goes away is reconnected to; one that stops reading slows no answer, and
@@ -497,15 +498,13 @@ fn readme_examples_pass_check_and_bad_lines_fail_at_their_line() {
         "dnstap tcp://example.com:6000 full",
         "dnstap /tmp/dnstap.sock {\n  identity my-dns-server1\n  version MyDNSServer-1.2.3\n }",
         "dnstap /tmp/dnstap.sock full\n dnstap tcp://example.com:6000",
+        "dnstap tls://127.0.0.1:6000 full {\n  skipverify\n }",
     ] {
         let text = format!(".:53 {{\n {example}\n forward . 8.8.8.8\n}}\n");
         support::check_corefile(&dir, &text).unwrap_or_else(|e| panic!("{example}: {e}"));
     }
     for (line, want) in [
-        (
-            "dnstap tls://127.0.0.1:6000 full {\n  skipverify\n }",
-            "not implemented",
-        ),
+        ("dnstap tls://127.0.0.1 full", "tls://HOST:PORT"),
         ("dnstap listen tcp://127.0.0.1:6000 full", "not implemented"),
         ("dnstap /tmp/dnstap.sock full 0", "WRITEBUFFER"),
         ("dnstap tcp://127.0.0.1", "tcp://HOST:PORT"),
@@ -514,4 +513,78 @@ fn readme_examples_pass_check_and_bad_lines_fail_at_their_line() {
         let err = support::check_corefile(&dir, &text).unwrap_err();
         assert!(err.contains("Corefile:3") && err.contains(want), "{line}: {err}");
     }
+}
+
+/// A TLS reader with a certificate for 127.0.0.1 from a CA made for the test (so not one the
+/// system trusts): its address, and what it decodes.
+async fn tls_receiver(tag: &str) -> (SocketAddr, mpsc::UnboundedReceiver<Tap>) {
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let pki = fake_apiserver::tls::TestPki::new(&format!("{tag} test CA")).unwrap();
+    let id = pki.server(&["127.0.0.1"]).unwrap();
+    let chain = CertificateDer::pem_slice_iter(id.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(id.key_pem.as_bytes()).unwrap();
+    let provider = std::sync::Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut conns = tokio::task::JoinSet::new();
+        while let Ok((s, _)) = listener.accept().await {
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            conns.spawn(async move {
+                if let Ok(s) = acceptor.accept(s).await {
+                    read_stream(s, tx, false).await;
+                }
+            });
+        }
+    });
+    (at, rx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_reader_gets_messages_with_skipverify_and_an_untrusted_one_none() {
+    let dir = support::temp_dir("dnstap-tls");
+    let (trusting, mut got) = tls_receiver("skipverify").await;
+    let (checked, mut refused) = tls_receiver("verified").await;
+    let corefile = format!(
+        ".:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n dnstap tls://{trusting} full {{\n  skipverify\n }}\n dnstap tls://{checked}\n whoami\n}}\n"
+    );
+    let running = support::start(&corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let metrics = running.http_addr("metrics").expect("/metrics listener");
+    let query = support::query("tls.example.", RecordType::A);
+    let _ = support::udp(addr, &query).await;
+    let taps = collect(&mut got, has(&[CLIENT_QUERY, CLIENT_RESPONSE])).await;
+    let cq = taps.iter().find(|t| t.mtype() == CLIENT_QUERY).unwrap();
+    assert_eq!(
+        cq.bytes(10),
+        Some(&query.to_bytes().unwrap()[..]),
+        "full, over TLS"
+    );
+    // The other reader's certificate is from a CA the system does not trust: no stream.
+    let none = tokio::time::timeout(Duration::from_millis(1500), refused.recv()).await;
+    assert!(
+        none.is_err(),
+        "no messages without a trusted certificate: {none:?}"
+    );
+    let dropped = crate::dropin::scrape(metrics)
+        .await
+        .get("coredns_dnstap_dropped_total{}")
+        .copied()
+        .unwrap_or(0.0);
+    assert!(
+        dropped >= 2.0,
+        "the unverified output's messages are dropped: {dropped}"
+    );
+    drop(running);
 }

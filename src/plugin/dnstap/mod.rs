@@ -1,12 +1,12 @@
 //! The `dnstap` plugin: logs every client query and response of its block, and `forward`'s
 //! exchanges with its upstreams, as dnstap messages (protobuf, dnstap.info) in Frame Streams
-//! to a reader on a unix socket or a TCP address, as CoreDNS's *dnstap* does. It never slows
+//! to a reader on a unix socket, a TCP address or over TLS, as CoreDNS's *dnstap* does. It never slows
 //! an answer: each output has a bounded queue, and what does not fit is dropped and counted.
 //! See this folder's README.
 //!
 //! The files: `setup` the Corefile syntax, `handler` what is tapped ([`Tapper`]), `encode` the
 //! protobuf, `fstrm` the Frame Streams framing and handshake, `output` the queue and the
-//! connection to the reader, `metrics` the family.
+//! connection to the reader, `tls` the TLS client of `tls://` outputs, `metrics` the family.
 
 pub mod encode;
 pub mod fstrm;
@@ -14,6 +14,7 @@ pub mod handler;
 pub mod metrics;
 pub mod output;
 pub mod setup;
+pub mod tls;
 
 pub use handler::Tapper;
 pub use metrics::DnstapMetrics;

@@ -1,5 +1,5 @@
 //! One dnstap output: a bounded queue of encoded messages and the task that writes them to the
-//! reader (a unix socket or a TCP address) in Frame Streams.
+//! reader (a unix socket, a TCP address, or TLS over TCP) in Frame Streams.
 //!
 //! The query path never waits on it: a message that does not fit in the queue (CoreDNS's
 //! 10,000 messages times `queue`, and here also 64 MiB times `queue`) is dropped and counted (`coredns_dnstap_dropped_total`), and so is
@@ -37,6 +37,13 @@ pub enum Endpoint {
     Unix(PathBuf),
     /// A TCP reader (`tcp://host:port`), the host resolved at each connect.
     Tcp(String),
+    /// A TLS reader (`tls://host:port`); its certificate is not checked with `skipverify`.
+    Tls {
+        /// `host:port`.
+        addr: String,
+        /// `skipverify`.
+        skip_verify: bool,
+    },
 }
 
 impl std::fmt::Display for Endpoint {
@@ -44,6 +51,7 @@ impl std::fmt::Display for Endpoint {
         match self {
             Self::Unix(p) => write!(f, "unix://{}", p.display()),
             Self::Tcp(a) => write!(f, "tcp://{a}"),
+            Self::Tls { addr, .. } => write!(f, "tls://{addr}"),
         }
     }
 }
@@ -130,6 +138,7 @@ enum Ended {
 
 async fn run(endpoint: Endpoint, mut rx: mpsc::Receiver<Vec<u8>>, dropped: Arc<Dropped>, send_buffer: usize) {
     let mut backoff = MIN_BACKOFF;
+    let mut tls = None;
     loop {
         let ended = match &endpoint {
             Endpoint::Unix(path) => match timeout(IO_TIMEOUT, tokio::net::UnixStream::connect(path)).await {
@@ -146,6 +155,13 @@ async fn run(endpoint: Endpoint, mut rx: mpsc::Receiver<Vec<u8>>, dropped: Arc<D
                     }
                     Ok(Err(e)) => Ended::Failed(e),
                     Err(_) => Ended::Failed(std::io::ErrorKind::TimedOut.into()),
+                }
+            }
+            Endpoint::Tls { addr, skip_verify } => {
+                let connector = tls.get_or_insert_with(|| super::tls::connector(*skip_verify));
+                match connect_tls(connector, addr, send_buffer).await {
+                    Ok(s) => serve(s, &mut rx, &dropped).await,
+                    Err(e) => Ended::Failed(e),
                 }
             }
         };
@@ -175,6 +191,25 @@ async fn run(endpoint: Endpoint, mut rx: mpsc::Receiver<Vec<u8>>, dropped: Arc<D
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
+}
+
+/// Connects to a TLS reader at `addr` (the TCP connection and the handshake each within
+/// [`IO_TIMEOUT`]).
+async fn connect_tls(
+    connector: &tokio_rustls::TlsConnector,
+    addr: &str,
+    send_buffer: usize,
+) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let timed_out = || std::io::Error::from(std::io::ErrorKind::TimedOut);
+    let name = super::tls::server_name(addr)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "no server name"))?;
+    let tcp = timeout(IO_TIMEOUT, tokio::net::TcpStream::connect(addr))
+        .await
+        .map_err(|_| timed_out())??;
+    let _ = socket2::SockRef::from(&tcp).set_send_buffer_size(send_buffer);
+    timeout(IO_TIMEOUT, connector.connect(name, tcp))
+        .await
+        .map_err(|_| timed_out())?
 }
 
 /// Writes the queue to one connected reader until it fails or the queue closes.

@@ -2,8 +2,8 @@
 //!
 //! `dnstap SOCKET [full] [WRITEBUFFER] [QUEUE] { identity ID; version V; extra E; skipverify }`
 //!
-//! SOCKET is `unix:///path` (or a bare path) or `tcp://host:port`; `tls://` outputs and
-//! `dnstap listen` are refused as not implemented. The directive may be used more than once;
+//! SOCKET is `unix:///path` (or a bare path), `tcp://host:port` or `tls://host:port`;
+//! `dnstap listen` is refused as not implemented. The directive may be used more than once;
 //! each use is its own output.
 
 use std::path::PathBuf;
@@ -78,29 +78,35 @@ fn endpoint(d: &Directive, t: &Token) -> Result<Endpoint, CorefileError> {
     if s == "listen" {
         return Err(d.error_at(
             t,
-            "'dnstap listen' (accepting readers) is not implemented in cluster-dns yet; connect to the reader with 'dnstap unix:///PATH' or 'dnstap tcp://HOST:PORT'",
+            "'dnstap listen' (accepting readers) is not implemented in cluster-dns yet; connect to the reader with 'dnstap unix:///PATH', 'dnstap tcp://HOST:PORT' or 'dnstap tls://HOST:PORT'",
         ));
     }
-    if s.starts_with("tls://") {
-        return Err(d.error_at(
-            t,
-            "tls:// dnstap outputs are not implemented in cluster-dns yet; use unix:// or tcp://",
-        ));
-    }
-    if let Some(hostport) = s.strip_prefix("tcp://") {
+    for scheme in ["tcp", "tls"] {
+        let Some(hostport) = s.strip_prefix(scheme).and_then(|r| r.strip_prefix("://")) else {
+            continue;
+        };
         let ok = hostport
             .rsplit_once(':')
             .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0));
         if !ok {
-            return Err(d.error_at(t, format!("'{s}': expected tcp://HOST:PORT")));
+            return Err(d.error_at(t, format!("'{s}': expected {scheme}://HOST:PORT")));
         }
-        return Ok(Endpoint::Tcp(hostport.to_owned()));
+        if scheme == "tls" && super::tls::server_name(hostport).is_none() {
+            return Err(d.error_at(t, format!("'{s}': HOST is neither a name nor an IP address")));
+        }
+        return Ok(match scheme {
+            "tls" => Endpoint::Tls {
+                addr: hostport.to_owned(),
+                skip_verify: false,
+            },
+            _ => Endpoint::Tcp(hostport.to_owned()),
+        });
     }
     let path = s.strip_prefix("unix://").unwrap_or(s);
     if path.is_empty() || path.contains("://") {
         return Err(d.error_at(
             t,
-            format!("'{s}': expected unix:///PATH, a socket path or tcp://HOST:PORT"),
+            format!("'{s}': expected unix:///PATH, a socket path, tcp://HOST:PORT or tls://HOST:PORT"),
         ));
     }
     Ok(Endpoint::Unix(PathBuf::from(path)))
@@ -151,8 +157,13 @@ pub fn parse(d: &Directive) -> Result<DnstapConfig, CorefileError> {
             "identity" => config.identity = Some(d.option_arg(opt)?.text.clone()),
             "version" => config.version = d.option_arg(opt)?.text.clone(),
             "extra" => config.extra = Some(d.option_arg(opt)?.clone()),
-            // TLS verification of a tls:// output, which is refused above: nothing to skip.
-            "skipverify" => d.option_no_args(opt)?,
+            // Only a tls:// output has a certificate to skip checking.
+            "skipverify" => {
+                d.option_no_args(opt)?;
+                if let Endpoint::Tls { skip_verify, .. } = &mut config.endpoint {
+                    *skip_verify = true;
+                }
+            }
             "tls" => return Err(d.error_at(&opt.name, "tls is only valid for 'dnstap listen'")),
             other => {
                 return Err(d.error_at(
@@ -276,6 +287,22 @@ mod tests {
         let c = one("dnstap tcp://example.com:6000 full 1024 2048").unwrap();
         assert_eq!(c.endpoint, Endpoint::Tcp("example.com:6000".into()));
         assert_eq!((c.write_buffer_mib, c.capacity()), (1024, 20_480_000));
+        let c = one("dnstap tls://127.0.0.1:6000 full {\n skipverify\n}").unwrap();
+        assert_eq!(
+            c.endpoint,
+            Endpoint::Tls {
+                addr: "127.0.0.1:6000".into(),
+                skip_verify: true
+            }
+        );
+        let c = one("dnstap tls://dnstap.example.com:6000").unwrap();
+        assert!(matches!(
+            c.endpoint,
+            Endpoint::Tls {
+                skip_verify: false,
+                ..
+            }
+        ));
         let c = one("dnstap tcp://[::1]:6000").unwrap();
         assert_eq!(c.endpoint, Endpoint::Tcp("[::1]:6000".into()));
         let c = one("dnstap /tmp/s {\n identity my-dns-server1\n version MyDNSServer-1.2.3\n extra hi\n}")
@@ -328,7 +355,7 @@ mod tests {
             ),
             ("dnstap /s full 1 1 x", "unexpected argument 'x'"),
             ("dnstap listen /s", "not implemented"),
-            ("dnstap tls://127.0.0.1:6000", "not implemented"),
+            ("dnstap tls://127.0.0.1", "expected tls://HOST:PORT"),
             ("dnstap /s {\n identity\n}", "identity takes exactly one argument"),
             ("dnstap /s {\n bogus 1\n}", "unknown property 'bogus'"),
             ("dnstap /s {\n tls a b\n}", "only valid for 'dnstap listen'"),
