@@ -6,7 +6,8 @@
 //! and responses carry the client's address and port and, with `full`, the exact bytes on the
 //! wire; `forward`'s exchanges come as FORWARDER_QUERY/RESPONSE with the upstream's address;
 //! a receiver that goes away is reconnected to; one that stops reading slows no answer, and
-//! what cannot be queued is counted in `coredns_dnstap_dropped_total`.
+//! what cannot be queued is counted in `coredns_dnstap_dropped_total`. With `dnstap listen`,
+//! readers that connect to the server (unix and TCP) get the messages.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -499,13 +500,19 @@ fn readme_examples_pass_check_and_bad_lines_fail_at_their_line() {
         "dnstap /tmp/dnstap.sock {\n  identity my-dns-server1\n  version MyDNSServer-1.2.3\n }",
         "dnstap /tmp/dnstap.sock full\n dnstap tcp://example.com:6000",
         "dnstap tls://127.0.0.1:6000 full {\n  skipverify\n }",
+        "dnstap listen /tmp/dnstap.sock full",
+        "dnstap listen tcp://127.0.0.1:6000 full",
+        "dnstap tcp://remote-collector.example.com:6000 full\n dnstap listen tcp://127.0.0.1:6001 full",
     ] {
         let text = format!(".:53 {{\n {example}\n forward . 8.8.8.8\n}}\n");
         support::check_corefile(&dir, &text).unwrap_or_else(|e| panic!("{example}: {e}"));
     }
     for (line, want) in [
         ("dnstap tls://127.0.0.1 full", "tls://HOST:PORT"),
-        ("dnstap listen tcp://127.0.0.1:6000 full", "not implemented"),
+        (
+            "dnstap listen tls://127.0.0.1:6000 full {\n  tls cert.pem key.pem\n }",
+            "not implemented",
+        ),
         ("dnstap /tmp/dnstap.sock full 0", "WRITEBUFFER"),
         ("dnstap tcp://127.0.0.1", "tcp://HOST:PORT"),
     ] {
@@ -587,4 +594,78 @@ async fn a_tls_reader_gets_messages_with_skipverify_and_an_untrusted_one_none() 
         "the unverified output's messages are dropped: {dropped}"
     );
     drop(running);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_that_connect_to_dnstap_listen_get_the_messages() {
+    let dir = support::temp_dir("dnstap-listen");
+    let sock = dir.join("listen.sock");
+    let port = crate::upstream::free_port();
+    let corefile = format!(
+        ".:0 {{\n bind 127.0.0.1\n dnstap listen unix://{} full\n dnstap listen tcp://127.0.0.1:{port}\n whoami\n}}\n",
+        sock.display()
+    );
+    let running = support::start(&corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let (unix_tx, mut unix_rx) = mpsc::unbounded_channel();
+    let (tcp_tx, mut tcp_rx) = mpsc::unbounded_channel();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let unix = loop {
+        match tokio::net::UnixStream::connect(&sock).await {
+            Ok(s) => break s,
+            Err(e) => assert!(
+                Instant::now() < deadline,
+                "the server listens at {}: {e}",
+                sock.display()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let tcp = loop {
+        match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            Ok(s) => break s,
+            Err(e) => assert!(Instant::now() < deadline, "the server listens on {port}: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let readers = [
+        tokio::spawn(read_stream(unix, unix_tx, false)),
+        tokio::spawn(read_stream(tcp, tcp_tx, false)),
+    ];
+    // Ask until both readers have a question's messages (a reader gets what comes after it
+    // is accepted).
+    let query = support::query("listen.example.", RecordType::A);
+    let wire = query.to_bytes().unwrap();
+    let (mut from_unix, mut from_tcp) = (Vec::new(), Vec::new());
+    while !(has(&[CLIENT_QUERY, CLIENT_RESPONSE])(&from_unix)
+        && has(&[CLIENT_QUERY, CLIENT_RESPONSE])(&from_tcp))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "unix: {from_unix:?}\ntcp: {from_tcp:?}"
+        );
+        let _ = support::udp(addr, &query).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        while let Ok(t) = unix_rx.try_recv() {
+            from_unix.push(t);
+        }
+        while let Ok(t) = tcp_rx.try_recv() {
+            from_tcp.push(t);
+        }
+    }
+    let cq = from_unix.iter().find(|t| t.mtype() == CLIENT_QUERY).unwrap();
+    assert_eq!(
+        cq.bytes(10).map(|b| &b[2..]),
+        Some(&wire[2..]),
+        "full: the query (its ID aside)"
+    );
+    assert!(
+        from_tcp
+            .iter()
+            .all(|t| t.bytes(10).is_none() && t.bytes(14).is_none())
+    );
+    drop(running);
+    for r in readers {
+        r.abort();
+    }
 }

@@ -6,6 +6,9 @@
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+/// Connect, handshake and write timeout (CoreDNS's `tcpTimeout`).
+pub const IO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(4);
+
 /// dnstap's content type.
 pub const CONTENT_TYPE: &[u8] = b"protobuf:dnstap.Dnstap";
 

@@ -6,11 +6,14 @@
 //!
 //! The files: `setup` the Corefile syntax, `handler` what is tapped ([`Tapper`]), `encode` the
 //! protobuf, `fstrm` the Frame Streams framing and handshake, `output` the queue and the
-//! connection to the reader, `tls` the TLS client of `tls://` outputs, `metrics` the family.
+//! connection to the reader, `tls` the TLS client of `tls://` outputs,
+//! `listen` the readers that connect to `dnstap listen`, `counters` the drops, `metrics` the family.
 
+pub mod counters;
 pub mod encode;
 pub mod fstrm;
 pub mod handler;
+pub mod listen;
 pub mod metrics;
 pub mod output;
 pub mod setup;

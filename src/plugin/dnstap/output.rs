@@ -19,10 +19,10 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until, timeout};
 
+use super::counters::Dropped;
 use super::fstrm;
 
-/// Connect, handshake and write timeout (CoreDNS's `tcpTimeout`).
-const IO_TIMEOUT: Duration = Duration::from_secs(4);
+use super::fstrm::IO_TIMEOUT;
 /// First wait after a failure.
 const MIN_BACKOFF: Duration = Duration::from_millis(500);
 /// Longest wait between tries (CoreDNS redials every 10 s).
@@ -37,6 +37,8 @@ pub enum Endpoint {
     Unix(PathBuf),
     /// A TCP reader (`tcp://host:port`), the host resolved at each connect.
     Tcp(String),
+    /// `dnstap listen`: readers connect to the server.
+    Listen(super::listen::Listen),
     /// A TLS reader (`tls://host:port`); its certificate is not checked with `skipverify`.
     Tls {
         /// `host:port`.
@@ -52,32 +54,8 @@ impl std::fmt::Display for Endpoint {
             Self::Unix(p) => write!(f, "unix://{}", p.display()),
             Self::Tcp(a) => write!(f, "tcp://{a}"),
             Self::Tls { addr, .. } => write!(f, "tls://{addr}"),
+            Self::Listen(l) => l.fmt(f),
         }
-    }
-}
-
-/// Dropped messages (counted here and in the metric), and the bytes queued.
-#[derive(Debug)]
-struct Dropped {
-    count: AtomicU64,
-    metric: Option<IntCounter>,
-    /// Bytes of the messages in the queue.
-    queued: AtomicUsize,
-    /// The most bytes the queue holds.
-    max_bytes: usize,
-}
-
-impl Dropped {
-    fn add(&self, n: u64) {
-        self.count.fetch_add(n, Ordering::Relaxed);
-        if let Some(m) = &self.metric {
-            m.inc_by(n);
-        }
-    }
-
-    /// A message of `len` bytes left the queue.
-    fn dequeued(&self, len: usize) {
-        self.queued.fetch_sub(len, Ordering::Relaxed);
     }
 }
 
@@ -105,7 +83,10 @@ impl Output {
             queued: AtomicUsize::new(0),
             max_bytes,
         });
-        tokio::spawn(run(endpoint, rx, dropped.clone(), write_buffer_mib << 20));
+        match endpoint {
+            Endpoint::Listen(at) => tokio::spawn(super::listen::run(at, rx, dropped.clone())),
+            _ => tokio::spawn(run(endpoint, rx, dropped.clone(), write_buffer_mib << 20)),
+        };
         Self { tx, dropped }
     }
 
@@ -157,6 +138,8 @@ async fn run(endpoint: Endpoint, mut rx: mpsc::Receiver<Vec<u8>>, dropped: Arc<D
                     Err(_) => Ended::Failed(std::io::ErrorKind::TimedOut.into()),
                 }
             }
+            // Served by `listen` (see [`Output::start`]).
+            Endpoint::Listen(_) => return,
             Endpoint::Tls { addr, skip_verify } => {
                 let connector = tls.get_or_insert_with(|| super::tls::connector(*skip_verify));
                 match connect_tls(connector, addr, send_buffer).await {

@@ -2,8 +2,9 @@
 //!
 //! `dnstap SOCKET [full] [WRITEBUFFER] [QUEUE] { identity ID; version V; extra E; skipverify }`
 //!
-//! SOCKET is `unix:///path` (or a bare path), `tcp://host:port` or `tls://host:port`;
-//! `dnstap listen` is refused as not implemented. The directive may be used more than once;
+//! SOCKET is `unix:///path` (or a bare path), `tcp://host:port` or `tls://host:port`.
+//! `dnstap listen SOCKET [full] ...` listens on a unix or TCP SOCKET for readers to connect;
+//! its `tls://` form (and `tls CERT KEY [CA]`) is refused as not implemented. The directive may be used more than once;
 //! each use is its own output.
 
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ use crate::corefile::{CorefileError, Directive, Token};
 
 use super::encode::Header;
 use super::handler::Tapper;
+use super::listen::Listen;
 use super::output::{Endpoint, Output};
 
 /// The version dnstap messages carry unless configured (CoreDNS sends `CoreDNS-1.14.7`).
@@ -75,12 +77,6 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 
 fn endpoint(d: &Directive, t: &Token) -> Result<Endpoint, CorefileError> {
     let s = t.text.as_str();
-    if s == "listen" {
-        return Err(d.error_at(
-            t,
-            "'dnstap listen' (accepting readers) is not implemented in cluster-dns yet; connect to the reader with 'dnstap unix:///PATH', 'dnstap tcp://HOST:PORT' or 'dnstap tls://HOST:PORT'",
-        ));
-    }
     for scheme in ["tcp", "tls"] {
         let Some(hostport) = s.strip_prefix(scheme).and_then(|r| r.strip_prefix("://")) else {
             continue;
@@ -125,8 +121,22 @@ fn bounded(d: &Directive, t: &Token, what: &str, max: usize) -> Result<usize, Co
 /// Parses one `dnstap` line.
 pub fn parse(d: &Directive) -> Result<DnstapConfig, CorefileError> {
     let mut args = d.args();
-    let first = args.expect("a SOCKET (unix:///PATH or tcp://HOST:PORT)")?;
-    let endpoint = endpoint(d, first)?;
+    let mut first = args.expect("a SOCKET (unix:///PATH or tcp://HOST:PORT)")?;
+    let listen = first.text == "listen";
+    if listen {
+        first = args.expect("a SOCKET to listen on after 'listen'")?;
+    }
+    let endpoint = match (listen, endpoint(d, first)?) {
+        (false, e) => e,
+        (true, Endpoint::Unix(path)) => Endpoint::Listen(Listen::Unix(path)),
+        (true, Endpoint::Tcp(addr)) => Endpoint::Listen(Listen::Tcp(addr)),
+        (true, _) => {
+            return Err(d.error_at(
+                first,
+                "'dnstap listen tls://' (TLS for readers that connect) is not implemented in cluster-dns yet; use 'dnstap listen tcp://HOST:PORT' or a unix socket",
+            ));
+        }
+    };
     let mut full = false;
     if let Some(t) = args.next() {
         if t.text != "full" {
@@ -163,6 +173,12 @@ pub fn parse(d: &Directive) -> Result<DnstapConfig, CorefileError> {
                 if let Endpoint::Tls { skip_verify, .. } = &mut config.endpoint {
                     *skip_verify = true;
                 }
+            }
+            "tls" if listen => {
+                return Err(d.error_at(
+                    &opt.name,
+                    "tls for 'dnstap listen' is not implemented in cluster-dns yet",
+                ));
             }
             "tls" => return Err(d.error_at(&opt.name, "tls is only valid for 'dnstap listen'")),
             other => {
@@ -303,6 +319,11 @@ mod tests {
                 ..
             }
         ));
+        let c = one("dnstap listen unix:///tmp/l.sock full").unwrap();
+        assert_eq!(c.endpoint, Endpoint::Listen(Listen::Unix("/tmp/l.sock".into())));
+        assert!(c.full);
+        let c = one("dnstap listen tcp://127.0.0.1:6001").unwrap();
+        assert_eq!(c.endpoint, Endpoint::Listen(Listen::Tcp("127.0.0.1:6001".into())));
         let c = one("dnstap tcp://[::1]:6000").unwrap();
         assert_eq!(c.endpoint, Endpoint::Tcp("[::1]:6000".into()));
         let c = one("dnstap /tmp/s {\n identity my-dns-server1\n version MyDNSServer-1.2.3\n extra hi\n}")
@@ -354,7 +375,9 @@ mod tests {
                 "QUEUE (x10000 messages) must be a number from 1 to 4096",
             ),
             ("dnstap /s full 1 1 x", "unexpected argument 'x'"),
-            ("dnstap listen /s", "not implemented"),
+            ("dnstap listen tls://127.0.0.1:6000", "not implemented"),
+            ("dnstap listen /s {\n tls a b\n}", "not implemented"),
+            ("dnstap listen", "a SOCKET to listen on"),
             ("dnstap tls://127.0.0.1", "expected tls://HOST:PORT"),
             ("dnstap /s {\n identity\n}", "identity takes exactly one argument"),
             ("dnstap /s {\n bogus 1\n}", "unknown property 'bogus'"),
