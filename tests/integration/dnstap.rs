@@ -669,3 +669,32 @@ async fn readers_that_connect_to_dnstap_listen_get_the_messages() {
         r.abort();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dnstap_listen_binds_once_its_address_is_free() {
+    let dir = support::temp_dir("dnstap-listen-busy");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let corefile = format!(".:0 {{\n bind 127.0.0.1\n dnstap listen tcp://127.0.0.1:{port}\n whoami\n}}\n");
+    let running = support::start(&corefile, &dir).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(taken);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut s = loop {
+        if let Ok(s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server listens once the port is free"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut head = [0u8; 8];
+    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut head))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&head[..4], &[0, 0, 0, 0], "READY");
+    drop(running);
+}

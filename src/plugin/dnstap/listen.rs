@@ -20,6 +20,8 @@ use super::fstrm;
 pub const READER_QUEUE: usize = 1000;
 /// Readers connected at once.
 pub const MAX_READERS: usize = 16;
+/// How often binding is tried again after it failed.
+const BIND_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Where `dnstap listen` listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,9 +41,9 @@ impl std::fmt::Display for Listen {
     }
 }
 
-/// Either listener.
+/// Either listener (a unix one with its socket file's inode, to remove only its own file).
 enum Listener {
-    Unix(tokio::net::UnixListener, PathBuf),
+    Unix(tokio::net::UnixListener, PathBuf, u64),
     Tcp(tokio::net::TcpListener),
 }
 
@@ -52,10 +54,10 @@ async fn bind(at: &Listen) -> std::io::Result<Listener> {
             if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
                 std::fs::remove_file(path)?;
             }
-            Ok(Listener::Unix(
-                tokio::net::UnixListener::bind(path)?,
-                path.clone(),
-            ))
+            use std::os::unix::fs::MetadataExt;
+            let l = tokio::net::UnixListener::bind(path)?;
+            let ino = std::fs::symlink_metadata(path)?.ino();
+            Ok(Listener::Unix(l, path.clone(), ino))
         }
         Listen::Tcp(addr) => Ok(Listener::Tcp(tokio::net::TcpListener::bind(addr.as_str()).await?)),
     }
@@ -63,7 +65,11 @@ async fn bind(at: &Listen) -> std::io::Result<Listener> {
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        if let Self::Unix(_, path) = self {
+        use std::os::unix::fs::MetadataExt;
+        // Not a file a newer listener bound at the same path meanwhile.
+        if let Self::Unix(_, path, ino) = self
+            && std::fs::symlink_metadata(&*path).is_ok_and(|m| m.ino() == *ino)
+        {
             let _ = std::fs::remove_file(path);
         }
     }
@@ -71,20 +77,32 @@ impl Drop for Listener {
 
 /// Serves readers at `at` with what arrives on `rx`, until `rx` closes.
 pub async fn run(at: Listen, mut rx: mpsc::Receiver<Vec<u8>>, dropped: Arc<Dropped>) {
-    let listener = match bind(&at).await {
-        Ok(l) => Some(l),
-        Err(error) => {
-            tracing::error!(endpoint = %at, %error, "dnstap: cannot listen; no reader will get messages");
-            None
+    // Until it can bind (the address may still be held by the configuration this one replaces),
+    // messages are discarded; it tries again every second.
+    let listener = loop {
+        match bind(&at).await {
+            Ok(l) => break l,
+            Err(error) => {
+                tracing::warn!(endpoint = %at, %error, "dnstap: cannot listen yet; trying again in 1 s");
+                let again = tokio::time::Instant::now() + BIND_RETRY;
+                loop {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(again) => break,
+                        m = rx.recv() => match m {
+                            Some(m) => dropped.dequeued(m.len()),
+                            None => return,
+                        },
+                    }
+                }
+            }
         }
     };
     let mut readers: Vec<mpsc::Sender<Arc<Vec<u8>>>> = Vec::new();
     loop {
         let accepted = async {
             match &listener {
-                Some(Listener::Unix(l, _)) => l.accept().await.map(|(s, _)| Conn::Unix(s)),
-                Some(Listener::Tcp(l)) => l.accept().await.map(|(s, _)| Conn::Tcp(s)),
-                None => std::future::pending().await,
+                Listener::Unix(l, _, _) => l.accept().await.map(|(s, _)| Conn::Unix(s)),
+                Listener::Tcp(l) => l.accept().await.map(|(s, _)| Conn::Tcp(s)),
             }
         };
         tokio::select! {
