@@ -31,6 +31,10 @@ command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
 command -v buildah >/dev/null 2>&1 || need_apt+=(buildah)
 command -v umoci >/dev/null 2>&1 || need_apt+=(umoci)
 command -v runc >/dev/null 2>&1 || need_apt+=(runc)
+# The dnstap test reads the server's output with golang-dnstap's reader, the `dnstap` command.
+command -v dnstap >/dev/null 2>&1 || need_apt+=(golang-github-dnstap-golang-dnstap-cli)
+# The pprof test reads the CPU profile with `go tool pprof` (Debian's golang-go).
+command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "test.sh: installing ${need_apt[*]}" >&2
     SUDO=""

@@ -98,6 +98,14 @@ impl Capabilities {
         self.items.iter().find_map(|v| v.clone().downcast::<T>().ok())
     }
 
+    /// Every value of type `T` offered, in the order offered.
+    pub fn all<T: Any + Send + Sync>(&self) -> Vec<Arc<T>> {
+        self.items
+            .iter()
+            .filter_map(|v| v.clone().downcast::<T>().ok())
+            .collect()
+    }
+
     /// Everything offered (a generation holds it while it runs).
     pub fn values(&self) -> &[Arc<dyn Any + Send + Sync>] {
         &self.items

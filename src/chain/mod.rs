@@ -24,6 +24,7 @@
 //! | `resources.rs` | [`Resources`]: the typed store that outlives configurations |
 //! | `ready.rs` | [`Readiness`]: what `/ready` reads |
 //! | `auth.rs` | [`RequestAuth`]: a block's check of signed requests and the signing of replies |
+//! | `tap.rs` | [`Tap`]: dnstap's hook for `forward`'s upstream exchanges |
 //!
 //! Imports `proto`, `corefile` and `telemetry`.
 
@@ -37,6 +38,7 @@ mod replay;
 mod resources;
 mod settings;
 mod setup;
+mod tap;
 mod walk;
 
 pub use auth::{RequestAuth, ResponseSigner, SignedRequest, Verdict};
@@ -59,6 +61,7 @@ pub use setup::{
     AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Configured, NamedFile, Setup, SetupCtx,
     find_configured, previous,
 };
+pub use tap::{Tap, TapKind, TapMessage, TapSink};
 pub use walk::{
     Answered, Chain, DetachedNext, MAX_CHASES, MAX_PLUGINS, Next, Now, Plugin, ReplyFuture, Trace,
 };

@@ -45,6 +45,10 @@ pub struct Exchange<'a> {
     pub failure: Option<&'static str>,
     /// What the plugins published about the query, in a block with `metadata`.
     pub metadata: Option<&'a QueryMetadata>,
+    /// The request as the client sent it (for `dnstap ... full`).
+    pub request_wire: &'a [u8],
+    /// The response as sent, when it is one DNS message (empty for a framed zone transfer).
+    pub response_wire: &'a [u8],
 }
 
 /// A plugin that watches answered requests (`errors`, `log`) instead of answering them.

@@ -12,10 +12,10 @@
 use std::sync::Arc;
 
 use super::{
-    acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, errors, file, forward, header,
-    health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metadata, metrics,
-    minimal, multisocket, nsid, proxyproto, quic, ready, reload, rewrite, root, shed, template, timeouts,
-    tls, transfer, tsig, view, whoami,
+    acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, dnstap, errors, file, forward,
+    header, health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metadata, metrics,
+    minimal, multisocket, nsid, pprof, proxyproto, quic, ready, reload, rewrite, root, shed, template,
+    timeouts, tls, transfer, tsig, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -102,10 +102,12 @@ pub const PLUGINS: &[Entry] = &[
     entry("debug", debug::setup),
     entry("ready", ready::setup),
     with_families("health", health::setup, health::families),
+    entry("pprof", pprof::setup::setup),
     entry("shed", shed::setup),
     entry("prometheus", metrics::setup),
     entry("errors", errors::setup),
     entry("log", log::setup),
+    with_families("dnstap", dnstap::setup::setup, dnstap::families),
     with_families("local", local::setup::setup, local::families),
     with_families("dns64", dns64::setup::setup, dns64::families),
     entry("any", any::setup::setup),
@@ -153,8 +155,6 @@ pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("route53", "the route53 plugin"),
     ("azure", "the azure plugin"),
     ("etcd", "the etcd plugin"),
-    ("pprof", "the pprof plugin"),
-    ("dnstap", "the dnstap plugin"),
 ];
 
 /// Directives CoreDNS itself removed: a Corefile written for an old CoreDNS gets the

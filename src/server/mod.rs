@@ -566,7 +566,8 @@ impl DnsHandler {
             elapsed: started.elapsed(),
             framed: transfer,
         };
-        observe_request(&router, &parsed, &resp, &sent, &served);
+        let wire = (req, if transfer { &[][..] } else { out.as_slice() });
+        observe_request(&router, &parsed, &resp, &sent, &served, wire);
         if router.memo.may_keep(protocol)
             && let Some(info) = memo_info(&router, &parsed, &resp, &sent, out)
         {
@@ -632,6 +633,8 @@ impl DnsHandler {
                     failure: None,
                     // Blocks with `metadata` do not memoize.
                     metadata: None,
+                    request_wire: req,
+                    response_wire: out,
                 },
             );
         }
@@ -750,7 +753,15 @@ impl DnsHandler {
 /// Reports one answered request to the observers of the block that answered it. A request no
 /// block took is counted (metrics only) under the zone `dropped`, by the first block of the
 /// address that has metrics.
-fn observe_request(router: &Router, req: &Parsed<'_>, resp: &Response, sent: &Metadata, served: &Served) {
+/// `wire`: the request and response bytes (the response empty when it is not one message).
+fn observe_request(
+    router: &Router,
+    req: &Parsed<'_>,
+    resp: &Response,
+    sent: &Metadata,
+    served: &Served,
+    wire: (&[u8], &[u8]),
+) {
     let routed = resp.block.as_ref().and_then(|&(i, zone)| {
         let b = router.blocks.get(i)?;
         Some((b, b.zones.get(zone)?))
@@ -793,6 +804,8 @@ fn observe_request(router: &Router, req: &Parsed<'_>, resp: &Response, sent: &Me
             plugin: resp.plugin,
             failure: resp.failure,
             metadata: resp.question.as_ref().and_then(|q| q.metadata.as_ref()),
+            request_wire: wire.0,
+            response_wire: wire.1,
         },
     );
 }

@@ -9,6 +9,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -158,6 +159,38 @@ pub struct Pools<'a> {
     pub tcp: &'a TlsTransport,
 }
 
+/// A query on its way to an upstream: the question, its message ID and wire form, and the
+/// local address it left from once sent (what `dnstap` reports of it).
+#[derive(Debug)]
+pub struct Outgoing<'a> {
+    /// The question.
+    pub q: &'a Question,
+    /// The message ID.
+    pub id: u16,
+    /// The query as sent.
+    pub wire: Vec<u8>,
+    /// This server's end of the socket it went out on (not known over TLS).
+    pub local: OnceLock<SocketAddr>,
+}
+
+impl<'a> Outgoing<'a> {
+    /// The query for `q` to an upstream reached over `link`: a fresh random ID, or 0 over
+    /// HTTPS (RFC 8484).
+    pub fn new(q: &'a Question, link: &Link) -> Result<Self, ForwardError> {
+        let id: u16 = if matches!(link, Link::Https(_)) {
+            0
+        } else {
+            rand::random()
+        };
+        Ok(Self {
+            q,
+            id,
+            wire: build_query(q, id)?,
+            local: OnceLock::new(),
+        })
+    }
+}
+
 /// Asks `peer` for `q` over `link`: TLS or HTTPS when it says so, else UDP (or TCP when `tcp`),
 /// giving up at `deadline`. Over UDP and TCP the socket or connection comes from `pools` when
 /// given (and goes back once the reply is in), else it is opened for this query alone. Over
@@ -171,17 +204,26 @@ pub async fn exchange(
     deadline: Instant,
     stats: &ExchangeStats,
 ) -> Result<Message, ForwardError> {
+    send(peer, link, pools, &Outgoing::new(q, link)?, tcp, deadline, stats).await
+}
+
+/// [`exchange`] for a query already built (its local address is recorded in `out` once sent,
+/// over UDP and TCP).
+pub async fn send(
+    peer: Peer,
+    link: &Link,
+    pools: Option<Pools<'_>>,
+    out: &Outgoing<'_>,
+    tcp: bool,
+    deadline: Instant,
+    stats: &ExchangeStats,
+) -> Result<Message, ForwardError> {
     let addr = peer.addr;
-    let id: u16 = if matches!(link, Link::Https(_)) {
-        0
-    } else {
-        rand::random()
-    };
-    let query = build_query(q, id)?;
+    let (q, id, query) = (out.q, out.id, out.wire.as_slice());
     let work = async {
         let secure = match link {
-            Link::Tls(tls) => Some(tls.exchange(addr, &query).await),
-            Link::Https(doh) => Some(doh.exchange(addr, &query).await),
+            Link::Tls(tls) => Some(tls.exchange(addr, query).await),
+            Link::Https(doh) => Some(doh.exchange(addr, query).await),
             Link::Unusable(why) => Some(Err(std::io::Error::other(why.clone()))),
             Link::Plain => None,
         };
@@ -196,7 +238,7 @@ pub async fn exchange(
                 Some(p) => {
                     let reply = p
                         .tcp
-                        .exchange(addr, &query)
+                        .exchange(addr, query)
                         .await
                         .map_err(|source| ForwardError::Io { addr, source })?;
                     accept_reply(&reply, id, q).ok_or_else(|| {
@@ -204,20 +246,26 @@ pub async fn exchange(
                         ForwardError::Unwanted { addr }
                     })
                 }
-                None => exchange_tcp(peer, &query, id, q, stats).await,
+                None => exchange_tcp(peer, out, stats).await,
             }
         } else {
             let io = |source| ForwardError::Io { addr, source };
             match pools.map(|p| p.udp) {
                 Some(pool) => {
                     let lease = pool.lease().await.map_err(io)?;
-                    let reply = exchange_udp(addr, lease.socket(), &query, id, q, stats).await?;
+                    if let Ok(local) = lease.socket().local_addr() {
+                        let _ = out.local.set(local);
+                    }
+                    let reply = exchange_udp(addr, lease.socket(), query, id, q, stats).await?;
                     pool.give_back(lease);
                     Ok(reply)
                 }
                 None => {
                     let sock = udp::connect(addr, peer.source).await.map_err(io)?;
-                    exchange_udp(addr, &sock, &query, id, q, stats).await
+                    if let Ok(local) = sock.local_addr() {
+                        let _ = out.local.set(local);
+                    }
+                    exchange_udp(addr, &sock, query, id, q, stats).await
                 }
             }
         }
@@ -266,14 +314,16 @@ fn read_reply(sock: &UdpSocket, id: u16, q: &Question) -> std::io::Result<Option
 
 async fn exchange_tcp(
     peer: Peer,
-    query: &[u8],
-    id: u16,
-    q: &Question,
+    sent: &Outgoing<'_>,
     stats: &ExchangeStats,
 ) -> Result<Message, ForwardError> {
+    let (q, id, query) = (sent.q, sent.id, sent.wire.as_slice());
     let addr = peer.addr;
     let io = |source| ForwardError::Io { addr, source };
     let mut stream = tcp_connect(addr, peer.source).await.map_err(io)?;
+    if let Ok(local) = stream.local_addr() {
+        let _ = sent.local.set(local);
+    }
     let len = u16::try_from(query.len()).map_err(|_| ForwardError::Encode("query too long".into()))?;
     let mut out = Vec::with_capacity(query.len() + 2);
     out.extend_from_slice(&len.to_be_bytes());

@@ -18,13 +18,13 @@ use tokio::time::Instant;
 
 use super::doh::{DohOptions, DohTransport, MAX_CONNS_PER_UPSTREAM};
 use super::exchange::{
-    ExchangeStats, ForwardError, Link, PROBE_TIMEOUT, Peer, Pools, exchange, probe_question,
+    ExchangeStats, ForwardError, Link, Outgoing, PROBE_TIMEOUT, Peer, Pools, exchange, probe_question, send,
 };
 use super::metrics::{ForwardMetrics, PluginInstruments, Pool, UpstreamInstruments};
 use super::setup::{ForwardConfig, Policy};
 use super::targets::{To, Transport};
 use super::{tls, udp};
-use crate::chain::{Next, Plugin, ReplyFuture, Upstreams};
+use crate::chain::{Next, Plugin, ReplyFuture, Tap, Upstreams};
 use crate::proto::{Failure, FlagEdit, Forwarded, Question, Reply};
 
 /// The most time one client query spends in `forward`, all attempts included.
@@ -128,6 +128,8 @@ struct Inner {
     next: AtomicUsize,
     stats: Arc<ForwardStats>,
     metrics: OnceLock<PluginInstruments>,
+    /// The block's `dnstap` outputs ([`Forward::with_taps`]).
+    taps: OnceLock<Vec<Arc<dyn Tap>>>,
 }
 
 /// The `forward` plugin in a chain. Clones share upstream state.
@@ -215,6 +217,7 @@ impl Forward {
                 next: AtomicUsize::new(0),
                 stats: Arc::new(ForwardStats::default()),
                 metrics: OnceLock::new(),
+                taps: OnceLock::new(),
                 config: config.clone(),
             }),
         }
@@ -247,6 +250,15 @@ impl Forward {
     /// `forward`.
     pub fn next_on_nodata(&self) -> bool {
         self.inner.config.next_on_nodata
+    }
+
+    /// Reports each exchange with an upstream to `taps` from now on (the block's `dnstap`
+    /// outputs). Only the first call takes effect.
+    pub fn with_taps(self, taps: Vec<Arc<dyn Tap>>) -> Self {
+        if !taps.is_empty() {
+            let _ = self.inner.taps.set(taps);
+        }
+        self
     }
 
     /// The rcodes its `next` hands to the block's following `forward`.
@@ -448,15 +460,17 @@ impl Forward {
     ) -> Result<Message, ForwardError> {
         let m = up.metrics.get();
         let start = Instant::now();
+        let asked = std::time::SystemTime::now();
+        let sent = Outgoing::new(q, &up.link)?;
         let pools = Pools {
             udp: &up.udp,
             tcp: &up.tcp,
         };
-        let result = exchange(
+        let result = send(
             up.peer(),
             &up.link,
             Some(pools),
-            q,
+            &sent,
             tcp,
             deadline,
             &self.inner.stats.exchange,
@@ -464,6 +478,10 @@ impl Forward {
         .await;
         if let (Some(m), Ok(msg)) = (m, &result) {
             m.replied(msg.metadata.response_code, start.elapsed());
+        }
+        if let Some(taps) = self.inner.taps.get() {
+            let over_tcp = tcp || !up.link.is_plain();
+            super::dnstap::report(taps, up.addr, &sent, over_tcp, asked, result.as_ref().ok());
         }
         result
     }

@@ -483,11 +483,17 @@ impl Configured for ForwardBlock {
         let families = ctx
             .metrics
             .and_then(|m| m.families::<super::ForwardMetrics>().ok());
+        let taps: Vec<Arc<dyn crate::chain::Tap>> = ctx
+            .capabilities
+            .all::<crate::chain::TapSink>()
+            .into_iter()
+            .map(|s| s.0.clone())
+            .collect();
         let mut forwards: Vec<super::Forward> = self
             .configs
             .iter()
             .map(|c| {
-                let forward = super::Forward::new(c);
+                let forward = super::Forward::new(c).with_taps(taps.clone());
                 match &families {
                     Some(f) => forward.with_metrics(f.clone(), ctx.server),
                     None => forward,
