@@ -10,7 +10,7 @@
 # release binaries first; about 15 minutes.
 #
 #   bench/rollout.sh                                   # the figures
-#   bench/rollout.sh --restarts 5 --reloads 5          # a quick one
+#   bench/rollout.sh --restarts 5                      # a quick one
 #
 # Other knobs, passed through: --qps N, --delay-ms N, --margin-ms N.
 set -euo pipefail
@@ -18,9 +18,11 @@ cd "$(dirname "$0")/.."
 cargo build --release --bin cluster-dns
 cargo build --release -p fake-apiserver --bin rollout-bench
 echo "machine: $(nproc) cores, $(uname -sr); $(date -u +%Y-%m-%dT%H:%MZ); commit $(git rev-parse --short HEAD)"
-for removal in 0 6000; do
-    target/release/rollout-bench target/release/cluster-dns --mode follow --lameduck-s 30 --removal-delay-ms "$removal" "$@"
+# The reloads once per mode (with the prompt controller); the late-controller case only restarts.
+for case in "0 50" "6000 0"; do
+    removal=${case% *} reloads=${case#* }
+    target/release/rollout-bench target/release/cluster-dns --mode follow --lameduck-s 30 --removal-delay-ms "$removal" --reloads "$reloads" "$@"
     echo
-    target/release/rollout-bench target/release/cluster-dns --mode lameduck --lameduck-s 5 --removal-delay-ms "$removal" "$@"
+    target/release/rollout-bench target/release/cluster-dns --mode lameduck --lameduck-s 5 --removal-delay-ms "$removal" --reloads "$reloads" "$@"
     echo
 done
