@@ -887,3 +887,44 @@ async fn a_tcp_query_in_flight_at_shutdown_is_answered() {
     // And the listener is gone.
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
 }
+
+/// Identical questions in flight share one upstream exchange: 20 clients asking the same name
+/// while a slow upstream answers cost one query upstream, and each client gets the answer under
+/// its own message ID; the waiters are counted in `cluster_dns_forward_coalesced_total`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_questions_in_flight_share_one_upstream_query() {
+    let up = Scripted::start().await;
+    up.set_mode(Mode::Slow(Duration::from_millis(400)));
+    let dir = support::temp_dir("fwd-coalesce");
+    let corefile = format!(
+        ".:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n forward . {}\n}}\n",
+        up.addr
+    );
+    let running = support::start(&corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let asks: Vec<_> = (0..20)
+        .map(|_| tokio::spawn(async move { ask(addr, "burst.example.com.", RecordType::A).await }))
+        .collect();
+    for a in asks {
+        assert_eq!(a_records(&a.await.unwrap()), ["192.0.2.1"]);
+    }
+    assert_eq!(
+        up.udp_queries(),
+        1,
+        "one upstream query for 20 identical questions"
+    );
+    let m = crate::dropin::scrape(running.http_addr("metrics").unwrap()).await;
+    assert_eq!(
+        crate::dropin::sum(&m, "cluster_dns_forward_coalesced_total", &[]),
+        19.0
+    );
+    // Different names are separate exchanges.
+    let asks: Vec<_> = (0..3)
+        .map(|i| tokio::spawn(async move { ask(addr, &format!("n{i}.example.com."), RecordType::A).await }))
+        .collect();
+    for a in asks {
+        a.await.unwrap();
+    }
+    assert_eq!(up.udp_queries(), 4);
+    running.stop().await.unwrap();
+}

@@ -27,8 +27,14 @@ fn certificates(tag: &str) -> PathBuf {
 
 /// cluster-dns serving `https://` on a free loopback port: `www.example.org A 192.0.2.53`.
 async fn doh_server(dir: &Path) -> cluster_dns::app::Running {
-    let corefile = "https://example.org:0 {\n bind 127.0.0.1\n tls cert.pem key.pem\n hosts {\n  192.0.2.53 www.example.org\n  ttl 60\n }\n}\n";
-    support::start(corefile, dir).await
+    // www0..www7 for the burst test: distinct questions (identical ones would share one exchange).
+    let burst: String = (0..8)
+        .map(|i| format!("  192.0.2.{} www{i}.example.org\n", 60 + i))
+        .collect();
+    let corefile = format!(
+        "https://example.org:0 {{\n bind 127.0.0.1\n tls cert.pem key.pem\n hosts {{\n  192.0.2.53 www.example.org\n{burst}  ttl 60\n }}\n}}\n"
+    );
+    support::start(&corefile, dir).await
 }
 
 /// A forwarding server with `forward . TO... { options }` and metrics.
@@ -107,9 +113,9 @@ async fn a_burst_shares_one_https_connection() {
     )
     .await;
     let asks: Vec<_> = (0..8)
-        .map(|_| {
+        .map(|i| {
             tokio::spawn(async move {
-                let q = support::query("www.example.org.", hickory_proto::rr::RecordType::A);
+                let q = support::query(&format!("www{i}.example.org."), hickory_proto::rr::RecordType::A);
                 support::udp(addr, &q).await.0
             })
         })

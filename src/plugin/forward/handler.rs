@@ -20,6 +20,7 @@ use super::doh::{DohOptions, DohTransport, MAX_CONNS_PER_UPSTREAM};
 use super::exchange::{
     ExchangeStats, ForwardError, Link, Outgoing, PROBE_TIMEOUT, Peer, Pools, exchange, probe_question, send,
 };
+use super::flight::{self, FlightKey, Flights, Joined};
 use super::metrics::{ForwardMetrics, PluginInstruments, Pool, UpstreamInstruments};
 use super::setup::{ForwardConfig, Policy};
 use super::targets::{To, Transport};
@@ -116,6 +117,9 @@ pub struct ForwardStats {
     pub attempts: AtomicU64,
     /// Mismatched replies dropped.
     pub exchange: ExchangeStats,
+    /// Questions answered by an identical one's exchange in flight
+    /// (`cluster_dns_forward_coalesced_total`).
+    pub coalesced: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -130,6 +134,8 @@ struct Inner {
     metrics: OnceLock<PluginInstruments>,
     /// The block's `dnstap` outputs ([`Forward::with_taps`]).
     taps: OnceLock<Vec<Arc<dyn Tap>>>,
+    /// The questions in flight, for coalescing ([`super::flight`]).
+    flights: Flights,
 }
 
 /// The `forward` plugin in a chain. Clones share upstream state.
@@ -218,6 +224,7 @@ impl Forward {
                 stats: Arc::new(ForwardStats::default()),
                 metrics: OnceLock::new(),
                 taps: OnceLock::new(),
+                flights: Flights::default(),
                 config: config.clone(),
             }),
         }
@@ -324,9 +331,39 @@ impl Forward {
         }
     }
 
-    /// Forwards `q`: REFUSED at once over `max_concurrent`; the first upstream reply otherwise
-    /// (UDP retried over TCP when truncated); SERVFAIL when none replies within the budget.
+    /// Forwards `q`, or waits for an identical question already in flight and takes its reply
+    /// ([`super::flight`]); see [`Forward::serve_alone`].
     pub async fn serve(&self, q: &Question) -> Reply {
+        let cfg = &self.inner.config;
+        let tcp = cfg.force_tcp || (q.over_stream() && !cfg.prefer_udp);
+        match self.inner.flights.join(FlightKey::of(q, tcp)) {
+            Joined::Leader(leader) => {
+                let reply = self.serve_alone(q).await;
+                leader.finish(&reply);
+                reply
+            }
+            Joined::Follower(rx) => {
+                self.inner.stats.coalesced.fetch_add(1, Ordering::Relaxed);
+                if let Some(m) = self.inner.metrics.get() {
+                    m.coalesced.inc();
+                }
+                match tokio::time::timeout(TOTAL_BUDGET, flight::wait(rx)).await {
+                    Ok(Some(reply)) => reply,
+                    // The leader's client went away before the reply: ask.
+                    Ok(None) => self.serve_alone(q).await,
+                    Err(_) => Reply::Failed(Failure {
+                        rcode: ResponseCode::ServFail,
+                        reason: NO_REPLY_IN_TIME,
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Forwards `q` itself: REFUSED at once over `max_concurrent`; the first upstream reply
+    /// otherwise (UDP retried over TCP when truncated); SERVFAIL when none replies within the
+    /// budget.
+    async fn serve_alone(&self, q: &Question) -> Reply {
         let _permit = match &self.inner.inflight {
             Some(sem) => match Arc::clone(sem).try_acquire_owned() {
                 Ok(p) => Some(p),
@@ -698,8 +735,10 @@ mod tests {
             tokio::spawn(async move { f.serve(&q).await })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
+        // Another name is over max_concurrent (the same one would wait for the first's reply).
+        let other = Question::new(Name::from_ascii("b.example.").unwrap(), RecordType::A);
         assert_eq!(
-            f.serve(&q).await,
+            f.serve(&other).await,
             Reply::Failed(crate::proto::Failure {
                 rcode: ResponseCode::Refused,
                 reason: crate::plugin::forward::TOO_MANY_IN_FLIGHT
@@ -822,6 +861,48 @@ mod tests {
         }
     }
 
+    /// Identical questions in flight at once share one exchange: the upstream sees one query,
+    /// every asker gets its reply, and the followers are counted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn identical_questions_in_flight_share_one_exchange() {
+        let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = sock.local_addr().unwrap();
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counter = seen.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 512];
+            while let Ok((n, from)) = sock.recv_from(&mut buf).await {
+                counter.fetch_add(1, Ordering::Relaxed);
+                // Answer after 300 ms, NXDOMAIN with the query's ID and question.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let mut reply = buf[..n].to_vec();
+                reply[2] |= 0x80;
+                reply[3] = (reply[3] & 0xf0) | 3;
+                let _ = sock.send_to(&reply, from).await;
+            }
+        });
+        let f = forward(&format!("forward . {addr}"));
+        let q = Question::new(Name::from_ascii("same.example.").unwrap(), RecordType::A);
+        let asks: Vec<_> = (0..20)
+            .map(|_| {
+                let (f, q) = (f.clone(), q.clone());
+                tokio::spawn(async move { f.serve(&q).await })
+            })
+            .collect();
+        for a in asks {
+            assert_eq!(a.await.unwrap().rcode(), ResponseCode::NXDomain);
+        }
+        assert_eq!(
+            seen.load(Ordering::Relaxed),
+            1,
+            "one exchange for 20 identical questions"
+        );
+        assert_eq!(f.stats().coalesced.load(Ordering::Relaxed), 19);
+        // Once answered, the next one asks again.
+        assert_eq!(f.serve(&q).await.rcode(), ResponseCode::NXDomain);
+        assert_eq!(seen.load(Ordering::Relaxed), 2);
+    }
+
     #[tokio::test]
     async fn rejects_broken_health_and_failed_probes() {
         let r = Registry::new();
@@ -853,8 +934,9 @@ mod tests {
         for _ in 0..3 {
             tokio::task::yield_now().await;
         }
+        let other = Question::new(Name::from_ascii("b.example.").unwrap(), RecordType::A);
         assert_eq!(
-            f.serve(&q).await,
+            f.serve(&other).await,
             Reply::Failed(crate::proto::Failure {
                 rcode: ResponseCode::Refused,
                 reason: crate::plugin::forward::TOO_MANY_IN_FLIGHT

@@ -13,6 +13,7 @@
 //! | `cluster_dns_forward_https_idle_connections` | gauge | to |
 //! | `cluster_dns_forward_tcp_idle_connections` | gauge | to |
 //! | `cluster_dns_forward_udp_idle_sockets` | gauge | to |
+//! | `cluster_dns_forward_coalesced_total` | counter | (none) |
 //!
 //! `proxy_name` is always `forward`; `to` is the upstream as `IP:PORT` (`[IPv6]:PORT`), from the
 //! Corefile; `rcode` is the upstream's rcode name from a fixed list (else `other`); `proto` is
@@ -89,6 +90,7 @@ pub struct ForwardMetrics {
     udp_idle: IntGaugeVec,
     healthcheck_broken: IntCounter,
     max_concurrent_rejects: IntCounter,
+    coalesced: IntCounter,
 }
 
 impl crate::telemetry::Families for ForwardMetrics {
@@ -168,6 +170,10 @@ impl ForwardMetrics {
                 "coredns_forward_max_concurrent_rejects_total",
                 "Counter of the number of queries rejected because the concurrent queries were at maximum.",
             )?,
+            coalesced: IntCounter::new(
+                "cluster_dns_forward_coalesced_total",
+                "Forwarded questions answered by an identical question's upstream exchange already in flight.",
+            )?,
         };
         register_all(
             registry,
@@ -182,6 +188,7 @@ impl ForwardMetrics {
                 Box::new(m.udp_idle.clone()),
                 Box::new(m.healthcheck_broken.clone()),
                 Box::new(m.max_concurrent_rejects.clone()),
+                Box::new(m.coalesced.clone()),
             ],
         )?;
         Ok(m)
@@ -192,6 +199,7 @@ impl ForwardMetrics {
         PluginInstruments {
             healthcheck_broken: self.healthcheck_broken.clone(),
             max_concurrent_rejects: self.max_concurrent_rejects.clone(),
+            coalesced: self.coalesced.clone(),
         }
     }
 
@@ -219,6 +227,8 @@ pub(super) struct PluginInstruments {
     pub healthcheck_broken: IntCounter,
     /// `coredns_forward_max_concurrent_rejects_total`.
     pub max_concurrent_rejects: IntCounter,
+    /// `cluster_dns_forward_coalesced_total`.
+    pub coalesced: IntCounter,
 }
 
 /// The connection pools of an upstream: its UDP sockets ([`super::udp`]) and its DNS-over-TLS

@@ -13,13 +13,14 @@
 //! `exchange` one exchange with one upstream, `udp`, `tls` and `doh` (DNS over HTTPS) the upstream
 //! sockets and connections kept for reuse, `chained` several `forward`s in one block and their `next`,
 //! `setup` the Corefile options, `targets` the upstream list (files, hostnames resolved at start),
-//! `metrics` the families, `dnstap` what it reports to the block's `dnstap` outputs, `fuzz`
+//! `flight` identical questions in flight sharing one exchange, `metrics` the families, `dnstap` what it reports to the block's `dnstap` outputs, `fuzz`
 //! the body of the `forward_reply` fuzz target.
 
 pub mod chained;
 pub mod dnstap;
 pub mod doh;
 pub mod exchange;
+pub mod flight;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod handler;
