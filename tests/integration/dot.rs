@@ -139,12 +139,13 @@ async fn a_burst_leaves_at_most_sixteen_idle_connections() {
     );
     let running = support::start(&corefile, &dir).await;
     let addr = running.dns_addrs()[0];
+    // 40 different names: identical questions in flight would share one exchange.
     let mut asks = Vec::new();
-    for _ in 0..40 {
+    for i in 0..40 {
         asks.push(tokio::spawn(async move {
             support::udp(
                 addr,
-                &support::query("www.example.com.", hickory_proto::rr::RecordType::A),
+                &support::query(&format!("q{i}.example.com."), hickory_proto::rr::RecordType::A),
             )
             .await
             .0
@@ -152,7 +153,12 @@ async fn a_burst_leaves_at_most_sixteen_idle_connections() {
     }
     for a in asks {
         let reply = a.await.unwrap();
-        assert_eq!(reply.answers.len(), 1, "{reply:?}");
+        // unbound's zone has no such names: its NXDOMAIN came over TLS.
+        assert_eq!(
+            reply.metadata.response_code,
+            hickory_proto::op::ResponseCode::NXDomain,
+            "{reply:?}"
+        );
     }
     let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
     let to = format!("to=\"{up}\"");
