@@ -102,20 +102,9 @@ impl Configured for ProxyprotoConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::corefile::Corefile;
 
     fn parse(text: &str) -> Result<ProxyProtocol, String> {
-        let cf = Corefile::parse_str(
-            &format!(".:53 {{\n{text}\n}}\n"),
-            std::path::Path::new("Corefile"),
-        )
-        .map_err(|e| e.to_string())?;
-        let ctx = SetupCtx {
-            zones: &[],
-            dir: std::path::Path::new("."),
-            previous: None,
-        };
-        let c = setup(&cf.blocks[0].directives[0], &ctx).map_err(|e| e.to_string())?;
+        let c = crate::chain::set_up(text, setup)?;
         let mut s = BlockSettings::default();
         c.configure(&mut s);
         s.proxy.map(|p| (*p).clone()).ok_or_else(|| "not set".to_owned())

@@ -72,20 +72,9 @@ impl Configured for QuicConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::corefile::Corefile;
 
     fn parse(text: &str) -> Result<QuicOptions, String> {
-        let cf = Corefile::parse_str(
-            &format!("quic://.:853 {{\n{text}\n}}\n"),
-            std::path::Path::new("Corefile"),
-        )
-        .map_err(|e| e.to_string())?;
-        let ctx = SetupCtx {
-            zones: &[],
-            dir: std::path::Path::new("."),
-            previous: None,
-        };
-        let c = setup(&cf.blocks[0].directives[0], &ctx).map_err(|e| e.to_string())?;
+        let c = crate::chain::set_up(text, setup)?;
         let mut s = BlockSettings::default();
         c.configure(&mut s);
         s.quic.ok_or_else(|| "not set".to_owned())

@@ -95,21 +95,9 @@ impl Configured for TimeoutsConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::corefile::Corefile;
 
     fn parse(text: &str) -> Result<StreamTimeouts, String> {
-        let cf = Corefile::parse_str(
-            &format!(".:53 {{\n{text}\n}}\n"),
-            std::path::Path::new("Corefile"),
-        )
-        .map_err(|e| e.to_string())?;
-        let d = &cf.blocks[0].directives[0];
-        let ctx = SetupCtx {
-            zones: &[],
-            dir: std::path::Path::new("."),
-            previous: None,
-        };
-        let c = setup(d, &ctx).map_err(|e| e.to_string())?;
+        let c = crate::chain::set_up(text, setup)?;
         let mut s = BlockSettings::default();
         c.configure(&mut s);
         Ok(s.stream.unwrap())
