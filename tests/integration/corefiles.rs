@@ -39,11 +39,6 @@ struct Collected {
     asks: Vec<Ask>,
 }
 
-/// Collapses runs of whitespace, so dig's tabs and a header's spaces compare equal.
-fn collapse(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 /// The upstream servers a collected Corefile's upstream addresses are replaced with.
 struct Upstreams {
     /// `{upstream}`: answers A of every name (192.0.2.1, TTL 300), NXDOMAIN for `nx*` names.
@@ -105,12 +100,12 @@ fn load(file: &str, port: u16, up: &Upstreams) -> Collected {
                 .last_mut()
                 .unwrap_or_else(|| panic!("{file}: expect before dig"))
                 .expect
-                .push(collapse(value)),
+                .push(support::single_spaced(value)),
             "expect-not" => asks
                 .last_mut()
                 .unwrap_or_else(|| panic!("{file}: expect-not before dig"))
                 .expect_not
-                .push(collapse(value)),
+                .push(support::single_spaced(value)),
             _ => {}
         }
     }
@@ -187,7 +182,7 @@ async fn run(file: &str) {
         for ask in asks {
             let args: Vec<&str> = ask.args.iter().map(String::as_str).collect();
             let out = support::dig(addr, &args);
-            let lines: Vec<String> = out.lines().map(collapse).collect();
+            let lines: Vec<String> = out.lines().map(support::single_spaced).collect();
             for want in &ask.expect {
                 assert!(
                     lines.iter().any(|l| l.contains(want.as_str())),

@@ -114,7 +114,7 @@ fn answer_of(out: &str) -> Vec<String> {
         .skip_while(|l| !l.starts_with(";; ANSWER SECTION"))
         .skip(1)
         .take_while(|l| !l.trim().is_empty())
-        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .map(support::single_spaced)
         .collect()
 }
 

@@ -164,11 +164,16 @@ pub fn dig_status(out: &str) -> String {
         .to_owned()
 }
 
+/// `line` with every run of whitespace (dig's tabs) made one space.
+pub fn single_spaced(line: &str) -> String {
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// The record lines of dig's `out` (comments and blank lines left out), single-spaced.
 pub fn dig_records(out: &str) -> Vec<String> {
     out.lines()
         .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
-        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .map(single_spaced)
         .collect()
 }
 

@@ -33,7 +33,7 @@ fn tsig_line(out: &str) -> Option<String> {
     out.lines()
         .skip_while(|l| !l.contains("TSIG PSEUDOSECTION"))
         .nth(1)
-        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .map(support::single_spaced)
 }
 
 fn zone_file(records: usize) -> String {
