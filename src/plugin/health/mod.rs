@@ -143,9 +143,8 @@ impl Configured for HealthConfig {
     /// The lameduck, and `/health` on its address with the probe of itself beside it.
     fn configure(&self, settings: &mut BlockSettings) {
         settings.lameduck = settings.lameduck.max(self.lameduck);
-        if self.propagation_margin.is_some() {
-            settings.propagation_margin = settings.propagation_margin.max(self.propagation_margin);
-        }
+        // The longest of the blocks' (`None` orders below any `Some`).
+        settings.propagation_margin = settings.propagation_margin.max(self.propagation_margin);
         settings.http.push(HttpRoute {
             addr: self.addr,
             path: "/health",
