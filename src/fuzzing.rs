@@ -46,6 +46,19 @@ pub fn query_handler(data: &[u8]) {
     }
 }
 
+/// The PROXY protocol header reader (`proxyproto`, v1 and v2) on arbitrary bytes: an error
+/// or nothing, never a panic; a header it finds lies within the bytes given.
+pub fn proxy_header(data: &[u8]) {
+    if let Ok(Some(h)) = crate::server::proxy::parse(data) {
+        assert!(
+            h.len > 0 && h.len <= data.len(),
+            "header of {} bytes in {}",
+            h.len,
+            data.len()
+        );
+    }
+}
+
 /// The Corefile parser and the configuration checks on arbitrary text: errors, never panics.
 pub fn corefile(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {

@@ -53,6 +53,11 @@ fn zone_file_corpus() {
 }
 
 #[test]
+fn proxy_header_corpus() {
+    replay("proxy_header", cluster_dns::fuzzing::proxy_header);
+}
+
+#[test]
 fn forward_reply_corpus() {
     replay("forward_reply", cluster_dns::plugin::forward::fuzz::forward_reply);
 }
