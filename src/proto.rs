@@ -229,6 +229,10 @@ pub enum Reply {
     /// observes the request. Its [`Reply::rcode`] is REFUSED, for the plugins it passes on the
     /// way out (it is never stored, replayed or sent).
     Dropped,
+    /// An empty reply with TC=1 and no records (a rate limit's slip: a real client asks again
+    /// over TCP, a spoofed one gets nothing bigger than it sent). Its [`Reply::rcode`] is
+    /// NOERROR; it is never stored or replayed.
+    Truncated,
 }
 
 impl Reply {
@@ -240,6 +244,7 @@ impl Reply {
             Self::Rcode(r) => *r,
             Self::Failed(f) => f.rcode,
             Self::Dropped => ResponseCode::Refused,
+            Self::Truncated => ResponseCode::NoError,
         }
     }
 
@@ -248,7 +253,7 @@ impl Reply {
         match self {
             Self::Authoritative(a) => &a.answers,
             Self::Forwarded(f) => &f.answers,
-            Self::Rcode(_) | Self::Failed(_) | Self::Dropped => &[],
+            Self::Rcode(_) | Self::Failed(_) | Self::Dropped | Self::Truncated => &[],
         }
     }
 }

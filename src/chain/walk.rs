@@ -264,6 +264,7 @@ impl<'a> Next<'a> {
             }
             // The target is not to be answered (`acl`'s drop): neither is the question.
             Reply::Dropped => return Reply::Dropped,
+            Reply::Truncated => return Reply::Truncated,
         }
         self.claim();
         Reply::Authoritative(answer)

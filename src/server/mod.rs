@@ -355,6 +355,10 @@ impl DnsHandler {
                 r.dropped = true;
                 r
             }
+            Reply::Truncated => {
+                meta.truncation = true;
+                Response::rcode(meta, ResponseCode::NoError)
+            }
         };
         // An IXFR from a client that holds the zone's current serial gets the SOA alone (RFC
         // 1995 section 2: the zone is up to date), as CoreDNS answers it; any other IXFR gets the

@@ -213,7 +213,7 @@ impl Block {
             Reply::Rcode(r) => (RCODE, 0, *r, None, [&[], &[], &[]]),
             Reply::Failed(f) => (RCODE, 0, f.rcode, None, [&[], &[], &[]]),
             // Nothing was sent: nothing to keep.
-            Reply::Dropped => return None,
+            Reply::Dropped | Reply::Truncated => return None,
         };
         let edit = edit_byte(match reply {
             Reply::Authoritative(a) => a.flags,
@@ -333,7 +333,7 @@ impl Block {
                 f.authority = read(ns)?;
                 f.additional = read(ar)?;
             }
-            Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped => {}
+            Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped | Reply::Truncated => {}
         }
         Some(reply)
     }
@@ -470,7 +470,7 @@ pub fn aged(reply: &Reply, entry_ttl: u32, elapsed: u32, fixed: Option<u32>) -> 
             adjust(&mut f.authority);
             adjust(&mut f.additional);
         }
-        Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped => {}
+        Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped | Reply::Truncated => {}
     }
     out
 }
@@ -755,7 +755,7 @@ pub fn classify(
             rcode: ResponseCode::ServFail,
             ..
         }) => (!servfail.is_zero()).then_some((Kind::ServFail, servfail)),
-        Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped => None,
+        Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped | Reply::Truncated => None,
         Reply::Authoritative(a) => {
             let kind = kind_of(a.rcode, !a.answers.is_empty())?;
             if kind == Kind::ServFail {

@@ -55,7 +55,7 @@ fn sections(reply: &mut Reply) -> Option<(&mut Vec<Record>, &mut Vec<Record>, &m
     match reply {
         Reply::Authoritative(a) => Some((&mut a.answers, &mut a.authority, &mut a.additional)),
         Reply::Forwarded(f) => Some((&mut f.answers, &mut f.authority, &mut f.additional)),
-        Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped => None,
+        Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped | Reply::Truncated => None,
     }
 }
 
@@ -65,7 +65,7 @@ fn soa_cap(reply: &Reply) -> u32 {
     let authority = match reply {
         Reply::Authoritative(a) => &a.authority,
         Reply::Forwarded(f) => &f.authority,
-        Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped => return DEFAULT_TTL,
+        Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped | Reply::Truncated => return DEFAULT_TTL,
     };
     authority
         .iter()

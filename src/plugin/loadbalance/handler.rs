@@ -81,7 +81,7 @@ impl LoadBalance {
                 w.order(&mut f.answers);
                 w.order(&mut f.additional);
             }
-            Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped => {}
+            Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped | Reply::Truncated => {}
         }
     }
 
@@ -97,7 +97,7 @@ impl LoadBalance {
                 self.order(&mut f.answers);
                 self.order(&mut f.additional);
             }
-            Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped => {}
+            Reply::Rcode(_) | Reply::Failed(_) | Reply::Dropped | Reply::Truncated => {}
         }
     }
 
