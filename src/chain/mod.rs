@@ -25,6 +25,7 @@
 //! | `ready.rs` | [`Readiness`]: what `/ready` reads |
 //! | `auth.rs` | [`RequestAuth`]: a block's check of signed requests and the signing of replies |
 //! | `tap.rs` | [`Tap`]: dnstap's hook for `forward`'s upstream exchanges |
+//! | `share.rs` | who a client is ([`ClientDirectory`]) and its share of the upstream ([`UpstreamShare`]) |
 //!
 //! Imports `proto`, `corefile` and `telemetry`.
 
@@ -38,6 +39,7 @@ mod replay;
 mod resources;
 mod settings;
 mod setup;
+mod share;
 mod tap;
 mod walk;
 
@@ -61,6 +63,7 @@ pub use setup::{
     AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Configured, NamedFile, Setup, SetupCtx,
     find_configured, previous,
 };
+pub use share::{ClientDirectory, FairShare, PodNamespaces, Refusal, UpstreamShare, UpstreamTicket};
 pub use tap::{Tap, TapKind, TapMessage, TapSink};
 pub use walk::{
     Answered, Chain, DetachedNext, MAX_CHASES, MAX_PLUGINS, Next, Now, Plugin, ReplyFuture, Trace,

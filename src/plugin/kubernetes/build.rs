@@ -5,8 +5,8 @@
 use super::options::PodMode;
 use super::setup::KubernetesConfig;
 use crate::chain::{
-    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, Configured, EndpointWatch,
-    NamedFile, OwnEndpoint,
+    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, ClientDirectory, Configured,
+    EndpointWatch, NamedFile, OwnEndpoint, PodNamespaces,
 };
 use crate::cluster::ClusterSource;
 use crate::cluster::metrics::KubernetesMetrics;
@@ -26,9 +26,11 @@ impl Configured for KubernetesConfig {
         })
     }
 
-    /// Its cluster source, shared with the block (`k8s_external` answers from its zone).
+    /// Its cluster source, shared with the block (`k8s_external` answers from its zone), and
+    /// with `pods verified` the namespaces of client addresses (`fairness` groups by them).
     fn offers(&self, capability: TypeId) -> bool {
         capability == TypeId::of::<ClusterSource>()
+            || (capability == TypeId::of::<PodNamespaces>() && self.pods == PodMode::Verified)
     }
 
     /// The cluster source of its watch options: the one a running configuration holds
@@ -60,6 +62,12 @@ impl Configured for KubernetesConfig {
                 source: source.value.clone(),
                 ips: crate::cluster::self_ips_from_env(),
             }))));
+            // Who a client is, for `fairness`: only the pod index of `pods verified` knows.
+            if self.pods == PodMode::Verified {
+                offered.offer(Arc::new(PodNamespaces(Arc::new(ClientsOf {
+                    source: source.value.clone(),
+                }))));
+            }
             offered.offer(source.value);
             Ok(offered)
         })
@@ -109,5 +117,16 @@ impl OwnEndpoint for OwnEndpointOf {
                 .iter()
                 .any(|ip| zone.reverse(ip).iter().any(|owner| !owner.cluster_ip)),
         )
+    }
+}
+
+/// The namespaces of client addresses, from the pod index of `pods verified`.
+struct ClientsOf {
+    source: Arc<ClusterSource>,
+}
+
+impl ClientDirectory for ClientsOf {
+    fn namespace_of(&self, client: std::net::IpAddr) -> Option<Arc<str>> {
+        self.source.zone().pod_namespace(client)
     }
 }
