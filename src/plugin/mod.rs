@@ -14,6 +14,7 @@ pub mod debug;
 pub mod dns64;
 pub mod dnstap;
 pub mod errors;
+pub mod fairness;
 pub mod file;
 pub mod forward;
 pub mod header;

@@ -12,10 +12,10 @@
 use std::sync::Arc;
 
 use super::{
-    acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, dnstap, errors, file, forward,
-    header, health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metadata, metrics,
-    minimal, multisocket, nsid, pprof, proxyproto, quic, ready, reload, rewrite, root, shed, template,
-    timeouts, tls, transfer, tsig, view, whoami,
+    acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, dnstap, errors, fairness, file,
+    forward, header, health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metadata,
+    metrics, minimal, multisocket, nsid, pprof, proxyproto, quic, ready, reload, rewrite, root, shed,
+    template, timeouts, tls, transfer, tsig, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -108,6 +108,9 @@ pub const PLUGINS: &[Entry] = &[
     entry("errors", errors::setup),
     entry("log", log::setup),
     with_families("dnstap", dnstap::setup::setup, dnstap::families),
+    // Before anything answers or multiplies a question (autopath's tries): a question over its
+    // client's share costs nothing more.
+    with_families("fairness", fairness::setup, fairness::families),
     with_families("local", local::setup::setup, local::families),
     with_families("dns64", dns64::setup::setup, dns64::families),
     entry("any", any::setup::setup),

@@ -25,7 +25,7 @@ use super::metrics::{ForwardMetrics, PluginInstruments, Pool, UpstreamInstrument
 use super::setup::{ForwardConfig, Policy};
 use super::targets::{To, Transport};
 use super::{tls, udp};
-use crate::chain::{Next, Plugin, ReplyFuture, Tap, Upstreams};
+use crate::chain::{FairShare, Next, Plugin, ReplyFuture, Tap, Upstreams};
 use crate::proto::{Failure, FlagEdit, Forwarded, Question, Reply};
 
 /// The most time one client query spends in `forward`, all attempts included.
@@ -136,6 +136,9 @@ struct Inner {
     taps: OnceLock<Vec<Arc<dyn Tap>>>,
     /// The questions in flight, for coalescing ([`super::flight`]).
     flights: Flights,
+    /// The block's per-client share of the upstream (`fairness`), asked before each question
+    /// goes on ([`Forward::with_share`]).
+    share: OnceLock<FairShare>,
 }
 
 /// The `forward` plugin in a chain. Clones share upstream state.
@@ -225,6 +228,7 @@ impl Forward {
                 metrics: OnceLock::new(),
                 taps: OnceLock::new(),
                 flights: Flights::default(),
+                share: OnceLock::new(),
                 config: config.clone(),
             }),
         }
@@ -264,6 +268,15 @@ impl Forward {
     pub fn with_taps(self, taps: Vec<Arc<dyn Tap>>) -> Self {
         if !taps.is_empty() {
             let _ = self.inner.taps.set(taps);
+        }
+        self
+    }
+
+    /// The same plugin, asking `share` whether a client may spend an upstream exchange before
+    /// each question goes on.
+    pub fn with_share(self, share: Option<FairShare>) -> Self {
+        if let Some(s) = share {
+            let _ = self.inner.share.set(s);
         }
         self
     }
@@ -334,6 +347,13 @@ impl Forward {
     /// Forwards `q`, or waits for an identical question already in flight and takes its reply
     /// ([`super::flight`]); see [`Forward::serve_alone`].
     pub async fn serve(&self, q: &Question) -> Reply {
+        // The client's share of the upstream, held until the reply (or until the client goes
+        // away and this future is dropped); over it, the share's reply at once.
+        let _ticket = match self.inner.share.get().map(|s| s.0.admit(q)) {
+            Some(Err(refusal)) => return refusal.reply(),
+            Some(Ok(ticket)) => Some(ticket),
+            None => None,
+        };
         let cfg = &self.inner.config;
         let tcp = cfg.force_tcp || (q.over_stream() && !cfg.prefer_udp);
         match self.inner.flights.join(FlightKey::of(q, tcp)) {

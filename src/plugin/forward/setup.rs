@@ -489,11 +489,17 @@ impl Configured for ForwardBlock {
             .into_iter()
             .map(|s| s.0.clone())
             .collect();
+        let share = ctx
+            .capabilities
+            .get::<crate::chain::FairShare>()
+            .map(|s| (*s).clone());
         let mut forwards: Vec<super::Forward> = self
             .configs
             .iter()
             .map(|c| {
-                let forward = super::Forward::new(c).with_taps(taps.clone());
+                let forward = super::Forward::new(c)
+                    .with_taps(taps.clone())
+                    .with_share(share.clone());
                 match &families {
                     Some(f) => forward.with_metrics(f.clone(), ctx.server),
                     None => forward,
