@@ -22,6 +22,7 @@ mod doq;
 mod dot;
 mod drain;
 mod dropin;
+mod fairness;
 mod file;
 mod forward;
 mod forward_doh;

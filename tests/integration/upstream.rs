@@ -111,6 +111,17 @@ fn soa() -> Record {
     Record::from_rdata(zone, 2, RData::SOA(soa))
 }
 
+/// True for names the upstream never answers, in any mode: those whose first label starts with
+/// `silent` (a flood of names an upstream never resolves).
+fn never_answered(query: &Message) -> bool {
+    query.queries.first().is_some_and(|q| {
+        q.name()
+            .iter()
+            .next()
+            .is_some_and(|l| l.to_ascii_lowercase().starts_with(b"silent"))
+    })
+}
+
 /// The answer to `query` (parsed): `nx*` names are NXDOMAIN (SOA TTL and MINIMUM 2 s); `big*`
 /// names have 100 A records (truncated over UDP); HINFO and other types get NODATA; every other
 /// name gets one A 192.0.2.X with the state's TTL; in [`Mode::Rcode`], that rcode and nothing
@@ -234,6 +245,9 @@ impl Scripted {
                         return;
                     }
                     s.options.lock().unwrap().push(options_of(&query));
+                    if never_answered(&query) {
+                        return;
+                    }
                     let reply = answer(&s, &query, true);
                     match mode {
                         Mode::Drop => return,
@@ -277,6 +291,10 @@ impl Scripted {
                         return;
                     };
                     s.options.lock().unwrap().push(options_of(&query));
+                    if never_answered(&query) {
+                        tokio::time::sleep(Duration::from_secs(10)).await;
+                        return;
+                    }
                     match mode {
                         Mode::Drop => {
                             tokio::time::sleep(Duration::from_secs(10)).await;
