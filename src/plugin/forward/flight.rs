@@ -8,9 +8,15 @@
 //! Invariant: a key is in [`Flights`] exactly while its leader's [`Leader`] lives; look-up and
 //! insert happen under the one lock, so two questions never both lead one key. A leader that
 //! is dropped unfinished (its client went away) closes the flight: its waiters ask themselves.
+//!
+//! Waiters hold no upstream slot, so they are bounded apart: at most `max_waiting` wait at once
+//! (counted under the same lock as the joins, given back when a [`Waiter`] is dropped); past
+//! that a question is told at once ([`Joined::Full`]) and fails fast, so a flood of one name
+//! cannot pile up tasks.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use hickory_proto::rr::{DNSClass, Name, RecordType};
 use tokio::sync::watch;
@@ -48,10 +54,24 @@ impl FlightKey {
 
 type Slot = Arc<watch::Sender<Option<Reply>>>;
 
+/// The most questions that wait for identical ones in flight at once, by default.
+pub const DEFAULT_MAX_WAITING: usize = 10_000;
+
 /// The questions in flight of one `forward`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Flights {
     map: Mutex<HashMap<FlightKey, Slot>>,
+    /// Waiters now; only changed under `map`'s lock (joins) or by a [`Waiter`]'s drop.
+    waiting: AtomicUsize,
+    max_waiting: usize,
+    /// Kept up to date with `waiting`, when exported (all forwards add to it).
+    gauge: OnceLock<prometheus::IntGauge>,
+}
+
+impl Default for Flights {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_WAITING)
+    }
 }
 
 /// What [`Flights::join`] made of a question.
@@ -60,7 +80,25 @@ pub enum Joined<'a> {
     /// Nobody asks this yet: ask, then [`Leader::finish`].
     Leader(Leader<'a>),
     /// Someone asks it already: wait for the reply.
-    Follower(watch::Receiver<Option<Reply>>),
+    Follower(Waiter<'a>),
+    /// Someone asks it already, but `max_waiting` questions wait already: fail now.
+    Full,
+}
+
+/// A question waiting for an identical one's reply; its place is given back when dropped.
+#[derive(Debug)]
+pub struct Waiter<'a> {
+    flights: &'a Flights,
+    rx: watch::Receiver<Option<Reply>>,
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        self.flights.waiting.fetch_sub(1, Ordering::AcqRel);
+        if let Some(g) = self.flights.gauge.get() {
+            g.dec();
+        }
+    }
 }
 
 /// The question that asks for its flight; removes the flight when dropped.
@@ -72,11 +110,36 @@ pub struct Leader<'a> {
 }
 
 impl Flights {
+    /// Flights whose waiters are at most `max_waiting` at once.
+    pub fn new(max_waiting: usize) -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+            waiting: AtomicUsize::new(0),
+            max_waiting,
+            gauge: OnceLock::new(),
+        }
+    }
+
+    /// Adds its waiters to `gauge` from now on (once).
+    pub fn count_into(&self, gauge: prometheus::IntGauge) {
+        let _ = self.gauge.set(gauge);
+    }
+
     /// Joins the flight of `key`, leading it when there is none.
     pub fn join(&self, key: FlightKey) -> Joined<'_> {
         let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = map.get(&key) {
-            return Joined::Follower(slot.subscribe());
+            if self.waiting.load(Ordering::Acquire) >= self.max_waiting {
+                return Joined::Full;
+            }
+            self.waiting.fetch_add(1, Ordering::AcqRel);
+            if let Some(g) = self.gauge.get() {
+                g.inc();
+            }
+            return Joined::Follower(Waiter {
+                flights: self,
+                rx: slot.subscribe(),
+            });
         }
         let slot: Slot = Arc::new(watch::channel(None).0);
         map.insert(key.clone(), slot.clone());
@@ -95,6 +158,11 @@ impl Flights {
     /// True when none is.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Questions waiting for an identical one's reply now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Acquire)
     }
 }
 
@@ -115,7 +183,8 @@ impl Drop for Leader<'_> {
 }
 
 /// Waits for the leader's reply; `None` when the leader went away without one.
-pub async fn wait(mut rx: watch::Receiver<Option<Reply>>) -> Option<Reply> {
+pub async fn wait(mut waiter: Waiter<'_>) -> Option<Reply> {
+    let rx = &mut waiter.rx;
     loop {
         if let Some(reply) = rx.borrow_and_update().clone() {
             return Some(reply);
@@ -157,6 +226,7 @@ mod tests {
                         r
                     }
                     Joined::Follower(rx) => wait(rx).await.unwrap_or(Reply::Rcode(ResponseCode::ServFail)),
+                    Joined::Full => panic!("10,000 places for 400 questions"),
                 };
                 assert_eq!(reply, Reply::Rcode(ResponseCode::NXDomain));
             }));
@@ -165,6 +235,7 @@ mod tests {
             t.await.unwrap();
         }
         assert!(flights.is_empty(), "no flight left over");
+        assert_eq!(flights.waiting(), 0, "every waiter's place given back");
         let n = leaders.load(Ordering::Relaxed);
         assert!((4..400).contains(&n), "{n} leaders for 400 questions on 4 names");
     }
@@ -189,6 +260,30 @@ mod tests {
         let mut cd = a.clone();
         cd.checking_disabled = true;
         assert_ne!(FlightKey::of(&a, false), FlightKey::of(&cd, false));
+    }
+
+    /// Past `max_waiting` waiters a question is told at once; a waiter that ends (answered or
+    /// gone) gives its place back.
+    #[tokio::test]
+    async fn waiters_are_bounded_and_give_their_places_back() {
+        let flights = Flights::new(2);
+        let key = FlightKey::of(&question("busy.example."), false);
+        let Joined::Leader(leader) = flights.join(key.clone()) else {
+            panic!("first leads")
+        };
+        let w1 = flights.join(key.clone());
+        let w2 = flights.join(key.clone());
+        assert!(matches!(w1, Joined::Follower(_)) && matches!(w2, Joined::Follower(_)));
+        assert!(matches!(flights.join(key.clone()), Joined::Full));
+        drop(w1);
+        assert_eq!(flights.waiting(), 1);
+        let Joined::Follower(w3) = flights.join(key.clone()) else {
+            panic!("a place was given back")
+        };
+        leader.finish(&Reply::Rcode(ResponseCode::NXDomain));
+        assert_eq!(wait(w3).await, Some(Reply::Rcode(ResponseCode::NXDomain)));
+        drop(w2);
+        assert_eq!(flights.waiting(), 0);
     }
 
     /// A leader dropped without a reply (its client gave up) lets its followers go on.

@@ -39,6 +39,9 @@ pub const NO_REPLY_IN_TIME: &str = "no upstream answered in time";
 pub const NO_REPLY_REFUSED: &str = "no upstream answered: each refused or failed the exchange";
 /// The failure when `max_concurrent` questions were already in flight (REFUSED).
 pub const TOO_MANY_IN_FLIGHT: &str = "too many queries in flight";
+/// The failure when too many questions already waited for identical ones in flight
+/// (SERVFAIL, at once).
+pub const TOO_MANY_WAITING: &str = "too many queries waiting for identical ones in flight";
 
 /// One upstream and its health.
 #[derive(Debug)]
@@ -120,6 +123,9 @@ pub struct ForwardStats {
     /// Questions answered by an identical one's exchange in flight
     /// (`cluster_dns_forward_coalesced_total`).
     pub coalesced: AtomicU64,
+    /// Questions failed at once because too many waited for identical ones
+    /// (`cluster_dns_forward_waiting_rejects_total`).
+    pub waiting_rejects: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -240,6 +246,7 @@ impl Forward {
     /// takes effect.
     pub fn with_metrics(self, metrics: ForwardMetrics, _server: &str) -> Self {
         if self.inner.metrics.set(metrics.plugin()).is_ok() {
+            self.inner.flights.count_into(metrics.waiting());
             for up in &self.inner.upstreams {
                 let instruments = metrics.upstream(up.addr);
                 match &up.link {
@@ -376,6 +383,16 @@ impl Forward {
                         reason: NO_REPLY_IN_TIME,
                     }),
                 }
+            }
+            Joined::Full => {
+                self.inner.stats.waiting_rejects.fetch_add(1, Ordering::Relaxed);
+                if let Some(m) = self.inner.metrics.get() {
+                    m.waiting_rejects.inc();
+                }
+                Reply::Failed(Failure {
+                    rcode: ResponseCode::ServFail,
+                    reason: TOO_MANY_WAITING,
+                })
             }
         }
     }

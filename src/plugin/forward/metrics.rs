@@ -14,6 +14,8 @@
 //! | `cluster_dns_forward_tcp_idle_connections` | gauge | to |
 //! | `cluster_dns_forward_udp_idle_sockets` | gauge | to |
 //! | `cluster_dns_forward_coalesced_total` | counter | (none) |
+//! | `cluster_dns_forward_waiting_rejects_total` | counter | (none) |
+//! | `cluster_dns_forward_waiting` | gauge | (none) |
 //!
 //! `proxy_name` is always `forward`; `to` is the upstream as `IP:PORT` (`[IPv6]:PORT`), from the
 //! Corefile; `rcode` is the upstream's rcode name from a fixed list (else `other`); `proto` is
@@ -91,6 +93,8 @@ pub struct ForwardMetrics {
     healthcheck_broken: IntCounter,
     max_concurrent_rejects: IntCounter,
     coalesced: IntCounter,
+    waiting_rejects: IntCounter,
+    waiting: IntGauge,
 }
 
 impl crate::telemetry::Families for ForwardMetrics {
@@ -174,6 +178,14 @@ impl ForwardMetrics {
                 "cluster_dns_forward_coalesced_total",
                 "Forwarded questions answered by an identical question's upstream exchange already in flight.",
             )?,
+            waiting_rejects: IntCounter::new(
+                "cluster_dns_forward_waiting_rejects_total",
+                "Forwarded questions answered SERVFAIL at once because too many already waited for identical ones in flight.",
+            )?,
+            waiting: IntGauge::new(
+                "cluster_dns_forward_waiting",
+                "Forwarded questions waiting for an identical question's upstream exchange in flight.",
+            )?,
         };
         register_all(
             registry,
@@ -189,6 +201,8 @@ impl ForwardMetrics {
                 Box::new(m.healthcheck_broken.clone()),
                 Box::new(m.max_concurrent_rejects.clone()),
                 Box::new(m.coalesced.clone()),
+                Box::new(m.waiting_rejects.clone()),
+                Box::new(m.waiting.clone()),
             ],
         )?;
         Ok(m)
@@ -200,7 +214,13 @@ impl ForwardMetrics {
             healthcheck_broken: self.healthcheck_broken.clone(),
             max_concurrent_rejects: self.max_concurrent_rejects.clone(),
             coalesced: self.coalesced.clone(),
+            waiting_rejects: self.waiting_rejects.clone(),
         }
+    }
+
+    /// `cluster_dns_forward_waiting` (every forward adds its waiters to it).
+    pub(super) fn waiting(&self) -> IntGauge {
+        self.waiting.clone()
     }
 
     /// The series of one upstream. The connection-cache series of both transports exist from
@@ -229,6 +249,8 @@ pub(super) struct PluginInstruments {
     pub max_concurrent_rejects: IntCounter,
     /// `cluster_dns_forward_coalesced_total`.
     pub coalesced: IntCounter,
+    /// `cluster_dns_forward_waiting_rejects_total`.
+    pub waiting_rejects: IntCounter,
 }
 
 /// The connection pools of an upstream: its UDP sockets ([`super::udp`]) and its DNS-over-TLS

@@ -32,6 +32,10 @@ pub const DEFAULT_MAX_FAILS: u32 = 2;
 /// Default connection expiry: how long an idle DNS-over-TLS connection is kept for reuse, and
 /// how long a UDP socket is reused from its opening.
 pub const DEFAULT_EXPIRE: Duration = Duration::from_secs(10);
+/// Questions in flight past which more get REFUSED at once when `max_concurrent` is not
+/// written (CoreDNS: no limit). Each holds a task and a socket for up to 4.5 s, so without a
+/// bound a flood of names the upstream never answers grows memory without end.
+pub const DEFAULT_MAX_CONCURRENT: usize = 10_000;
 
 /// How the next upstream is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -72,7 +76,8 @@ pub struct ForwardConfig {
     pub health_check_rd: bool,
     /// `expire DURATION` (accepted, see [`DEFAULT_EXPIRE`]).
     pub expire: Duration,
-    /// `max_concurrent N`: queries in flight above this get REFUSED.
+    /// `max_concurrent N`: queries in flight above this get REFUSED ([`DEFAULT_MAX_CONCURRENT`]
+    /// when not written; `None`, no limit, for `max_concurrent 0`).
     pub max_concurrent: Option<usize>,
     /// `policy`.
     pub policy: Policy,
@@ -193,7 +198,7 @@ pub fn parse(d: &Directive, dir: &Path) -> Result<ForwardConfig, CorefileError> 
         health_check_domain: ".".to_owned(),
         health_check_rd: true,
         expire: DEFAULT_EXPIRE,
-        max_concurrent: None,
+        max_concurrent: Some(DEFAULT_MAX_CONCURRENT),
         policy: Policy::Random,
         read_timeout: DEFAULT_READ_TIMEOUT,
         failfast_all_unhealthy: false,
@@ -544,7 +549,7 @@ mod tests {
         assert_eq!(c.from, ".");
         assert_eq!(
             (c.max_fails, c.policy, c.max_concurrent),
-            (2, Policy::Random, None)
+            (2, Policy::Random, Some(DEFAULT_MAX_CONCURRENT))
         );
         assert_eq!(c.read_timeout, Duration::from_secs(2));
     }
