@@ -89,6 +89,11 @@ impl Server {
         }
     }
 
+    /// Its process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Stops with SIGTERM and returns the exit status's success.
     pub(crate) fn stop(mut self) -> bool {
         self.signal_term();

@@ -300,3 +300,83 @@ async fn fairness_options_are_checked_with_file_and_line() {
     assert!(err.contains("Corefile:3") && err.contains("only once"), "{err}");
     support::check_corefile(&dir, ".:53 {\n fairness {\n  questions 500 1000\n  upstream 50\n  inflight 20\n  group 4\n  prefix 32 64\n  slip 1\n  max_clients 10000\n }\n whoami\n}\n").unwrap();
 }
+
+/// The resident memory of `pid` in MiB, from /proc.
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kb / 1024.0
+}
+
+/// The ceiling the README states for RSS under a flood, with the default bounds.
+const FLOOD_RSS_CEILING_MIB: f64 = 128.0;
+
+/// The real binary, flooded for a few seconds with names the upstream never answers from
+/// 4,096 source addresses (every one a new key for `fairness`, and more than its table holds
+/// with `max_clients 1024`), without `max_concurrent` written (forward's default bound): its
+/// RSS stays under the README's ceiling, and it still answers afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rss_stays_under_the_ceiling_through_a_flood_from_many_addresses() {
+    let upstream = Scripted::start().await;
+    let dir = support::temp_dir("fairness-rss");
+    let corefile = dir.join("Corefile");
+    std::fs::write(
+        &corefile,
+        format!(
+            ".:0 {{\n bind 127.0.0.1\n fairness {{\n  max_clients 1024\n }}\n cache 30\n forward . {}\n whoami\n}}\n",
+            upstream.addr
+        ),
+    )
+    .unwrap();
+    let server = crate::cli::Server::start(&corefile);
+    let (dns, pid) = (server.addr, server.pid());
+    let before = rss_mib(pid);
+    let mut peak: f64 = before;
+    let mut senders = Vec::new();
+    for b in 0..16u8 {
+        senders.push(tokio::spawn(async move {
+            let mut socks = Vec::new();
+            for c in 0..=255u8 {
+                socks.push(
+                    UdpSocket::bind((IpAddr::from([127, 1 + b, c, 1]), 0))
+                        .await
+                        .unwrap(),
+                );
+            }
+            for round in 0..20u32 {
+                for (i, s) in socks.iter().enumerate() {
+                    let q = support::query(&format!("silent{b}-{i}-{round}.example.com."), RecordType::A);
+                    let _ = s.send_to(&q.to_bytes().unwrap(), dns).await;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }));
+    }
+    for s in senders {
+        while !s.is_finished() {
+            peak = peak.max(rss_mib(pid));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    for _ in 0..50 {
+        peak = peak.max(rss_mib(pid));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("RSS before {before:.1} MiB, peak {peak:.1} MiB under 81,920 flood questions");
+    assert!(peak < FLOOD_RSS_CEILING_MIB, "peak RSS {peak:.1} MiB");
+    // Still answering, from a client of its own.
+    let ok = burst(
+        "127.0.0.9",
+        dns,
+        &names("ok-after", 5),
+        Duration::from_millis(500),
+    )
+    .await;
+    assert_eq!(ok.answered, 5, "{ok:?}");
+    assert!(server.stop());
+}

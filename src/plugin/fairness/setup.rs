@@ -25,8 +25,9 @@ use crate::corefile::{CorefileError, Directive, Token};
 
 /// Questions per second a client address may ask, by default.
 pub const DEFAULT_QUESTIONS: f64 = 1000.0;
-/// Questions per second a client address may send upstream, by default.
-pub const DEFAULT_UPSTREAM: f64 = 100.0;
+/// Questions per second a client address may send upstream, by default (a pod resolving 200
+/// new outside names a second is well inside it).
+pub const DEFAULT_UPSTREAM: f64 = 500.0;
 /// Upstream exchanges a client address may hold in flight, by default.
 pub const DEFAULT_INFLIGHT: u32 = 50;
 /// How many times a client's budget a namespace or an address prefix has, by default.
