@@ -39,6 +39,7 @@ mod memo;
 mod metadata;
 mod minimal;
 mod monitoring;
+mod multicluster;
 mod multisocket;
 mod nsid;
 mod pprof;
