@@ -3,12 +3,11 @@
 //! type for them) and the EndpointSlices an MCS implementation imports for them, labelled
 //! `multicluster.kubernetes.io/service-name` and `multicluster.kubernetes.io/source-cluster`.
 //!
-//! It is kept apart from the Services of the cluster ([`super::zone`]): an import is answered
-//! only in the `multicluster` zones (`clusterset.local`), and an imported slice is joined to its
-//! import by the multicluster label, never to a Service. The store lives in the
-//! [`ClusterZone`] so that every change moves the zone's change counters (the answer memo and
-//! the SOA serial follow it): its writes take the zone's writer lock and bump the scope of the
-//! import's (namespace, name), the same key the answerer gives `<svc>.<ns>.svc.<zone>` names.
+//! It is kept apart from the Services of the cluster: an import is answered only in the
+//! `multicluster` zones (`clusterset.local`), and an imported slice is joined to its import by
+//! the multicluster label, never to a Service. The store ([`ClusterSet`]) lives in the
+//! `ClusterZone`, whose methods in `super::zone_imports` write it under the zone's writer lock
+//! and move the zone's change counters.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -20,7 +19,6 @@ use serde_json::Value;
 
 use super::ObjectError;
 use super::model::{PortInfo, PortProtocol, SliceInfo};
-use super::zone::ClusterZone;
 use crate::proto::is_dns_label;
 
 /// The label that ties an imported EndpointSlice to its ServiceImport.
@@ -180,11 +178,14 @@ impl ImportEntry {
     }
 }
 
-type Key = (Arc<str>, Arc<str>);
+/// (namespace, name) of an import or an imported slice.
+pub type Key = (Arc<str>, Arc<str>);
 
-/// The imports and their slices. Invariant: written only by the [`ClusterZone`] methods below,
-/// under the zone's writer lock (so a slice's owner and the entries it is in change together);
-/// each entry is swapped whole, so a reader sees an import and its slices from one version.
+/// The imports and their slices. Invariant: writers are serialized by the caller (the
+/// `ClusterZone`'s writer lock, in `super::zone_imports`), so a
+/// slice's owner and the entries it is in change together; each entry is swapped whole, so a
+/// reader sees an import and its slices from one version. Every write returns the keys of the
+/// entries it changed, for the caller to count.
 #[derive(Debug, Default)]
 pub struct ClusterSet {
     entries: RwLock<HashMap<Key, Arc<ImportEntry>>>,
@@ -192,90 +193,22 @@ pub struct ClusterSet {
     slice_owner: RwLock<HashMap<Key, Option<Arc<str>>>>,
 }
 
-impl ClusterZone {
+impl ClusterSet {
     /// The imported name `namespace/name` (lower-case).
-    pub fn import(&self, namespace: &str, name: &str) -> Option<Arc<ImportEntry>> {
-        let entries = self
-            .clusterset
-            .entries
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<ImportEntry>> {
+        let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
         entries.get(&(Arc::from(namespace), Arc::from(name))).cloned()
     }
 
-    /// Number of ServiceImports in the zone.
+    /// Number of ServiceImports.
     pub fn import_count(&self) -> usize {
-        let entries = self
-            .clusterset
-            .entries
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+        let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
         entries.values().filter(|e| e.import.is_some()).count()
     }
 
-    /// Adds or replaces a ServiceImport.
-    pub fn apply_import(&self, import: ImportInfo) {
-        let _writer = self.write_lock();
-        let key = (import.namespace.clone(), import.name.clone());
-        self.update_import(key, |e| e.import = Some(import));
-    }
-
-    /// Removes a ServiceImport (its slices stay, waiting for an import of that name).
-    pub fn delete_import(&self, namespace: &str, name: &str) {
-        let _writer = self.write_lock();
-        self.update_import((namespace.into(), name.into()), |e| e.import = None);
-    }
-
-    /// Adds or replaces an imported slice, moving it if its import label changed.
-    pub fn apply_cluster_slice(&self, cs: ClusterSlice) {
-        let _writer = self.write_lock();
-        let ns = cs.slice.namespace.clone();
-        let slice_name = cs.slice.name.clone();
-        let owner = cs.slice.service.clone();
-        let previous = self
-            .clusterset
-            .slice_owner
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert((ns.clone(), slice_name.clone()), owner.clone())
-            .flatten();
-        if let Some(old) = previous.filter(|old| Some(old) != owner.as_ref()) {
-            self.update_import((ns.clone(), old), |e| {
-                e.slices.remove(&slice_name);
-            });
-        }
-        if let Some(service) = owner {
-            let cs = Arc::new(cs);
-            self.update_import((ns, service), |e| {
-                e.slices.insert(slice_name, cs);
-            });
-        }
-    }
-
-    /// Removes an imported slice.
-    pub fn delete_cluster_slice(&self, namespace: &str, name: &str) {
-        let _writer = self.write_lock();
-        let key: Key = (namespace.into(), name.into());
-        let owner = self
-            .clusterset
-            .slice_owner
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&key);
-        if let Some(Some(service)) = owner {
-            self.update_import((key.0, service), |e| {
-                e.slices.remove(name);
-            });
-        }
-    }
-
-    /// The (namespace, name) of every stored ServiceImport (for relists).
-    pub fn import_keys(&self) -> Vec<(Arc<str>, Arc<str>)> {
-        let entries = self
-            .clusterset
-            .entries
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+    /// The (namespace, name) of every ServiceImport.
+    pub fn import_keys(&self) -> Vec<Key> {
+        let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
         entries
             .iter()
             .filter(|(_, e)| e.import.is_some())
@@ -283,64 +216,99 @@ impl ClusterZone {
             .collect()
     }
 
-    /// The (namespace, name) of every stored imported slice (for relists).
-    pub fn cluster_slice_keys(&self) -> Vec<(Arc<str>, Arc<str>)> {
-        let owners = self
-            .clusterset
-            .slice_owner
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+    /// The (namespace, name) of every imported slice.
+    pub fn slice_keys(&self) -> Vec<Key> {
+        let owners = self.slice_owner.read().unwrap_or_else(PoisonError::into_inner);
         owners.keys().cloned().collect()
     }
 
-    /// Applies `change` to a copy of the entry `key` and swaps it in whole; moves the serial,
-    /// the change counter and the scope of `key` when it changed. The caller holds the writer
-    /// lock.
-    fn update_import(&self, key: Key, change: impl FnOnce(&mut ImportEntry)) {
-        let mut entries = self
-            .clusterset
-            .entries
+    /// Adds or replaces a ServiceImport.
+    pub fn apply_import(&self, import: ImportInfo) -> Vec<Key> {
+        let key = (import.namespace.clone(), import.name.clone());
+        self.update(key, |e| e.import = Some(import))
+            .into_iter()
+            .collect()
+    }
+
+    /// Removes a ServiceImport (its slices stay, waiting for an import of that name).
+    pub fn delete_import(&self, namespace: &str, name: &str) -> Vec<Key> {
+        self.update((namespace.into(), name.into()), |e| e.import = None)
+            .into_iter()
+            .collect()
+    }
+
+    /// Adds or replaces an imported slice, moving it if its import label changed.
+    pub fn apply_slice(&self, cs: ClusterSlice) -> Vec<Key> {
+        let ns = cs.slice.namespace.clone();
+        let slice_name = cs.slice.name.clone();
+        let owner = cs.slice.service.clone();
+        let previous = self
+            .slice_owner
             .write()
-            .unwrap_or_else(PoisonError::into_inner);
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert((ns.clone(), slice_name.clone()), owner.clone())
+            .flatten();
+        let mut changed = Vec::new();
+        if let Some(old) = previous.filter(|old| Some(old) != owner.as_ref()) {
+            changed.extend(self.update((ns.clone(), old), |e| {
+                e.slices.remove(&slice_name);
+            }));
+        }
+        if let Some(service) = owner {
+            let cs = Arc::new(cs);
+            changed.extend(self.update((ns, service), |e| {
+                e.slices.insert(slice_name, cs);
+            }));
+        }
+        changed
+    }
+
+    /// Removes an imported slice.
+    pub fn delete_slice(&self, namespace: &str, name: &str) -> Vec<Key> {
+        let key: Key = (namespace.into(), name.into());
+        let owner = self
+            .slice_owner
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key);
+        match owner {
+            Some(Some(service)) => self
+                .update((key.0, service), |e| {
+                    e.slices.remove(name);
+                })
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Applies `change` to a copy of the entry `key` and swaps it in whole; `Some(key)` when it
+    /// changed.
+    fn update(&self, key: Key, change: impl FnOnce(&mut ImportEntry)) -> Option<Key> {
+        let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
         let old = entries.get(&key).cloned();
         let mut new = old.as_deref().cloned().unwrap_or_default();
         change(&mut new);
         if old.as_deref() == Some(&new) {
-            return;
+            return None;
         }
-        let scope = super::scope::service_scope(&key.0, &key.1);
         if new.import.is_none() && new.slices.is_empty() {
             entries.remove(&key);
         } else {
-            entries.insert(key, Arc::new(new));
+            entries.insert(key.clone(), Arc::new(new));
         }
-        drop(entries);
-        self.bump_serial();
-        self.bump_scope(scope);
+        Some(key)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::ChangeCounter;
     use serde_json::json;
 
     fn import(name: &str, spec: Value) -> Value {
         json!({"apiVersion": MCS_API_VERSION, "kind": "ServiceImport",
                "metadata": {"name": name, "namespace": "ns"}, "spec": spec})
-    }
-
-    fn slice(name: &str, svc: &str, cluster: &str, ips: &[&str]) -> ClusterSlice {
-        let s: EndpointSlice = serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": "ns",
-                         "labels": {MC_SERVICE_NAME_LABEL: svc, SOURCE_CLUSTER_LABEL: cluster}},
-            "addressType": "IPv4",
-            "endpoints": ips.iter().map(|ip| json!({"addresses": [ip]})).collect::<Vec<_>>(),
-            "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]
-        }))
-        .unwrap();
-        ClusterSlice::from_k8s(&s, false).unwrap()
     }
 
     #[test]
@@ -370,59 +338,5 @@ mod tests {
             let e = ImportInfo::from_json(&import("x", bad)).unwrap_err();
             assert_eq!((e.kind, e.name.as_str()), ("ServiceImport", "x"));
         }
-    }
-
-    #[test]
-    fn slices_join_their_import_by_the_multicluster_label_and_move_with_it() {
-        let z = ClusterZone::new();
-        let g0 = z.generation();
-        z.apply_cluster_slice(slice("db-c1", "db", "c1", &["10.1.0.1"]));
-        assert!(z.generation() > g0);
-        assert!(z.import("ns", "db").unwrap().import.is_none());
-        z.apply_import(ImportInfo::from_json(&import("db", json!({"type": "Headless"}))).unwrap());
-        let e = z.import("ns", "db").unwrap();
-        assert_eq!(e.ready().count(), 1);
-        assert_eq!(&*e.slices.values().next().unwrap().cluster, "c1");
-        // Relabelled to another import: moved.
-        z.apply_cluster_slice(slice("db-c1", "other", "c1", &["10.1.0.1"]));
-        assert_eq!(z.import("ns", "db").unwrap().ready().count(), 0);
-        assert_eq!(z.import("ns", "other").unwrap().ready().count(), 1);
-        assert_eq!(z.cluster_slice_keys().len(), 1);
-        z.delete_cluster_slice("ns", "db-c1");
-        assert!(z.import("ns", "other").is_none());
-        assert_eq!(z.import_keys(), vec![(Arc::from("ns"), Arc::from("db"))]);
-        // The same import again changes nothing.
-        let g = z.generation();
-        z.apply_import(ImportInfo::from_json(&import("db", json!({"type": "Headless"}))).unwrap());
-        assert_eq!(z.generation(), g);
-        let scope = z.scope_generation(crate::cluster::scope::service_scope("ns", "db"));
-        z.delete_import("ns", "db");
-        assert!(z.import("ns", "db").is_none());
-        assert!(z.scope_generation(crate::cluster::scope::service_scope("ns", "db")) > scope);
-    }
-
-    /// Concurrent writers (imports and slices of the same names, on a multi-threaded runtime):
-    /// every slice ends up in exactly the import its last label names, nothing is lost.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn concurrent_writers_keep_slices_and_owners_in_step() {
-        let z = Arc::new(ClusterZone::new());
-        let mut tasks = Vec::new();
-        for t in 0..8 {
-            let z = z.clone();
-            tasks.push(tokio::spawn(async move {
-                for i in 0..200 {
-                    let svc = if i % 2 == 0 { "a" } else { "b" };
-                    z.apply_cluster_slice(slice(&format!("s{t}"), svc, "c1", &[&format!("10.0.{t}.1")]));
-                    z.apply_import(ImportInfo::from_json(&import(svc, json!({"type": "Headless"}))).unwrap());
-                }
-            }));
-        }
-        for t in tasks {
-            t.await.unwrap();
-        }
-        // Each task's last write labelled its slice "b".
-        assert_eq!(z.import("ns", "b").unwrap().slices.len(), 8);
-        assert_eq!(z.import("ns", "a").unwrap().slices.len(), 0);
-        assert_eq!(z.import_count(), 2);
     }
 }
