@@ -433,3 +433,56 @@ fn multicluster_zones_must_be_the_plugins_forward_zones() {
     let e = check("multicluster 10.0.0.0/8").unwrap_err();
     assert!(e.contains("is a reverse zone"), "{e}");
 }
+
+/// With *metadata*, names in the multicluster zone publish `kubernetes/cluster` and the
+/// per-cluster endpoint (as CoreDNS reads `<endpoint>.<clusterid>`); the cluster zone does not
+/// publish `kubernetes/cluster` at all. Read from the real binary's `log` lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_names_the_cluster_of_per_cluster_names() {
+    let fake = fake_with(&objects()).await;
+    let dir = support::temp_dir("multicluster-metadata");
+    let path = dir.join("Corefile");
+    std::fs::write(
+        &path,
+        format!(
+            ".:0 {{\n bind 127.0.0.1\n metadata\n log . \"META {{name}} cluster={{/kubernetes/cluster}} ep={{/kubernetes/endpoint}} port={{/kubernetes/port-name}}\"\n kubernetes cluster.local clusterset.local {{\n  endpoint {}\n  multicluster clusterset.local\n }}\n}}\n",
+            fake.url()
+        ),
+    )
+    .unwrap();
+    let mut server = tokio::task::spawn_blocking(move || crate::cli::Server::start(&path))
+        .await
+        .unwrap();
+    let addr = server.addr;
+    eventually(addr, "A", "db-0.east.db.demo.svc.clusterset.local", 15, |s, _| {
+        s == "NOERROR"
+    })
+    .await;
+    for (qtype, name) in [
+        ("A", "db-0.west.db.demo.svc.clusterset.local"),
+        ("SRV", "_pg._tcp.db.demo.svc.clusterset.local"),
+        ("A", "db-0.west.db.demo.svc.cluster.local"),
+    ] {
+        records(addr, qtype, name).await;
+    }
+    let want = [
+        "META db-0.west.db.demo.svc.clusterset.local. cluster=west ep=db-0 port=",
+        "META _pg._tcp.db.demo.svc.clusterset.local. cluster= ep= port=pg",
+        "META db-0.west.db.demo.svc.cluster.local. cluster=- ep= port=db-0",
+    ];
+    let mut lines = Vec::new();
+    for _ in 0..200 {
+        lines = server
+            .log_lines()
+            .into_iter()
+            .filter_map(|l| l.strip_prefix("[INFO] ").map(str::to_owned))
+            .filter(|l| l.starts_with("META ") && !l.contains(" db-0.east."))
+            .collect();
+        if lines.len() >= want.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(lines, want);
+    assert!(server.stop());
+}
