@@ -1202,6 +1202,17 @@ mod tests {
         assert_eq!(route("/api/v1/namespaces"), Some((Resource::Namespaces, None)));
         assert_eq!(route("/api/v1/endpointslices"), None);
         assert_eq!(route("/apis/discovery.k8s.io/v1/services"), None);
+        assert_eq!(
+            route("/apis/multicluster.x-k8s.io/v1alpha1/namespaces/a/serviceimports"),
+            Some((Resource::ServiceImports, Some("a".into())))
+        );
+        assert_eq!(
+            route("/apis/multicluster.x-k8s.io/v1alpha1/serviceimports"),
+            Some((Resource::ServiceImports, None))
+        );
+        assert_eq!(route("/api/v1/serviceimports"), None);
+        assert_eq!(route("/apis/multicluster.x-k8s.io/v1alpha1/services"), None);
+        assert_eq!(route("/apis/discovery.k8s.io/v1/serviceimports"), None);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //!   name without its cluster id, an unknown port; NODATA for a type the name has no records
 //!   of. Other names of the zone (apex, `<ns>.svc`, pods) answer as in any cluster zone.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -144,14 +145,11 @@ impl ClusterAnswerer {
                         targets.push((t, *ip, &slice.slice.ports));
                     }
                 }
-                let ids: Vec<u32> = (0..targets.len())
-                    .map(|i| {
-                        let first = targets
-                            .iter()
-                            .position(|(t, _, _)| *t == targets[i].0)
-                            .unwrap_or(i);
-                        u32::try_from(first).unwrap_or(u32::MAX)
-                    })
+                let mut first: HashMap<&Name, u32> = HashMap::with_capacity(targets.len());
+                let ids: Vec<u32> = targets
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (t, _, _))| *first.entry(t).or_insert(u32::try_from(i).unwrap_or(u32::MAX)))
                     .collect();
                 let candidates: Vec<SrvCandidate<'_>> = targets
                     .iter()
