@@ -486,3 +486,40 @@ async fn metadata_names_the_cluster_of_per_cluster_names() {
     assert_eq!(lines, want);
     assert!(server.stop());
 }
+
+/// A multicluster primary zone's AXFR lists the imports (A and SRV, headless ones with their
+/// per-cluster names), not the cluster's Services.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multicluster_zone_transfers_its_imports() {
+    let mut objects = objects();
+    objects.push(json!({"apiVersion": "v1", "kind": "Service",
+                        "metadata": {"name": "local", "namespace": "demo"},
+                        "spec": {"clusterIP": "10.96.0.5"}}));
+    let fake = fake_with(&objects).await;
+    let corefile = format!(
+        "clusterset.local:0 cluster.local:0 {{\n bind 127.0.0.1\n transfer {{\n  to *\n }}\n kubernetes clusterset.local cluster.local {{\n  endpoint {}\n  multicluster clusterset.local\n }}\n}}\n",
+        fake.url()
+    );
+    let running = support::start(&corefile, &support::temp_dir("multicluster-axfr")).await;
+    for _ in 0..1500 {
+        if support::zone(&running).is_synced() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let addr = running.dns_addrs()[0];
+    let out = dig(addr, &["+nocookie", "AXFR", "clusterset.local"]).await;
+    let recs = support::dig_records(&out);
+    for want in [
+        "web.demo.svc.clusterset.local. 5 IN A 10.9.0.1",
+        "web.demo.svc.clusterset.local. 5 IN SRV 0 50 80 web.demo.svc.clusterset.local.",
+        "db.demo.svc.clusterset.local. 5 IN A 10.2.0.1",
+        "db.demo.svc.clusterset.local. 5 IN SRV 0 33 5432 db-0.west.db.demo.svc.clusterset.local.",
+        "db-0.west.db.demo.svc.clusterset.local. 5 IN A 10.2.0.1",
+    ] {
+        assert!(recs.iter().any(|r| r == want), "no {want} in\n{out}");
+    }
+    assert!(!out.contains("local.demo.svc"), "{out}");
+    assert_eq!(recs.iter().filter(|r| r.contains(" IN SOA ")).count(), 2, "{out}");
+    running.stop().await.unwrap();
+}
