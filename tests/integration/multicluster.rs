@@ -523,3 +523,55 @@ async fn a_multicluster_zone_transfers_its_imports() {
     assert_eq!(recs.iter().filter(|r| r.contains(" IN SOA ")).count(), 2, "{out}");
     running.stop().await.unwrap();
 }
+
+/// Without RBAC for ServiceImports (403), the watch fails as any other: the log names the
+/// rule to add, and the zone does not sync (a would-be NXDOMAIN is SERVFAIL), unlike a
+/// missing CRD.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forbidden_imports_name_the_rbac_rule() {
+    let fake = fake_with(&objects()).await;
+    fake.forbid(Resource::ServiceImports);
+    let dir = support::temp_dir("multicluster-rbac");
+    let path = dir.join("Corefile");
+    std::fs::write(
+        &path,
+        corefile(&fake.url(), "multicluster clusterset.local\n  startup_timeout 0s"),
+    )
+    .unwrap();
+    let mut server = tokio::task::spawn_blocking(move || crate::cli::Server::start(&path))
+        .await
+        .unwrap();
+    let addr = server.addr;
+    let mut rbac = Vec::new();
+    for _ in 0..500 {
+        rbac = server
+            .log_lines()
+            .into_iter()
+            .filter(|l| l.contains("RBAC: cannot"))
+            .collect();
+        if !rbac.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(rbac.len(), 1, "{:#?}", server.log_lines());
+    assert!(
+        rbac[0].contains("serviceimports.multicluster.x-k8s.io at the cluster scope: grant list/watch on serviceimports.multicluster.x-k8s.io"),
+        "{}",
+        rbac[0]
+    );
+    assert_eq!(
+        records(addr, "A", "nosuch.demo.svc.cluster.local").await.0,
+        "SERVFAIL"
+    );
+    fake.allow(Resource::ServiceImports);
+    eventually(addr, "A", "web.demo.svc.clusterset.local", 40, |s, _| {
+        s == "NOERROR"
+    })
+    .await;
+    assert_eq!(
+        records(addr, "A", "nosuch.demo.svc.cluster.local").await.0,
+        "NXDOMAIN"
+    );
+    assert!(server.stop());
+}
