@@ -1,6 +1,8 @@
 //! A fake Kubernetes API server for cluster-dns's tests and benchmarks. It speaks the real
 //! list/watch HTTP protocol (as kube-rs's watcher and client-go use it) for core/v1 Namespaces,
-//! Services and Pods and discovery.k8s.io/v1 EndpointSlices, over a real TCP socket on
+//! Services and Pods, discovery.k8s.io/v1 EndpointSlices and multicluster.x-k8s.io/v1alpha1
+//! ServiceImports (the MCS API's CRD; a missing CRD is `fail_resource(ServiceImports, 404)`),
+//! over a real TCP socket on
 //! 127.0.0.1, and gives tests a handle ([`FakeApiServer`]) to change objects and inject faults.
 //!
 //! What it implements, per the reference notes on kube 5's watcher:
@@ -68,11 +70,19 @@ pub enum Resource {
     EndpointSlices,
     /// core/v1 Pods.
     Pods,
+    /// multicluster.x-k8s.io/v1alpha1 ServiceImports (the MCS API's CRD).
+    ServiceImports,
 }
 
 impl Resource {
     /// Every resource.
-    pub const ALL: [Resource; 4] = [Self::Namespaces, Self::Services, Self::EndpointSlices, Self::Pods];
+    pub const ALL: [Resource; 5] = [
+        Self::Namespaces,
+        Self::Services,
+        Self::EndpointSlices,
+        Self::Pods,
+        Self::ServiceImports,
+    ];
 
     fn index(self) -> usize {
         match self {
@@ -80,6 +90,7 @@ impl Resource {
             Self::Services => 1,
             Self::EndpointSlices => 2,
             Self::Pods => 3,
+            Self::ServiceImports => 4,
         }
     }
 
@@ -90,6 +101,7 @@ impl Resource {
             Self::Services => "Service",
             Self::EndpointSlices => "EndpointSlice",
             Self::Pods => "Pod",
+            Self::ServiceImports => "ServiceImport",
         }
     }
 
@@ -97,6 +109,7 @@ impl Resource {
     pub fn api_version(self) -> &'static str {
         match self {
             Self::EndpointSlices => "discovery.k8s.io/v1",
+            Self::ServiceImports => "multicluster.x-k8s.io/v1alpha1",
             _ => "v1",
         }
     }
@@ -108,6 +121,7 @@ impl Resource {
             Self::Services => "services",
             Self::EndpointSlices => "endpointslices",
             Self::Pods => "pods",
+            Self::ServiceImports => "serviceimports",
         }
     }
 
@@ -119,6 +133,7 @@ impl Resource {
     fn api_group(self) -> &'static str {
         match self {
             Self::EndpointSlices => "discovery.k8s.io",
+            Self::ServiceImports => "multicluster.x-k8s.io",
             _ => "",
         }
     }
@@ -129,7 +144,9 @@ impl Resource {
 #[non_exhaustive]
 pub enum FakeError {
     /// The object has no usable `kind`.
-    #[error("object has no kind the fake serves (Namespace, Service, EndpointSlice, Pod): {0}")]
+    #[error(
+        "object has no kind the fake serves (Namespace, Service, EndpointSlice, Pod, ServiceImport): {0}"
+    )]
     Kind(String),
     /// The object has no `metadata.name`.
     #[error("{kind} has no metadata.name")]
@@ -192,7 +209,7 @@ struct Store {
 #[derive(Debug)]
 struct State {
     rv: u64,
-    stores: [Store; 4],
+    stores: [Store; 5],
     /// Status codes for the next requests, in order.
     fail_next: VecDeque<u16>,
     /// Resources whose every request answers this HTTP status (403: Forbidden, with the
@@ -214,7 +231,7 @@ enum Control {
 #[derive(Debug)]
 struct Shared {
     state: Mutex<State>,
-    events: [broadcast::Sender<Arc<Ev>>; 4],
+    events: [broadcast::Sender<Arc<Ev>>; 5],
     control: broadcast::Sender<Control>,
     stalled: watch::Sender<bool>,
     bookmark_interval: Duration,
@@ -775,12 +792,14 @@ fn reason_of(code: u16) -> &'static str {
     }
 }
 
-/// Parses `/api/v1/[namespaces/{ns}/]{plural}` and `/apis/discovery.k8s.io/v1/...`.
+/// Parses `/api/v1/[namespaces/{ns}/]{plural}`, `/apis/discovery.k8s.io/v1/...` and
+/// `/apis/multicluster.x-k8s.io/v1alpha1/...`.
 fn route(path: &str) -> Option<(Resource, Option<String>)> {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (group_ok, rest) = match segs.as_slice() {
-        ["api", "v1", rest @ ..] => (true, rest),
-        ["apis", "discovery.k8s.io", "v1", rest @ ..] => (false, rest),
+    let (group, rest) = match segs.as_slice() {
+        ["api", "v1", rest @ ..] => ("", rest),
+        ["apis", "discovery.k8s.io", "v1", rest @ ..] => ("discovery.k8s.io", rest),
+        ["apis", "multicluster.x-k8s.io", "v1alpha1", rest @ ..] => ("multicluster.x-k8s.io", rest),
         _ => return None,
     };
     let (ns, plural) = match rest {
@@ -789,7 +808,7 @@ fn route(path: &str) -> Option<(Resource, Option<String>)> {
         _ => return None,
     };
     let r = Resource::ALL.into_iter().find(|r| r.plural() == plural)?;
-    if (r == Resource::EndpointSlices) == group_ok {
+    if r.api_group() != group {
         return None;
     }
     if r == Resource::Namespaces && ns.is_some() {
@@ -1183,6 +1202,17 @@ mod tests {
         assert_eq!(route("/api/v1/namespaces"), Some((Resource::Namespaces, None)));
         assert_eq!(route("/api/v1/endpointslices"), None);
         assert_eq!(route("/apis/discovery.k8s.io/v1/services"), None);
+        assert_eq!(
+            route("/apis/multicluster.x-k8s.io/v1alpha1/namespaces/a/serviceimports"),
+            Some((Resource::ServiceImports, Some("a".into())))
+        );
+        assert_eq!(
+            route("/apis/multicluster.x-k8s.io/v1alpha1/serviceimports"),
+            Some((Resource::ServiceImports, None))
+        );
+        assert_eq!(route("/api/v1/serviceimports"), None);
+        assert_eq!(route("/apis/multicluster.x-k8s.io/v1alpha1/services"), None);
+        assert_eq!(route("/apis/discovery.k8s.io/v1/serviceimports"), None);
     }
 
     #[test]

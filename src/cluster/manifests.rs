@@ -1,8 +1,9 @@
 //! The `manifests` source: loads the cluster's objects from Kubernetes YAML files (multi-document
 //! files or `kind: List`, as `kubectl get -o yaml` writes them) into a [`ClusterZone`].
 //!
-//! Namespaces, Services, EndpointSlices (discovery.k8s.io/v1) and Pods are read; other kinds are
-//! ignored. A file that cannot be read or is not YAML is an error; a malformed object is skipped
+//! Namespaces, Services, EndpointSlices (discovery.k8s.io/v1), Pods and ServiceImports
+//! (multicluster.x-k8s.io/v1alpha1; slices labelled `multicluster.kubernetes.io/service-name`
+//! join them too) are read; other kinds are ignored. A file that cannot be read or is not YAML is an error; a malformed object is skipped
 //! with a warning that names it, and the rest is applied.
 
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use serde_json::Value;
 
 use super::ClusterZone;
 use super::model::{PodInfo, ServiceInfo, SliceInfo, namespace_name};
+use super::multicluster::{ClusterSlice, ImportInfo, MC_SERVICE_NAME_LABEL, MCS_API_VERSION};
 
 /// A manifest file that cannot be loaded at all.
 #[derive(Debug, thiserror::Error)]
@@ -127,8 +129,22 @@ fn apply_object(obj: Value, place: &str, zone: &ClusterZone, report: &mut LoadRe
             .map(|s| zone.apply_service(s)),
         ("EndpointSlice", "discovery.k8s.io/v1") => serde_json::from_value::<EndpointSlice>(obj)
             .map_err(|e| e.to_string())
-            .and_then(|s| SliceInfo::from_k8s(&s, true).map_err(|e| e.to_string()))
+            .and_then(|s| {
+                // An imported slice (MCS API) also joins its ServiceImport.
+                let imported = s
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key(MC_SERVICE_NAME_LABEL));
+                if imported {
+                    zone.apply_cluster_slice(ClusterSlice::from_k8s(&s, true).map_err(|e| e.to_string())?);
+                }
+                SliceInfo::from_k8s(&s, true).map_err(|e| e.to_string())
+            })
             .map(|s| zone.apply_slice(s)),
+        ("ServiceImport", MCS_API_VERSION) => ImportInfo::from_json(&obj)
+            .map_err(|e| e.to_string())
+            .map(|i| zone.apply_import(i)),
         ("Pod", "v1") => serde_json::from_value::<Pod>(obj)
             .map_err(|e| e.to_string())
             .and_then(|p| PodInfo::from_k8s(&p).map_err(|e| e.to_string()))
@@ -174,6 +190,21 @@ mod tests {
         assert_eq!(report.ignored, 1);
         assert!(zone.namespace_exists("a"));
         assert!(zone.service("a", "s").is_some());
+    }
+
+    /// ServiceImports load, and an imported slice joins its import (and stays a slice).
+    #[test]
+    fn service_imports_and_imported_slices_load() {
+        let zone = ClusterZone::new();
+        let mut report = LoadReport::default();
+        let text = "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: db, namespace: a}\nspec: {type: Headless, ports: [{name: pg, port: 5432, protocol: TCP}]}\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: db-c1, namespace: a, labels: {multicluster.kubernetes.io/service-name: db, multicluster.kubernetes.io/source-cluster: c1}}\naddressType: IPv4\nendpoints: [{addresses: [10.1.0.1], hostname: db-0}]\nports: [{name: pg, port: 5432, protocol: TCP}]\n---\napiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: bad, namespace: a}\nspec: {type: NodePort}\n";
+        load_str(text, Path::new("t.yaml"), &zone, &mut report).unwrap();
+        assert_eq!(report.applied, 2, "{report:?}");
+        assert!(report.skipped[0].contains("a/bad") && report.skipped[0].contains("NodePort"));
+        let e = zone.import("a", "db").unwrap();
+        assert!(e.import.is_some());
+        assert_eq!(e.ready().count(), 1);
+        assert_eq!(zone.slice_keys().len(), 1);
     }
 
     #[test]

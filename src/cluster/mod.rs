@@ -1,18 +1,21 @@
 //! The cluster zone: Kubernetes objects reduced to what DNS needs ([`model`]), the store that
 //! joins and indexes them ([`zone`]), and the sources that fill it ([`manifests`], and [`watch`]
-//! for the Kubernetes API), held together as one [`source::ClusterSource`].
+//! for the Kubernetes API), held together as one [`source::ClusterSource`]; the MCS API's
+//! ServiceImports and imported slices in [`multicluster`] (kept in the zone by `zone_imports`).
 
 pub mod api_limits;
 pub mod heap;
 pub mod manifests;
 pub mod metrics;
 pub mod model;
+pub mod multicluster;
 pub mod pods;
 pub mod rest_client;
 pub mod scope;
 pub mod source;
 pub mod watch;
 pub mod zone;
+mod zone_imports;
 
 pub use source::ClusterSource;
 pub use zone::ClusterZone;

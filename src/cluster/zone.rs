@@ -327,6 +327,8 @@ pub struct ClusterZone {
     /// slice owners, the reverse index, the pod indexes) happens while it is held, so concurrent
     /// writers are applied one after the other, each seeing the previous one's result.
     writer: Mutex<()>,
+    /// ServiceImports and their imported slices (`multicluster`; see [`super::multicluster`]).
+    pub(super) clusterset: super::multicluster::ClusterSet,
 }
 
 /// How many scope counters a zone keeps.
@@ -379,12 +381,13 @@ impl ClusterZone {
             structure: AtomicU64::new(0),
             scopes: (0..SCOPE_COUNTERS).map(|_| AtomicU64::new(0)).collect(),
             writer: Mutex::new(()),
+            clusterset: Default::default(),
         }
     }
 
     /// Takes the writer lock (see the module docs). A writer that panicked left every map
     /// consistent up to its last completed step, so a poisoned lock is taken as it is.
-    fn write_lock(&self) -> MutexGuard<'_, ()> {
+    pub(super) fn write_lock(&self) -> MutexGuard<'_, ()> {
         self.writer.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -468,7 +471,7 @@ impl ClusterZone {
 
     /// Called at the end of every change to DNS data: the SOA serial and the change counter.
     /// The change's finer counters ([`Self::bump_structure`], [`Self::bump_scope`]) follow.
-    fn bump_serial(&self) {
+    pub(super) fn bump_serial(&self) {
         self.serial.fetch_max(unix_now(), Ordering::Relaxed);
         self.generation.fetch_add(1, Ordering::SeqCst);
     }
@@ -484,7 +487,7 @@ impl ClusterZone {
     }
 
     /// After [`Self::bump_serial`], for a change to the data of scope `key`.
-    fn bump_scope(&self, key: u64) {
+    pub(super) fn bump_scope(&self, key: u64) {
         self.scope_counter(key).fetch_add(1, Ordering::SeqCst);
     }
 

@@ -217,6 +217,7 @@ const TESTED: &[&str] = &[
     "header-readme.Corefile",
     "hosts-readme-inline.Corefile",
     "hosts-readme-wildcard.Corefile",
+    "kubernetes-readme-multicluster.Corefile",
     "kubernetes-readme-pods-verified.Corefile",
     "kubernetes-readme-stub-domains.Corefile",
     "loadbalance-readme-prefer.Corefile",
@@ -354,6 +355,11 @@ async fn hosts_readme_wildcard() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubernetes_readme_pods_verified() {
     run("kubernetes-readme-pods-verified.Corefile").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_readme_multicluster() {
+    run("kubernetes-readme-multicluster.Corefile").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,6 +40,7 @@ mod memo;
 mod metadata;
 mod minimal;
 mod monitoring;
+mod multicluster;
 mod multisocket;
 mod nsid;
 mod pprof;

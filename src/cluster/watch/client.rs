@@ -49,6 +49,8 @@ pub struct WatchOptions {
     pub endpoint_pod_names: bool,
     /// The client's rate and concurrency limits towards the API server.
     pub limits: ApiLimits,
+    /// ServiceImports and imported EndpointSlices are watched (`multicluster`).
+    pub multicluster: bool,
 }
 
 impl Default for WatchOptions {
@@ -63,6 +65,7 @@ impl Default for WatchOptions {
             pods: false,
             endpoint_pod_names: false,
             limits: ApiLimits::default(),
+            multicluster: false,
         }
     }
 }

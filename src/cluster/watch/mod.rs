@@ -1,6 +1,7 @@
 //! The Kubernetes API source: builds a `kube` client from the `kubernetes` plugin's connection
 //! options and keeps a [`ClusterZone`] in step with the API server through one kube-runtime
-//! watcher per resource (Namespaces, Services, EndpointSlices and, with `pods verified`, Pods).
+//! watcher per resource (Namespaces, Services, EndpointSlices and, with `pods verified`, Pods;
+//! with `multicluster`, ServiceImports and the imported EndpointSlices).
 //!
 //! What this module owns:
 //! - the connection: in-cluster service account (default), `endpoint URL` (http or https, with
@@ -167,11 +168,8 @@ pub async fn start_with_metrics(
             Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
             None => Api::all_with(client.clone(), &ar),
         };
-        let mut wc = watcher::Config::default().page_size(if spec.resource == Resource::EndpointSlices {
-            SLICE_PAGE_SIZE
-        } else {
-            PAGE_SIZE
-        });
+        let slices = matches!(spec.resource, Resource::EndpointSlices | Resource::ClusterSlices);
+        let mut wc = watcher::Config::default().page_size(if slices { SLICE_PAGE_SIZE } else { PAGE_SIZE });
         if let Some(l) = &spec.labels {
             wc = wc.labels(l);
         }

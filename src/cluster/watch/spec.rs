@@ -1,7 +1,8 @@
 //! What the source watches: the resources ([`Resource`]) and the watches the `kubernetes`
 //! plugin's filters make of them ([`watch_specs`]): one Namespace watch with the
 //! `namespace_labels` selector, and one Service, EndpointSlice (and, with `pods verified`, Pod)
-//! watch per listed namespace, or one at the cluster scope, with the `labels` selector.
+//! watch per listed namespace, or one at the cluster scope, with the `labels` selector; with
+//! `multicluster`, ServiceImports and the imported EndpointSlices too.
 
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -20,6 +21,11 @@ pub enum Resource {
     EndpointSlices,
     /// core/v1 Pods (only with `pods verified`).
     Pods,
+    /// multicluster.x-k8s.io/v1alpha1 ServiceImports (only with `multicluster`).
+    ServiceImports,
+    /// The EndpointSlices labelled `multicluster.kubernetes.io/service-name` (only with
+    /// `multicluster`): a second EndpointSlice watch, into the zone's imports.
+    ClusterSlices,
 }
 
 impl Resource {
@@ -30,6 +36,17 @@ impl Resource {
             Self::Services => "services",
             Self::EndpointSlices => "endpointslices.discovery.k8s.io",
             Self::Pods => "pods",
+            Self::ServiceImports => "serviceimports.multicluster.x-k8s.io",
+            Self::ClusterSlices => "endpointslices.discovery.k8s.io",
+        }
+    }
+
+    /// The watch's name in logs and `/ready`: the RBAC name, told apart for the imported
+    /// slices.
+    pub fn watch_name(self) -> &'static str {
+        match self {
+            Self::ClusterSlices => "endpointslices.discovery.k8s.io (multicluster)",
+            other => other.rbac_name(),
         }
     }
 
@@ -38,8 +55,9 @@ impl Resource {
         match self {
             Self::Namespaces => "Namespace",
             Self::Services => "Service",
-            Self::EndpointSlices => "EndpointSlice",
+            Self::EndpointSlices | Self::ClusterSlices => "EndpointSlice",
             Self::Pods => "Pod",
+            Self::ServiceImports => "ServiceImport",
         }
     }
 
@@ -47,8 +65,9 @@ impl Resource {
         match self {
             Self::Namespaces => ApiResource::erase::<Namespace>(&()),
             Self::Services => ApiResource::erase::<Service>(&()),
-            Self::EndpointSlices => ApiResource::erase::<EndpointSlice>(&()),
+            Self::EndpointSlices | Self::ClusterSlices => ApiResource::erase::<EndpointSlice>(&()),
             Self::Pods => ApiResource::erase::<Pod>(&()),
+            Self::ServiceImports => crate::cluster::multicluster::service_import_resource(),
         }
     }
 }
@@ -64,8 +83,8 @@ pub(super) struct WatchSpec {
 impl WatchSpec {
     pub(super) fn name(&self) -> String {
         match &self.namespace {
-            Some(ns) => format!("{} in {ns}", self.resource.rbac_name()),
-            None => self.resource.rbac_name().to_owned(),
+            Some(ns) => format!("{} in {ns}", self.resource.watch_name()),
+            None => self.resource.watch_name().to_owned(),
         }
     }
 
@@ -83,24 +102,37 @@ pub(super) fn watch_specs(config: &WatchOptions) -> Vec<WatchSpec> {
     if config.pods {
         resources.push(Resource::Pods);
     }
+    if config.multicluster {
+        resources.extend([Resource::ServiceImports, Resource::ClusterSlices]);
+    }
     let mut specs = vec![WatchSpec {
         resource: Resource::Namespaces,
         namespace: None,
         labels: config.namespace_labels.clone(),
     }];
     for resource in resources {
+        let labels = match resource {
+            // Imports are not Services: `labels` does not select them.
+            Resource::ServiceImports => None,
+            // Only the imported slices, and of them those `labels` selects.
+            Resource::ClusterSlices => Some(match &config.labels {
+                Some(l) => format!("{},{l}", crate::cluster::multicluster::MC_SERVICE_NAME_LABEL),
+                None => crate::cluster::multicluster::MC_SERVICE_NAME_LABEL.to_owned(),
+            }),
+            _ => config.labels.clone(),
+        };
         if config.namespaces.is_empty() {
             specs.push(WatchSpec {
                 resource,
                 namespace: None,
-                labels: config.labels.clone(),
+                labels,
             });
         } else {
             for ns in &config.namespaces {
                 specs.push(WatchSpec {
                     resource,
                     namespace: Some(ns.clone()),
-                    labels: config.labels.clone(),
+                    labels: labels.clone(),
                 });
             }
         }
@@ -154,6 +186,24 @@ mod tests {
             watch_specs(&c)[1..]
                 .iter()
                 .all(|s| s.labels.as_deref() == Some("app=x"))
+        );
+        let mut c = config(&["a"], Some("app=x"), None, false);
+        c.multicluster = true;
+        let specs = watch_specs(&c);
+        assert_eq!(
+            specs.iter().map(WatchSpec::name).collect::<Vec<_>>(),
+            [
+                "namespaces",
+                "services in a",
+                "endpointslices.discovery.k8s.io in a",
+                "serviceimports.multicluster.x-k8s.io in a",
+                "endpointslices.discovery.k8s.io (multicluster) in a"
+            ]
+        );
+        assert_eq!(specs[3].labels, None);
+        assert_eq!(
+            specs[4].labels.as_deref(),
+            Some("multicluster.kubernetes.io/service-name,app=x")
         );
         let c = config(&[], None, Some("team=dns"), false);
         assert_eq!(watch_specs(&c)[0].labels.as_deref(), Some("team=dns"));

@@ -24,6 +24,7 @@ use crate::cluster::metrics::{
     KubernetesMetrics, ProgrammedKind, last_change_trigger_time, programming_latency,
 };
 use crate::cluster::model::{PodInfo, ServiceInfo, SliceInfo, namespace_name};
+use crate::cluster::multicluster::{ClusterSlice, ImportInfo};
 use crate::cluster::zone::ClusterZone;
 
 type Key = (Arc<str>, Arc<str>);
@@ -89,6 +90,21 @@ impl Seen {
             Self::Pods(ids) => ids.len(),
         }
     }
+}
+
+/// The `last_error` of a ServiceImport watch whose CRD is absent.
+const CRD_ABSENT: &str = "the ServiceImport CRD is not installed";
+/// The retry schedule's step while the CRD is absent (16 s, jittered).
+const CRD_ABSENT_STEP: u32 = 5;
+
+/// True for a 404 from the API server: the resource (a CRD) does not exist.
+fn is_not_found(e: &watcher::Error) -> bool {
+    matches!(
+        e,
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+            | watcher::Error::WatchFailed(kube::Error::Api(s)) if s.code == 404
+    )
 }
 
 fn lower(s: &str) -> String {
@@ -194,6 +210,9 @@ impl WatchTask {
     /// Records and (once per distinct error) logs a failed attempt; returns how long to wait
     /// before the next one.
     fn failed(&mut self, e: &watcher::Error) -> Duration {
+        if self.spec.resource == Resource::ServiceImports && is_not_found(e) {
+            return self.crd_absent();
+        }
         let (verb, source) = match e {
             watcher::Error::InitialListFailed(s) => ("list", Some(s)),
             watcher::Error::WatchStartFailed(s) | watcher::Error::WatchFailed(s) => ("watch", Some(s)),
@@ -242,6 +261,28 @@ impl WatchTask {
             );
         }
         self.last_error = Some(shape);
+        delay
+    }
+
+    /// The ServiceImport CRD is not installed (the API answers 404): said once, clearly, and
+    /// the watch counts as synced and healthy (not failing: nothing is wrong with the
+    /// connection) so that the rest of the zone is served; clusterset names answer as if no
+    /// import existed. The watch asks again every 13-16 s, so a CRD installed later is picked
+    /// up.
+    fn crd_absent(&mut self) -> Duration {
+        let delay = self.retry.delay(CRD_ABSENT_STEP);
+        if self.last_error.as_deref() == Some(CRD_ABSENT) {
+            return delay;
+        }
+        self.last_error = Some(CRD_ABSENT.to_owned());
+        tracing::error!(
+            target: "cluster_dns::watch",
+            retry_in = ?delay,
+            "multicluster: the ServiceImport CRD (serviceimports.multicluster.x-k8s.io/v1alpha1) is not installed (404 from the API server): clusterset names have no imports to answer; every other name is served; install an MCS API implementation's CRDs, or remove 'multicluster'"
+        );
+        if self.sync.mark(self.index) {
+            self.zone.set_synced(true);
+        }
         delay
     }
 
@@ -326,6 +367,15 @@ impl WatchTask {
                 info.namespace = self.intern(&info.namespace);
                 self.zone.apply_pod(info);
             }
+            Resource::ServiceImports => {
+                let info = ImportInfo::from_json(&value).map_err(|e| e.to_string())?;
+                self.zone.apply_import(info);
+            }
+            Resource::ClusterSlices => {
+                let slice: EndpointSlice = serde_json::from_value(value).map_err(|e| e.to_string())?;
+                let info = ClusterSlice::from_k8s(&slice, self.keep_pod_names).map_err(|e| e.to_string())?;
+                self.zone.apply_cluster_slice(info);
+            }
         }
         Ok(())
     }
@@ -357,6 +407,8 @@ impl WatchTask {
             Resource::Services => self.zone.delete_service(namespace, name),
             Resource::EndpointSlices => self.zone.delete_slice(namespace, name),
             Resource::Pods => self.zone.delete_pod(namespace, name),
+            Resource::ServiceImports => self.zone.delete_import(namespace, name),
+            Resource::ClusterSlices => self.zone.delete_cluster_slice(namespace, name),
         }
     }
 
@@ -379,6 +431,8 @@ impl WatchTask {
             Resource::EndpointSlices => self.zone.slice_keys(),
             // Swept by identity above.
             Resource::Pods => Vec::new(),
+            Resource::ServiceImports => self.zone.import_keys(),
+            Resource::ClusterSlices => self.zone.cluster_slice_keys(),
         };
         let mut removed = 0;
         for key in stored {

@@ -80,6 +80,7 @@ impl Kubernetes {
             ignore_empty_service: config.ignore_empty_service,
             namespaces: config.namespaces.iter().map(|n| n.to_ascii_lowercase()).collect(),
             self_ips,
+            multicluster: config.multicluster.iter().filter_map(|z| zone_name(z)).collect(),
         };
         Self {
             answerer: ClusterAnswerer::new(settings, source.zone().clone()).with_kept_budget(kept),

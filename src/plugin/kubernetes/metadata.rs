@@ -1,7 +1,8 @@
 //! The metadata the `kubernetes` plugin publishes about a question when its block has
 //! `metadata` (CoreDNS 1.14.7's labels): the client pod's namespace (with `pods verified`),
 //! and for a name under its zones what the name denotes (`kubernetes/kind`, `namespace`,
-//! `service`, `endpoint`, `port-name`, `protocol`), or `kubernetes/parse-error`.
+//! `service`, `endpoint`, `port-name`, `protocol`; `cluster` in `multicluster` zones), or
+//! `kubernetes/parse-error`.
 
 use std::net::IpAddr;
 
@@ -56,6 +57,21 @@ fn parse(labels: &[&str]) -> Result<Parts, &'static str> {
     Ok(p)
 }
 
+/// In a `multicluster` zone, CoreDNS reads two labels left of the service without a leading
+/// `_` as `<endpoint>.<clusterid>`, not as port and protocol: `p` is corrected so, and the
+/// cluster id returned (empty for every other name).
+fn multicluster_parts(labels: &[&str], p: &mut Parts) -> String {
+    match labels {
+        [ep, cluster, _, _, "svc"] if !ep.starts_with('_') && !cluster.starts_with('_') => {
+            p.endpoint = (*ep).to_owned();
+            p.port.clear();
+            p.protocol.clear();
+            (*cluster).to_owned()
+        }
+        _ => String::new(),
+    }
+}
+
 impl Kubernetes {
     /// Publishes its metadata about a question for `name` from `client` into `md`.
     pub(super) fn publish(&self, name: &Name, client: IpAddr, verified: bool, md: &QueryMetadata) {
@@ -73,8 +89,13 @@ impl Kubernetes {
             .map(|l| String::from_utf8_lossy(l).into_owned())
             .collect();
         let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        let multicluster = self.answerer().settings().multicluster.contains(zone);
         match parse(&labels) {
-            Ok(p) => {
+            Ok(mut p) => {
+                if multicluster {
+                    let cluster = multicluster_parts(&labels, &mut p);
+                    md.set("kubernetes/cluster", &cluster);
+                }
                 for (label, value) in [
                     ("kubernetes/port-name", &p.port),
                     ("kubernetes/protocol", &p.protocol),
@@ -128,6 +149,15 @@ mod tests {
             Ok(parts("pod", "ns-a", "10-0-0-1", "", "", ""))
         );
         assert_eq!(parse(&["foo"]), Err(INVALID));
+        // In a multicluster zone: endpoint and cluster id, unless a label has a `_`.
+        let labels = ["db-0", "east", "db", "ns-a", "svc"];
+        let mut p = parse(&labels).unwrap();
+        assert_eq!(multicluster_parts(&labels, &mut p), "east");
+        assert_eq!(p, parts("svc", "ns-a", "db", "db-0", "", ""));
+        let labels = ["_pg", "tcp", "db", "ns-a", "svc"];
+        let mut p = parse(&labels).unwrap();
+        assert_eq!(multicluster_parts(&labels, &mut p), "");
+        assert_eq!(p, parts("svc", "ns-a", "db", "", "pg", "tcp"));
         assert_eq!(parse(&["a", "b", "c", "d", "e", "svc"]), Err(INVALID));
     }
 }

@@ -59,7 +59,7 @@ impl<'a> Opt<'a> {
     pub(super) fn refused(&self) -> CorefileError {
         let at = &self.line.name;
         match self.name() {
-            name @ ("multicluster" | "zonal") => {
+            name @ "zonal" => {
                 self.d.error_at(at, format!("'{name}' is not supported yet by cluster-dns"))
             }
             name @ ("resyncperiod" | "upstream") => self.d.error_at(
@@ -278,6 +278,36 @@ pub(super) fn parse_fallthrough(opt: &Opt<'_>) -> Result<Vec<String>, CorefileEr
         }
     }
     Ok(zones)
+}
+
+/// `multicluster ZONES...`: the zones answered from ServiceImports (normalized). Each must be
+/// one of the plugin's own forward zones (`zones`): CoreDNS says the plugin MUST be
+/// authoritative for them, and a zone it is not would never see a question. Without zones,
+/// CoreDNS takes none (the option does nothing); so does this, with a warning.
+pub(super) fn parse_multicluster(opt: &Opt<'_>, zones: &[String]) -> Result<Vec<String>, CorefileError> {
+    let mut out = Vec::new();
+    for t in opt.args().remaining() {
+        let z = normalize_zone_or_cidr(&t.text).map_err(|m| opt.fail(m))?;
+        if crate::corefile::is_reverse_zone(&z) {
+            return Err(opt.fail(format!(
+                "'{z}' is a reverse zone: multicluster zones hold service names"
+            )));
+        }
+        if !zones.contains(&z) {
+            return Err(opt.fail(format!(
+                "'{z}' is not one of the plugin's zones ({}): add it, e.g. 'kubernetes {} {z}'",
+                zones.join(" "),
+                zones.first().map(String::as_str).unwrap_or("cluster.local."),
+            )));
+        }
+        if !out.contains(&z) {
+            out.push(z);
+        }
+    }
+    if out.is_empty() {
+        tracing::warn!(at = %opt.line.name.loc, "kubernetes: 'multicluster' without zones does nothing");
+    }
+    Ok(out)
 }
 
 /// `ignore empty_service`, the only thing there is to ignore; on.

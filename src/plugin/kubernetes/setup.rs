@@ -12,8 +12,8 @@ use std::time::Duration;
 pub use super::options::{MAX_TTL, PodMode};
 use super::options::{
     Opt, SourceOptions, parse_count, parse_endpoint, parse_fallthrough, parse_flag, parse_ignore,
-    parse_kubeconfig, parse_manifests, parse_namespaces, parse_pods, parse_qps, parse_selector,
-    parse_startup_timeout, parse_tls, parse_ttl,
+    parse_kubeconfig, parse_manifests, parse_multicluster, parse_namespaces, parse_pods, parse_qps,
+    parse_selector, parse_startup_timeout, parse_tls, parse_ttl,
 };
 use crate::chain::{Configured, NamedFile, SetupCtx};
 use crate::cluster::api_limits::ApiLimits;
@@ -62,6 +62,8 @@ pub struct KubernetesConfig {
     pub apiserver_max_inflight: Option<u32>,
     /// The files its options name (`kubeconfig`, `tls`, `manifests`), for `--check`.
     pub files: Vec<NamedFile>,
+    /// `multicluster ZONES...`: those of `zones` answered from ServiceImports (normalized).
+    pub multicluster: Vec<String>,
 }
 
 /// The TTL when `ttl` is not given.
@@ -91,6 +93,7 @@ impl Default for KubernetesConfig {
             apiserver_burst: None,
             apiserver_max_inflight: None,
             files: Vec::new(),
+            multicluster: Vec::new(),
         }
     }
 }
@@ -111,6 +114,7 @@ impl KubernetesConfig {
                 burst: self.apiserver_burst.filter(|b| *b > 0),
                 max_inflight: self.apiserver_max_inflight.filter(|m| *m > 0),
             },
+            multicluster: !self.multicluster.is_empty(),
         }
     }
 }
@@ -175,6 +179,7 @@ pub fn parse(
             "ttl" => c.ttl = parse_ttl(&opt)?,
             "fallthrough" => c.fallthrough = Some(parse_fallthrough(&opt)?),
             "ignore" => c.ignore_empty_service = parse_ignore(&opt)?,
+            "multicluster" => c.multicluster = parse_multicluster(&opt, &c.zones)?,
             "startup_timeout" => c.startup_timeout = parse_startup_timeout(&opt)?,
             "apiserver_qps" => c.apiserver_qps = Some(parse_qps(&opt)?),
             "apiserver_burst" => c.apiserver_burst = Some(parse_count(&opt)?),
@@ -531,7 +536,11 @@ mod tests {
             ),
             (
                 "  multicluster clusterset.local",
-                "Corefile:3: kubernetes: 'multicluster' is not supported yet by cluster-dns",
+                "Corefile:3: kubernetes: multicluster: 'clusterset.local.' is not one of the plugin's zones (cluster.local.)",
+            ),
+            (
+                "  multicluster 10.0.0.0/8",
+                "Corefile:3: kubernetes: multicluster: '10.in-addr.arpa.' is a reverse zone",
             ),
             (
                 "  zonal",

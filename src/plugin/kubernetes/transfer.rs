@@ -3,7 +3,8 @@
 //! name answers): the SOA, the apex NS with its address, then for each Service its A, AAAA
 //! and SRV records (for a headless Service, one per ready endpoint, with the endpoints' names
 //! and addresses) or its ExternalName CNAME, and the SOA again (RFC 5936). Pod records and
-//! PTRs are not part of it, as in CoreDNS.
+//! PTRs are not part of it, as in CoreDNS. A `multicluster` primary zone lists its
+//! ServiceImports instead of its Services.
 
 use std::collections::HashSet;
 
@@ -49,7 +50,13 @@ impl Kubernetes {
         if let Some(ns) = ask(zone, RecordType::NS) {
             add(&mut ns.answers.iter().chain(ns.additional.iter()), &mut out);
         }
-        for (namespace, service) in self.zone().service_keys() {
+        // A multicluster primary zone holds the ServiceImports, not the Services.
+        let names = if answerer.settings().multicluster.contains(zone) {
+            self.zone().import_keys()
+        } else {
+            self.zone().service_keys()
+        };
+        for (namespace, service) in names {
             let Some(name) = name_under(&[&service, &namespace, "svc"], zone) else {
                 continue;
             };

@@ -63,6 +63,9 @@ pub struct AnswerSettings {
     pub namespaces: Vec<String>,
     /// This server's own IPs (from `POD_IP`), used to find the Service the NS record names.
     pub self_ips: Vec<IpAddr>,
+    /// The `multicluster` zones (some of `zones`): their service names are answered from
+    /// ServiceImports ([`super::clusterset`]).
+    pub multicluster: Vec<Name>,
 }
 
 /// The result of asking the answerer.
@@ -136,6 +139,8 @@ struct ZoneLabels {
     /// Whether an NXDOMAIN under this zone goes to the next handler, worked out once from
     /// the `fallthrough` zones.
     fallthrough: Fallthrough,
+    /// A `multicluster` zone.
+    multicluster: bool,
 }
 
 /// How `fallthrough` applies to the names of one served zone.
@@ -279,6 +284,7 @@ impl ClusterAnswerer {
                     .collect(),
                 reverse: settings.reverse_zones.contains(z),
                 fallthrough: Fallthrough::of(z, settings.fallthrough.as_deref()),
+                multicluster: settings.multicluster.contains(z),
             })
             .collect();
         let primary_index = settings.zones.iter().position(|z| z.eq_case(&settings.primary));
@@ -519,6 +525,11 @@ impl ClusterAnswerer {
         if *reverse {
             return self.resolve_reverse(owner, labels, keep, zone, qtype);
         }
+        if self.zone_labels[zone_index].multicluster
+            && let Some(res) = self.resolve_clusterset(owner, &labels[..keep], &zone_spelt(), qtype)
+        {
+            return res;
+        }
         let node = ClusterName::parse(&labels[..keep]);
         match node {
             ClusterName::Apex => match qtype {
@@ -605,6 +616,7 @@ pub(super) mod tests {
             ignore_empty_service: false,
             namespaces: vec![],
             self_ips: vec![],
+            multicluster: vec![],
         }
     }
 
