@@ -38,6 +38,7 @@ pub mod registry;
 pub mod reload;
 pub mod rewrite;
 pub mod root;
+pub mod rrl;
 pub mod shed;
 pub mod template;
 pub mod timeouts;

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use super::{
     acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, dnstap, errors, file, forward,
     header, health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metadata, metrics,
-    minimal, multisocket, nsid, pprof, proxyproto, quic, ready, reload, rewrite, root, shed, template,
-    timeouts, tls, transfer, tsig, view, whoami,
+    minimal, multisocket, nsid, pprof, proxyproto, quic, ready, reload, rewrite, root, rrl, shed,
+    template, timeouts, tls, transfer, tsig, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -104,6 +104,8 @@ pub const PLUGINS: &[Entry] = &[
     with_families("health", health::setup, health::families),
     entry("pprof", pprof::setup::setup),
     entry("shed", shed::setup),
+    // Early, as CoreDNS's external rrl: it judges the reply of everything after it (cache too).
+    with_families("rrl", rrl::setup, rrl::families),
     entry("prometheus", metrics::setup),
     entry("errors", errors::setup),
     entry("log", log::setup),

@@ -46,6 +46,7 @@ mod privileges;
 mod proxyproto;
 mod rewrite;
 mod root;
+mod rrl;
 mod serve_stale;
 mod serve_tls;
 mod shed;
