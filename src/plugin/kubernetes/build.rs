@@ -5,8 +5,8 @@
 use super::options::PodMode;
 use super::setup::KubernetesConfig;
 use crate::chain::{
-    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, Configured, EndpointWatch,
-    NamedFile, OwnEndpoint,
+    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, ClusterFamilies, Configured,
+    EndpointWatch, NamedFile, OwnEndpoint, ServiceFamilies,
 };
 use crate::cluster::ClusterSource;
 use crate::cluster::metrics::KubernetesMetrics;
@@ -60,6 +60,9 @@ impl Configured for KubernetesConfig {
                 source: source.value.clone(),
                 ips: crate::cluster::self_ips_from_env(),
             }))));
+            offered.offer(Arc::new(ClusterFamilies(Arc::new(FamiliesOf {
+                source: source.value.clone(),
+            }))));
             offered.offer(source.value);
             Ok(offered)
         })
@@ -109,5 +112,18 @@ impl OwnEndpoint for OwnEndpointOf {
                 .iter()
                 .any(|ip| zone.reverse(ip).iter().any(|owner| !owner.cluster_ip)),
         )
+    }
+}
+
+/// Whether any Service has an IPv6 address, from the zone (`noaaaa auto` reads it).
+struct FamiliesOf {
+    source: Arc<ClusterSource>,
+}
+
+impl ServiceFamilies for FamiliesOf {
+    /// `None` until the zone has synced: an unsynced zone's "no IPv6" is not believed.
+    fn has_ipv6(&self) -> Option<bool> {
+        let zone = self.source.zone();
+        zone.is_synced().then(|| zone.has_ipv6_service())
     }
 }
