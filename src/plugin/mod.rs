@@ -29,6 +29,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod minimal;
 pub mod multisocket;
+pub mod noaaaa;
 pub mod nsid;
 pub mod pprof;
 pub mod proxyproto;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::{
     acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, dnstap, errors, file, forward,
     header, health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metadata, metrics,
-    minimal, multisocket, nsid, pprof, proxyproto, quic, ready, reload, rewrite, root, rrl, shed,
+    minimal, multisocket, noaaaa, nsid, pprof, proxyproto, quic, ready, reload, rewrite, root, rrl, shed,
     template, timeouts, tls, transfer, tsig, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
@@ -137,6 +137,8 @@ pub const PLUGINS: &[Entry] = &[
     with_families("kubernetes", kubernetes::setup::setup, kubernetes::families),
     entry("file", file::setup::setup),
     entry("loop", loop_detect::setup::setup),
+    // Just before `forward`: it sees only the names no authoritative plugin above answered.
+    with_families("noaaaa", noaaaa::setup, noaaaa::families),
     with_families("forward", forward::setup::setup, forward::families),
     entry("whoami", whoami::setup),
     entry("view", view::setup::setup),

@@ -40,6 +40,7 @@ mod metadata;
 mod minimal;
 mod monitoring;
 mod multisocket;
+mod noaaaa;
 mod nsid;
 mod pprof;
 mod privileges;
