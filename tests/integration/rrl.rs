@@ -101,6 +101,17 @@ fn metric(scrape: &BTreeMap<String, f64>, name: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
+/// `cluster_dns_rrl_responses_total` of `category` (any when empty) and `action`.
+fn limited(scrape: &BTreeMap<String, f64>, category: &str, action: &str) -> f64 {
+    let category = format!("category=\"{category}\"");
+    let action = format!("action=\"{action}\"");
+    let mut labels = vec![action.as_str()];
+    if category != "category=\"\"" {
+        labels.push(category.as_str());
+    }
+    metric(scrape, "cluster_dns_rrl_responses_total", &labels)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_over_its_rate_gets_slips_and_silence_while_others_are_answered() {
     let options = "  responses-per-second 2\n  window 60\n  slip-ratio 2\n";
@@ -110,31 +121,23 @@ async fn a_source_over_its_rate_gets_slips_and_silence_while_others_are_answered
 
     let noisy = burst(dns, "127.0.0.2", "www.example.org.", 40, 0).await;
     let m = crate::dropin::scrape(metrics).await;
-    let slipped = metric(
-        &m,
-        "cluster_dns_rrl_responses_total",
-        &["category=\"responses\"", "action=\"slipped\""],
-    );
-    let dropped = metric(
-        &m,
-        "cluster_dns_rrl_responses_total",
-        &["category=\"responses\"", "action=\"dropped\""],
-    );
-    let limited = slipped + dropped;
+    let slipped = limited(&m, "responses", "slipped");
+    let dropped = limited(&m, "responses", "dropped");
+    let over = slipped + dropped;
     assert!(noisy.full >= 2, "its allowance is answered: {noisy:?}");
     assert!(
-        limited >= 20.0,
-        "most of a 40-question burst at 2/s is limited: {noisy:?} {limited}"
+        over >= 20.0,
+        "most of a 40-question burst at 2/s is limited: {noisy:?} {over}"
     );
     assert_eq!(
         noisy.full as f64,
-        40.0 - limited,
+        40.0 - over,
         "every question not limited is answered in full"
     );
     assert_eq!(noisy.slipped as f64, slipped, "every slip counted arrived");
     assert_eq!(
         slipped,
-        (limited / 2.0).floor(),
+        (over / 2.0).floor(),
         "every 2nd limited answer slips, the rest is silence"
     );
 
@@ -151,10 +154,7 @@ async fn a_source_over_its_rate_gets_slips_and_silence_while_others_are_answered
     let outside = burst(dns, "127.0.0.2", "other.example.net.", 10, 0).await;
     assert_eq!(outside.slipped, 0);
     let m2 = crate::dropin::scrape(metrics).await;
-    assert_eq!(
-        metric(&m2, "cluster_dns_rrl_responses_total", &["action=\"slipped\""]),
-        slipped
-    );
+    assert_eq!(limited(&m2, "", "slipped"), slipped);
     // Two accounts: (127.0.0.2, responses, www A) and (127.0.0.3, ...); none outside its zones.
     assert_eq!(metric(&m2, "cluster_dns_rrl_table_entries", &[]), 2.0);
     running.stop().await.unwrap();
@@ -216,15 +216,37 @@ async fn report_only_answers_everything_and_counts() {
     let got = burst(dns, "127.0.0.2", "www.example.org.", 40, 0).await;
     assert_eq!((got.full, got.slipped), (40, 0), "{got:?}");
     let m = crate::dropin::scrape(metrics).await;
-    let reported = metric(&m, "cluster_dns_rrl_responses_total", &["action=\"reported\""]);
+    let reported = limited(&m, "", "reported");
     assert!(reported >= 20.0, "{reported}");
-    assert_eq!(
-        metric(&m, "cluster_dns_rrl_responses_total", &["action=\"dropped\""]),
-        0.0
+    assert_eq!(limited(&m, "", "dropped"), 0.0);
+    assert_eq!(limited(&m, "", "slipped"), 0.0);
+    running.stop().await.unwrap();
+}
+
+/// `requests-per-second` judges a question before the rest of the chain is asked: a limited
+/// question costs no upstream exchange.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limited_requests_never_reach_the_upstream() {
+    let upstream = crate::upstream::Scripted::start().await;
+    let text = format!(
+        ".:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n rrl {{\n  ipv4-prefix-length 32\n  requests-per-second 2\n  window 60\n }}\n forward . {}\n}}\n",
+        upstream.addr
     );
-    assert_eq!(
-        metric(&m, "cluster_dns_rrl_responses_total", &["action=\"slipped\""]),
-        0.0
+    let running = support::start(&text, &support::temp_dir("rrl-requests")).await;
+    let dns = running.dns_addrs()[0];
+    let metrics = running.http_addr("metrics").expect("/metrics listener");
+    let got = burst(dns, "127.0.0.2", "www.example.com.", 30, 0).await;
+    let m = crate::dropin::scrape(metrics).await;
+    let dropped = limited(&m, "requests", "dropped");
+    assert!(got.full >= 2 && dropped >= 15.0, "{got:?} {dropped}");
+    assert_eq!(got.slipped, 0, "slip-ratio 0: silence");
+    assert_eq!(got.full as f64, 30.0 - dropped);
+    // Identical questions in flight share one upstream exchange (forward's coalescing), so
+    // the answered ones may have cost fewer; the limited ones cost none.
+    let asked = upstream.udp_queries();
+    assert!(
+        asked >= 1 && asked <= got.full,
+        "only questions answered were asked upstream: {asked} exchanges, {got:?}"
     );
     running.stop().await.unwrap();
 }
