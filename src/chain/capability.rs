@@ -4,7 +4,8 @@
 //! changed zone ([`Notifier`], `transfer`'s, called by `file`), whether this server's own
 //! endpoint is still listed ([`EndpointWatch`], `kubernetes`'s, read at SIGTERM), and, while a server
 //! block is built, the long-lived values its plugins acquired ([`Capabilities`], the cluster
-//! source `kubernetes` shares with `k8s_external`), found by their type.
+//! source `kubernetes` shares with `k8s_external`), found by their type; and whether any
+//! Service has an IPv6 address ([`ClusterFamilies`], `kubernetes`'s, read by `noaaaa auto`).
 
 use std::any::Any;
 use std::future::Future;
@@ -64,6 +65,25 @@ pub struct EndpointWatch(pub Arc<dyn OwnEndpoint>);
 impl std::fmt::Debug for EndpointWatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EndpointWatch").finish_non_exhaustive()
+    }
+}
+
+/// What knows the address families of the cluster's Services (the `kubernetes` plugin's zone):
+/// `noaaaa auto` answers AAAA locally only while no Service has an IPv6 address.
+pub trait ServiceFamilies: Send + Sync {
+    /// `Some(true)` while some Service has an IPv6 ClusterIP or endpoint address,
+    /// `Some(false)` while none has; `None` when it cannot tell (the zone has not synced
+    /// yet). Cheap: read on every question it matters to.
+    fn has_ipv6(&self) -> Option<bool>;
+}
+
+/// A block's [`ServiceFamilies`], as offered in its [`Capabilities`] (found by this type).
+#[derive(Clone)]
+pub struct ClusterFamilies(pub Arc<dyn ServiceFamilies>);
+
+impl std::fmt::Debug for ClusterFamilies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterFamilies").finish_non_exhaustive()
     }
 }
 

@@ -17,7 +17,7 @@
 //! | --- | --- |
 //! | `walk.rs` | the [`Plugin`] trait, [`Next`], the [`Chain`] and its traced walk |
 //! | `replay.rs` | the answer memo's contract: [`Replay`], [`Scope`], [`Lifetime`], [`ReplayPlan`] |
-//! | `capability.rs` | what plugins offer each other by type: [`Upstreams`], [`SearchPaths`], [`Notifier`], [`Capabilities`] |
+//! | `capability.rs` | what plugins offer each other by type: [`Upstreams`], [`SearchPaths`], [`Notifier`], [`ClusterFamilies`], [`Capabilities`] |
 //! | `observer.rs` | [`Observer`] and the [`Exchange`] it sees |
 //! | `setup.rs` | the setup contract: [`Setup`], [`Configured`], [`BuildCtx`], [`Built`] |
 //! | `settings.rs` | [`BlockSettings`], [`HttpRoute`], [`BlockFilter`] |
@@ -45,7 +45,8 @@ mod walk;
 
 pub use auth::{RequestAuth, ResponseSigner, SignedRequest, Verdict};
 pub use capability::{
-    Capabilities, EndpointWatch, Notifier, OwnEndpoint, SearchPaths, Upstreams, ZoneNotifier,
+    Capabilities, ClusterFamilies, EndpointWatch, Notifier, OwnEndpoint, SearchPaths, ServiceFamilies,
+    Upstreams, ZoneNotifier,
 };
 pub use fallthrough::Fallthrough;
 pub use observer::{Exchange, Observer};

@@ -252,6 +252,10 @@ impl Owners {
 struct ReverseIndex {
     v4: Map<u32, Owners>,
     v6: Map<u128, Owners>,
+    /// How many IPv6 addresses `v6` holds, kept by the one writer as it adds and removes keys,
+    /// so "does any Service have an IPv6 address?" is one atomic load (`noaaaa auto` asks it on
+    /// every AAAA question).
+    v6_len: std::sync::atomic::AtomicUsize,
 }
 
 impl ReverseIndex {
@@ -265,30 +269,48 @@ impl ReverseIndex {
 
     /// Takes out the owners of `ip` that `gone` accepts.
     fn remove(&self, ip: &IpAddr, gone: impl Fn(&ReverseOwner) -> bool) {
-        fn on<K: std::hash::Hash + Eq>(map: &Map<K, Owners>, k: K, gone: impl Fn(&ReverseOwner) -> bool) {
+        fn on<K: std::hash::Hash + Eq>(
+            map: &Map<K, Owners>,
+            k: K,
+            gone: impl Fn(&ReverseOwner) -> bool,
+        ) -> bool {
             let empty = map.get_mut(&k).is_some_and(|mut o| o.retain(|x| !gone(x)));
-            if empty {
-                map.remove(&k);
-            }
+            empty && map.remove(&k).is_some()
         }
         match ip {
-            IpAddr::V4(a) => on(&self.v4, u32::from(*a), gone),
-            IpAddr::V6(a) => on(&self.v6, u128::from(*a), gone),
+            IpAddr::V4(a) => {
+                on(&self.v4, u32::from(*a), gone);
+            }
+            IpAddr::V6(a) => {
+                if on(&self.v6, u128::from(*a), gone) {
+                    self.v6_len.fetch_sub(1, Ordering::Release);
+                }
+            }
         }
     }
 
     fn add(&self, ip: &IpAddr, owner: ReverseOwner) {
-        fn on<K: std::hash::Hash + Eq>(map: &Map<K, Owners>, k: K, owner: ReverseOwner) {
+        fn on<K: std::hash::Hash + Eq>(map: &Map<K, Owners>, k: K, owner: ReverseOwner) -> bool {
             match map.entry(k) {
-                dashmap::Entry::Occupied(mut owners) => owners.get_mut().insert(owner),
+                dashmap::Entry::Occupied(mut owners) => {
+                    owners.get_mut().insert(owner);
+                    false
+                }
                 dashmap::Entry::Vacant(slot) => {
                     slot.insert(Owners::One(owner));
+                    true
                 }
             }
         }
         match ip {
-            IpAddr::V4(a) => on(&self.v4, u32::from(*a), owner),
-            IpAddr::V6(a) => on(&self.v6, u128::from(*a), owner),
+            IpAddr::V4(a) => {
+                on(&self.v4, u32::from(*a), owner);
+            }
+            IpAddr::V6(a) => {
+                if on(&self.v6, u128::from(*a), owner) {
+                    self.v6_len.fetch_add(1, Ordering::Release);
+                }
+            }
         }
     }
 }
@@ -424,6 +446,12 @@ impl ClusterZone {
     /// sorted by namespace and name.
     pub fn reverse(&self, ip: &IpAddr) -> Vec<ReverseOwner> {
         self.reverse.owners(ip)
+    }
+
+    /// True when some Service has an IPv6 address: an IPv6 ClusterIP, or an IPv6 ready
+    /// endpoint address (one atomic load).
+    pub fn has_ipv6_service(&self) -> bool {
+        self.reverse.v6_len.load(Ordering::Acquire) > 0
     }
 
     /// True when a live pod in `namespace` has `ip` as its primary IP.
@@ -761,6 +789,29 @@ mod tests {
         assert_eq!(&**owners[0].service(), "api");
         z.delete_slice("n", "s1");
         assert!(z.reverse(&"10.0.0.1".parse().unwrap()).is_empty());
+    }
+
+    /// `has_ipv6_service` follows IPv6 ClusterIPs and endpoints as they come and go, and two
+    /// Services sharing one IPv6 address count it once.
+    #[test]
+    fn ipv6_services_are_counted_as_they_come_and_go() {
+        let z = ClusterZone::new();
+        let v4: IpAddr = "10.0.0.9".parse().unwrap();
+        let v6: IpAddr = "fd00::9".parse().unwrap();
+        z.apply_service(svc("n", "v4", ServiceKind::ClusterIp(vec![v4])));
+        assert!(!z.has_ipv6_service());
+        z.apply_service(svc("n", "dual", ServiceKind::ClusterIp(vec![v4, v6])));
+        z.apply_service(svc("m", "same", ServiceKind::ClusterIp(vec![v6])));
+        assert!(z.has_ipv6_service());
+        z.delete_service("n", "dual");
+        assert!(z.has_ipv6_service(), "still m/same's");
+        z.apply_service(svc("m", "same", ServiceKind::ClusterIp(vec![v4])));
+        assert!(!z.has_ipv6_service());
+        z.apply_service(svc("n", "hl", ServiceKind::Headless));
+        z.apply_slice(slice("n", "s6", Some("hl"), &["fd00::1"]));
+        assert!(z.has_ipv6_service(), "an IPv6 endpoint");
+        z.delete_slice("n", "s6");
+        assert!(!z.has_ipv6_service());
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::{
     acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, dnstap, errors, fairness, file,
     forward, header, health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metadata,
-    metrics, minimal, multisocket, nsid, pprof, proxyproto, quic, ready, reload, rewrite, root, shed,
+    metrics, minimal, multisocket, noaaaa, nsid, pprof, proxyproto, quic, ready, reload, rewrite, root, rrl, shed,
     template, timeouts, tls, transfer, tsig, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
@@ -104,6 +104,8 @@ pub const PLUGINS: &[Entry] = &[
     with_families("health", health::setup, health::families),
     entry("pprof", pprof::setup::setup),
     entry("shed", shed::setup),
+    // Early, as CoreDNS's external rrl: it judges the reply of everything after it (cache too).
+    with_families("rrl", rrl::setup, rrl::families),
     entry("prometheus", metrics::setup),
     entry("errors", errors::setup),
     entry("log", log::setup),
@@ -138,6 +140,8 @@ pub const PLUGINS: &[Entry] = &[
     with_families("kubernetes", kubernetes::setup::setup, kubernetes::families),
     entry("file", file::setup::setup),
     entry("loop", loop_detect::setup::setup),
+    // Just before `forward`: it sees only the names no authoritative plugin above answered.
+    with_families("noaaaa", noaaaa::setup, noaaaa::families),
     with_families("forward", forward::setup::setup, forward::families),
     entry("whoami", whoami::setup),
     entry("view", view::setup::setup),

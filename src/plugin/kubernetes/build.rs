@@ -5,8 +5,8 @@
 use super::options::PodMode;
 use super::setup::KubernetesConfig;
 use crate::chain::{
-    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, ClientDirectory, Configured,
-    EndpointWatch, NamedFile, OwnEndpoint, PodNamespaces,
+    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, ClientDirectory, ClusterFamilies,
+    Configured, EndpointWatch, NamedFile, OwnEndpoint, PodNamespaces, ServiceFamilies,
 };
 use crate::cluster::ClusterSource;
 use crate::cluster::metrics::KubernetesMetrics;
@@ -68,6 +68,9 @@ impl Configured for KubernetesConfig {
                     source: source.value.clone(),
                 }))));
             }
+            offered.offer(Arc::new(ClusterFamilies(Arc::new(FamiliesOf {
+                source: source.value.clone(),
+            }))));
             offered.offer(source.value);
             Ok(offered)
         })
@@ -128,5 +131,18 @@ struct ClientsOf {
 impl ClientDirectory for ClientsOf {
     fn namespace_of(&self, client: std::net::IpAddr) -> Option<Arc<str>> {
         self.source.zone().pod_namespace(client)
+    }
+}
+
+/// Whether any Service has an IPv6 address, from the zone (`noaaaa auto` reads it).
+struct FamiliesOf {
+    source: Arc<ClusterSource>,
+}
+
+impl ServiceFamilies for FamiliesOf {
+    /// `None` until the zone has synced: an unsynced zone's "no IPv6" is not believed.
+    fn has_ipv6(&self) -> Option<bool> {
+        let zone = self.source.zone();
+        zone.is_synced().then(|| zone.has_ipv6_service())
     }
 }
