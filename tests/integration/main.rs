@@ -40,6 +40,7 @@ mod metadata;
 mod minimal;
 mod monitoring;
 mod multisocket;
+mod node_local;
 mod nsid;
 mod pprof;
 mod privileges;
