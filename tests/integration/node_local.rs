@@ -13,7 +13,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
-use crate::deploy::{docs_of, rules, typed};
+use crate::deploy::{check_binary_with_env, docs_of, rules, typed};
 
 const FILES: [&str; 3] = [
     "node-local/node-cache.yaml",
@@ -49,22 +49,9 @@ fn central_pod_labels() -> BTreeMap<String, String> {
 
 /// Runs `cluster-dns --check` on `corefile` with `env` set: its stdout.
 fn check_with_env(name: &str, corefile: &str, env: &[(&str, &str)]) -> String {
-    let dir = crate::support::temp_dir(name);
-    let path = dir.join("Corefile");
+    let path = crate::support::temp_dir(name).join("Corefile");
     std::fs::write(&path, corefile).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cluster-dns"))
-        .arg("--check")
-        .arg("-conf")
-        .arg(&path)
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "--check refused {name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    check_binary_with_env(&path, name, env)
 }
 
 #[test]

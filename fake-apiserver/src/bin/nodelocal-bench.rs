@@ -32,17 +32,20 @@ use serde_json::Value;
 const NXDOMAIN: u8 = 3;
 const NOERROR: u8 = 0;
 
+/// The lines every Corefile here starts with: loopback, and the probes on free ports.
+const PROBES: &str = "    bind 127.0.0.1
+    errors
+    health 127.0.0.1:0 {
+       lameduck 5s
+    }
+    ready 127.0.0.1:0
+";
+
 /// kubeadm's default Corefile (config/Corefile) on loopback with free ports, watching `url`.
 fn kubeadm_corefile(url: &str) -> String {
     format!(
         ".:0 {{
-    bind 127.0.0.1
-    errors
-    health 127.0.0.1:0 {{
-       lameduck 5s
-    }}
-    ready 127.0.0.1:0
-    kubernetes cluster.local in-addr.arpa ip6.arpa {{
+{PROBES}    kubernetes cluster.local in-addr.arpa ip6.arpa {{
        endpoint {url}
        pods insecure
        fallthrough in-addr.arpa ip6.arpa
@@ -69,13 +72,7 @@ fn kubeadm_corefile(url: &str) -> String {
 fn forward_corefile(central: std::net::SocketAddr) -> String {
     format!(
         ".:0 {{
-    bind 127.0.0.1
-    errors
-    health 127.0.0.1:0 {{
-       lameduck 5s
-    }}
-    ready 127.0.0.1:0
-    prometheus 127.0.0.1:0
+{PROBES}    prometheus 127.0.0.1:0
     forward . {central} {{
        force_tcp
     }}
