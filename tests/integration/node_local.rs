@@ -2,7 +2,9 @@
 //! PreferSameNode modes) deserialise into their k8s-openapi types with no unknown field, keep
 //! node-cache's and kube-dns's contracts (names, labels, ports, flags, placeholders, probes,
 //! resources, RBAC), and every Corefile in them passes `cluster-dns --check`: the node-cache
-//! one after the placeholders are filled as Kubernetes' docs and node-cache fill them.
+//! one after the placeholders are filled as Kubernetes' docs and node-cache fill them; and the
+//! forward mode's Corefile, run in front of a central server fed by the fake API server,
+//! answers cluster names through it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -394,4 +396,97 @@ fn every_node_local_manifest_is_covered() {
     let mut covered = FILES.to_vec();
     covered.sort_unstable();
     assert_eq!(yaml, covered);
+}
+
+/// The forward mode's Corefile (the cluster block of prefer-same-node-forward.yaml, on
+/// loopback) in front of a central server running kubeadm's Corefile against the fake API
+/// server: cluster names come back through the agent over UDP (the agent asks over TCP), a
+/// Service created after the agent started is answered, and a missing name is NXDOMAIN.
+#[tokio::test]
+async fn the_forward_agent_answers_cluster_names_from_the_central_server() {
+    use fake_apiserver::FakeApiServer;
+    use hickory_proto::op::ResponseCode;
+    use hickory_proto::rr::RecordType;
+
+    use crate::support;
+
+    let dir = support::temp_dir("node-local-forward");
+    let fake = FakeApiServer::start().await.unwrap();
+    fake.load(crate::dropin::fixture()).unwrap();
+    let central_dir = dir.join("central");
+    std::fs::create_dir_all(&central_dir).unwrap();
+    let upstream: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let central = support::start(
+        &crate::dropin::kubeadm_corefile_for_test(&fake.url(), upstream),
+        &central_dir,
+    )
+    .await;
+    let central_addr = central.dns_addrs()[0];
+
+    let docs = docs_of("node-local/prefer-same-node-forward.yaml");
+    let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns-node-forward"));
+    let corefile = cm.data.unwrap()["Corefile"].clone();
+    let block_end = corefile.find("\n}\n").unwrap() + 3;
+    let mut agent = corefile[..block_end].to_owned();
+    for (from, to) in [
+        (
+            "cluster.local in-addr.arpa ip6.arpa {\n",
+            "cluster.local:0 in-addr.arpa:0 ip6.arpa:0 {\n    bind 127.0.0.1\n".to_owned(),
+        ),
+        ("    health {\n", "    health 127.0.0.1:0 {\n".to_owned()),
+        ("    ready\n", "    ready 127.0.0.1:0\n".to_owned()),
+        (
+            "    prometheus :9153\n",
+            "    prometheus 127.0.0.1:0\n".to_owned(),
+        ),
+        ("{$KUBE_DNS_UPSTREAM_SERVICE_HOST}", central_addr.to_string()),
+    ] {
+        assert!(
+            agent.contains(from),
+            "the forward Corefile no longer has {from:?}"
+        );
+        agent = agent.replacen(from, &to, 1);
+    }
+    let agent_dir = dir.join("agent");
+    std::fs::create_dir_all(&agent_dir).unwrap();
+    let node = support::start(&agent, &agent_dir).await;
+    let addrs = node.dns_addrs();
+    assert_eq!(addrs.len(), 1, "one listener for the three zones: {addrs:?}");
+    let addr = addrs[0];
+
+    // The central server answers once its watches have synced; ask through the agent.
+    assert!(
+        answers(addr, "kubernetes.default.svc.cluster.local.", "10.96.0.1").await,
+        "the agent never answered kubernetes.default through the central server"
+    );
+    let (m, _) = support::udp(
+        addr,
+        &support::query("nope.default.svc.cluster.local.", RecordType::A),
+    )
+    .await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NXDomain);
+
+    // A Service created now (never asked before, so not in the agent's cache) is answered.
+    fake.create(fake_apiserver::synthetic::service(
+        "default",
+        "late",
+        Some(std::net::Ipv4Addr::new(10, 96, 7, 7)),
+    ))
+    .unwrap();
+    let late = answers(addr, "late.default.svc.cluster.local.", "10.96.7.7").await;
+    assert!(late, "the new Service never came through the agent");
+}
+
+/// Whether `addr` answers `name` A with exactly `ip`, asked every 50 ms up to 200 times.
+async fn answers(addr: std::net::SocketAddr, name: &str, ip: &str) -> bool {
+    let want = [format!("{name} A {ip}")];
+    for _ in 0..200 {
+        let query = crate::support::query(name, hickory_proto::rr::RecordType::A);
+        let (m, _) = crate::support::udp(addr, &query).await;
+        if m.answers.iter().map(crate::support::show).collect::<Vec<_>>() == want {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    false
 }
