@@ -42,7 +42,7 @@ pub mod tls;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -240,6 +240,8 @@ struct Shared {
     /// Every request: when it arrived, and `GET /path?query`.
     requests: Mutex<Vec<(Instant, String)>>,
     open_watches: AtomicUsize,
+    /// Response body bytes sent to clients, per resource (lists and watch streams).
+    served: [AtomicU64; 4],
     /// TLS handshakes that failed (the client refused the certificate, or sent none).
     tls_failures: AtomicUsize,
 }
@@ -333,6 +335,7 @@ impl FakeApiServer {
             version: options.version.clone(),
             requests: Mutex::new(Vec::new()),
             open_watches: AtomicUsize::new(0),
+            served: Default::default(),
             tls_failures: AtomicUsize::new(0),
         });
         let tls = match &options.tls {
@@ -632,6 +635,12 @@ impl FakeApiServer {
     /// The number of watch streams open now.
     pub fn open_watches(&self) -> usize {
         self.shared.open_watches.load(Ordering::Acquire)
+    }
+
+    /// The response body bytes of lists and watches of `resource` sent so far (the API load a
+    /// client puts on the server, as the benchmarks count it).
+    pub fn served_bytes(&self, resource: Resource) -> u64 {
+        self.shared.served[resource.index()].load(Ordering::Relaxed)
     }
 }
 
@@ -941,10 +950,57 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         labels: q.labels.clone(),
         fields: q.fields.clone(),
     };
-    if q.watch {
-        watch_response(shared, resource, filter, q)
+    let response = if q.watch {
+        watch_response(shared.clone(), resource, filter, q)
     } else {
         list_response(&shared, resource, &filter, &q)
+    };
+    counted(shared, resource, response)
+}
+
+/// Adds the body bytes of `response` to `resource`'s count as they are sent.
+fn counted(shared: Arc<Shared>, resource: Resource, response: Response<Body>) -> Response<Body> {
+    response.map(|inner| {
+        BodyExt::boxed(Counted {
+            inner,
+            shared,
+            index: resource.index(),
+        })
+    })
+}
+
+/// A body that counts its data frames into `Shared::served[index]` as they are polled, with
+/// the inner body's size hint (so a list keeps its Content-Length rather than going chunked).
+struct Counted {
+    inner: Body,
+    shared: Arc<Shared>,
+    index: usize,
+}
+
+impl hyper::body::Body for Counted {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.inner).poll_frame(cx);
+        if let std::task::Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(data) = frame.data_ref()
+        {
+            this.shared.served[this.index].fetch_add(data.len() as u64, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -1248,6 +1304,37 @@ mod tests {
                 .unwrap()
                 .contains("allowWatchBookmarks")
         );
+    }
+
+    /// served_bytes counts exactly the list body a client reads, under its resource only.
+    #[tokio::test]
+    async fn served_bytes_counts_the_bodies_sent() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let fake = FakeApiServer::start().await.unwrap();
+        fake.load([
+            synthetic::service("a", "one", Some(std::net::Ipv4Addr::new(10, 96, 0, 1))),
+            synthetic::service("a", "two", None),
+        ])
+        .unwrap();
+        assert_eq!(fake.served_bytes(Resource::Services), 0);
+        let mut conn = tokio::net::TcpStream::connect(fake.addr()).await.unwrap();
+        conn.write_all(b"GET /api/v1/services HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut reply = Vec::new();
+        conn.read_to_end(&mut reply).await.unwrap();
+        let text = String::from_utf8(reply).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        // Counting keeps the list's Content-Length (no chunked framing in `body`).
+        assert!(
+            head.to_ascii_lowercase()
+                .contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
+        assert!(body.contains("\"two\""), "{body}");
+        assert_eq!(fake.served_bytes(Resource::Services), body.len() as u64);
+        assert_eq!(fake.served_bytes(Resource::EndpointSlices), 0);
     }
 
     #[test]

@@ -168,7 +168,7 @@ struct Rule {
 }
 
 /// Validates one rendered object as its type; returns its kind.
-fn validate(doc: &Value) -> String {
+pub(crate) fn validate(doc: &Value) -> String {
     let kind = doc["kind"].as_str().unwrap().to_owned();
     match kind.as_str() {
         "ServiceAccount" => drop(typed::<ServiceAccount>(doc)),

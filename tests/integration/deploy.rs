@@ -226,10 +226,16 @@ fn the_configmap_holds_the_kubeadm_corefile_and_it_parses() {
 
 /// `cluster-dns --check -conf PATH`: its stdout, or the test fails with its stderr.
 pub(crate) fn check_binary(path: &std::path::Path, what: &str) -> String {
+    check_binary_with_env(path, what, &[])
+}
+
+/// [`check_binary`] with environment variables set (a Corefile's `{$NAME}`).
+pub(crate) fn check_binary_with_env(path: &std::path::Path, what: &str, env: &[(&str, &str)]) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_cluster-dns"))
         .arg("--check")
         .arg("-conf")
         .arg(path)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     assert!(

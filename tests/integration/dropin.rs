@@ -176,7 +176,7 @@ async fn ask(addr: SocketAddr, name: &str, qtype: RecordType) -> Message {
     support::udp(addr, &support::query(name, qtype)).await.0
 }
 
-fn fixture() -> Vec<Value> {
+pub(crate) fn fixture() -> Vec<Value> {
     let text = std::fs::read_to_string(support::data_dir().join("conformance-fixture.yaml")).unwrap();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
     docs.into_iter().filter(|d| !d.is_null()).collect()
@@ -197,7 +197,7 @@ fn dir_with_demo_cluster(tag: &str) -> std::path::PathBuf {
 /// apply (so a different Corefile fails here): loopback and free ports instead of :53, :8080,
 /// :8181 and :9153, the fake API server's endpoint instead of the in-cluster service account,
 /// and the test's upstream instead of the machine's /etc/resolv.conf.
-fn kubeadm_corefile_for_test(api: &str, upstream: SocketAddr) -> String {
+pub(crate) fn kubeadm_corefile_for_test(api: &str, upstream: SocketAddr) -> String {
     let mut text =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/Corefile")).unwrap();
     for (from, to) in [

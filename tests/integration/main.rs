@@ -43,6 +43,7 @@ mod monitoring;
 mod multicluster;
 mod multisocket;
 mod noaaaa;
+mod node_local;
 mod nsid;
 mod pprof;
 mod privileges;
