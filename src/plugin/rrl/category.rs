@@ -51,10 +51,11 @@ impl Category {
         }
     }
 
-    /// The category of `reply`; `None` for a reply that is not sent anyway.
+    /// The category of `reply`; `None` for a reply that is not sent anyway, or that is
+    /// already a limit's slip (`fairness`'s truncated reply, no bigger than its question).
     pub fn of(reply: &Reply) -> Option<Self> {
         let (rcode, authority, aa): (ResponseCode, &[Record], bool) = match reply {
-            Reply::Dropped => return None,
+            Reply::Dropped | Reply::Truncated => return None,
             Reply::Authoritative(a) => (a.rcode, &a.authority, true),
             Reply::Forwarded(f) => (f.rcode, &f.authority, f.flags.authoritative.unwrap_or(false)),
             Reply::Rcode(r) => (*r, &[], false),
