@@ -74,9 +74,12 @@ pub enum Resource {
     ServiceImports,
 }
 
+/// How many kinds of object the server holds (one store, event channel and byte counter each).
+const KINDS: usize = 5;
+
 impl Resource {
     /// Every resource.
-    pub const ALL: [Resource; 5] = [
+    pub const ALL: [Resource; KINDS] = [
         Self::Namespaces,
         Self::Services,
         Self::EndpointSlices,
@@ -209,7 +212,7 @@ struct Store {
 #[derive(Debug)]
 struct State {
     rv: u64,
-    stores: [Store; 5],
+    stores: [Store; KINDS],
     /// Status codes for the next requests, in order.
     fail_next: VecDeque<u16>,
     /// Resources whose every request answers this HTTP status (403: Forbidden, with the
@@ -231,7 +234,7 @@ enum Control {
 #[derive(Debug)]
 struct Shared {
     state: Mutex<State>,
-    events: [broadcast::Sender<Arc<Ev>>; 5],
+    events: [broadcast::Sender<Arc<Ev>>; KINDS],
     control: broadcast::Sender<Control>,
     stalled: watch::Sender<bool>,
     bookmark_interval: Duration,
@@ -241,7 +244,7 @@ struct Shared {
     requests: Mutex<Vec<(Instant, String)>>,
     open_watches: AtomicUsize,
     /// Response body bytes sent to clients, per resource (lists and watch streams).
-    served: [AtomicU64; 4],
+    served: [AtomicU64; KINDS],
     /// TLS handshakes that failed (the client refused the certificate, or sent none).
     tls_failures: AtomicUsize,
 }
