@@ -11,6 +11,7 @@ pub mod pods;
 pub mod rest_client;
 pub mod scope;
 pub mod source;
+pub mod topology;
 pub mod watch;
 pub mod zone;
 

@@ -1,6 +1,9 @@
-//! The pod index: which namespace each live pod IP belongs to, and nothing else, kept as small as
-//! that allows. `pods verified` asks "is there a live pod with this IP in this namespace?";
-//! `autopath` asks "which namespace is the client at this address a pod of?".
+//! The pod index: which namespace and node each live pod IP belongs to, and nothing else, kept
+//! as small as that allows. `pods verified` asks "is there a live pod with this IP in this
+//! namespace?"; `autopath` asks "which namespace is the client at this address a pod of?";
+//! `topology` asks "which node, and zone, is it on?" (the nodes and their zones are in a
+//! [`NodeTable`]; a pod's node is an interned `u32` id beside its namespace's, 4 bytes in each
+//! table slot).
 //!
 //! What a pod costs here: no name and no object. A pod is known by a 64-bit hash of its
 //! namespace and name (seeded per index) for its updates and deletes; its IP is a `u32` (IPv4)
@@ -28,21 +31,26 @@ use std::hash::{BuildHasher, Hash};
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use super::topology::{ClientPlace, NONE, NodeTable};
+
 type Hasher = foldhash::fast::RandomState;
 
 /// A pod's place in an IP's holders: its namespace id, with the top bit set for host-network
-/// pods.
+/// pods, and its node id ([`NONE`] when it has none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Member(u32);
+struct Member(u32, u32);
 
 const HOST_NETWORK: u32 = 1 << 31;
 /// In [`Family::by_ip`]: the IP has more than one holder, all of them in [`Family::shared`].
 /// Namespace ids stay below it.
-const SHARED: Member = Member(1 << 30);
+const SHARED: Member = Member(1 << 30, NONE);
 
 impl Member {
-    fn new(ns: u32, host_network: bool) -> Self {
-        Self(ns | if host_network { HOST_NETWORK } else { 0 })
+    fn new(ns: u32, host_network: bool, node: u32) -> Self {
+        Self(ns | if host_network { HOST_NETWORK } else { 0 }, node)
+    }
+    fn node(self) -> u32 {
+        self.1
     }
     fn namespace(self) -> u32 {
         self.0 & !HOST_NETWORK
@@ -189,6 +197,8 @@ pub struct PodIndex {
     ids: HashMap<Arc<str>, u32, Hasher>,
     /// The identity hash's seed.
     seed: Hasher,
+    /// Node names and their zones.
+    nodes: NodeTable,
 }
 
 impl PodIndex {
@@ -221,11 +231,24 @@ impl PodIndex {
     /// Sets pod `namespace/name` to hold `ip` (`None`: it holds none: no IP yet, or not live).
     /// Returns true when the index changed.
     pub fn set(&mut self, namespace: &Arc<str>, name: &str, ip: Option<IpAddr>, host_network: bool) -> bool {
+        self.set_on(namespace, name, ip, host_network, None)
+    }
+
+    /// [`Self::set`], with the pod's node (`spec.nodeName`).
+    pub fn set_on(
+        &mut self,
+        namespace: &Arc<str>,
+        name: &str,
+        ip: Option<IpAddr>,
+        host_network: bool,
+        node: Option<&str>,
+    ) -> bool {
         let id = self.identity(namespace, name);
         let Some(ip) = ip else {
             return self.v4.take(id) | self.v6.take(id);
         };
-        let m = Member::new(self.namespace_id(namespace), host_network);
+        let node = node.map_or(NONE, |n| self.nodes.node_id(n));
+        let m = Member::new(self.namespace_id(namespace), host_network, node);
         match Addr::from(ip) {
             Addr::V4(k) => self.v6.take(id) | self.v4.put(id, k, m),
             Addr::V6(k) => self.v4.take(id) | self.v6.put(id, k, m),
@@ -279,6 +302,46 @@ impl PodIndex {
             return None;
         }
         self.names.get(first.namespace() as usize).cloned()
+    }
+
+    /// Where the client at `ip` is: the node of its pods, when every pod holding `ip` is on
+    /// the same node (a node's address held by its host-network pods names that node), with
+    /// the node's zone. `None` for an address no pod with a node holds.
+    pub fn place_of(&self, ip: IpAddr) -> Option<ClientPlace> {
+        let holders = self.holders(ip);
+        let node = holders.first()?.node();
+        if node == NONE || holders.iter().any(|m| m.node() != node) {
+            return None;
+        }
+        Some(ClientPlace {
+            node: self.nodes.name(node)?.clone(),
+            zone: self.nodes.zone(node).cloned(),
+        })
+    }
+
+    /// Sets node `name`'s zone (`None`: it has none, or is gone); true when it changed.
+    pub fn set_node_zone(&mut self, name: &str, zone: Option<&str>) -> bool {
+        self.nodes.set_zone(name, zone)
+    }
+
+    /// The nodes with a zone.
+    pub fn zoned_nodes(&self) -> Vec<Arc<str>> {
+        self.nodes.zoned()
+    }
+
+    /// Bytes the index's tables hold (an estimate from their capacities; strings counted once).
+    pub fn heap_bytes(&self) -> usize {
+        fn family<K>(f: &Family<K>) -> usize {
+            // A slot is its entry plus hashbrown's control byte.
+            f.pods.capacity() * (size_of::<(u64, (K, Member))>() + 1)
+                + f.by_ip.capacity() * (size_of::<(K, Member)>() + 1)
+                + f.shared.capacity() * (size_of::<(K, Vec<Member>)>() + 1)
+        }
+        family(&self.v4)
+            + family(&self.v6)
+            + self.names.iter().map(|n| n.len() + 16).sum::<usize>()
+            + self.ids.capacity() * 21
+            + self.nodes.heap_bytes()
     }
 
     /// Live pods with an IP.

@@ -558,7 +558,7 @@ impl ClusterZone {
         let old = self.read_pods().address_of(&pod.namespace, &pod.name);
         let changed = self
             .write_pods()
-            .set(&pod.namespace, &pod.name, pod.ip, pod.host_network);
+            .set_on(&pod.namespace, &pod.name, pod.ip, pod.host_network, pod.node.as_deref());
         if changed {
             self.bump_serial();
             for ip in old.into_iter().chain(pod.ip) {
@@ -599,6 +599,36 @@ impl ClusterZone {
             self.bump_structure();
         }
         removed
+    }
+
+    // ---------------------------------------------------------------- nodes (`topology`)
+
+    /// Where the client at `ip` is (see [`PodIndex::place_of`]).
+    pub fn client_place(&self, ip: IpAddr) -> Option<super::topology::ClientPlace> {
+        self.read_pods().place_of(ip)
+    }
+
+    /// Adds or replaces a Node's zone. Answers that read it are never replayed (they depend on
+    /// the client), so no scope is bumped.
+    pub fn apply_node(&self, node: &super::topology::NodeInfo) {
+        let _writer = self.write_lock();
+        self.write_pods().set_node_zone(&node.name, node.zone.as_deref());
+    }
+
+    /// Forgets a Node's zone.
+    pub fn delete_node(&self, name: &str) {
+        let _writer = self.write_lock();
+        self.write_pods().set_node_zone(name, None);
+    }
+
+    /// The names of the Nodes with a zone (a relist deletes those it lacks).
+    pub fn node_names(&self) -> Vec<Arc<str>> {
+        self.read_pods().zoned_nodes()
+    }
+
+    /// Bytes the pod index holds (pods, namespaces, nodes; an estimate).
+    pub fn pod_index_bytes(&self) -> usize {
+        self.read_pods().heap_bytes()
     }
 
     // ---------------------------------------------------------------- keys, for relists
@@ -718,6 +748,7 @@ mod tests {
             kind,
             ports: vec![],
             external: None,
+            traffic: None,
         }
     }
 

@@ -3,7 +3,7 @@
 //! `namespace_labels` selector, and one Service, EndpointSlice (and, with `pods verified`, Pod)
 //! watch per listed namespace, or one at the cluster scope, with the `labels` selector.
 
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::ApiResource;
 
@@ -18,8 +18,10 @@ pub enum Resource {
     Services,
     /// discovery.k8s.io/v1 EndpointSlices.
     EndpointSlices,
-    /// core/v1 Pods (only with `pods verified`).
+    /// core/v1 Pods (only with `pods verified` or `topology`).
     Pods,
+    /// core/v1 Nodes, cluster-scoped (only with `topology`).
+    Nodes,
 }
 
 impl Resource {
@@ -30,6 +32,7 @@ impl Resource {
             Self::Services => "services",
             Self::EndpointSlices => "endpointslices.discovery.k8s.io",
             Self::Pods => "pods",
+            Self::Nodes => "nodes",
         }
     }
 
@@ -40,6 +43,7 @@ impl Resource {
             Self::Services => "Service",
             Self::EndpointSlices => "EndpointSlice",
             Self::Pods => "Pod",
+            Self::Nodes => "Node",
         }
     }
 
@@ -49,6 +53,7 @@ impl Resource {
             Self::Services => ApiResource::erase::<Service>(&()),
             Self::EndpointSlices => ApiResource::erase::<EndpointSlice>(&()),
             Self::Pods => ApiResource::erase::<Pod>(&()),
+            Self::Nodes => ApiResource::erase::<Node>(&()),
         }
     }
 }
@@ -80,7 +85,7 @@ impl WatchSpec {
 /// The watches `config` asks for, the Namespace watch first.
 pub(super) fn watch_specs(config: &WatchOptions) -> Vec<WatchSpec> {
     let mut resources = vec![Resource::Services, Resource::EndpointSlices];
-    if config.pods {
+    if config.pods || config.topology {
         resources.push(Resource::Pods);
     }
     let mut specs = vec![WatchSpec {
@@ -104,6 +109,14 @@ pub(super) fn watch_specs(config: &WatchOptions) -> Vec<WatchSpec> {
                 });
             }
         }
+    }
+    if config.topology {
+        // Nodes are cluster-scoped, and no label selector of the options is about them.
+        specs.push(WatchSpec {
+            resource: Resource::Nodes,
+            namespace: None,
+            labels: None,
+        });
     }
     specs
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher::{self, Event};
@@ -24,6 +24,7 @@ use crate::cluster::metrics::{
     KubernetesMetrics, ProgrammedKind, last_change_trigger_time, programming_latency,
 };
 use crate::cluster::model::{PodInfo, ServiceInfo, SliceInfo, namespace_name};
+use crate::cluster::topology::NodeInfo;
 use crate::cluster::zone::ClusterZone;
 
 type Key = (Arc<str>, Arc<str>);
@@ -41,6 +42,8 @@ pub(super) struct WatchTask {
     pub(super) interner: HashSet<Arc<str>>,
     /// Keep endpoints' pod names (only `endpoint_pod_names` answers with them).
     pub(super) keep_pod_names: bool,
+    /// Keep endpoints' node, zone and hints (`topology`, `zonal`).
+    pub(super) keep_places: bool,
     /// Where watch errors and (for the EndpointSlice watch) the DNS programming latency go.
     pub(super) metrics: Option<KubernetesMetrics>,
     /// True while the event being applied is a watch event after the first list (the only
@@ -259,7 +262,7 @@ impl WatchTask {
         let kind = self.spec.resource.kind();
         let name = lower(obj.metadata.name.as_deref().unwrap_or_default());
         let namespace = match self.spec.resource {
-            Resource::Namespaces => String::new(),
+            Resource::Namespaces | Resource::Nodes => String::new(),
             _ => lower(obj.metadata.namespace.as_deref().unwrap_or("default")),
         };
         if name.is_empty() {
@@ -304,7 +307,7 @@ impl WatchTask {
             }
             Resource::EndpointSlices => {
                 let slice: EndpointSlice = serde_json::from_value(value).map_err(|e| e.to_string())?;
-                let mut info = SliceInfo::from_k8s(&slice, self.keep_pod_names).map_err(|e| e.to_string())?;
+                let mut info = SliceInfo::from_k8s_placed(&slice, self.keep_pod_names, self.keep_places).map_err(|e| e.to_string())?;
                 let trigger = if self.live && self.metrics.is_some() {
                     last_change_trigger_time(&slice.metadata)
                 } else {
@@ -325,6 +328,11 @@ impl WatchTask {
                 let mut info = PodInfo::from_k8s(&pod).map_err(|e| e.to_string())?;
                 info.namespace = self.intern(&info.namespace);
                 self.zone.apply_pod(info);
+            }
+            Resource::Nodes => {
+                let node: Node = serde_json::from_value(value).map_err(|e| e.to_string())?;
+                let info = NodeInfo::from_k8s(&node).map_err(|e| e.to_string())?;
+                self.zone.apply_node(&info);
             }
         }
         Ok(())
@@ -357,6 +365,7 @@ impl WatchTask {
             Resource::Services => self.zone.delete_service(namespace, name),
             Resource::EndpointSlices => self.zone.delete_slice(namespace, name),
             Resource::Pods => self.zone.delete_pod(namespace, name),
+            Resource::Nodes => self.zone.delete_node(name),
         }
     }
 
@@ -379,6 +388,12 @@ impl WatchTask {
             Resource::EndpointSlices => self.zone.slice_keys(),
             // Swept by identity above.
             Resource::Pods => Vec::new(),
+            Resource::Nodes => self
+                .zone
+                .node_names()
+                .into_iter()
+                .map(|n| (Arc::from(""), n))
+                .collect(),
         };
         let mut removed = 0;
         for key in stored {
@@ -430,6 +445,7 @@ mod tests {
             allowed: None,
             interner: HashSet::new(),
             keep_pod_names: false,
+            keep_places: false,
             metrics: None,
             live: false,
             retry: RetrySchedule::default(),

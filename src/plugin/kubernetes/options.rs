@@ -59,7 +59,7 @@ impl<'a> Opt<'a> {
     pub(super) fn refused(&self) -> CorefileError {
         let at = &self.line.name;
         match self.name() {
-            name @ ("multicluster" | "zonal") => {
+            name @ "multicluster" => {
                 self.d.error_at(at, format!("'{name}' is not supported yet by cluster-dns"))
             }
             name @ ("resyncperiod" | "upstream") => self.d.error_at(

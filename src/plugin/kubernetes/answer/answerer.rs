@@ -15,6 +15,7 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 use super::kept::{DEFAULT_KEPT_BYTES, KeptBudget, kept_key};
 use super::qname::ClusterName;
+use super::topology::{ClientUse, ZonalName};
 use crate::cluster::ClusterZone;
 use crate::proto::{Answer, FlagEdit, Records};
 
@@ -63,6 +64,10 @@ pub struct AnswerSettings {
     pub namespaces: Vec<String>,
     /// This server's own IPs (from `POD_IP`), used to find the Service the NS record names.
     pub self_ips: Vec<IpAddr>,
+    /// `zonal`: CoreDNS's zone-scoped names of headless services.
+    pub zonal: bool,
+    /// `topology`: headless answers follow `trafficDistribution` and the client's place.
+    pub topology: bool,
 }
 
 /// The result of asking the answerer.
@@ -85,6 +90,8 @@ pub(super) struct Resolution {
     pub(super) chase_target: Option<Name>,
     /// The answer is a CNAME chain whose in-zone end has no records of the asked type.
     pub(super) nodata_tail: bool,
+    /// How the answer used the client's address (`topology`).
+    pub(super) client: ClientUse,
 }
 
 impl Resolution {
@@ -396,14 +403,32 @@ impl ClusterAnswerer {
     /// [`ClusterAnswerer::answer`]; for a `probe` (a plugin asking only whether the name
     /// exists, `Question::probe`) an NXDOMAIN comes without its SOA.
     pub fn answer_as(&self, qname: &Name, qtype: RecordType, probe: bool) -> Outcome {
+        self.answer_for(qname, qtype, probe, None).0
+    }
+
+    /// [`ClusterAnswerer::answer_as`] for the client at `client` (`None`: whoever asks), and
+    /// how the answer used the client's address (`topology`).
+    pub fn answer_for(
+        &self,
+        qname: &Name,
+        qtype: RecordType,
+        probe: bool,
+        client: Option<IpAddr>,
+    ) -> (Outcome, ClientUse) {
         // Most clients ask in lower case: the name is copied only when it is not.
         let found = with_lower_labels(qname, |labels| {
             let zone = self.zone_index(labels)?;
-            Some((zone, self.resolve(qname, labels, zone, qtype, 0)))
+            Some((zone, self.resolve(qname, labels, zone, qtype, 0, client)))
         });
         let Some((zone, res)) = found else {
-            return Outcome::Fallthrough;
+            return (Outcome::Fallthrough, ClientUse::default());
         };
+        let used = res.client;
+        (self.outcome(qname, zone, res, probe), used)
+    }
+
+    /// The answer to `qname`, resolved as `res` in zone `zone`.
+    fn outcome(&self, qname: &Name, zone: usize, res: Resolution, probe: bool) -> Outcome {
         if res.nxdomain && res.answers.is_empty() {
             let falls = match self.zone_labels[zone].fallthrough {
                 Fallthrough::Never => false,
@@ -479,6 +504,7 @@ impl ClusterAnswerer {
         zone_index: usize,
         qtype: RecordType,
         depth: usize,
+        client: Option<IpAddr>,
     ) -> Resolution {
         let zone = &self.settings.zones[zone_index];
         let ZoneLabels {
@@ -518,6 +544,11 @@ impl ClusterAnswerer {
         let zone_spelt = || spelt_zone(owner, zone);
         if *reverse {
             return self.resolve_reverse(owner, labels, keep, zone, qtype);
+        }
+        if self.settings.zonal
+            && let Some(zonal) = ZonalName::parse(&labels[..keep])
+        {
+            return self.resolve_zonal(owner, zone, &zonal, qtype);
         }
         let node = ClusterName::parse(&labels[..keep]);
         match node {
@@ -564,7 +595,7 @@ impl ClusterAnswerer {
                 self.resolve_pod(owner, namespace, address, qtype)
             }
             ClusterName::Service { namespace, service } => {
-                self.resolve_service(owner, zone, namespace, service, qtype, depth)
+                self.resolve_service(owner, zone, namespace, service, qtype, depth, client)
             }
             ClusterName::Endpoint {
                 namespace,
@@ -605,6 +636,8 @@ pub(super) mod tests {
             ignore_empty_service: false,
             namespaces: vec![],
             self_ips: vec![],
+            zonal: false,
+            topology: false,
         }
     }
 
@@ -615,6 +648,7 @@ pub(super) mod tests {
             kind,
             ports: vec![],
             external: None,
+            traffic: None,
         }
     }
 

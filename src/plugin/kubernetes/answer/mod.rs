@@ -13,5 +13,6 @@ mod pod;
 pub mod qname;
 mod reverse;
 mod service;
+pub mod topology;
 
 pub use answerer::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
