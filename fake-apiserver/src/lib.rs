@@ -1,6 +1,6 @@
 //! A fake Kubernetes API server for cluster-dns's tests and benchmarks. It speaks the real
 //! list/watch HTTP protocol (as kube-rs's watcher and client-go use it) for core/v1 Namespaces,
-//! Services and Pods and discovery.k8s.io/v1 EndpointSlices, over a real TCP socket on
+//! Services, Pods and Nodes and discovery.k8s.io/v1 EndpointSlices, over a real TCP socket on
 //! 127.0.0.1, and gives tests a handle ([`FakeApiServer`]) to change objects and inject faults.
 //!
 //! What it implements, per the reference notes on kube 5's watcher:
@@ -68,11 +68,24 @@ pub enum Resource {
     EndpointSlices,
     /// core/v1 Pods.
     Pods,
+    /// core/v1 Nodes (cluster-scoped).
+    Nodes,
 }
 
 impl Resource {
     /// Every resource.
-    pub const ALL: [Resource; 4] = [Self::Namespaces, Self::Services, Self::EndpointSlices, Self::Pods];
+    pub const ALL: [Resource; 5] = [
+        Self::Namespaces,
+        Self::Services,
+        Self::EndpointSlices,
+        Self::Pods,
+        Self::Nodes,
+    ];
+
+    /// True for the cluster-scoped resources (Namespaces, Nodes).
+    pub fn cluster_scoped(self) -> bool {
+        matches!(self, Self::Namespaces | Self::Nodes)
+    }
 
     fn index(self) -> usize {
         match self {
@@ -80,6 +93,7 @@ impl Resource {
             Self::Services => 1,
             Self::EndpointSlices => 2,
             Self::Pods => 3,
+            Self::Nodes => 4,
         }
     }
 
@@ -90,6 +104,7 @@ impl Resource {
             Self::Services => "Service",
             Self::EndpointSlices => "EndpointSlice",
             Self::Pods => "Pod",
+            Self::Nodes => "Node",
         }
     }
 
@@ -108,6 +123,7 @@ impl Resource {
             Self::Services => "services",
             Self::EndpointSlices => "endpointslices",
             Self::Pods => "pods",
+            Self::Nodes => "nodes",
         }
     }
 
@@ -129,7 +145,7 @@ impl Resource {
 #[non_exhaustive]
 pub enum FakeError {
     /// The object has no usable `kind`.
-    #[error("object has no kind the fake serves (Namespace, Service, EndpointSlice, Pod): {0}")]
+    #[error("object has no kind the fake serves (Namespace, Service, EndpointSlice, Pod, Node): {0}")]
     Kind(String),
     /// The object has no `metadata.name`.
     #[error("{kind} has no metadata.name")]
@@ -192,7 +208,7 @@ struct Store {
 #[derive(Debug)]
 struct State {
     rv: u64,
-    stores: [Store; 4],
+    stores: [Store; 5],
     /// Status codes for the next requests, in order.
     fail_next: VecDeque<u16>,
     /// Resources whose every request answers this HTTP status (403: Forbidden, with the
@@ -214,7 +230,7 @@ enum Control {
 #[derive(Debug)]
 struct Shared {
     state: Mutex<State>,
-    events: [broadcast::Sender<Arc<Ev>>; 4],
+    events: [broadcast::Sender<Arc<Ev>>; 5],
     control: broadcast::Sender<Control>,
     stalled: watch::Sender<bool>,
     bookmark_interval: Duration,
@@ -378,10 +394,10 @@ impl FakeApiServer {
         self.write(obj, Mode::Apply)
     }
 
-    /// Deletes an object (`namespace` is ignored for Namespaces); returns the resourceVersion of
+    /// Deletes an object (`namespace` is ignored for Namespaces and Nodes); returns the resourceVersion of
     /// the deletion.
     pub fn delete(&self, resource: Resource, namespace: &str, name: &str) -> Result<u64, FakeError> {
-        let ns = if resource == Resource::Namespaces {
+        let ns = if resource.cluster_scoped() {
             ""
         } else {
             namespace
@@ -407,7 +423,7 @@ impl FakeApiServer {
 
     /// The stored object, as JSON.
     pub fn get(&self, resource: Resource, namespace: &str, name: &str) -> Option<Value> {
-        let ns = if resource == Resource::Namespaces {
+        let ns = if resource.cluster_scoped() {
             ""
         } else {
             namespace
@@ -653,7 +669,7 @@ fn prepare(st: &mut State, mut obj: Value) -> Result<Prepared, FakeError> {
             kind: resource.kind(),
         })?
         .to_owned();
-    let ns = if resource == Resource::Namespaces {
+    let ns = if resource.cluster_scoped() {
         String::new()
     } else {
         meta.get("namespace")
@@ -677,7 +693,7 @@ fn prepare(st: &mut State, mut obj: Value) -> Result<Prepared, FakeError> {
         obj["metadata"] = json!({});
     }
     obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-    if resource != Resource::Namespaces {
+    if !resource.cluster_scoped() {
         obj["metadata"]["namespace"] = Value::String(ns.clone());
     }
     let json = Bytes::from(serde_json::to_vec(&obj).map_err(|e| FakeError::Json(e.to_string()))?);
@@ -792,7 +808,7 @@ fn route(path: &str) -> Option<(Resource, Option<String>)> {
     if (r == Resource::EndpointSlices) == group_ok {
         return None;
     }
-    if r == Resource::Namespaces && ns.is_some() {
+    if r.cluster_scoped() && ns.is_some() {
         return None;
     }
     Some((r, ns))

@@ -242,12 +242,12 @@ mod tests {
             "addresses: [10.0.0.1]\nnodeName: n1\nzone: a\nhints: {forZones: [{name: a}], forNodes: [{name: n1}]}\n",
         )
         .unwrap();
-        let p = EndpointPlace::of(&ep, Arc::from).unwrap();
+        let p = EndpointPlace::of(&ep, |s: &str| Arc::from(s)).unwrap();
         assert_eq!(p.node.as_deref(), Some("n1"));
         assert_eq!(p.zone.as_deref(), Some("a"));
         assert_eq!(p.for_zones.as_deref().map(<[_]>::len), Some(1));
         assert_eq!(p.for_nodes.as_deref().map(<[_]>::len), Some(1));
         let bare: Endpoint = serde_saphyr::from_str("addresses: [10.0.0.1]\n").unwrap();
-        assert_eq!(EndpointPlace::of(&bare, Arc::from), None);
+        assert_eq!(EndpointPlace::of(&bare, |s: &str| Arc::from(s)), None);
     }
 }

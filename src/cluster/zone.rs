@@ -812,6 +812,7 @@ mod tests {
         let ip: IpAddr = "10.1.0.1".parse().unwrap();
         let pod = |name: &str, ip: Option<IpAddr>| PodInfo {
             host_network: false,
+            node: None,
             name: name.into(),
             namespace: "n".into(),
             ip,
