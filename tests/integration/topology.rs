@@ -405,3 +405,29 @@ async fn a_coredns_corefile_with_zonal_checks_and_serves() {
     let dns = running.dns_addrs()[0];
     assert_eq!(a_from("127.0.0.9", dns, &db("b.pin._zone.db")).await, set(&ZONE_B));
 }
+
+/// With `zonal`, `kubernetes/zone` is the zone a zonal name asks for (empty for other names):
+/// a view routes on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_routes_by_the_requested_zone() {
+    let fake = FakeApiServer::start().await.unwrap();
+    for o in objects() {
+        fake.create(&o).unwrap();
+    }
+    let k8s = format!("kubernetes cluster.local {{\n  endpoint {}\n  zonal\n }}", fake.url());
+    let corefile = format!(
+        ".:0 {{\n bind 127.0.0.1\n metadata\n view zone-a {{\n  expr metadata('kubernetes/zone') == 'a'\n }}\n template IN A cluster.local {{\n  match \".*\"\n  answer \"{{{{ .Name }}}} 60 IN A 192.0.2.1\"\n }}\n {k8s}\n}}\n\
+         .:0 {{\n bind 127.0.0.1\n {k8s}\n}}\n"
+    );
+    let running = support::start(&corefile, &support::temp_dir("zonal-view")).await;
+    let dns = running.dns_addrs()[0];
+    for _ in 0..1500 {
+        if support::zone(&running).is_synced() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(a_from("127.0.0.9", dns, &db("a.pin._zone.db")).await, set(&["192.0.2.1"]));
+    assert_eq!(a_from("127.0.0.9", dns, &db("b.pin._zone.db")).await, set(&ZONE_B));
+    assert_eq!(a_from("127.0.0.9", dns, &db("db")).await.len(), 9, "not a zonal name: zone ''");
+}

@@ -128,7 +128,7 @@ fn choose<'p>(entry: &ServiceEntry, traffic: TrafficDistribution, place: &'p Cli
 
 /// The zonal directives (CoreDNS 1.14.7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Directive {
+pub enum Directive {
     /// `pin`: zone-local endpoints only; NODATA when there are none.
     Pin,
     /// `prefer`: zone-local endpoints, else every endpoint.
@@ -136,19 +136,23 @@ pub(super) enum Directive {
 }
 
 /// A zonal name: `<zone labels...>.<directive>._zone.<service>.<namespace>.svc` (the labels
+#[derive(Debug)]
 /// left of the cluster zone).
-pub(super) struct ZonalName<'a> {
+pub struct ZonalName<'a> {
     /// The requested zone: every label left of the directive, joined with dots.
-    pub(super) zone: String,
-    pub(super) directive: Directive,
-    pub(super) service: &'a str,
-    pub(super) namespace: &'a str,
+    pub zone: String,
+    /// `pin` or `prefer`.
+    pub directive: Directive,
+    /// The Service label.
+    pub service: &'a str,
+    /// The namespace label.
+    pub namespace: &'a str,
 }
 
 impl<'a> ZonalName<'a> {
     /// Reads `labels` (lower-case, left of the cluster zone) as a zonal name; `None` when they
     /// are not one (an unknown directive is not one either: it keeps the stock NXDOMAIN).
-    pub(super) fn parse(labels: &[&'a str]) -> Option<Self> {
+    pub fn parse(labels: &[&'a str]) -> Option<Self> {
         let [zone @ .., directive, "_zone", service, namespace, "svc"] = labels else {
             return None;
         };
