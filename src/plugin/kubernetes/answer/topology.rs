@@ -136,8 +136,8 @@ pub enum Directive {
 }
 
 /// A zonal name: `<zone labels...>.<directive>._zone.<service>.<namespace>.svc` (the labels
-#[derive(Debug)]
 /// left of the cluster zone).
+#[derive(Debug)]
 pub struct ZonalName<'a> {
     /// The requested zone: every label left of the directive, joined with dots.
     pub zone: String,
