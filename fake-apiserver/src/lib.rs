@@ -397,11 +397,7 @@ impl FakeApiServer {
     /// Deletes an object (`namespace` is ignored for Namespaces and Nodes); returns the resourceVersion of
     /// the deletion.
     pub fn delete(&self, resource: Resource, namespace: &str, name: &str) -> Result<u64, FakeError> {
-        let ns = if resource.cluster_scoped() {
-            ""
-        } else {
-            namespace
-        };
+        let ns = if resource.cluster_scoped() { "" } else { namespace };
         let mut st = lock(&self.shared.state);
         let key = (ns.to_owned(), name.to_owned());
         let old = st.stores[resource.index()]
@@ -423,11 +419,7 @@ impl FakeApiServer {
 
     /// The stored object, as JSON.
     pub fn get(&self, resource: Resource, namespace: &str, name: &str) -> Option<Value> {
-        let ns = if resource.cluster_scoped() {
-            ""
-        } else {
-            namespace
-        };
+        let ns = if resource.cluster_scoped() { "" } else { namespace };
         let st = lock(&self.shared.state);
         let obj = st.stores[resource.index()]
             .objects

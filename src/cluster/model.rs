@@ -405,7 +405,11 @@ impl SliceInfo {
 
     /// [`Self::from_k8s`], keeping each endpoint's node, zone and hints with `places` (the
     /// `topology` and `zonal` options read them).
-    pub fn from_k8s_placed(slice: &EndpointSlice, pod_names: bool, places: bool) -> Result<Self, ObjectError> {
+    pub fn from_k8s_placed(
+        slice: &EndpointSlice,
+        pod_names: bool,
+        places: bool,
+    ) -> Result<Self, ObjectError> {
         const KIND: &str = "EndpointSlice";
         let (name, namespace) = required_name(KIND, &slice.metadata)?;
         let service = slice

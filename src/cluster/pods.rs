@@ -458,3 +458,68 @@ mod tests {
         assert_eq!(x.len(), 2);
     }
 }
+
+#[cfg(test)]
+mod topology_tests {
+    use super::*;
+
+    #[test]
+    fn a_pods_node_and_zone_follow_the_pod_and_the_node() {
+        let mut x = PodIndex::default();
+        let a: Arc<str> = Arc::from("a");
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        x.set_on(&a, "p", Some(ip), false, Some("n1"));
+        let place = x.place_of(ip).unwrap();
+        assert_eq!((&*place.node, place.zone), ("n1", None));
+        x.set_node_zone("n1", Some("z1"));
+        assert_eq!(x.place_of(ip).unwrap().zone.as_deref(), Some("z1"));
+        // The pod is recreated on another node at the same address.
+        x.delete("a", "p");
+        x.set_on(&a, "p2", Some(ip), false, Some("n2"));
+        assert_eq!(&*x.place_of(ip).unwrap().node, "n2");
+        assert_eq!(x.place_of(ip).unwrap().zone, None);
+        // Two holders on different nodes: no place; a pod without a node: none either.
+        x.set_on(&a, "p3", Some(ip), false, Some("n1"));
+        assert_eq!(x.place_of(ip), None);
+        x.set(&a, "q", Some("10.0.0.2".parse().unwrap()), false);
+        assert_eq!(x.place_of("10.0.0.2".parse().unwrap()), None);
+        // The namespace answers are unchanged by nodes.
+        assert_eq!(x.namespace_of("10.0.0.2".parse().unwrap()).as_deref(), Some("a"));
+    }
+
+    /// The issue-35 memory goal: 150,000 pods on 5,000 nodes in 3 zones, 200 namespaces, in
+    /// under 12 MB of index (hash table slots at their real capacity, names, node table).
+    /// `cargo test --release --lib cluster::pods::topology_tests -- --nocapture` prints it.
+    #[test]
+    fn a_large_cluster_fits_the_memory_goal() {
+        let mut x = PodIndex::default();
+        let namespaces: Vec<Arc<str>> = (0..200).map(|i| Arc::from(format!("namespace-{i}"))).collect();
+        for n in 0..5_000 {
+            x.set_node_zone(
+                &format!("ip-10-0-{}-{}.ec2.internal", n / 256, n % 256),
+                Some(["us-east-1a", "us-east-1b", "us-east-1c"][n % 3]),
+            );
+        }
+        for i in 0u32..150_000 {
+            let ip = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            let node = format!("ip-10-0-{}-{}.ec2.internal", (i % 5_000) / 256, (i % 5_000) % 256);
+            let ns = &namespaces[(i % 200) as usize];
+            x.set_on(
+                ns,
+                &format!("app-{i}-7d9f8c6b5-x2x4z"),
+                Some(ip),
+                false,
+                Some(&node),
+            );
+        }
+        assert_eq!(x.len(), 150_000);
+        let bytes = x.heap_bytes();
+        println!(
+            "pod index, 150,000 pods + 5,000 nodes: {bytes} bytes ({:.1} MB)",
+            bytes as f64 / 1e6
+        );
+        assert!(bytes < 12_000_000, "{bytes}");
+        let place = x.place_of("10.0.0.7".parse().unwrap()).unwrap();
+        assert_eq!(place.zone.as_deref(), Some("us-east-1b"));
+    }
+}

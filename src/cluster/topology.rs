@@ -94,7 +94,12 @@ impl NodeInfo {
     pub fn from_k8s(node: &Node) -> Result<Self, ObjectError> {
         let name = node.metadata.name.as_deref().unwrap_or_default();
         if name.is_empty() {
-            return Err(ObjectError::new("Node", "", "<unnamed>", "metadata.name is missing"));
+            return Err(ObjectError::new(
+                "Node",
+                "",
+                "<unnamed>",
+                "metadata.name is missing",
+            ));
         }
         let zone = node
             .metadata
@@ -127,7 +132,11 @@ pub struct NodeTable {
     zone_ids: HashMap<Arc<str>, u32, foldhash::fast::RandomState>,
 }
 
-fn intern(names: &mut Vec<Arc<str>>, ids: &mut HashMap<Arc<str>, u32, foldhash::fast::RandomState>, name: &str) -> u32 {
+fn intern(
+    names: &mut Vec<Arc<str>>,
+    ids: &mut HashMap<Arc<str>, u32, foldhash::fast::RandomState>,
+    name: &str,
+) -> u32 {
     if let Some(id) = ids.get(name) {
         return *id;
     }
@@ -222,7 +231,10 @@ mod tests {
     #[test]
     fn nodes_keep_their_ids_and_change_zones() {
         let mut t = NodeTable::default();
-        assert!(!t.set_zone("n1", None), "an unknown node without a zone is no change");
+        assert!(
+            !t.set_zone("n1", None),
+            "an unknown node without a zone is no change"
+        );
         let n1 = t.node_id("n1");
         assert_eq!(t.node_id("n1"), n1);
         assert!(t.set_zone("n1", Some("a")));

@@ -556,9 +556,13 @@ impl ClusterZone {
     pub fn apply_pod(&self, pod: PodInfo) {
         let _writer = self.write_lock();
         let old = self.read_pods().address_of(&pod.namespace, &pod.name);
-        let changed = self
-            .write_pods()
-            .set_on(&pod.namespace, &pod.name, pod.ip, pod.host_network, pod.node.as_deref());
+        let changed = self.write_pods().set_on(
+            &pod.namespace,
+            &pod.name,
+            pod.ip,
+            pod.host_network,
+            pod.node.as_deref(),
+        );
         if changed {
             self.bump_serial();
             for ip in old.into_iter().chain(pod.ip) {

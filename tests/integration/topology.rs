@@ -86,7 +86,14 @@ fn db_slice(zone_a_ready: bool) -> Value {
 /// (no trafficDistribution) and ClusterIP `web`.
 fn objects() -> Vec<Value> {
     let mut out = vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})];
-    for (n, z) in [("n-a1", "a"), ("n-a2", "a"), ("n-b1", "b"), ("n-b2", "b"), ("n-c1", "c"), ("n-c2", "c")] {
+    for (n, z) in [
+        ("n-a1", "a"),
+        ("n-a2", "a"),
+        ("n-b1", "b"),
+        ("n-b2", "b"),
+        ("n-c1", "c"),
+        ("n-c2", "c"),
+    ] {
         out.push(node(n, z));
     }
     out.push(pod("client-a", "127.0.0.2", "n-a1"));
@@ -116,10 +123,15 @@ fn objects() -> Vec<Value> {
     out.push(headless("plain", None));
     out.push(slice(
         "plain",
-        &[("10.3.0.1", "n-a1", "a", true, None), ("10.3.0.2", "n-b1", "b", true, None)],
+        &[
+            ("10.3.0.1", "n-a1", "a", true, None),
+            ("10.3.0.2", "n-b1", "b", true, None),
+        ],
     ));
-    out.push(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": NS},
-                    "spec": {"clusterIP": "10.96.0.10", "ports": [{"port": 80}]}}));
+    out.push(
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": NS},
+                    "spec": {"clusterIP": "10.96.0.10", "ports": [{"port": 80}]}}),
+    );
     out
 }
 
@@ -158,7 +170,11 @@ fn set(ips: &[&str]) -> BTreeSet<String> {
 /// The A addresses `from` gets for `name`.
 async fn a_from(from: &str, dns: SocketAddr, name: &str) -> BTreeSet<String> {
     let reply = exchange_from(from, dns, name, RecordType::A).await;
-    assert_eq!(reply.metadata.response_code, ResponseCode::NoError, "{name} from {from}");
+    assert_eq!(
+        reply.metadata.response_code,
+        ResponseCode::NoError,
+        "{name} from {from}"
+    );
     addresses(&reply.answers)
 }
 
@@ -205,7 +221,12 @@ async fn headless_answers_follow_traffic_distribution_and_the_clients_place() {
     }
     let running = start(&fake, "  topology\n").await;
     let dns = running.dns_addrs()[0];
-    let all: BTreeSet<String> = ZONE_A.iter().chain(&ZONE_B).chain(&ZONE_C).map(|s| (*s).to_owned()).collect();
+    let all: BTreeSet<String> = ZONE_A
+        .iter()
+        .chain(&ZONE_B)
+        .chain(&ZONE_C)
+        .map(|s| (*s).to_owned())
+        .collect();
 
     // Same zone, asked in turns (the memo and the cache hold nothing one client could get
     // another's answer from): every answer to a zone-a pod holds only zone a.
@@ -231,13 +252,19 @@ async fn headless_answers_follow_traffic_distribution_and_the_clients_place() {
     );
     // Hints present: zone a's pods get what is hinted for zone a (one endpoint is in zone b);
     // nothing is hinted for zone b: all.
-    assert_eq!(a_from("127.0.0.2", dns, &db("hinted")).await, set(&["10.2.0.1", "10.2.0.2"]));
+    assert_eq!(
+        a_from("127.0.0.2", dns, &db("hinted")).await,
+        set(&["10.2.0.1", "10.2.0.2"])
+    );
     assert_eq!(
         a_from("127.0.0.3", dns, &db("hinted")).await,
         set(&["10.2.0.1", "10.2.0.2", "10.2.0.3"])
     );
     // No trafficDistribution: every endpoint, for everyone.
-    assert_eq!(a_from("127.0.0.2", dns, &db("plain")).await, set(&["10.3.0.1", "10.3.0.2"]));
+    assert_eq!(
+        a_from("127.0.0.2", dns, &db("plain")).await,
+        set(&["10.3.0.1", "10.3.0.2"])
+    );
 
     // Fallback: zone a's endpoints go not ready; zone a's pod's answers widen (within the
     // watch delay) and are never empty.
@@ -293,10 +320,7 @@ async fn headless_answers_follow_traffic_distribution_and_the_clients_place() {
 /// whose answer does not depend on the client is memoized as before.
 #[test]
 fn the_memo_never_gives_one_clients_answer_to_another() {
-    let yaml: String = objects()
-        .iter()
-        .map(|o| format!("---\n{o}\n"))
-        .collect();
+    let yaml: String = objects().iter().map(|o| format!("---\n{o}\n")).collect();
     let corefile = ".:53 {\n kubernetes cluster.local {\n  topology\n }\n}\n";
     let (handler, _zone) = cluster_dns::testing::handler_with_zone(corefile, &yaml, true).unwrap();
     let mut msg = support::query(&db("db"), RecordType::A);
@@ -304,7 +328,9 @@ fn the_memo_never_gives_one_clients_answer_to_another() {
     let bytes = msg.to_bytes().unwrap();
     let ask = |from: &str| {
         let src: SocketAddr = format!("{from}:40000").parse().unwrap();
-        let reply = handler.answer_wire(&bytes, src, Transport::Udp).expect("a response");
+        let reply = handler
+            .answer_wire(&bytes, src, Transport::Udp)
+            .expect("a response");
         addresses(&Message::from_bytes(&reply).unwrap().answers)
     };
     for _ in 0..3 {
@@ -320,7 +346,10 @@ fn the_memo_never_gives_one_clients_answer_to_another() {
             .answer_wire(&plain.to_bytes().unwrap(), src, Transport::Udp)
             .expect("a response");
     }
-    assert!(handler.router().memo.len() > 0, "a plain headless answer is memoized as before");
+    assert!(
+        handler.router().memo.len() > 0,
+        "a plain headless answer is memoized as before"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -331,12 +360,23 @@ async fn zonal_names_as_coredns_answers_them() {
     }
     let running = start(&fake, "  zonal\n").await;
     let dns = running.dns_addrs()[0];
-    let all: BTreeSet<String> = ZONE_A.iter().chain(&ZONE_B).chain(&ZONE_C).map(|s| (*s).to_owned()).collect();
+    let all: BTreeSet<String> = ZONE_A
+        .iter()
+        .chain(&ZONE_B)
+        .chain(&ZONE_C)
+        .map(|s| (*s).to_owned())
+        .collect();
     let status = |out: &str| support::dig_status(out);
 
     // pin: the zone's endpoints, whoever asks (also in upper case).
-    assert_eq!(a_from("127.0.0.9", dns, &db("a.pin._zone.db")).await, set(&ZONE_A));
-    assert_eq!(a_from("127.0.0.3", dns, &db("A.PIN._zone.db")).await, set(&ZONE_A));
+    assert_eq!(
+        a_from("127.0.0.9", dns, &db("a.pin._zone.db")).await,
+        set(&ZONE_A)
+    );
+    assert_eq!(
+        a_from("127.0.0.3", dns, &db("A.PIN._zone.db")).await,
+        set(&ZONE_A)
+    );
     // Without topology, plain names are not narrowed.
     assert_eq!(a_from("127.0.0.2", dns, &db("db")).await, all);
     // pin to a zone no endpoint carries: NODATA; prefer: every endpoint.
@@ -344,7 +384,10 @@ async fn zonal_names_as_coredns_answers_them() {
     assert_eq!(status(&out), "NOERROR", "{out}");
     assert!(out.contains("ANSWER: 0,"), "NODATA: {out}");
     assert_eq!(a_from("127.0.0.9", dns, &db("x.prefer._zone.db")).await, all);
-    assert_eq!(a_from("127.0.0.9", dns, &db("b.prefer._zone.db")).await, set(&ZONE_B));
+    assert_eq!(
+        a_from("127.0.0.9", dns, &db("b.prefer._zone.db")).await,
+        set(&ZONE_B)
+    );
     // A zone value with dots is every label left of the directive.
     let out = support::dig(dns, &[&db("corp.example.com.pin._zone.db"), "A"]);
     assert_eq!(status(&out), "NOERROR", "{out}");
@@ -388,8 +431,11 @@ async fn a_coredns_corefile_with_zonal_checks_and_serves() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let bad = support::check_corefile(&dir, ".:53 {\n kubernetes cluster.local {\n  zonal\n  noendpoints\n }\n}\n")
-        .unwrap_err();
+    let bad = support::check_corefile(
+        &dir,
+        ".:53 {\n kubernetes cluster.local {\n  zonal\n  noendpoints\n }\n}\n",
+    )
+    .unwrap_err();
     assert!(bad.contains("Corefile:3") && bad.contains("noendpoints"), "{bad}");
 
     // The same block over the fake API server serves zonal names.
@@ -403,7 +449,10 @@ async fn a_coredns_corefile_with_zonal_checks_and_serves() {
     )
     .await;
     let dns = running.dns_addrs()[0];
-    assert_eq!(a_from("127.0.0.9", dns, &db("b.pin._zone.db")).await, set(&ZONE_B));
+    assert_eq!(
+        a_from("127.0.0.9", dns, &db("b.pin._zone.db")).await,
+        set(&ZONE_B)
+    );
 }
 
 /// With `zonal`, `kubernetes/zone` is the zone a zonal name asks for (empty for other names):
@@ -414,7 +463,10 @@ async fn a_view_routes_by_the_requested_zone() {
     for o in objects() {
         fake.create(&o).unwrap();
     }
-    let k8s = format!("kubernetes cluster.local {{\n  endpoint {}\n  zonal\n }}", fake.url());
+    let k8s = format!(
+        "kubernetes cluster.local {{\n  endpoint {}\n  zonal\n }}",
+        fake.url()
+    );
     let corefile = format!(
         ".:0 {{\n bind 127.0.0.1\n metadata\n view zone-a {{\n  expr metadata('kubernetes/zone') == 'a'\n }}\n template IN A cluster.local {{\n  match \".*\"\n  answer \"{{{{ .Name }}}} 60 IN A 192.0.2.1\"\n }}\n {k8s}\n}}\n\
          .:0 {{\n bind 127.0.0.1\n {k8s}\n}}\n"
@@ -427,7 +479,17 @@ async fn a_view_routes_by_the_requested_zone() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(a_from("127.0.0.9", dns, &db("a.pin._zone.db")).await, set(&["192.0.2.1"]));
-    assert_eq!(a_from("127.0.0.9", dns, &db("b.pin._zone.db")).await, set(&ZONE_B));
-    assert_eq!(a_from("127.0.0.9", dns, &db("db")).await.len(), 9, "not a zonal name: zone ''");
+    assert_eq!(
+        a_from("127.0.0.9", dns, &db("a.pin._zone.db")).await,
+        set(&["192.0.2.1"])
+    );
+    assert_eq!(
+        a_from("127.0.0.9", dns, &db("b.pin._zone.db")).await,
+        set(&ZONE_B)
+    );
+    assert_eq!(
+        a_from("127.0.0.9", dns, &db("db")).await.len(),
+        9,
+        "not a zonal name: zone ''"
+    );
 }

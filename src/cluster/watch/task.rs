@@ -307,7 +307,8 @@ impl WatchTask {
             }
             Resource::EndpointSlices => {
                 let slice: EndpointSlice = serde_json::from_value(value).map_err(|e| e.to_string())?;
-                let mut info = SliceInfo::from_k8s_placed(&slice, self.keep_pod_names, self.keep_places).map_err(|e| e.to_string())?;
+                let mut info = SliceInfo::from_k8s_placed(&slice, self.keep_pod_names, self.keep_places)
+                    .map_err(|e| e.to_string())?;
                 let trigger = if self.live && self.metrics.is_some() {
                     last_change_trigger_time(&slice.metadata)
                 } else {

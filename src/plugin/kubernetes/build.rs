@@ -82,7 +82,9 @@ impl Configured for KubernetesConfig {
         let budget = KeptBudget::new(DEFAULT_KEPT_BYTES, observe);
         let mut plugin = super::Kubernetes::new(self, source, crate::cluster::self_ips_from_env(), budget);
         if self.topology
-            && let Some(m) = ctx.metrics.and_then(|m| m.families::<super::metrics::TopologyMetrics>().ok())
+            && let Some(m) = ctx
+                .metrics
+                .and_then(|m| m.families::<super::metrics::TopologyMetrics>().ok())
         {
             plugin = plugin.with_topology_metrics(super::metrics::TopologyCounters::of(&m));
         }

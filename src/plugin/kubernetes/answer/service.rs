@@ -93,7 +93,9 @@ impl ClusterAnswerer {
         let Some(svc) = entry.service.as_ref() else {
             return Resolution::nxdomain();
         };
-        if svc.kind == ServiceKind::Headless && matches!(qtype, RecordType::A | RecordType::AAAA | RecordType::SRV) {
+        if svc.kind == ServiceKind::Headless
+            && matches!(qtype, RecordType::A | RecordType::AAAA | RecordType::SRV)
+        {
             // The client's place, for a Service with a `trafficDistribution` (`topology`).
             let mut place = None;
             let (pick, used) = self.client_pick(&entry, client, &mut place);
@@ -112,9 +114,14 @@ impl ClusterAnswerer {
             }
             (ServiceKind::ClusterIp(_), RecordType::SRV) => {
                 let zone_spelt = spelt_zone(owner, zone);
-                self.with_srv_candidates(&entry, svc, &zone_spelt, |_| true, Pick::All, |c| {
-                    self.srv(owner, c)
-                })
+                self.with_srv_candidates(
+                    &entry,
+                    svc,
+                    &zone_spelt,
+                    |_| true,
+                    Pick::All,
+                    |c| self.srv(owner, c),
+                )
             }
             (ServiceKind::ExternalName(Some(target)), RecordType::CNAME) => {
                 match Name::from_ascii(&**target) {
@@ -387,11 +394,18 @@ impl ClusterAnswerer {
             return Resolution::nxdomain();
         };
         let wanted = |p: &PortInfo| p.protocol == proto && &*p.name == port;
-        self.with_srv_candidates(&entry, svc, zone_spelt, wanted, Pick::All, |candidates| match qtype {
-            _ if candidates.is_empty() => Resolution::nxdomain(),
-            RecordType::SRV => self.srv(owner, candidates),
-            _ => Resolution::nodata(),
-        })
+        self.with_srv_candidates(
+            &entry,
+            svc,
+            zone_spelt,
+            wanted,
+            Pick::All,
+            |candidates| match qtype {
+                _ if candidates.is_empty() => Resolution::nxdomain(),
+                RecordType::SRV => self.srv(owner, candidates),
+                _ => Resolution::nodata(),
+            },
+        )
     }
 }
 

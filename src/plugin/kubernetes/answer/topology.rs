@@ -67,7 +67,8 @@ impl Pick<'_> {
     /// True when `ep` is listed.
     pub(super) fn keeps(self, ep: &EndpointInfo) -> bool {
         let place = ep.place();
-        let named = |list: Option<&[std::sync::Arc<str>]>, x: &str| list.is_some_and(|l| l.iter().any(|n| **n == *x));
+        let named =
+            |list: Option<&[std::sync::Arc<str>]>, x: &str| list.is_some_and(|l| l.iter().any(|n| **n == *x));
         match self {
             Self::All => true,
             Self::Node(n) => place.and_then(|p| p.node.as_deref()) == Some(n),
@@ -92,7 +93,11 @@ fn any_kept(entry: &ServiceEntry, pick: Pick<'_>) -> bool {
 /// The pick for the client at `place` under `traffic`, and why: kube-proxy's rules, applied to
 /// DNS. Hints are used when every endpoint has that kind of hint (as kube-proxy uses them),
 /// the endpoints' own `nodeName` and `zone` otherwise.
-fn choose<'p>(entry: &ServiceEntry, traffic: TrafficDistribution, place: &'p ClientPlace) -> (Pick<'p>, Reason) {
+fn choose<'p>(
+    entry: &ServiceEntry,
+    traffic: TrafficDistribution,
+    place: &'p ClientPlace,
+) -> (Pick<'p>, Reason) {
     let all_have = |f: fn(&EndpointInfo) -> bool| {
         let mut any = false;
         for e in endpoints(entry) {
@@ -245,7 +250,13 @@ impl ClusterAnswerer {
     /// Answers a zonal name (`zonal`): A/AAAA and SRV of the headless Service's endpoints in
     /// the zone (`pin`: NODATA when none; `prefer`: all when none); NODATA for other types;
     /// NXDOMAIN for a Service that does not exist or is not headless.
-    pub(super) fn resolve_zonal(&self, owner: &Name, zone: &Name, name: &ZonalName<'_>, qtype: RecordType) -> Resolution {
+    pub(super) fn resolve_zonal(
+        &self,
+        owner: &Name,
+        zone: &Name,
+        name: &ZonalName<'_>,
+        qtype: RecordType,
+    ) -> Resolution {
         let Some(entry) = self.visible_service(name.namespace, name.service) else {
             return Resolution::nxdomain();
         };
@@ -267,7 +278,14 @@ impl ClusterAnswerer {
         }
         if qtype == RecordType::SRV {
             let zone_spelt = spelt_zone(owner, zone);
-            return self.with_srv_candidates(&entry, svc, &zone_spelt, |_| true, pick, |c| self.srv(owner, c));
+            return self.with_srv_candidates(
+                &entry,
+                svc,
+                &zone_spelt,
+                |_| true,
+                pick,
+                |c| self.srv(owner, c),
+            );
         }
         self.picked_addresses(owner, &entry, pick, qtype)
     }
@@ -280,9 +298,16 @@ mod tests {
     #[test]
     fn zonal_names_parse_as_coredns_reads_them() {
         let z = ZonalName::parse(&["us-west-2a", "pin", "_zone", "db", "prod", "svc"]).unwrap();
-        assert_eq!((z.zone.as_str(), z.directive, z.service, z.namespace), ("us-west-2a", Directive::Pin, "db", "prod"));
-        let dotted = ZonalName::parse(&["corp", "example", "com", "prefer", "_zone", "db", "prod", "svc"]).unwrap();
-        assert_eq!((dotted.zone.as_str(), dotted.directive), ("corp.example.com", Directive::Prefer));
+        assert_eq!(
+            (z.zone.as_str(), z.directive, z.service, z.namespace),
+            ("us-west-2a", Directive::Pin, "db", "prod")
+        );
+        let dotted =
+            ZonalName::parse(&["corp", "example", "com", "prefer", "_zone", "db", "prod", "svc"]).unwrap();
+        assert_eq!(
+            (dotted.zone.as_str(), dotted.directive),
+            ("corp.example.com", Directive::Prefer)
+        );
         assert!(ZonalName::parse(&["a", "near", "_zone", "db", "prod", "svc"]).is_none());
         assert!(ZonalName::parse(&["pin", "_zone", "db", "prod", "svc"]).is_none());
         assert!(ZonalName::parse(&["a", "pin", "zone", "db", "prod", "svc"]).is_none());
