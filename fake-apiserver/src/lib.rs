@@ -607,7 +607,8 @@ impl FakeApiServer {
         Ok(())
     }
 
-    /// Every request so far, as `GET /path?query`.
+    /// Every request so far, as `GET /path?query`, with ` (metadata only)` after the ones that
+    /// asked for PartialObjectMetadata.
     pub fn requests(&self) -> Vec<String> {
         lock(&self.shared.requests)
             .iter()
@@ -872,7 +873,16 @@ impl Filter {
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let query = req.uri().query().unwrap_or_default().to_owned();
-    lock(&shared.requests).push((Instant::now(), format!("{} {path}?{query}", req.method())));
+    // A client that asks for metadata only (kube's `Api<PartialObjectMeta<K>>`) gets
+    // PartialObjectMetadata objects, as the real server answers that content type; the
+    // request log says so.
+    let meta_only = req
+        .headers()
+        .get_all(hyper::header::ACCEPT)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.contains("as=PartialObjectMetadata")));
+    let shown = if meta_only { " (metadata only)" } else { "" };
+    lock(&shared.requests).push((Instant::now(), format!("{} {path}?{query}{shown}", req.method())));
     if req.method() != hyper::Method::GET {
         return status_response(405, "MethodNotAllowed", "the fake API server only serves GET");
     }
@@ -931,10 +941,33 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         fields: q.fields.clone(),
     };
     if q.watch {
-        watch_response(shared, resource, filter, q)
+        watch_response(shared, resource, filter, q, meta_only)
     } else {
-        list_response(&shared, resource, &filter, &q)
+        list_response(&shared, resource, &filter, &q, meta_only)
     }
+}
+
+/// `obj` (JSON) as a PartialObjectMetadata: its metadata only.
+fn partial_object(obj: &[u8]) -> Bytes {
+    let Ok(v) = serde_json::from_slice::<Value>(obj) else {
+        return Bytes::copy_from_slice(obj);
+    };
+    let meta = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                      "metadata": v.get("metadata").cloned().unwrap_or_else(|| json!({}))});
+    Bytes::from(meta.to_string())
+}
+
+/// A watch event line with its object reduced to metadata (bookmarks and errors as they are).
+fn partial_line(line: &Bytes) -> Bytes {
+    let Ok(mut v) = serde_json::from_slice::<Value>(line) else {
+        return line.clone();
+    };
+    if matches!(v["type"].as_str(), Some("BOOKMARK" | "ERROR")) {
+        return line.clone();
+    }
+    let object = partial_object(v["object"].to_string().as_bytes());
+    v["object"] = serde_json::from_slice(&object).unwrap_or(Value::Null);
+    Bytes::from(format!("{v}\n"))
 }
 
 /// What the real server's ListOptions validation says of a streaming list, if anything.
@@ -969,7 +1002,13 @@ fn version_json(git_version: &str) -> Value {
            "platform": "linux/amd64"})
 }
 
-fn list_response(shared: &Shared, resource: Resource, filter: &Filter, q: &Query) -> Response<Body> {
+fn list_response(
+    shared: &Shared,
+    resource: Resource,
+    filter: &Filter,
+    q: &Query,
+    meta_only: bool,
+) -> Response<Body> {
     let st = lock(&shared.state);
     let (list_rv, offset) = match &q.continue_ {
         None => (st.rv, 0),
@@ -983,7 +1022,7 @@ fn list_response(shared: &Shared, resource: Resource, filter: &Filter, q: &Query
     };
     let store = &st.stores[resource.index()];
     let limit = q.limit.unwrap_or(usize::MAX);
-    let mut items: Vec<&Bytes> = Vec::new();
+    let mut items: Vec<Bytes> = Vec::new();
     let mut more = false;
     for ((ns, name), obj) in store
         .objects
@@ -996,7 +1035,11 @@ fn list_response(shared: &Shared, resource: Resource, filter: &Filter, q: &Query
             more = true;
             break;
         }
-        items.push(&obj.json);
+        items.push(if meta_only {
+            partial_object(&obj.json)
+        } else {
+            obj.json.clone()
+        });
     }
     let mut meta = json!({"resourceVersion": list_rv.to_string()});
     if more {
@@ -1006,8 +1049,16 @@ fn list_response(shared: &Shared, resource: Resource, filter: &Filter, q: &Query
     body.extend_from_slice(
         format!(
             "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
-            resource.kind(),
-            resource.api_version(),
+            if meta_only {
+                "PartialObjectMetadata"
+            } else {
+                resource.kind()
+            },
+            if meta_only {
+                "meta.k8s.io/v1"
+            } else {
+                resource.api_version()
+            },
             meta
         )
         .as_bytes(),
@@ -1036,7 +1087,13 @@ fn expired_line(rv: &str, now: u64) -> Bytes {
     Bytes::from(format!("{}\n", json!({"type": "ERROR", "object": obj})))
 }
 
-fn watch_response(shared: Arc<Shared>, resource: Resource, filter: Filter, q: Query) -> Response<Body> {
+fn watch_response(
+    shared: Arc<Shared>,
+    resource: Resource,
+    filter: Filter,
+    q: Query,
+    meta_only: bool,
+) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(256);
     // Subscribe and read the starting point under the state lock, so nothing is missed.
     let (mut events, mut control, first, expired) = {
@@ -1096,6 +1153,7 @@ fn watch_response(shared: Arc<Shared>, resource: Resource, filter: Filter, q: Qu
         let _guard = guard;
         let send = |tx: &mpsc::Sender<Result<Frame<Bytes>, std::io::Error>>, b: Bytes| {
             let tx = tx.clone();
+            let b = if meta_only { partial_line(&b) } else { b };
             async move { tx.send(Ok(Frame::data(b))).await.is_ok() }
         };
         if let Some(line) = expired {

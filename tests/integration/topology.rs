@@ -302,6 +302,17 @@ async fn headless_answers_follow_traffic_distribution_and_the_clients_place() {
         "nothing on n-b2: zone b's"
     );
 
+    // Nodes are watched as metadata only (their zone label is all DNS reads of them).
+    let nodes: Vec<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.starts_with("GET /api/v1/nodes"))
+        .collect();
+    assert!(
+        !nodes.is_empty() && nodes.iter().all(|r| r.ends_with("(metadata only)")),
+        "{nodes:?}"
+    );
+
     // The answers narrowed, by reason.
     let metrics = running.http_addr("metrics").expect("/metrics listener");
     let text = crate::dropin::scrape(metrics).await;
@@ -416,6 +427,14 @@ async fn without_zonal_the_shape_is_nxdomain() {
     let dns = running.dns_addrs()[0];
     let out = support::dig(dns, &[&db("a.pin._zone.db"), "A"]);
     assert_eq!(support::dig_status(&out), "NXDOMAIN", "{out}");
+    // Without `topology` (or `pods verified`) neither Pods nor Nodes are watched.
+    let watched = fake.requests();
+    assert!(
+        !watched
+            .iter()
+            .any(|r| r.contains("/pods") || r.contains("/nodes")),
+        "{watched:?}"
+    );
 }
 
 /// The Corefile of CoreDNS's README with `zonal` (its syntax block's options) passes `--check`

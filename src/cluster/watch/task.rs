@@ -94,6 +94,35 @@ impl Seen {
     }
 }
 
+type EventStream = futures::stream::BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>>;
+
+/// The watcher of `resource`: Nodes are watched as metadata only (their zone label is all DNS
+/// reads of them, and a Node's status is most of its bytes), everything else whole.
+fn open(api: &Api<DynamicObject>, wc: watcher::Config, resource: Resource) -> EventStream {
+    if resource != Resource::Nodes {
+        return watcher::watcher(api.clone(), wc).boxed();
+    }
+    let whole = |m: kube::core::PartialObjectMeta<DynamicObject>| DynamicObject {
+        types: m.types,
+        metadata: m.metadata,
+        data: serde_json::Value::Null,
+    };
+    // An `Api` of `PartialObjectMeta` asks for metadata only (`as=PartialObjectMetadata`).
+    let meta: Api<kube::core::PartialObjectMeta<DynamicObject>> =
+        Api::all_with(api.clone().into_client(), &resource.api_resource());
+    watcher::watcher(meta, wc)
+        .map(move |item| {
+            item.map(|event| match event {
+                Event::Apply(m) => Event::Apply(whole(m)),
+                Event::Delete(m) => Event::Delete(whole(m)),
+                Event::Init => Event::Init,
+                Event::InitApply(m) => Event::InitApply(whole(m)),
+                Event::InitDone => Event::InitDone,
+            })
+        })
+        .boxed()
+}
+
 fn lower(s: &str) -> String {
     s.to_ascii_lowercase()
 }
@@ -114,7 +143,7 @@ impl WatchTask {
         // list attempt, so a failing list was retried about once a second forever. The task
         // waits out its own schedule instead, and does not poll the watcher meanwhile (the
         // watcher only makes requests when polled).
-        let mut stream = watcher::watcher(api.clone(), mode.config(&wc)).boxed();
+        let mut stream = open(&api, mode.config(&wc), self.spec.resource);
         let mut seen: Option<Seen> = None;
         let mut synced_once = false;
         while let Some(item) = stream.next().await {
@@ -162,7 +191,7 @@ impl WatchTask {
                         tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), %reason, "the API server does not offer streaming lists: listing in pages");
                         mode = ListMode::Pages;
                         seen = None;
-                        stream = watcher::watcher(api.clone(), mode.config(&wc)).boxed();
+                        stream = open(&api, mode.config(&wc), self.spec.resource);
                         continue;
                     }
                     let delay = self.failed(&e);
