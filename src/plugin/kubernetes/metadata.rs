@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use hickory_proto::rr::Name;
 
-use super::answer::topology::ZonalName;
+use super::answer::pick::ZonalName;
 use super::handler::Kubernetes;
 use crate::proto::QueryMetadata;
 

@@ -4,7 +4,7 @@
 
 use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
 
-use super::answer::topology::Reason;
+use super::answer::pick::Reason;
 
 /// The topology family. Cheap to clone.
 #[derive(Debug, Clone)]

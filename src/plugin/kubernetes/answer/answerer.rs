@@ -14,8 +14,8 @@ use hickory_proto::rr::rdata::{A, AAAA, SOA, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 use super::kept::{DEFAULT_KEPT_BYTES, KeptBudget, kept_key};
+use super::pick::{ClientUse, ZonalName};
 use super::qname::ClusterName;
-use super::topology::{ClientUse, ZonalName};
 use crate::cluster::ClusterZone;
 use crate::proto::{Answer, FlagEdit, Records};
 

@@ -9,6 +9,7 @@ pub mod addr;
 pub mod answerer;
 mod apex;
 pub mod kept;
+pub mod pick;
 mod pod;
 pub mod qname;
 mod reverse;

@@ -15,7 +15,7 @@ use super::answerer::{
     name_under, spelt_zone, with_lower_labels,
 };
 use super::kept::{EndpointNames, ServiceNames};
-use super::topology::Pick;
+use super::pick::Pick;
 use crate::cluster::model::{EndpointInfo, PortInfo, PortProtocol, ServiceInfo, ServiceKind, SliceInfo};
 use crate::cluster::zone::ServiceEntry;
 use crate::proto::Records;
