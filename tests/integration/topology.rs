@@ -348,7 +348,7 @@ fn the_memo_never_gives_one_clients_answer_to_another() {
         assert_eq!(ask("127.0.0.2"), set(&ZONE_A));
         assert_eq!(ask("127.0.0.3"), set(&ZONE_B));
     }
-    assert!(handler.router().memo.len() == 0, "nothing memoized for db");
+    assert!(handler.router().memo.is_empty(), "nothing memoized for db");
     let mut plain = support::query(&db("plain"), RecordType::A);
     plain.metadata.id = 8;
     let src: SocketAddr = "127.0.0.2:40000".parse().unwrap();
@@ -358,7 +358,7 @@ fn the_memo_never_gives_one_clients_answer_to_another() {
             .expect("a response");
     }
     assert!(
-        handler.router().memo.len() > 0,
+        !handler.router().memo.is_empty(),
         "a plain headless answer is memoized as before"
     );
 }

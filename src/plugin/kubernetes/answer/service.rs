@@ -77,6 +77,7 @@ impl ClusterAnswerer {
             .flat_map(|(s, e)| e.addresses.iter().map(move |ip| (s, e, ip)))
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn resolve_service(
         &self,
         owner: &Name,
