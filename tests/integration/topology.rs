@@ -120,6 +120,18 @@ fn objects() -> Vec<Value> {
             ("10.2.0.3", "n-c1", "c", true, Some(&["c"])),
         ],
     ));
+    // Node hints (PreferSameNode): they, not `nodeName`, say where each endpoint serves.
+    out.push(headless("nodehinted", Some("PreferSameNode")));
+    let mut hinted = slice(
+        "nodehinted",
+        &[
+            ("10.4.0.1", "n-b1", "b", true, Some(&["a"])),
+            ("10.4.0.2", "n-a1", "a", true, Some(&["a"])),
+        ],
+    );
+    hinted["endpoints"][0]["hints"]["forNodes"] = json!([{"name": "n-a1"}]);
+    hinted["endpoints"][1]["hints"]["forNodes"] = json!([{"name": "n-a2"}]);
+    out.push(hinted);
     out.push(headless("plain", None));
     out.push(slice(
         "plain",
@@ -259,6 +271,10 @@ async fn headless_answers_follow_traffic_distribution_and_the_clients_place() {
     assert_eq!(
         a_from("127.0.0.3", dns, &db("hinted")).await,
         set(&["10.2.0.1", "10.2.0.2", "10.2.0.3"])
+    );
+    assert_eq!(
+        a_from("127.0.0.2", dns, &db("nodehinted")).await,
+        set(&["10.4.0.1"])
     );
     // No trafficDistribution: every endpoint, for everyone.
     assert_eq!(
