@@ -10,7 +10,7 @@
 #   BIN=path/to/cluster-dns bench/topology-instructions.sh
 #
 # Cases, in one run: `db` (headless, 9 endpoints, PreferSameZone: the client-aware path,
-# answered with zone a's 3) beside `plain` (headless, 9 endpoints, no trafficDistribution:
+# answered with zone a's 4 of 9) beside `plain` (headless, 9 endpoints, no trafficDistribution:
 # the plain headless answer), over UDP (where the plain answer comes from the answer memo
 # and the client-aware one never does) and over TCP (no memo: the two answer paths alone).
 set -euo pipefail
@@ -105,7 +105,7 @@ per_question() {
     python3 -c "print(round(($b - $a) / ($lines * $PASSES)))"
 }
 
-# The answers, checked once (the client-aware one holds zone a's three addresses only).
+# The answers, checked once (the client-aware one holds zone a's four addresses only).
 "$BIN" -conf "$DIR/Corefile" >"$DIR/check.out" 2>&1 &
 VPID=$!
 for _ in $(seq 1 100); do dig @127.0.0.1 -p "$PORT" +tries=1 +time=1 plain.shop.svc.cluster.local >/dev/null 2>&1 && break; sleep 0.2; done
