@@ -331,16 +331,25 @@ impl PodIndex {
 
     /// Bytes the index's tables hold (an estimate from their capacities; strings counted once).
     pub fn heap_bytes(&self) -> usize {
+        // hashbrown's slots for a capacity: 7/8 of them are usable, and their count is a
+        // power of two.
+        fn slots(capacity: usize) -> usize {
+            if capacity == 0 {
+                0
+            } else {
+                (capacity * 8).div_ceil(7).next_power_of_two()
+            }
+        }
         fn family<K>(f: &Family<K>) -> usize {
             // A slot is its entry plus hashbrown's control byte.
-            f.pods.capacity() * (size_of::<(u64, (K, Member))>() + 1)
-                + f.by_ip.capacity() * (size_of::<(K, Member)>() + 1)
-                + f.shared.capacity() * (size_of::<(K, Vec<Member>)>() + 1)
+            slots(f.pods.capacity()) * (size_of::<(u64, (K, Member))>() + 1)
+                + slots(f.by_ip.capacity()) * (size_of::<(K, Member)>() + 1)
+                + slots(f.shared.capacity()) * (size_of::<(K, Vec<Member>)>() + 1)
         }
         family(&self.v4)
             + family(&self.v6)
             + self.names.iter().map(|n| n.len() + 16).sum::<usize>()
-            + self.ids.capacity() * 21
+            + slots(self.ids.capacity()) * 21
             + self.nodes.heap_bytes()
     }
 
@@ -489,7 +498,7 @@ mod topology_tests {
 
     /// The issue-35 memory goal: 150,000 pods on 5,000 nodes in 3 zones, 200 namespaces, in
     /// under 12 MB of index (hash table slots at their real capacity, names, node table).
-    /// `cargo test --release --lib cluster::pods::topology_tests -- --nocapture` prints it.
+    /// `cargo test --lib cluster::pods::topology_tests -- --nocapture` prints it.
     #[test]
     fn a_large_cluster_fits_the_memory_goal() {
         let mut x = PodIndex::default();
