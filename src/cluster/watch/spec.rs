@@ -172,4 +172,19 @@ mod tests {
         assert_eq!(watch_specs(&c)[0].labels.as_deref(), Some("team=dns"));
         assert_eq!(watch_specs(&c)[1].labels, None);
     }
+
+    #[test]
+    fn topology_watches_pods_and_nodes_once_at_the_cluster_scope() {
+        let c = WatchOptions {
+            topology: true,
+            ..config(&["a", "b"], Some("app=x"), None, false)
+        };
+        let specs = watch_specs(&c);
+        let names: Vec<String> = specs.iter().map(WatchSpec::name).collect();
+        assert_eq!(&names[5..], ["pods in a", "pods in b", "nodes"]);
+        assert_eq!(
+            specs[7].labels, None,
+            "the options' selectors are not about Nodes"
+        );
+    }
 }
