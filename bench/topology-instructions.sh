@@ -12,7 +12,9 @@
 # Cases, in one run: `db` (headless, 9 endpoints, PreferSameZone: the client-aware path,
 # answered with zone a's 4 of 9) beside `plain` (headless, 9 endpoints, no trafficDistribution:
 # the plain headless answer), over UDP (where the plain answer comes from the answer memo
-# and the client-aware one never does) and over TCP (no memo: the two answer paths alone).
+# and the client-aware one never does) and over TCP (no memo: the two answer paths alone);
+# and `db` over UDP from 127.0.0.5, not a pod: the whole UDP path without the memo, every
+# endpoint in the answer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -75,10 +77,10 @@ cat >"$DIR/Corefile" <<EOF
 }
 EOF
 
-# instructions FILE MODE PASSES: user-space instructions of a server that answered a warm pass
-# of FILE over MODE (udp, tcp) and then PASSES more.
+# instructions FILE MODE PASSES FROM: user-space instructions of a server that answered a warm
+# pass of FILE over MODE (udp, tcp) from address FROM and then PASSES more.
 instructions() {
-    local file=$1 mode=$2 n=$3 out="$DIR/cg.$RANDOM"
+    local file=$1 mode=$2 n=$3 from=$4 out="$DIR/cg.$RANDOM"
     valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
         "$BIN" -conf "$DIR/Corefile" >"$out" 2>&1 &
     VPID=$!
@@ -86,9 +88,9 @@ instructions() {
         dig @127.0.0.1 -p "$PORT" +tries=1 +time=1 plain.shop.svc.cluster.local >/dev/null 2>&1 && break
         sleep 0.5
     done
-    dnsperf -m "$mode" -s 127.0.0.1 -p "$PORT" -d "$file" -n 1 -c 1 -q 20 -Q 3000 >/dev/null 2>&1
+    dnsperf -m "$mode" -a "$from" -s 127.0.0.1 -p "$PORT" -d "$file" -n 1 -c 1 -q 20 -Q 3000 >/dev/null 2>&1
     if [ "$n" -gt 0 ]; then
-        dnsperf -m "$mode" -s 127.0.0.1 -p "$PORT" -d "$file" -n "$n" -c 1 -q 20 -Q 3000 | grep -q "lost: *0 " \
+        dnsperf -m "$mode" -a "$from" -s 127.0.0.1 -p "$PORT" -d "$file" -n "$n" -c 1 -q 20 -Q 3000 | grep -q "lost: *0 " \
             || echo "topology-instructions: queries were lost" >&2
     fi
     kill -TERM "$VPID"; wait "$VPID" || true
@@ -96,12 +98,12 @@ instructions() {
     grep -E "I +refs" "$out" | tr -d ',' | awk '{print $NF}'
 }
 
-# per_question FILE MODE
+# per_question FILE MODE [FROM]
 per_question() {
     local lines; lines=$(wc -l <"$1")
-    local a b
-    a=$(instructions "$1" "$2" 0)
-    b=$(instructions "$1" "$2" "$PASSES")
+    local a b from=${3:-127.0.0.1}
+    a=$(instructions "$1" "$2" 0 "$from")
+    b=$(instructions "$1" "$2" "$PASSES" "$from")
     python3 -c "print(round(($b - $a) / ($lines * $PASSES)))"
 }
 
@@ -116,8 +118,10 @@ kill -TERM "$VPID"; wait "$VPID" || true; VPID=""
 echo "machine: $(nproc) cores, $(uname -sr); $(date -u +%Y-%m-%dT%H:%MZ); $("$BIN" -version 2>/dev/null | head -1)"
 echo "user-space instructions a question (a warm pass over the case's file, then $PASSES more):"
 udp_db=$(per_question "$DIR/db.txt" udp); udp_plain=$(per_question "$DIR/plain.txt" udp)
+udp_far=$(per_question "$DIR/db.txt" udp 127.0.0.5)
 tcp_db=$(per_question "$DIR/db.txt" tcp); tcp_plain=$(per_question "$DIR/plain.txt" tcp)
 printf '  UDP  client-aware (db, zone a):   %10s\n' "$udp_db"
 printf '  UDP  plain headless (memo):       %10s   ratio %s\n' "$udp_plain" "$(python3 -c "print(f'{$udp_db / $udp_plain:.2f}x')")"
+printf '  UDP  db from a non-pod (all 9):   %10s   ratio %s\n' "$udp_far" "$(python3 -c "print(f'{$udp_db / $udp_far:.2f}x')")"
 printf '  TCP  client-aware (db, zone a):   %10s\n' "$tcp_db"
 printf '  TCP  plain headless (no memo):    %10s   ratio %s\n' "$tcp_plain" "$(python3 -c "print(f'{$tcp_db / $tcp_plain:.2f}x')")"
