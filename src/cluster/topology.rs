@@ -248,68 +248,6 @@ mod tests {
         assert_eq!(t.zone(NONE), None);
     }
 
-    /// The Pod and Node watches write the node table at once (the pods intern node names, the
-    /// nodes set zones), both under the zone's writer lock: whatever the interleaving, every
-    /// pod ends on its node and every node with its last zone.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn pod_and_node_writers_at_once() {
-        use crate::cluster::ClusterZone;
-        use crate::cluster::model::PodInfo;
-        let zone = Arc::new(ClusterZone::new());
-        let mut tasks = Vec::new();
-        for w in 0..2u8 {
-            let z = zone.clone();
-            tasks.push(tokio::spawn(async move {
-                for i in 0..500u16 {
-                    let [hi, lo] = i.to_be_bytes();
-                    z.apply_pod(PodInfo {
-                        name: Arc::from(format!("p{w}-{i}")),
-                        namespace: Arc::from("ns"),
-                        ip: Some(std::net::IpAddr::from([10, w, hi, lo])),
-                        host_network: false,
-                        node: Some(Arc::from(format!("n{}", i % 20))),
-                    });
-                    tokio::task::yield_now().await;
-                }
-            }));
-        }
-        for w in 0..2u8 {
-            let z = zone.clone();
-            tasks.push(tokio::spawn(async move {
-                for round in 0..50u32 {
-                    for n in 0..20 {
-                        let zone_name = format!("z{}", (round + u32::from(w)) % 3);
-                        z.apply_node(&NodeInfo {
-                            name: Arc::from(format!("n{n}")),
-                            zone: Some(Arc::from(zone_name)),
-                        });
-                    }
-                    tokio::task::yield_now().await;
-                }
-            }));
-        }
-        for t in tasks {
-            t.await.unwrap();
-        }
-        for n in 0..20 {
-            zone.apply_node(&NodeInfo {
-                name: Arc::from(format!("n{n}")),
-                zone: Some(Arc::from("last")),
-            });
-        }
-        assert_eq!(zone.pod_count(), 1000);
-        for w in 0..2u8 {
-            for i in 0..500u16 {
-                let [hi, lo] = i.to_be_bytes();
-                let place = zone
-                    .client_place(std::net::IpAddr::from([10, w, hi, lo]))
-                    .unwrap();
-                assert_eq!(*place.node, *format!("n{}", i % 20));
-                assert_eq!(place.zone.as_deref(), Some("last"));
-            }
-        }
-    }
-
     #[test]
     fn endpoint_places_read_node_zone_and_hints() {
         let ep: Endpoint = serde_saphyr::from_str(
