@@ -1,6 +1,6 @@
 //! A fake Kubernetes API server for cluster-dns's tests and benchmarks. It speaks the real
 //! list/watch HTTP protocol (as kube-rs's watcher and client-go use it) for core/v1 Namespaces,
-//! Services and Pods, discovery.k8s.io/v1 EndpointSlices and multicluster.x-k8s.io/v1alpha1
+//! Services, Pods and Nodes, discovery.k8s.io/v1 EndpointSlices and multicluster.x-k8s.io/v1alpha1
 //! ServiceImports (the MCS API's CRD; a missing CRD is `fail_resource(ServiceImports, 404)`),
 //! over a real TCP socket on
 //! 127.0.0.1, and gives tests a handle ([`FakeApiServer`]) to change objects and inject faults.
@@ -72,10 +72,12 @@ pub enum Resource {
     Pods,
     /// multicluster.x-k8s.io/v1alpha1 ServiceImports (the MCS API's CRD).
     ServiceImports,
+    /// core/v1 Nodes (cluster-scoped).
+    Nodes,
 }
 
 /// How many kinds of object the server holds (one store, event channel and byte counter each).
-const KINDS: usize = 5;
+const KINDS: usize = 6;
 
 impl Resource {
     /// Every resource.
@@ -85,7 +87,13 @@ impl Resource {
         Self::EndpointSlices,
         Self::Pods,
         Self::ServiceImports,
+        Self::Nodes,
     ];
+
+    /// True for the cluster-scoped resources (Namespaces, Nodes).
+    pub fn cluster_scoped(self) -> bool {
+        matches!(self, Self::Namespaces | Self::Nodes)
+    }
 
     fn index(self) -> usize {
         match self {
@@ -94,6 +102,7 @@ impl Resource {
             Self::EndpointSlices => 2,
             Self::Pods => 3,
             Self::ServiceImports => 4,
+            Self::Nodes => 5,
         }
     }
 
@@ -105,6 +114,7 @@ impl Resource {
             Self::EndpointSlices => "EndpointSlice",
             Self::Pods => "Pod",
             Self::ServiceImports => "ServiceImport",
+            Self::Nodes => "Node",
         }
     }
 
@@ -125,6 +135,7 @@ impl Resource {
             Self::EndpointSlices => "endpointslices",
             Self::Pods => "pods",
             Self::ServiceImports => "serviceimports",
+            Self::Nodes => "nodes",
         }
     }
 
@@ -148,7 +159,7 @@ impl Resource {
 pub enum FakeError {
     /// The object has no usable `kind`.
     #[error(
-        "object has no kind the fake serves (Namespace, Service, EndpointSlice, Pod, ServiceImport): {0}"
+        "object has no kind the fake serves (Namespace, Service, EndpointSlice, Pod, ServiceImport, Node): {0}"
     )]
     Kind(String),
     /// The object has no `metadata.name`.
@@ -401,14 +412,10 @@ impl FakeApiServer {
         self.write(obj, Mode::Apply)
     }
 
-    /// Deletes an object (`namespace` is ignored for Namespaces); returns the resourceVersion of
+    /// Deletes an object (`namespace` is ignored for Namespaces and Nodes); returns the resourceVersion of
     /// the deletion.
     pub fn delete(&self, resource: Resource, namespace: &str, name: &str) -> Result<u64, FakeError> {
-        let ns = if resource == Resource::Namespaces {
-            ""
-        } else {
-            namespace
-        };
+        let ns = if resource.cluster_scoped() { "" } else { namespace };
         let mut st = lock(&self.shared.state);
         let key = (ns.to_owned(), name.to_owned());
         let old = st.stores[resource.index()]
@@ -430,11 +437,7 @@ impl FakeApiServer {
 
     /// The stored object, as JSON.
     pub fn get(&self, resource: Resource, namespace: &str, name: &str) -> Option<Value> {
-        let ns = if resource == Resource::Namespaces {
-            ""
-        } else {
-            namespace
-        };
+        let ns = if resource.cluster_scoped() { "" } else { namespace };
         let st = lock(&self.shared.state);
         let obj = st.stores[resource.index()]
             .objects
@@ -622,7 +625,8 @@ impl FakeApiServer {
         Ok(())
     }
 
-    /// Every request so far, as `GET /path?query`.
+    /// Every request so far, as `GET /path?query`, with ` (metadata only)` after the ones that
+    /// asked for PartialObjectMetadata.
     pub fn requests(&self) -> Vec<String> {
         lock(&self.shared.requests)
             .iter()
@@ -682,7 +686,7 @@ fn prepare(st: &mut State, mut obj: Value) -> Result<Prepared, FakeError> {
             kind: resource.kind(),
         })?
         .to_owned();
-    let ns = if resource == Resource::Namespaces {
+    let ns = if resource.cluster_scoped() {
         String::new()
     } else {
         meta.get("namespace")
@@ -706,7 +710,7 @@ fn prepare(st: &mut State, mut obj: Value) -> Result<Prepared, FakeError> {
         obj["metadata"] = json!({});
     }
     obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-    if resource != Resource::Namespaces {
+    if !resource.cluster_scoped() {
         obj["metadata"]["namespace"] = Value::String(ns.clone());
     }
     let json = Bytes::from(serde_json::to_vec(&obj).map_err(|e| FakeError::Json(e.to_string()))?);
@@ -823,7 +827,7 @@ fn route(path: &str) -> Option<(Resource, Option<String>)> {
     if r.api_group() != group {
         return None;
     }
-    if r == Resource::Namespaces && ns.is_some() {
+    if r.cluster_scoped() && ns.is_some() {
         return None;
     }
     Some((r, ns))
@@ -895,7 +899,16 @@ impl Filter {
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let query = req.uri().query().unwrap_or_default().to_owned();
-    lock(&shared.requests).push((Instant::now(), format!("{} {path}?{query}", req.method())));
+    // A client that asks for metadata only (kube's `Api<PartialObjectMeta<K>>`) gets
+    // PartialObjectMetadata objects, as the real server answers that content type; the
+    // request log says so.
+    let meta_only = req
+        .headers()
+        .get_all(hyper::header::ACCEPT)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.contains("as=PartialObjectMetadata")));
+    let shown = if meta_only { " (metadata only)" } else { "" };
+    lock(&shared.requests).push((Instant::now(), format!("{} {path}?{query}{shown}", req.method())));
     if req.method() != hyper::Method::GET {
         return status_response(405, "MethodNotAllowed", "the fake API server only serves GET");
     }
@@ -954,9 +967,9 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         fields: q.fields.clone(),
     };
     let response = if q.watch {
-        watch_response(shared.clone(), resource, filter, q)
+        watch_response(shared.clone(), resource, filter, q, meta_only)
     } else {
-        list_response(&shared, resource, &filter, &q)
+        list_response(&shared, resource, &filter, &q, meta_only)
     };
     counted(shared, resource, response)
 }
@@ -1007,6 +1020,29 @@ impl hyper::body::Body for Counted {
     }
 }
 
+/// `obj` (JSON) as a PartialObjectMetadata: its metadata only.
+fn partial_object(obj: &[u8]) -> Bytes {
+    let Ok(v) = serde_json::from_slice::<Value>(obj) else {
+        return Bytes::copy_from_slice(obj);
+    };
+    let meta = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                      "metadata": v.get("metadata").cloned().unwrap_or_else(|| json!({}))});
+    Bytes::from(meta.to_string())
+}
+
+/// A watch event line with its object reduced to metadata (bookmarks and errors as they are).
+fn partial_line(line: &Bytes) -> Bytes {
+    let Ok(mut v) = serde_json::from_slice::<Value>(line) else {
+        return line.clone();
+    };
+    if matches!(v["type"].as_str(), Some("BOOKMARK" | "ERROR")) {
+        return line.clone();
+    }
+    let object = partial_object(v["object"].to_string().as_bytes());
+    v["object"] = serde_json::from_slice(&object).unwrap_or(Value::Null);
+    Bytes::from(format!("{v}\n"))
+}
+
 /// What the real server's ListOptions validation says of a streaming list, if anything.
 fn streaming_list_invalid(q: &Query, mode: StreamingLists) -> Option<&'static str> {
     if mode == StreamingLists::Rejected {
@@ -1039,7 +1075,13 @@ fn version_json(git_version: &str) -> Value {
            "platform": "linux/amd64"})
 }
 
-fn list_response(shared: &Shared, resource: Resource, filter: &Filter, q: &Query) -> Response<Body> {
+fn list_response(
+    shared: &Shared,
+    resource: Resource,
+    filter: &Filter,
+    q: &Query,
+    meta_only: bool,
+) -> Response<Body> {
     let st = lock(&shared.state);
     let (list_rv, offset) = match &q.continue_ {
         None => (st.rv, 0),
@@ -1053,7 +1095,7 @@ fn list_response(shared: &Shared, resource: Resource, filter: &Filter, q: &Query
     };
     let store = &st.stores[resource.index()];
     let limit = q.limit.unwrap_or(usize::MAX);
-    let mut items: Vec<&Bytes> = Vec::new();
+    let mut items: Vec<Bytes> = Vec::new();
     let mut more = false;
     for ((ns, name), obj) in store
         .objects
@@ -1066,7 +1108,11 @@ fn list_response(shared: &Shared, resource: Resource, filter: &Filter, q: &Query
             more = true;
             break;
         }
-        items.push(&obj.json);
+        items.push(if meta_only {
+            partial_object(&obj.json)
+        } else {
+            obj.json.clone()
+        });
     }
     let mut meta = json!({"resourceVersion": list_rv.to_string()});
     if more {
@@ -1076,8 +1122,16 @@ fn list_response(shared: &Shared, resource: Resource, filter: &Filter, q: &Query
     body.extend_from_slice(
         format!(
             "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
-            resource.kind(),
-            resource.api_version(),
+            if meta_only {
+                "PartialObjectMetadata"
+            } else {
+                resource.kind()
+            },
+            if meta_only {
+                "meta.k8s.io/v1"
+            } else {
+                resource.api_version()
+            },
             meta
         )
         .as_bytes(),
@@ -1106,7 +1160,13 @@ fn expired_line(rv: &str, now: u64) -> Bytes {
     Bytes::from(format!("{}\n", json!({"type": "ERROR", "object": obj})))
 }
 
-fn watch_response(shared: Arc<Shared>, resource: Resource, filter: Filter, q: Query) -> Response<Body> {
+fn watch_response(
+    shared: Arc<Shared>,
+    resource: Resource,
+    filter: Filter,
+    q: Query,
+    meta_only: bool,
+) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(256);
     // Subscribe and read the starting point under the state lock, so nothing is missed.
     let (mut events, mut control, first, expired) = {
@@ -1166,6 +1226,7 @@ fn watch_response(shared: Arc<Shared>, resource: Resource, filter: Filter, q: Qu
         let _guard = guard;
         let send = |tx: &mpsc::Sender<Result<Frame<Bytes>, std::io::Error>>, b: Bytes| {
             let tx = tx.clone();
+            let b = if meta_only { partial_line(&b) } else { b };
             async move { tx.send(Ok(Frame::data(b))).await.is_ok() }
         };
         if let Some(line) = expired {

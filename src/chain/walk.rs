@@ -163,6 +163,8 @@ pub struct Trace {
     writer: AtomicU32,
     /// A plugin found, while answering, that this reply must not be replayed.
     no_replay: std::sync::atomic::AtomicBool,
+    /// The reply was made for this client only ([`Next::for_this_client_only`]).
+    client_only: std::sync::atomic::AtomicBool,
     /// What the store of the plugin that wrote the reply said of it ([`Next::held_until`]);
     /// set at most once (a second one forbids the replay).
     lifetime: std::sync::Mutex<Option<Lifetime>>,
@@ -306,6 +308,19 @@ impl<'a> Next<'a> {
     /// for another client could differ from it.
     pub fn forbid_replay(&self) {
         self.trace.no_replay.store(true, Ordering::Relaxed);
+    }
+
+    /// The reply the plugin asking returns was made for this client only (it lists what is
+    /// near the client: `kubernetes`'s `topology`): it is neither replayed nor stored for
+    /// another client by a cache before it ([`Next::is_for_this_client_only`]).
+    pub fn for_this_client_only(&self) {
+        self.trace.client_only.store(true, Ordering::Relaxed);
+        self.forbid_replay();
+    }
+
+    /// True when a plugin after this one answered this question for its client only.
+    pub fn is_for_this_client_only(&self) -> bool {
+        self.trace.client_only.load(Ordering::Relaxed)
     }
 
     /// The reply the plugin asking returns comes from its store, which holds it as `lifetime`

@@ -1,20 +1,22 @@
 //! The `manifests` source: loads the cluster's objects from Kubernetes YAML files (multi-document
 //! files or `kind: List`, as `kubectl get -o yaml` writes them) into a [`ClusterZone`].
 //!
-//! Namespaces, Services, EndpointSlices (discovery.k8s.io/v1), Pods and ServiceImports
+//! Namespaces, Services, EndpointSlices (discovery.k8s.io/v1), Pods, Nodes and ServiceImports
 //! (multicluster.x-k8s.io/v1alpha1; slices labelled `multicluster.kubernetes.io/service-name`
-//! join them too) are read; other kinds are ignored. A file that cannot be read or is not YAML is an error; a malformed object is skipped
+//! join them too) are read (endpoints with their node, zone and hints, for `topology` and
+//! `zonal`); other kinds are ignored. A file that cannot be read or is not YAML is an error; a malformed object is skipped
 //! with a warning that names it, and the rest is applied.
 
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde_json::Value;
 
 use super::ClusterZone;
 use super::model::{PodInfo, ServiceInfo, SliceInfo, namespace_name};
 use super::multicluster::{ClusterSlice, ImportInfo, MC_SERVICE_NAME_LABEL, MCS_API_VERSION};
+use super::topology::NodeInfo;
 
 /// A manifest file that cannot be loaded at all.
 #[derive(Debug, thiserror::Error)]
@@ -139,7 +141,7 @@ fn apply_object(obj: Value, place: &str, zone: &ClusterZone, report: &mut LoadRe
                 if imported {
                     zone.apply_cluster_slice(ClusterSlice::from_k8s(&s, true).map_err(|e| e.to_string())?);
                 }
-                SliceInfo::from_k8s(&s, true).map_err(|e| e.to_string())
+                SliceInfo::from_k8s_placed(&s, true, true).map_err(|e| e.to_string())
             })
             .map(|s| zone.apply_slice(s)),
         ("ServiceImport", MCS_API_VERSION) => ImportInfo::from_json(&obj)
@@ -149,6 +151,10 @@ fn apply_object(obj: Value, place: &str, zone: &ClusterZone, report: &mut LoadRe
             .map_err(|e| e.to_string())
             .and_then(|p| PodInfo::from_k8s(&p).map_err(|e| e.to_string()))
             .map(|p| zone.apply_pod(p)),
+        ("Node", "v1") => serde_json::from_value::<Node>(obj)
+            .map_err(|e| e.to_string())
+            .and_then(|n| NodeInfo::from_k8s(&n).map_err(|e| e.to_string()))
+            .map(|n| zone.apply_node(&n)),
         _ => {
             report.ignored += 1;
             return;

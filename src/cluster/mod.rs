@@ -13,6 +13,7 @@ pub mod pods;
 pub mod rest_client;
 pub mod scope;
 pub mod source;
+pub mod topology;
 pub mod watch;
 pub mod zone;
 mod zone_imports;

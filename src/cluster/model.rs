@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use super::ObjectError;
+use super::topology::{EndpointPlace, TrafficDistribution};
 use crate::proto::is_dns_label;
 
 /// The label that ties an EndpointSlice to its Service.
@@ -81,6 +82,8 @@ pub struct ServiceInfo {
     /// The addresses it is reached at from outside the cluster (`k8s_external`); `None` for
     /// the many Services that have none, so they cost one word.
     pub external: Option<Box<ExternalAddresses>>,
+    /// `spec.trafficDistribution`, when it is one DNS acts on (headless answers, `topology`).
+    pub traffic: Option<TrafficDistribution>,
 }
 
 /// Where a Service is reached from outside the cluster: `spec.externalIPs` and
@@ -129,8 +132,8 @@ impl FromIterator<IpAddr> for Addresses {
     }
 }
 
-/// One ready endpoint of an EndpointSlice: 40 bytes (there is one per endpoint, so this is most
-/// of the zone; two `Option<Arc<str>>` made it 56).
+/// One ready endpoint of an EndpointSlice: 48 bytes (there is one per endpoint, so this is most
+/// of the zone; two `Option<Arc<str>>` made it 56). Its place costs a word when not kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointInfo {
     /// Its addresses (normally one); non-IP addresses (FQDN slices) are dropped.
@@ -138,6 +141,8 @@ pub struct EndpointInfo {
     /// The hostname and the pod name in one block, `HOSTNAME/POD` with either side empty when
     /// absent (neither a DNS label nor a Pod name can hold a `/`); `None` when both are.
     names: Option<Box<str>>,
+    /// Its node, zone and hints, kept only when an option reads them.
+    place: Option<Box<EndpointPlace>>,
 }
 
 impl EndpointInfo {
@@ -145,7 +150,23 @@ impl EndpointInfo {
     pub fn new(addresses: Addresses, hostname: Option<&str>, pod_name: Option<&str>) -> Self {
         let (h, p) = (hostname.unwrap_or_default(), pod_name.unwrap_or_default());
         let names = (!h.is_empty() || !p.is_empty()).then(|| format!("{h}/{p}").into_boxed_str());
-        Self { addresses, names }
+        Self {
+            addresses,
+            names,
+            place: None,
+        }
+    }
+
+    /// The same endpoint at `place`.
+    #[must_use]
+    pub fn with_place(mut self, place: Option<Box<EndpointPlace>>) -> Self {
+        self.place = place;
+        self
+    }
+
+    /// Its node, zone and hints, when kept.
+    pub fn place(&self) -> Option<&EndpointPlace> {
+        self.place.as_deref()
     }
 
     /// `hostname`, lower-case.
@@ -194,6 +215,8 @@ pub struct PodInfo {
     pub ip: Option<IpAddr>,
     /// `spec.hostNetwork`: its IP is its node's, which names no namespace (autopath).
     pub host_network: bool,
+    /// `spec.nodeName` (the client's place for `topology`).
+    pub node: Option<Arc<str>>,
 }
 
 fn lower(s: &str) -> Arc<str> {
@@ -303,12 +326,17 @@ impl ServiceInfo {
             }
         };
         let external = external_addresses(svc, &kind);
+        let traffic = spec
+            .traffic_distribution
+            .as_deref()
+            .and_then(TrafficDistribution::parse);
         Ok(Self {
             name,
             namespace,
             kind,
             ports,
             external,
+            traffic,
         })
     }
 }
@@ -372,6 +400,16 @@ impl SliceInfo {
     /// Pods' names only with `pod_names` (only `endpoint_pod_names` reads them: without it, no
     /// string per endpoint).
     pub fn from_k8s(slice: &EndpointSlice, pod_names: bool) -> Result<Self, ObjectError> {
+        Self::from_k8s_placed(slice, pod_names, false)
+    }
+
+    /// [`Self::from_k8s`], keeping each endpoint's node, zone and hints with `places` (the
+    /// `topology` and `zonal` options read them).
+    pub fn from_k8s_placed(
+        slice: &EndpointSlice,
+        pod_names: bool,
+        places: bool,
+    ) -> Result<Self, ObjectError> {
         const KIND: &str = "EndpointSlice";
         let (name, namespace) = required_name(KIND, &slice.metadata)?;
         let service = slice
@@ -406,6 +444,16 @@ impl SliceInfo {
         }
 
         let mut endpoints = Vec::new();
+        // The same few node and zone names repeat across a slice's endpoints: one copy each.
+        let mut seen: Vec<Arc<str>> = Vec::new();
+        let mut intern = |s: &str| -> Arc<str> {
+            if let Some(x) = seen.iter().find(|x| ***x == *s) {
+                return x.clone();
+            }
+            let x: Arc<str> = Arc::from(s);
+            seen.push(x.clone());
+            x
+        };
         for ep in &slice.endpoints {
             let ready = ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
             if !ready {
@@ -427,11 +475,14 @@ impl SliceInfo {
                 .and_then(|r| r.name.as_deref())
                 .filter(|n| !n.contains('/'))
                 .map(str::to_ascii_lowercase);
-            endpoints.push(EndpointInfo::new(
-                addresses,
-                hostname.as_deref(),
-                pod_name.as_deref(),
-            ));
+            let place = if places {
+                EndpointPlace::of(ep, &mut intern)
+            } else {
+                None
+            };
+            endpoints.push(
+                EndpointInfo::new(addresses, hostname.as_deref(), pod_name.as_deref()).with_place(place),
+            );
         }
         Ok(Self {
             name,
@@ -469,6 +520,12 @@ impl PodInfo {
             namespace,
             ip: ip.filter(|_| live),
             host_network: pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false),
+            node: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .filter(|n| !n.is_empty())
+                .map(Arc::from),
         })
     }
 }
@@ -574,7 +631,7 @@ mod tests {
         assert_eq!(info.endpoints[0].pod_name(), None);
         assert_eq!(info.endpoints[1].pod_name(), Some("p3"));
         assert_eq!(info.endpoints[1].hostname(), None);
-        assert_eq!(std::mem::size_of::<EndpointInfo>(), 40);
+        assert_eq!(std::mem::size_of::<EndpointInfo>(), 48);
         let both = EndpointInfo::new(info.endpoints[0].addresses.clone(), Some("web-0"), Some("p0"));
         assert_eq!((both.hostname(), both.pod_name()), (Some("web-0"), Some("p0")));
         // Without pod names: the hostname stays, the pod-only endpoint keeps no names at all.

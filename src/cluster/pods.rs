@@ -1,6 +1,9 @@
-//! The pod index: which namespace each live pod IP belongs to, and nothing else, kept as small as
-//! that allows. `pods verified` asks "is there a live pod with this IP in this namespace?";
-//! `autopath` asks "which namespace is the client at this address a pod of?".
+//! The pod index: which namespace and node each live pod IP belongs to, and nothing else, kept
+//! as small as that allows. `pods verified` asks "is there a live pod with this IP in this
+//! namespace?"; `autopath` asks "which namespace is the client at this address a pod of?";
+//! `topology` asks "which node, and zone, is it on?" (the nodes and their zones are in a
+//! [`NodeTable`]; a pod's node is an interned `u32` id beside its namespace's, 4 bytes in each
+//! table slot).
 //!
 //! What a pod costs here: no name and no object. A pod is known by a 64-bit hash of its
 //! namespace and name (seeded per index) for its updates and deletes; its IP is a `u32` (IPv4)
@@ -28,21 +31,26 @@ use std::hash::{BuildHasher, Hash};
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use super::topology::{ClientPlace, NONE, NodeTable};
+
 type Hasher = foldhash::fast::RandomState;
 
 /// A pod's place in an IP's holders: its namespace id, with the top bit set for host-network
-/// pods.
+/// pods, and its node id ([`NONE`] when it has none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Member(u32);
+struct Member(u32, u32);
 
 const HOST_NETWORK: u32 = 1 << 31;
 /// In [`Family::by_ip`]: the IP has more than one holder, all of them in [`Family::shared`].
 /// Namespace ids stay below it.
-const SHARED: Member = Member(1 << 30);
+const SHARED: Member = Member(1 << 30, NONE);
 
 impl Member {
-    fn new(ns: u32, host_network: bool) -> Self {
-        Self(ns | if host_network { HOST_NETWORK } else { 0 })
+    fn new(ns: u32, host_network: bool, node: u32) -> Self {
+        Self(ns | if host_network { HOST_NETWORK } else { 0 }, node)
+    }
+    fn node(self) -> u32 {
+        self.1
     }
     fn namespace(self) -> u32 {
         self.0 & !HOST_NETWORK
@@ -189,6 +197,8 @@ pub struct PodIndex {
     ids: HashMap<Arc<str>, u32, Hasher>,
     /// The identity hash's seed.
     seed: Hasher,
+    /// Node names and their zones.
+    nodes: NodeTable,
 }
 
 impl PodIndex {
@@ -221,11 +231,24 @@ impl PodIndex {
     /// Sets pod `namespace/name` to hold `ip` (`None`: it holds none: no IP yet, or not live).
     /// Returns true when the index changed.
     pub fn set(&mut self, namespace: &Arc<str>, name: &str, ip: Option<IpAddr>, host_network: bool) -> bool {
+        self.set_on(namespace, name, ip, host_network, None)
+    }
+
+    /// [`Self::set`], with the pod's node (`spec.nodeName`).
+    pub fn set_on(
+        &mut self,
+        namespace: &Arc<str>,
+        name: &str,
+        ip: Option<IpAddr>,
+        host_network: bool,
+        node: Option<&str>,
+    ) -> bool {
         let id = self.identity(namespace, name);
         let Some(ip) = ip else {
             return self.v4.take(id) | self.v6.take(id);
         };
-        let m = Member::new(self.namespace_id(namespace), host_network);
+        let node = node.map_or(NONE, |n| self.nodes.node_id(n));
+        let m = Member::new(self.namespace_id(namespace), host_network, node);
         match Addr::from(ip) {
             Addr::V4(k) => self.v6.take(id) | self.v4.put(id, k, m),
             Addr::V6(k) => self.v4.take(id) | self.v6.put(id, k, m),
@@ -279,6 +302,55 @@ impl PodIndex {
             return None;
         }
         self.names.get(first.namespace() as usize).cloned()
+    }
+
+    /// Where the client at `ip` is: the node of its pods, when every pod holding `ip` is on
+    /// the same node (a node's address held by its host-network pods names that node), with
+    /// the node's zone. `None` for an address no pod with a node holds.
+    pub fn place_of(&self, ip: IpAddr) -> Option<ClientPlace> {
+        let holders = self.holders(ip);
+        let node = holders.first()?.node();
+        if node == NONE || holders.iter().any(|m| m.node() != node) {
+            return None;
+        }
+        Some(ClientPlace {
+            node: self.nodes.name(node)?.clone(),
+            zone: self.nodes.zone(node).cloned(),
+        })
+    }
+
+    /// Sets node `name`'s zone (`None`: it has none, or is gone); true when it changed.
+    pub fn set_node_zone(&mut self, name: &str, zone: Option<&str>) -> bool {
+        self.nodes.set_zone(name, zone)
+    }
+
+    /// The nodes with a zone.
+    pub fn zoned_nodes(&self) -> Vec<Arc<str>> {
+        self.nodes.zoned()
+    }
+
+    /// Bytes the index's tables hold (an estimate from their capacities; strings counted once).
+    pub fn heap_bytes(&self) -> usize {
+        // hashbrown's slots for a capacity: 7/8 of them are usable, and their count is a
+        // power of two.
+        fn slots(capacity: usize) -> usize {
+            if capacity == 0 {
+                0
+            } else {
+                (capacity * 8).div_ceil(7).next_power_of_two()
+            }
+        }
+        fn family<K>(f: &Family<K>) -> usize {
+            // A slot is its entry plus hashbrown's control byte.
+            slots(f.pods.capacity()) * (size_of::<(u64, (K, Member))>() + 1)
+                + slots(f.by_ip.capacity()) * (size_of::<(K, Member)>() + 1)
+                + slots(f.shared.capacity()) * (size_of::<(K, Vec<Member>)>() + 1)
+        }
+        family(&self.v4)
+            + family(&self.v6)
+            + self.names.iter().map(|n| n.len() + 16).sum::<usize>()
+            + slots(self.ids.capacity()) * 21
+            + self.nodes.heap_bytes()
     }
 
     /// Live pods with an IP.
@@ -393,5 +465,70 @@ mod tests {
         assert_eq!(x.namespace_of(ip("10.0.0.2")), None);
         assert_eq!(x.namespace_of(ip("10.0.0.3")).as_deref(), Some("b"));
         assert_eq!(x.len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod topology_tests {
+    use super::*;
+
+    #[test]
+    fn a_pods_node_and_zone_follow_the_pod_and_the_node() {
+        let mut x = PodIndex::default();
+        let a: Arc<str> = Arc::from("a");
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        x.set_on(&a, "p", Some(ip), false, Some("n1"));
+        let place = x.place_of(ip).unwrap();
+        assert_eq!((&*place.node, place.zone), ("n1", None));
+        x.set_node_zone("n1", Some("z1"));
+        assert_eq!(x.place_of(ip).unwrap().zone.as_deref(), Some("z1"));
+        // The pod is recreated on another node at the same address.
+        x.delete("a", "p");
+        x.set_on(&a, "p2", Some(ip), false, Some("n2"));
+        assert_eq!(&*x.place_of(ip).unwrap().node, "n2");
+        assert_eq!(x.place_of(ip).unwrap().zone, None);
+        // Two holders on different nodes: no place; a pod without a node: none either.
+        x.set_on(&a, "p3", Some(ip), false, Some("n1"));
+        assert_eq!(x.place_of(ip), None);
+        x.set(&a, "q", Some("10.0.0.2".parse().unwrap()), false);
+        assert_eq!(x.place_of("10.0.0.2".parse().unwrap()), None);
+        // The namespace answers are unchanged by nodes.
+        assert_eq!(x.namespace_of("10.0.0.2".parse().unwrap()).as_deref(), Some("a"));
+    }
+
+    /// The issue-35 memory goal: 150,000 pods on 5,000 nodes in 3 zones, 200 namespaces, in
+    /// under 12 MB of index (hash table slots at their real capacity, names, node table).
+    /// `cargo test --lib cluster::pods::topology_tests -- --nocapture` prints it.
+    #[test]
+    fn a_large_cluster_fits_the_memory_goal() {
+        let mut x = PodIndex::default();
+        let namespaces: Vec<Arc<str>> = (0..200).map(|i| Arc::from(format!("namespace-{i}"))).collect();
+        for n in 0..5_000 {
+            x.set_node_zone(
+                &format!("ip-10-0-{}-{}.ec2.internal", n / 256, n % 256),
+                Some(["us-east-1a", "us-east-1b", "us-east-1c"][n % 3]),
+            );
+        }
+        for i in 0u32..150_000 {
+            let ip = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            let node = format!("ip-10-0-{}-{}.ec2.internal", (i % 5_000) / 256, (i % 5_000) % 256);
+            let ns = &namespaces[(i % 200) as usize];
+            x.set_on(
+                ns,
+                &format!("app-{i}-7d9f8c6b5-x2x4z"),
+                Some(ip),
+                false,
+                Some(&node),
+            );
+        }
+        assert_eq!(x.len(), 150_000);
+        let bytes = x.heap_bytes();
+        println!(
+            "pod index, 150,000 pods + 5,000 nodes: {bytes} bytes ({:.1} MB)",
+            bytes as f64 / 1e6
+        );
+        assert!(bytes < 12_000_000, "{bytes}");
+        let place = x.place_of("10.0.0.7".parse().unwrap()).unwrap();
+        assert_eq!(place.zone.as_deref(), Some("us-east-1b"));
     }
 }

@@ -587,9 +587,13 @@ impl ClusterZone {
     pub fn apply_pod(&self, pod: PodInfo) {
         let _writer = self.write_lock();
         let old = self.read_pods().address_of(&pod.namespace, &pod.name);
-        let changed = self
-            .write_pods()
-            .set(&pod.namespace, &pod.name, pod.ip, pod.host_network);
+        let changed = self.write_pods().set_on(
+            &pod.namespace,
+            &pod.name,
+            pod.ip,
+            pod.host_network,
+            pod.node.as_deref(),
+        );
         if changed {
             self.bump_serial();
             for ip in old.into_iter().chain(pod.ip) {
@@ -630,6 +634,36 @@ impl ClusterZone {
             self.bump_structure();
         }
         removed
+    }
+
+    // ---------------------------------------------------------------- nodes (`topology`)
+
+    /// Where the client at `ip` is (see [`PodIndex::place_of`]).
+    pub fn client_place(&self, ip: IpAddr) -> Option<super::topology::ClientPlace> {
+        self.read_pods().place_of(ip)
+    }
+
+    /// Adds or replaces a Node's zone. Answers that read it are never replayed (they depend on
+    /// the client), so no scope is bumped.
+    pub fn apply_node(&self, node: &super::topology::NodeInfo) {
+        let _writer = self.write_lock();
+        self.write_pods().set_node_zone(&node.name, node.zone.as_deref());
+    }
+
+    /// Forgets a Node's zone.
+    pub fn delete_node(&self, name: &str) {
+        let _writer = self.write_lock();
+        self.write_pods().set_node_zone(name, None);
+    }
+
+    /// The names of the Nodes with a zone (a relist deletes those it lacks).
+    pub fn node_names(&self) -> Vec<Arc<str>> {
+        self.read_pods().zoned_nodes()
+    }
+
+    /// Bytes the pod index holds (pods, namespaces, nodes; an estimate).
+    pub fn pod_index_bytes(&self) -> usize {
+        self.read_pods().heap_bytes()
     }
 
     // ---------------------------------------------------------------- keys, for relists
@@ -749,6 +783,7 @@ mod tests {
             kind,
             ports: vec![],
             external: None,
+            traffic: None,
         }
     }
 
@@ -835,6 +870,7 @@ mod tests {
         let ip: IpAddr = "10.1.0.1".parse().unwrap();
         let pod = |name: &str, ip: Option<IpAddr>| PodInfo {
             host_network: false,
+            node: None,
             name: name.into(),
             namespace: "n".into(),
             ip,
@@ -945,5 +981,66 @@ mod tests {
             }
         }
         assert!(lost.is_empty(), "services that lost an update: {lost:?}");
+    }
+
+    /// The Pod and Node watches write the node table at once (the pods intern node names, the
+    /// nodes set zones), both under the zone's writer lock: whatever the interleaving, every
+    /// pod ends on its node and every node with its last zone.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn pod_and_node_writers_at_once() {
+        use crate::cluster::topology::NodeInfo;
+        let zone = Arc::new(ClusterZone::new());
+        let mut tasks = Vec::new();
+        for w in 0..2u8 {
+            let z = zone.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in 0..500u16 {
+                    let [hi, lo] = i.to_be_bytes();
+                    z.apply_pod(PodInfo {
+                        name: Arc::from(format!("p{w}-{i}")),
+                        namespace: Arc::from("ns"),
+                        ip: Some(std::net::IpAddr::from([10, w, hi, lo])),
+                        host_network: false,
+                        node: Some(Arc::from(format!("n{}", i % 20))),
+                    });
+                    tokio::task::yield_now().await;
+                }
+            }));
+        }
+        for w in 0..2u8 {
+            let z = zone.clone();
+            tasks.push(tokio::spawn(async move {
+                for round in 0..50u32 {
+                    for n in 0..20 {
+                        let zone_name = format!("z{}", (round + u32::from(w)) % 3);
+                        z.apply_node(&NodeInfo {
+                            name: Arc::from(format!("n{n}")),
+                            zone: Some(Arc::from(zone_name)),
+                        });
+                    }
+                    tokio::task::yield_now().await;
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        for n in 0..20 {
+            zone.apply_node(&NodeInfo {
+                name: Arc::from(format!("n{n}")),
+                zone: Some(Arc::from("last")),
+            });
+        }
+        assert_eq!(zone.pod_count(), 1000);
+        for w in 0..2u8 {
+            for i in 0..500u16 {
+                let [hi, lo] = i.to_be_bytes();
+                let place = zone
+                    .client_place(std::net::IpAddr::from([10, w, hi, lo]))
+                    .unwrap();
+                assert_eq!(*place.node, *format!("n{}", i % 20));
+                assert_eq!(place.zone.as_deref(), Some("last"));
+            }
+        }
     }
 }

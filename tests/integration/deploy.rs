@@ -110,6 +110,7 @@ fn rbac_grants_exactly_list_and_watch_on_the_watched_resources() {
         granted,
         [
             "/namespaces",
+            "/nodes",
             "/pods",
             "/services",
             "discovery.k8s.io/endpointslices"

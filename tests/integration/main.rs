@@ -58,6 +58,7 @@ mod support;
 mod tcp_limits;
 mod template;
 mod timeouts;
+mod topology;
 mod transfer;
 mod transport;
 mod tsig;

@@ -45,6 +45,11 @@ pub struct WatchOptions {
     pub labels: Option<String>,
     /// Pods are watched (`pods verified`).
     pub pods: bool,
+    /// Pods (with their nodes) and Nodes (their zones) are watched, and endpoints keep their
+    /// place (`topology`).
+    pub topology: bool,
+    /// Endpoints keep their node, zone and hints (`topology`, `zonal`).
+    pub endpoint_places: bool,
     /// Endpoints keep their pod's name (`endpoint_pod_names`).
     pub endpoint_pod_names: bool,
     /// The client's rate and concurrency limits towards the API server.
@@ -63,6 +68,8 @@ impl Default for WatchOptions {
             namespace_labels: None,
             labels: None,
             pods: false,
+            topology: false,
+            endpoint_places: false,
             endpoint_pod_names: false,
             limits: ApiLimits::default(),
             multicluster: false,

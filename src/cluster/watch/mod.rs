@@ -181,6 +181,7 @@ pub async fn start_with_metrics(
             allowed: if index == 0 { allowed.clone() } else { None },
             interner: HashSet::new(),
             keep_pod_names: config.endpoint_pod_names,
+            keep_places: config.endpoint_places,
             metrics: metrics.clone(),
             live: false,
             retry: RetrySchedule::default(),

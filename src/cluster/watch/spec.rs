@@ -4,7 +4,7 @@
 //! watch per listed namespace, or one at the cluster scope, with the `labels` selector; with
 //! `multicluster`, ServiceImports and the imported EndpointSlices too.
 
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::ApiResource;
 
@@ -19,13 +19,15 @@ pub enum Resource {
     Services,
     /// discovery.k8s.io/v1 EndpointSlices.
     EndpointSlices,
-    /// core/v1 Pods (only with `pods verified`).
+    /// core/v1 Pods (only with `pods verified` or `topology`).
     Pods,
     /// multicluster.x-k8s.io/v1alpha1 ServiceImports (only with `multicluster`).
     ServiceImports,
     /// The EndpointSlices labelled `multicluster.kubernetes.io/service-name` (only with
     /// `multicluster`): a second EndpointSlice watch, into the zone's imports.
     ClusterSlices,
+    /// core/v1 Nodes, cluster-scoped (only with `topology`).
+    Nodes,
 }
 
 impl Resource {
@@ -38,6 +40,7 @@ impl Resource {
             Self::Pods => "pods",
             Self::ServiceImports => "serviceimports.multicluster.x-k8s.io",
             Self::ClusterSlices => "endpointslices.discovery.k8s.io",
+            Self::Nodes => "nodes",
         }
     }
 
@@ -58,6 +61,7 @@ impl Resource {
             Self::EndpointSlices | Self::ClusterSlices => "EndpointSlice",
             Self::Pods => "Pod",
             Self::ServiceImports => "ServiceImport",
+            Self::Nodes => "Node",
         }
     }
 
@@ -68,6 +72,7 @@ impl Resource {
             Self::EndpointSlices | Self::ClusterSlices => ApiResource::erase::<EndpointSlice>(&()),
             Self::Pods => ApiResource::erase::<Pod>(&()),
             Self::ServiceImports => crate::cluster::multicluster::service_import_resource(),
+            Self::Nodes => ApiResource::erase::<Node>(&()),
         }
     }
 }
@@ -99,7 +104,7 @@ impl WatchSpec {
 /// The watches `config` asks for, the Namespace watch first.
 pub(super) fn watch_specs(config: &WatchOptions) -> Vec<WatchSpec> {
     let mut resources = vec![Resource::Services, Resource::EndpointSlices];
-    if config.pods {
+    if config.pods || config.topology {
         resources.push(Resource::Pods);
     }
     if config.multicluster {
@@ -136,6 +141,14 @@ pub(super) fn watch_specs(config: &WatchOptions) -> Vec<WatchSpec> {
                 });
             }
         }
+    }
+    if config.topology {
+        // Nodes are cluster-scoped, and no label selector of the options is about them.
+        specs.push(WatchSpec {
+            resource: Resource::Nodes,
+            namespace: None,
+            labels: None,
+        });
     }
     specs
 }
@@ -208,5 +221,20 @@ mod tests {
         let c = config(&[], None, Some("team=dns"), false);
         assert_eq!(watch_specs(&c)[0].labels.as_deref(), Some("team=dns"));
         assert_eq!(watch_specs(&c)[1].labels, None);
+    }
+
+    #[test]
+    fn topology_watches_pods_and_nodes_once_at_the_cluster_scope() {
+        let c = WatchOptions {
+            topology: true,
+            ..config(&["a", "b"], Some("app=x"), None, false)
+        };
+        let specs = watch_specs(&c);
+        let names: Vec<String> = specs.iter().map(WatchSpec::name).collect();
+        assert_eq!(&names[5..], ["pods in a", "pods in b", "nodes"]);
+        assert_eq!(
+            specs[7].labels, None,
+            "the options' selectors are not about Nodes"
+        );
     }
 }

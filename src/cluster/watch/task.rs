@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher::{self, Event};
@@ -25,6 +25,7 @@ use crate::cluster::metrics::{
 };
 use crate::cluster::model::{PodInfo, ServiceInfo, SliceInfo, namespace_name};
 use crate::cluster::multicluster::{ClusterSlice, ImportInfo};
+use crate::cluster::topology::NodeInfo;
 use crate::cluster::zone::ClusterZone;
 
 type Key = (Arc<str>, Arc<str>);
@@ -42,6 +43,8 @@ pub(super) struct WatchTask {
     pub(super) interner: HashSet<Arc<str>>,
     /// Keep endpoints' pod names (only `endpoint_pod_names` answers with them).
     pub(super) keep_pod_names: bool,
+    /// Keep endpoints' node, zone and hints (`topology`, `zonal`).
+    pub(super) keep_places: bool,
     /// Where watch errors and (for the EndpointSlice watch) the DNS programming latency go.
     pub(super) metrics: Option<KubernetesMetrics>,
     /// True while the event being applied is a watch event after the first list (the only
@@ -107,6 +110,35 @@ fn is_not_found(e: &watcher::Error) -> bool {
     )
 }
 
+type EventStream = futures::stream::BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>>;
+
+/// The watcher of `resource`: Nodes are watched as metadata only (their zone label is all DNS
+/// reads of them, and a Node's status is most of its bytes), everything else whole.
+fn open(api: &Api<DynamicObject>, wc: watcher::Config, resource: Resource) -> EventStream {
+    if resource != Resource::Nodes {
+        return watcher::watcher(api.clone(), wc).boxed();
+    }
+    let whole = |m: kube::core::PartialObjectMeta<DynamicObject>| DynamicObject {
+        types: m.types,
+        metadata: m.metadata,
+        data: serde_json::Value::Null,
+    };
+    // An `Api` of `PartialObjectMeta` asks for metadata only (`as=PartialObjectMetadata`).
+    let meta: Api<kube::core::PartialObjectMeta<DynamicObject>> =
+        Api::all_with(api.clone().into_client(), &resource.api_resource());
+    watcher::watcher(meta, wc)
+        .map(move |item| {
+            item.map(|event| match event {
+                Event::Apply(m) => Event::Apply(whole(m)),
+                Event::Delete(m) => Event::Delete(whole(m)),
+                Event::Init => Event::Init,
+                Event::InitApply(m) => Event::InitApply(whole(m)),
+                Event::InitDone => Event::InitDone,
+            })
+        })
+        .boxed()
+}
+
 fn lower(s: &str) -> String {
     s.to_ascii_lowercase()
 }
@@ -127,7 +159,7 @@ impl WatchTask {
         // list attempt, so a failing list was retried about once a second forever. The task
         // waits out its own schedule instead, and does not poll the watcher meanwhile (the
         // watcher only makes requests when polled).
-        let mut stream = watcher::watcher(api.clone(), mode.config(&wc)).boxed();
+        let mut stream = open(&api, mode.config(&wc), self.spec.resource);
         let mut seen: Option<Seen> = None;
         let mut synced_once = false;
         while let Some(item) = stream.next().await {
@@ -175,7 +207,7 @@ impl WatchTask {
                         tracing::info!(target: "cluster_dns::watch", watch = %self.spec.name(), %reason, "the API server does not offer streaming lists: listing in pages");
                         mode = ListMode::Pages;
                         seen = None;
-                        stream = watcher::watcher(api.clone(), mode.config(&wc)).boxed();
+                        stream = open(&api, mode.config(&wc), self.spec.resource);
                         continue;
                     }
                     let delay = self.failed(&e);
@@ -300,7 +332,7 @@ impl WatchTask {
         let kind = self.spec.resource.kind();
         let name = lower(obj.metadata.name.as_deref().unwrap_or_default());
         let namespace = match self.spec.resource {
-            Resource::Namespaces => String::new(),
+            Resource::Namespaces | Resource::Nodes => String::new(),
             _ => lower(obj.metadata.namespace.as_deref().unwrap_or("default")),
         };
         if name.is_empty() {
@@ -345,7 +377,8 @@ impl WatchTask {
             }
             Resource::EndpointSlices => {
                 let slice: EndpointSlice = serde_json::from_value(value).map_err(|e| e.to_string())?;
-                let mut info = SliceInfo::from_k8s(&slice, self.keep_pod_names).map_err(|e| e.to_string())?;
+                let mut info = SliceInfo::from_k8s_placed(&slice, self.keep_pod_names, self.keep_places)
+                    .map_err(|e| e.to_string())?;
                 let trigger = if self.live && self.metrics.is_some() {
                     last_change_trigger_time(&slice.metadata)
                 } else {
@@ -375,6 +408,11 @@ impl WatchTask {
                 let slice: EndpointSlice = serde_json::from_value(value).map_err(|e| e.to_string())?;
                 let info = ClusterSlice::from_k8s(&slice, self.keep_pod_names).map_err(|e| e.to_string())?;
                 self.zone.apply_cluster_slice(info);
+            }
+            Resource::Nodes => {
+                let node: Node = serde_json::from_value(value).map_err(|e| e.to_string())?;
+                let info = NodeInfo::from_k8s(&node).map_err(|e| e.to_string())?;
+                self.zone.apply_node(&info);
             }
         }
         Ok(())
@@ -409,6 +447,7 @@ impl WatchTask {
             Resource::Pods => self.zone.delete_pod(namespace, name),
             Resource::ServiceImports => self.zone.delete_import(namespace, name),
             Resource::ClusterSlices => self.zone.delete_cluster_slice(namespace, name),
+            Resource::Nodes => self.zone.delete_node(name),
         }
     }
 
@@ -433,6 +472,12 @@ impl WatchTask {
             Resource::Pods => Vec::new(),
             Resource::ServiceImports => self.zone.import_keys(),
             Resource::ClusterSlices => self.zone.cluster_slice_keys(),
+            Resource::Nodes => self
+                .zone
+                .node_names()
+                .into_iter()
+                .map(|n| (Arc::from(""), n))
+                .collect(),
         };
         let mut removed = 0;
         for key in stored {
@@ -484,6 +529,7 @@ mod tests {
             allowed: None,
             interner: HashSet::new(),
             keep_pod_names: false,
+            keep_places: false,
             metrics: None,
             live: false,
             retry: RetrySchedule::default(),

@@ -278,6 +278,11 @@ impl Cache {
                 } else {
                     next.serve(q).await
                 };
+                // An answer made for this client only (`kubernetes`'s `topology`) is not
+                // anyone else's.
+                if next.is_for_this_client_only() {
+                    return reply;
+                }
                 match self.insert(q, &reply, Instant::now()) {
                     // The first answer already carries the TTLs later hits count down from.
                     Some(ttl) => aged(&reply, u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX), 0, None),

@@ -91,12 +91,15 @@ impl Configured for KubernetesConfig {
             }) as Box<dyn Fn(KeptChange) + Send + Sync>
         });
         let budget = KeptBudget::new(DEFAULT_KEPT_BYTES, observe);
-        Built::Plugin(Arc::new(super::Kubernetes::new(
-            self,
-            source,
-            crate::cluster::self_ips_from_env(),
-            budget,
-        )))
+        let mut plugin = super::Kubernetes::new(self, source, crate::cluster::self_ips_from_env(), budget);
+        if self.topology
+            && let Some(m) = ctx
+                .metrics
+                .and_then(|m| m.families::<super::metrics::TopologyMetrics>().ok())
+        {
+            plugin = plugin.with_topology_metrics(super::metrics::TopologyCounters::of(&m));
+        }
+        Built::Plugin(Arc::new(plugin))
     }
 }
 

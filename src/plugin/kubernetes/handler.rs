@@ -12,6 +12,7 @@ use hickory_proto::rr::{Name, Record};
 use super::answer::answerer::name_under;
 use super::answer::kept::KeptBudget;
 use super::answer::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
+use super::metrics::TopologyCounters;
 use super::setup::{KubernetesConfig, PodMode};
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture, Scope, SearchPaths};
 use crate::cluster::{ClusterSource, ClusterZone};
@@ -29,6 +30,8 @@ pub struct Kubernetes {
     search_domain: Option<(Name, Name)>,
     /// `startup_timeout`: how long a new configuration waits for the first lists.
     startup_timeout: Duration,
+    /// `cluster_dns_topology_answers_total` (with `topology` and metrics).
+    topology_answers: Option<TopologyCounters>,
 }
 
 fn zone_name(zone: &str) -> Option<Name> {
@@ -81,13 +84,23 @@ impl Kubernetes {
             namespaces: config.namespaces.iter().map(|n| n.to_ascii_lowercase()).collect(),
             self_ips,
             multicluster: config.multicluster.iter().filter_map(|z| zone_name(z)).collect(),
+            zonal: config.zonal,
+            topology: config.topology,
         };
         Self {
             answerer: ClusterAnswerer::new(settings, source.zone().clone()).with_kept_budget(kept),
             source,
             search_domain,
             startup_timeout: config.startup_timeout,
+            topology_answers: None,
         }
+    }
+
+    /// The same plugin counting its topology-aware answers into `counters`.
+    #[must_use]
+    pub fn with_topology_metrics(mut self, counters: TopologyCounters) -> Self {
+        self.topology_answers = Some(counters);
+        self
     }
 
     /// Its answerer (what a name answers is decided there).
@@ -104,6 +117,21 @@ impl Kubernetes {
     /// without its SOA.
     pub fn serve(&self, q: &Question) -> Outcome {
         self.answerer.answer_as(&q.name, q.qtype, q.probe)
+    }
+
+    /// [`Kubernetes::serve`] for `q`'s client (`topology`): an answer made for it alone is
+    /// marked so on `next` (never replayed or cached for another client), and counted.
+    fn serve_client(&self, q: &Question, next: &Next<'_>) -> Outcome {
+        let (outcome, used) = self
+            .answerer
+            .answer_for(&q.name, q.qtype, q.probe, Some(q.client.ip()));
+        if used.dependent {
+            next.for_this_client_only();
+        }
+        if let (Some(reason), Some(c)) = (used.reason, &self.topology_answers) {
+            c.count(reason);
+        }
+        outcome
     }
 }
 
@@ -158,7 +186,7 @@ impl Plugin for Kubernetes {
 
     /// Everything but an ExternalName whose target the rest of the chain must look up.
     fn serve_now(&self, q: &Question, next: &Next<'_>) -> Now {
-        match Kubernetes::serve(self, q) {
+        match self.serve_client(q, next) {
             Outcome::Answer(answer) if answer.chase_target.is_some() && next.awaits_io() => Now::Later,
             Outcome::Answer(answer) => Now::Reply(Reply::Authoritative(answer)),
             Outcome::Fallthrough => Now::Pass,
@@ -167,7 +195,7 @@ impl Plugin for Kubernetes {
 
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
         Box::pin(async move {
-            match Kubernetes::serve(self, q) {
+            match self.serve_client(q, &next) {
                 Outcome::Answer(answer) => match answer.chase_target.clone() {
                     Some(target) if next.awaits_io() => next.chase(answer, target, q).await,
                     _ => Reply::Authoritative(answer),

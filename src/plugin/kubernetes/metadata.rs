@@ -8,6 +8,7 @@ use std::net::IpAddr;
 
 use hickory_proto::rr::Name;
 
+use super::answer::pick::ZonalName;
 use super::handler::Kubernetes;
 use crate::proto::QueryMetadata;
 
@@ -90,25 +91,49 @@ impl Kubernetes {
             .collect();
         let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
         let multicluster = self.answerer().settings().multicluster.contains(zone);
+        // With `zonal`: `kubernetes/zone`, the zone a zone-scoped name asks for (empty for
+        // other names), and such a name's service, namespace and kind.
+        let zonal = self
+            .answerer()
+            .settings()
+            .zonal
+            .then(|| ZonalName::parse(&labels));
+        if let Some(z) = &zonal {
+            md.set("kubernetes/zone", z.as_ref().map_or("", |z| z.zone.as_str()));
+        }
+        if let Some(Some(z)) = zonal {
+            let p = Parts {
+                kind: "svc".into(),
+                namespace: z.namespace.into(),
+                service: z.service.into(),
+                ..Parts::default()
+            };
+            publish_parts(&p, md);
+            return;
+        }
         match parse(&labels) {
             Ok(mut p) => {
                 if multicluster {
                     let cluster = multicluster_parts(&labels, &mut p);
                     md.set("kubernetes/cluster", &cluster);
                 }
-                for (label, value) in [
-                    ("kubernetes/port-name", &p.port),
-                    ("kubernetes/protocol", &p.protocol),
-                    ("kubernetes/endpoint", &p.endpoint),
-                    ("kubernetes/service", &p.service),
-                    ("kubernetes/namespace", &p.namespace),
-                    ("kubernetes/kind", &p.kind),
-                ] {
-                    md.set(label, value);
-                }
+                publish_parts(&p, md);
             }
             Err(e) => md.set("kubernetes/parse-error", e),
         }
+    }
+}
+
+fn publish_parts(p: &Parts, md: &QueryMetadata) {
+    for (label, value) in [
+        ("kubernetes/port-name", &p.port),
+        ("kubernetes/protocol", &p.protocol),
+        ("kubernetes/endpoint", &p.endpoint),
+        ("kubernetes/service", &p.service),
+        ("kubernetes/namespace", &p.namespace),
+        ("kubernetes/kind", &p.kind),
+    ] {
+        md.set(label, value);
     }
 }
 

@@ -5,6 +5,7 @@ pub mod answer;
 mod build;
 pub mod handler;
 mod metadata;
+pub mod metrics;
 mod options;
 mod selector;
 pub mod setup;
@@ -14,7 +15,6 @@ pub use handler::Kubernetes;
 
 /// Registers this plugin's metric families (see the registry).
 pub fn families(metrics: &crate::telemetry::DnsMetrics) -> Result<(), prometheus::Error> {
-    metrics
-        .families::<crate::cluster::metrics::KubernetesMetrics>()
-        .map(|_| ())
+    metrics.families::<crate::cluster::metrics::KubernetesMetrics>()?;
+    metrics.families::<metrics::TopologyMetrics>().map(|_| ())
 }

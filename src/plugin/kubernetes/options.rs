@@ -54,14 +54,11 @@ impl<'a> Opt<'a> {
             .error_at(&self.line.name, format!("{}: {msg}", self.name()))
     }
 
-    /// The error for an option cluster-dns does not take: one not supported yet, one CoreDNS
-    /// removed, or an unknown one.
+    /// The error for an option cluster-dns does not take: one CoreDNS removed, or an unknown
+    /// one.
     pub(super) fn refused(&self) -> CorefileError {
         let at = &self.line.name;
         match self.name() {
-            name @ "zonal" => {
-                self.d.error_at(at, format!("'{name}' is not supported yet by cluster-dns"))
-            }
             name @ ("resyncperiod" | "upstream") => self.d.error_at(
                 at,
                 format!(

@@ -47,6 +47,12 @@ pub struct KubernetesConfig {
     pub ttl: u32,
     /// `noendpoints`: no endpoint data is kept.
     pub noendpoints: bool,
+    /// `zonal`: headless services answer CoreDNS's zone-scoped names
+    /// (`<zone>.pin._zone.<svc>...`, `<zone>.prefer._zone.<svc>...`).
+    pub zonal: bool,
+    /// `topology`: headless answers follow the Service's `trafficDistribution` and the
+    /// client pod's node and zone (Pods and Nodes are watched).
+    pub topology: bool,
     /// `fallthrough`: `None` off; `Some([])` in all of the plugin's zones; else in those zones
     /// (normalized).
     pub fallthrough: Option<Vec<String>>,
@@ -86,6 +92,8 @@ impl Default for KubernetesConfig {
             endpoint_pod_names: false,
             ttl: DEFAULT_TTL,
             noendpoints: false,
+            zonal: false,
+            topology: false,
             fallthrough: None,
             ignore_empty_service: false,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
@@ -108,6 +116,8 @@ impl KubernetesConfig {
             namespace_labels: self.namespace_labels.clone(),
             labels: self.labels.clone(),
             pods: self.pods == PodMode::Verified,
+            topology: self.topology,
+            endpoint_places: self.topology || self.zonal,
             endpoint_pod_names: self.endpoint_pod_names,
             limits: ApiLimits {
                 qps: self.apiserver_qps.filter(|q| *q > 0.0),
@@ -134,6 +144,7 @@ pub fn parse(
     let mut source = SourceOptions::default();
     let mut namespaces_at: Option<&Token> = None;
     let mut namespace_labels_at: Option<&Token> = None;
+    let mut zonal_at: Option<&Token> = None;
 
     for line in &d.block {
         let opt = Opt { d, line };
@@ -176,6 +187,11 @@ pub fn parse(
             "pods" => c.pods = parse_pods(&opt)?,
             "endpoint_pod_names" => c.endpoint_pod_names = parse_flag(&opt)?,
             "noendpoints" => c.noendpoints = parse_flag(&opt)?,
+            "zonal" => {
+                c.zonal = parse_flag(&opt)?;
+                zonal_at = Some(&line.name);
+            }
+            "topology" => c.topology = parse_flag(&opt)?,
             "ttl" => c.ttl = parse_ttl(&opt)?,
             "fallthrough" => c.fallthrough = Some(parse_fallthrough(&opt)?),
             "ignore" => c.ignore_empty_service = parse_ignore(&opt)?,
@@ -190,6 +206,12 @@ pub fn parse(
 
     if let (Some(_), Some(at)) = (namespaces_at, namespace_labels_at) {
         return Err(d.error_at(at, "'namespaces' and 'namespace_labels' cannot both be set"));
+    }
+    if let (Some(at), true) = (zonal_at, c.noendpoints) {
+        return Err(d.error_at(
+            at,
+            "zonal: zone-scoped names are made from endpoints, which 'noendpoints' turns off",
+        ));
     }
     c.source = source.resolve(d)?;
     Ok(c)
@@ -543,9 +565,10 @@ mod tests {
                 "Corefile:3: kubernetes: multicluster: '10.in-addr.arpa.' is a reverse zone",
             ),
             (
-                "  zonal",
-                "Corefile:3: kubernetes: 'zonal' is not supported yet by cluster-dns",
+                "  zonal\n  noendpoints",
+                "Corefile:3: kubernetes: zonal: zone-scoped names are made from endpoints, which 'noendpoints' turns off",
             ),
+            ("  zonal on", "Corefile:3: kubernetes: zonal: takes no arguments"),
             (
                 "  resyncperiod 10s",
                 "Corefile:3: kubernetes: 'resyncperiod' was removed from CoreDNS (ignored since 1.6, an error since 1.7): delete this line",

@@ -14,6 +14,7 @@ use hickory_proto::rr::rdata::{A, AAAA, SOA, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 use super::kept::{DEFAULT_KEPT_BYTES, KeptBudget, kept_key};
+use super::pick::{ClientUse, ZonalName};
 use super::qname::ClusterName;
 use crate::cluster::ClusterZone;
 use crate::proto::{Answer, FlagEdit, Records};
@@ -66,6 +67,10 @@ pub struct AnswerSettings {
     /// The `multicluster` zones (some of `zones`): their service names are answered from
     /// ServiceImports ([`super::clusterset`]).
     pub multicluster: Vec<Name>,
+    /// `zonal`: CoreDNS's zone-scoped names of headless services.
+    pub zonal: bool,
+    /// `topology`: headless answers follow `trafficDistribution` and the client's place.
+    pub topology: bool,
 }
 
 /// The result of asking the answerer.
@@ -88,6 +93,8 @@ pub(super) struct Resolution {
     pub(super) chase_target: Option<Name>,
     /// The answer is a CNAME chain whose in-zone end has no records of the asked type.
     pub(super) nodata_tail: bool,
+    /// How the answer used the client's address (`topology`).
+    pub(super) client: ClientUse,
 }
 
 impl Resolution {
@@ -402,14 +409,32 @@ impl ClusterAnswerer {
     /// [`ClusterAnswerer::answer`]; for a `probe` (a plugin asking only whether the name
     /// exists, `Question::probe`) an NXDOMAIN comes without its SOA.
     pub fn answer_as(&self, qname: &Name, qtype: RecordType, probe: bool) -> Outcome {
+        self.answer_for(qname, qtype, probe, None).0
+    }
+
+    /// [`ClusterAnswerer::answer_as`] for the client at `client` (`None`: whoever asks), and
+    /// how the answer used the client's address (`topology`).
+    pub fn answer_for(
+        &self,
+        qname: &Name,
+        qtype: RecordType,
+        probe: bool,
+        client: Option<IpAddr>,
+    ) -> (Outcome, ClientUse) {
         // Most clients ask in lower case: the name is copied only when it is not.
         let found = with_lower_labels(qname, |labels| {
             let zone = self.zone_index(labels)?;
-            Some((zone, self.resolve(qname, labels, zone, qtype, 0)))
+            Some((zone, self.resolve(qname, labels, zone, qtype, 0, client)))
         });
         let Some((zone, res)) = found else {
-            return Outcome::Fallthrough;
+            return (Outcome::Fallthrough, ClientUse::default());
         };
+        let used = res.client;
+        (self.outcome(qname, zone, res, probe), used)
+    }
+
+    /// The answer to `qname`, resolved as `res` in zone `zone`.
+    fn outcome(&self, qname: &Name, zone: usize, res: Resolution, probe: bool) -> Outcome {
         if res.nxdomain && res.answers.is_empty() {
             let falls = match self.zone_labels[zone].fallthrough {
                 Fallthrough::Never => false,
@@ -485,6 +510,7 @@ impl ClusterAnswerer {
         zone_index: usize,
         qtype: RecordType,
         depth: usize,
+        client: Option<IpAddr>,
     ) -> Resolution {
         let zone = &self.settings.zones[zone_index];
         let ZoneLabels {
@@ -529,6 +555,13 @@ impl ClusterAnswerer {
             && let Some(res) = self.resolve_clusterset(owner, &labels[..keep], &zone_spelt(), qtype)
         {
             return res;
+        }
+        // Zonal names are not defined inside `multicluster` zones (CoreDNS).
+        if self.settings.zonal
+            && !self.zone_labels[zone_index].multicluster
+            && let Some(zonal) = ZonalName::parse(&labels[..keep])
+        {
+            return self.resolve_zonal(owner, zone, &zonal, qtype);
         }
         let node = ClusterName::parse(&labels[..keep]);
         match node {
@@ -575,7 +608,7 @@ impl ClusterAnswerer {
                 self.resolve_pod(owner, namespace, address, qtype)
             }
             ClusterName::Service { namespace, service } => {
-                self.resolve_service(owner, zone, namespace, service, qtype, depth)
+                self.resolve_service(owner, zone, namespace, service, qtype, depth, client)
             }
             ClusterName::Endpoint {
                 namespace,
@@ -617,6 +650,8 @@ pub(super) mod tests {
             namespaces: vec![],
             self_ips: vec![],
             multicluster: vec![],
+            zonal: false,
+            topology: false,
         }
     }
 
@@ -627,6 +662,7 @@ pub(super) mod tests {
             kind,
             ports: vec![],
             external: None,
+            traffic: None,
         }
     }
 

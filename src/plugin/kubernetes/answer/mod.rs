@@ -11,9 +11,11 @@ pub mod answerer;
 mod apex;
 mod clusterset;
 pub mod kept;
+pub mod pick;
 mod pod;
 pub mod qname;
 mod reverse;
 mod service;
+pub mod topology;
 
 pub use answerer::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};

@@ -15,6 +15,7 @@ use super::answerer::{
     name_under, spelt_zone, with_lower_labels,
 };
 use super::kept::{EndpointNames, ServiceNames};
+use super::pick::Pick;
 use crate::cluster::model::{EndpointInfo, PortInfo, PortProtocol, ServiceInfo, ServiceKind, SliceInfo};
 use crate::cluster::zone::ServiceEntry;
 use crate::proto::Records;
@@ -76,6 +77,7 @@ impl ClusterAnswerer {
             .flat_map(|(s, e)| e.addresses.iter().map(move |ip| (s, e, ip)))
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn resolve_service(
         &self,
         owner: &Name,
@@ -84,6 +86,7 @@ impl ClusterAnswerer {
         service: &str,
         qtype: RecordType,
         depth: usize,
+        client: Option<IpAddr>,
     ) -> Resolution {
         let Some(entry) = self.visible_service(namespace, service) else {
             return Resolution::nxdomain();
@@ -91,25 +94,35 @@ impl ClusterAnswerer {
         let Some(svc) = entry.service.as_ref() else {
             return Resolution::nxdomain();
         };
+        if svc.kind == ServiceKind::Headless
+            && matches!(qtype, RecordType::A | RecordType::AAAA | RecordType::SRV)
+        {
+            // The client's place, for a Service with a `trafficDistribution` (`topology`).
+            let mut place = None;
+            let (pick, used) = self.client_pick(&entry, client, &mut place);
+            let mut res = if qtype == RecordType::SRV {
+                let zone_spelt = spelt_zone(owner, zone);
+                self.with_srv_candidates(&entry, svc, &zone_spelt, |_| true, pick, |c| self.srv(owner, c))
+            } else {
+                self.picked_addresses(owner, &entry, pick, qtype)
+            };
+            res.client = used;
+            return res;
+        }
         match (&svc.kind, qtype) {
             (ServiceKind::ClusterIp(ips), RecordType::A | RecordType::AAAA) => {
                 self.addresses(owner, qtype, ips)
             }
-            (ServiceKind::Headless, RecordType::A | RecordType::AAAA) => {
-                // Prepared when the entry changed: ready addresses, deduplicated, in order.
-                Resolution::records(Records::with_owner(
-                    owner,
-                    self.settings.ttl,
-                    entry
-                        .ready_ips
-                        .iter()
-                        .filter(|ip| family_matches(qtype, ip))
-                        .map(|ip| address_data(*ip)),
-                ))
-            }
-            (ServiceKind::ClusterIp(_) | ServiceKind::Headless, RecordType::SRV) => {
+            (ServiceKind::ClusterIp(_), RecordType::SRV) => {
                 let zone_spelt = spelt_zone(owner, zone);
-                self.with_srv_candidates(&entry, svc, &zone_spelt, |_| true, |c| self.srv(owner, c))
+                self.with_srv_candidates(
+                    &entry,
+                    svc,
+                    &zone_spelt,
+                    |_| true,
+                    Pick::All,
+                    |c| self.srv(owner, c),
+                )
             }
             (ServiceKind::ExternalName(Some(target)), RecordType::CNAME) => {
                 match Name::from_ascii(&**target) {
@@ -144,7 +157,7 @@ impl ClusterAnswerer {
             let zone = self.zone_index(lower)?;
             Some(
                 (depth < MAX_CNAME_CHAIN && target != *owner)
-                    .then(|| self.resolve(&target, lower, zone, qtype, depth + 1)),
+                    .then(|| self.resolve(&target, lower, zone, qtype, depth + 1, None)),
             )
         });
         match in_zone {
@@ -238,10 +251,11 @@ impl ClusterAnswerer {
         svc: &ServiceInfo,
         zone_spelt: &Name,
         port_filter: impl Fn(&PortInfo) -> bool,
+        pick: Pick<'_>,
         answer: impl FnOnce(&[SrvCandidate<'_>]) -> R,
     ) -> R {
         self.with_service_names(entry, &svc.namespace, &svc.name, zone_spelt, |names| {
-            self.srv_candidates(entry, svc, names, port_filter, answer)
+            self.srv_candidates(entry, svc, names, port_filter, pick, answer)
         })
     }
 
@@ -251,6 +265,7 @@ impl ClusterAnswerer {
         svc: &ServiceInfo,
         names: &ServiceNames,
         port_filter: impl Fn(&PortInfo) -> bool,
+        pick: Pick<'_>,
         answer: impl FnOnce(&[SrvCandidate<'_>]) -> R,
     ) -> R {
         let endpoints = match svc.kind {
@@ -281,8 +296,11 @@ impl ClusterAnswerer {
             }
             ServiceKind::Headless => {
                 let addresses = Self::ready_addresses(entry).zip(endpoints.iter());
-                for ((slice, _, ip), endpoint) in addresses {
+                for ((slice, ep, ip), endpoint) in addresses {
                     let Some((target, id)) = endpoint else { continue };
+                    if !pick.keeps(ep) {
+                        continue;
+                    }
                     let ports = slice.ports.iter().filter(|p| port_filter(p));
                     for port in ports.filter_map(|p| p.port) {
                         out.push(SrvCandidate {
@@ -377,11 +395,18 @@ impl ClusterAnswerer {
             return Resolution::nxdomain();
         };
         let wanted = |p: &PortInfo| p.protocol == proto && &*p.name == port;
-        self.with_srv_candidates(&entry, svc, zone_spelt, wanted, |candidates| match qtype {
-            _ if candidates.is_empty() => Resolution::nxdomain(),
-            RecordType::SRV => self.srv(owner, candidates),
-            _ => Resolution::nodata(),
-        })
+        self.with_srv_candidates(
+            &entry,
+            svc,
+            zone_spelt,
+            wanted,
+            Pick::All,
+            |candidates| match qtype {
+                _ if candidates.is_empty() => Resolution::nxdomain(),
+                RecordType::SRV => self.srv(owner, candidates),
+                _ => Resolution::nodata(),
+            },
+        )
     }
 }
 
@@ -452,6 +477,7 @@ mod tests {
             kind: ServiceKind::Headless,
             ports: vec![],
             external: None,
+            traffic: None,
         });
         zone.apply_slice(slice(
             endpoints
