@@ -88,22 +88,26 @@ fn mib(kb: u64) -> f64 {
     kb as f64 / 1024.0
 }
 
+/// The kinds the fake serves.
+const KINDS: usize = Resource::ALL.len();
+
 fn kib(bytes: u64) -> f64 {
     bytes as f64 / 1024.0
 }
 
-/// Bytes served so far per resource: [namespaces, services, endpointslices, pods].
-fn served(fake: &FakeApiServer) -> [u64; 4] {
+/// Bytes served so far per resource, in [`Resource::ALL`]'s order: namespaces, services,
+/// endpointslices, pods, then the kinds no agent here watches (serviceimports, nodes).
+fn served(fake: &FakeApiServer) -> [u64; KINDS] {
     Resource::ALL.map(|r| fake.served_bytes(r))
 }
 
-fn minus(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
+fn minus(a: [u64; KINDS], b: [u64; KINDS]) -> [u64; KINDS] {
     std::array::from_fn(|i| a[i] - b[i])
 }
 
 /// One table row: the bytes of a phase in all, per node, and per node split into what
 /// kube-proxy watches too (Services + EndpointSlices) and the rest (Namespaces, Pods).
-fn describe(label: &str, bytes: [u64; 4], nodes: usize) {
+fn describe(label: &str, bytes: [u64; KINDS], nodes: usize) {
     let n = nodes.max(1) as u64;
     let total: u64 = bytes.iter().sum();
     println!(
