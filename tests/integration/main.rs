@@ -40,6 +40,7 @@ mod metadata;
 mod minimal;
 mod monitoring;
 mod multisocket;
+mod nodecache;
 mod nsid;
 mod pprof;
 mod privileges;
