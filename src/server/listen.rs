@@ -171,8 +171,8 @@ pub async fn serve_with(
         )));
     }
     shutdown.await;
-    // TCP drains: the queries already read are answered. UDP stops at once (a datagram in a
-    // worker's hands is answered before it looks at the stop).
+    // TCP drains: the queries already read are answered. Each UDP worker leaves its reuseport
+    // group, answers what its socket queued and waits for its answers in flight.
     let _ = tcp_stop.send(true);
     stop.stop();
     for t in tcp_tasks {

@@ -151,7 +151,7 @@ fn interface_addresses_and_rules_exist_while_serving_and_go_on_sigterm() {
         r#"
 start_nc nc.log
 wait_answer || echo "no answer"
-wait_log "$DIR/nc.log" "added NOTRACK/ACCEPT rules"
+wait_log "$DIR/nc.log" "interface and rules in place"
 echo "udp: $(dig @169.254.20.10 +short +time=2 web.default.svc.cluster.local)"
 echo "tcp: $(dig @169.254.20.10 +tcp +short +time=2 web.default.svc.cluster.local)"
 echo "tcp-upstream: $(dig @169.254.20.10 +tcp +short +time=2 example.org)"
@@ -202,7 +202,7 @@ fn skipteardown_leaves_the_interface_and_rules() {
         r#"
 start_nc nc.log -skipteardown
 wait_answer || echo "no answer"
-wait_log "$DIR/nc.log" "added NOTRACK/ACCEPT rules"
+wait_log "$DIR/nc.log" "interface and rules in place"
 kill $NC; wait $NC; echo "exit: $?"; NC=
 echo "interface: $(ip -o addr show dev nodelocaldns | grep -o '169.254.20.10/32')"
 echo "rules: $(nl_rules)"
@@ -230,7 +230,7 @@ done
 echo "iptables-runs: $(iptables -S >/dev/null 2>&1 && echo yes || echo no)"
 start_nc nc.log
 wait_answer || echo "no answer"
-wait_log "$DIR/nc.log" "added NOTRACK/ACCEPT rules"
+wait_log "$DIR/nc.log" "interface and rules in place"
 echo "udp: $(dig @169.254.20.10 +short +time=2 web.default.svc.cluster.local)"
 echo "tcp: $(dig @169.254.20.10 +tcp +short +time=2 web.default.svc.cluster.local)"
 count() { nft list table inet cluster-dns-nodelocal 2>/dev/null | grep -c 'NodeLocal DNS Cache'; }
@@ -275,7 +275,7 @@ fn kube_proxy_in_nftables_mode_selects_nftables() {
 nft add table ip kube-proxy
 start_nc nc.log
 wait_answer || echo "no answer"
-wait_log "$DIR/nc.log" "added NOTRACK/ACCEPT rules"
+wait_log "$DIR/nc.log" "interface and rules in place"
 echo "nft-rules: $(nft list table inet cluster-dns-nodelocal 2>/dev/null | grep -c 'NodeLocal DNS Cache')"
 echo "iptables-rules: $(nl_rules)"
 kill $NC; wait $NC; echo "exit: $?"; NC=
@@ -349,13 +349,13 @@ fn an_upgrade_on_the_node_loses_no_query() {
 start_nc nc.log
 OLD=$NC
 wait_answer || echo "no answer"
-wait_log "$DIR/nc.log" "added NOTRACK/ACCEPT rules"
+wait_log "$DIR/nc.log" "interface and rules in place"
 dnsperf -s 169.254.20.10 -d "$DIR/names" -l 6 -Q 2000 -c 4 -t 2 >"$DIR/dnsperf.txt" 2>&1 &
 PERF=$!
 sleep 1
 start_nc nc2.log
 NEW=$NC
-wait_log "$DIR/nc2.log" "added NOTRACK/ACCEPT rules" || echo "the second instance did not start"
+wait_log "$DIR/nc2.log" "interface and rules in place" && echo "second: serving"
 sleep 1
 kill $OLD; wait $OLD; echo "old-exit: $?"
 echo "kept-interface: $(ip -o addr show dev nodelocaldns | grep -o '169.254.20.10/32')"
@@ -369,6 +369,7 @@ echo "gone-rules: $(nl_rules)"
 "#,
     );
     for want in [
+        "second: serving",
         "old-exit: 0",
         "kept-interface: 169.254.20.10/32",
         "kept-rules: 12",

@@ -280,6 +280,7 @@ pub async fn run(params: Params, shutdown: impl Future<Output = ()>) -> Result<(
             tracing::error!("{e}");
         }
         node.set_state("serving");
+        tracing::info!(ips = ?node.params.local_ips, "node-local DNS serving; interface and rules in place");
         if let Some(pidfile) = &node.params.pidfile
             && let Err(e) = std::fs::write(pidfile, format!("{}\n", std::process::id()))
         {
