@@ -524,7 +524,9 @@ mod tests {
         assert!(queued, "no datagram reached the first socket");
         leave_group(&leaving).unwrap();
         let mut buf = [0u8; 16];
-        let (n, _) = leaving.recv_from(&mut buf).expect("the queued datagram is still read");
+        let (n, _) = leaving
+            .recv_from(&mut buf)
+            .expect("the queued datagram is still read");
         assert_eq!(&buf[..n], b"before");
         for _ in 0..64 {
             let c = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -533,7 +535,10 @@ mod tests {
             assert_eq!(&buf[..n], b"after");
         }
         leaving.set_nonblocking(true).unwrap();
-        assert!(leaving.recv_from(&mut buf).is_err(), "the socket that left got a new datagram");
+        assert!(
+            leaving.recv_from(&mut buf).is_err(),
+            "the socket that left got a new datagram"
+        );
     }
 
     /// The shed count under concurrent writers: tasks on four threads give their places back

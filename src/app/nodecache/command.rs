@@ -65,7 +65,11 @@ pub struct Output {
 pub fn run(program: &str, args: &[&str], stdin: Option<&str>, what: &str) -> Result<Output, NodeCacheError> {
     let mut cmd = Command::new(program);
     cmd.args(args)
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().map_err(|e| match e.kind() {
@@ -92,7 +96,12 @@ pub fn run(program: &str, args: &[&str], stdin: Option<&str>, what: &str) -> Res
 
 /// Runs `program args` and fails unless it exits 0; a refusal for want of privilege is
 /// [`NodeCacheError::NoCapability`].
-pub fn run_ok(program: &str, args: &[&str], stdin: Option<&str>, what: &str) -> Result<Output, NodeCacheError> {
+pub fn run_ok(
+    program: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+    what: &str,
+) -> Result<Output, NodeCacheError> {
     let out = run(program, args, stdin, what)?;
     if out.ok {
         return Ok(out);
@@ -137,7 +146,11 @@ mod tests {
     fn a_missing_program_is_named() {
         let e = run_ok("no-such-program-nodecache", &[], None, "adding the rules").unwrap_err();
         assert!(matches!(e, NodeCacheError::MissingProgram { .. }));
-        assert!(e.to_string().contains("`no-such-program-nodecache` program is not on PATH"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("`no-such-program-nodecache` program is not on PATH"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -132,9 +132,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             .ok_or_else(bad)?;
         let n: f64 = rest[..digits].parse().map_err(|_| bad())?;
         rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
+        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
         let unit = match &rest[..unit_len] {
             "ms" => 0.001,
             "s" => 1.0,
@@ -198,7 +196,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Params, String> {
             "interfacename" => {
                 let v = value()?;
                 if v.is_empty() || v.len() > 15 || v.contains(['/', ' ']) {
-                    return Err(format!("{flag}: '{v}' is not an interface name (1-15 characters)"));
+                    return Err(format!(
+                        "{flag}: '{v}' is not an interface name (1-15 characters)"
+                    ));
                 }
                 p.interface = v;
             }
@@ -216,10 +216,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Params, String> {
                 p.metrics_listen = if v.is_empty() {
                     None
                 } else {
-                    Some(
-                        crate::corefile::parse_http_addr(&v)
-                            .map_err(|e| format!("{flag}: {e}"))?,
-                    )
+                    Some(crate::corefile::parse_http_addr(&v).map_err(|e| format!("{flag}: {e}"))?)
                 };
             }
             "basecorefile" => p.base_corefile = PathBuf::from(value()?),
@@ -322,14 +319,26 @@ mod tests {
         assert!(parse_duration("5x").is_err());
         assert!(parse_duration("").is_err());
         assert!(parse_str(&[]).unwrap_err().contains("-localip is required"));
-        assert!(parse_str(&["-localip", "1.2.3.4,::1"]).unwrap_err().contains("family"));
-        assert!(parse_str(&["-localip", "nope"]).unwrap_err().contains("invalid localip"));
+        assert!(
+            parse_str(&["-localip", "1.2.3.4,::1"])
+                .unwrap_err()
+                .contains("family")
+        );
+        assert!(
+            parse_str(&["-localip", "nope"])
+                .unwrap_err()
+                .contains("invalid localip")
+        );
         assert!(
             parse_str(&["-localip", "1.2.3.4", "-setupiptables=maybe"])
                 .unwrap_err()
                 .contains("not a boolean")
         );
-        assert!(parse_str(&["-localip", "1.2.3.4", "-frob"]).unwrap_err().contains("unknown flag"));
+        assert!(
+            parse_str(&["-localip", "1.2.3.4", "-frob"])
+                .unwrap_err()
+                .contains("unknown flag")
+        );
         assert!(parse_str(&["-localip", "1.2.3.4", "-syncinterval", "0"]).is_err());
     }
 }

@@ -53,7 +53,12 @@ impl Instances {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let own = dir.join(format!("{}-{nanos}", std::process::id()));
-        let file = OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&own)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&own)?;
         let held = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, e)| io_err(e))?;
         let mut me = Self { dir, own, held };
         me.set_state("starting")?;
@@ -134,7 +139,10 @@ mod tests {
         {
             let _g = b.guard().unwrap();
             // The guard is exclusive: nobody else takes it now.
-            let f = OpenOptions::new().write(true).open(base.join("nl0").join(GUARD)).unwrap();
+            let f = OpenOptions::new()
+                .write(true)
+                .open(base.join("nl0").join(GUARD))
+                .unwrap();
             assert!(Flock::lock(f, FlockArg::LockExclusiveNonblock).is_err());
         }
         // A file nobody holds (an instance killed by SIGKILL) is not a peer and goes away.

@@ -5,7 +5,13 @@
 use prometheus::{IntCounterVec, Opts, Registry};
 
 /// The error types, node-cache's fixed set.
-pub const ERROR_TYPES: [&str; 5] = ["iptables", "iptables_lock", "interface_add", "interface_check", "configmap"];
+pub const ERROR_TYPES: [&str; 5] = [
+    "iptables",
+    "iptables_lock",
+    "interface_add",
+    "interface_check",
+    "configmap",
+];
 
 /// The family. Counted from the first setup step, before the server (and its registry) exists;
 /// [`SetupErrors::register`] adds it to the registry `/metrics` renders, values kept.

@@ -52,7 +52,9 @@ struct Node {
 
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Node").field("interface", &self.params.interface).finish()
+        f.debug_struct("Node")
+            .field("interface", &self.params.interface)
+            .finish()
     }
 }
 
@@ -76,7 +78,8 @@ impl Node {
                 Ok(())
             }
             Err(e) => {
-                self.errors.inc(if check { "interface_check" } else { "interface_add" });
+                self.errors
+                    .inc(if check { "interface_check" } else { "interface_add" });
                 Err(e)
             }
         }
@@ -94,7 +97,8 @@ impl Node {
                 Ok(())
             }
             Err(e) => {
-                self.errors.inc(if e.is_lock() { "iptables_lock" } else { "iptables" });
+                self.errors
+                    .inc(if e.is_lock() { "iptables_lock" } else { "iptables" });
                 Err(e)
             }
         }
@@ -272,7 +276,10 @@ pub async fn run(params: Params, shutdown: impl Future<Output = ()>) -> Result<(
             node.ensure_rules()
         });
         if let Err(e) = result {
-            if matches!(e, NodeCacheError::NoCapability { .. } | NodeCacheError::MissingProgram { .. }) {
+            if matches!(
+                e,
+                NodeCacheError::NoCapability { .. } | NodeCacheError::MissingProgram { .. }
+            ) {
                 let _ = running.stop().await;
                 tokio::task::block_in_place(|| node.teardown());
                 return Err(e);

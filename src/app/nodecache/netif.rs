@@ -20,13 +20,23 @@ pub enum Ensured {
 
 /// True when link `name` exists.
 pub fn exists(name: &str) -> Result<bool, NodeCacheError> {
-    let out = run("ip", &["-o", "link", "show", "dev", name], None, "looking up the interface")?;
+    let out = run(
+        "ip",
+        &["-o", "link", "show", "dev", name],
+        None,
+        "looking up the interface",
+    )?;
     Ok(out.ok)
 }
 
 /// The addresses on link `name`.
 pub fn addresses(name: &str) -> Result<Vec<IpAddr>, NodeCacheError> {
-    let out = run_ok("ip", &["-o", "addr", "show", "dev", name], None, "listing the interface's addresses")?;
+    let out = run_ok(
+        "ip",
+        &["-o", "addr", "show", "dev", name],
+        None,
+        "listing the interface's addresses",
+    )?;
     Ok(out
         .stdout
         .lines()
@@ -77,7 +87,12 @@ pub fn ensure(name: &str, ips: &[IpAddr]) -> Result<Ensured, NodeCacheError> {
         }
         run_ok("ip", &args, None, &format!("adding {ip} to interface {name}"))?;
     }
-    run_ok("ip", &["link", "set", name, "up"], None, &format!("setting interface {name} up"))?;
+    run_ok(
+        "ip",
+        &["link", "set", name, "up"],
+        None,
+        &format!("setting interface {name} up"),
+    )?;
     Ok(ensured)
 }
 
@@ -86,6 +101,11 @@ pub fn remove(name: &str) -> Result<(), NodeCacheError> {
     if !exists(name)? {
         return Ok(());
     }
-    run_ok("ip", &["link", "del", name], None, &format!("removing interface {name}"))?;
+    run_ok(
+        "ip",
+        &["link", "del", name],
+        None,
+        &format!("removing interface {name}"),
+    )?;
     Ok(())
 }

@@ -31,10 +31,7 @@ const STUB_TTL: u32 = 30;
 #[derive(Debug, thiserror::Error)]
 pub enum PillarError {
     #[error("cannot read the base Corefile {path}: {source}")]
-    Base {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Base { path: PathBuf, source: std::io::Error },
     #[error(
         "the base Corefile uses __PILLAR__CLUSTER__DNS__ but {var} is not set (the cluster IP of \
          the Service named by -upstreamsvc '{svc}', which the kubelet puts in every pod's environment)"
@@ -87,7 +84,9 @@ pub fn read_kubedns_cm(dir: &Path) -> Result<KubeDnsConfig, PillarError> {
     let word_ok = |w: &str| !w.is_empty() && !w.contains(|c: char| c.is_whitespace() || "{}#;\"".contains(c));
     for (domain, servers) in &out.stub_domains {
         if !word_ok(domain) || servers.is_empty() || !servers.iter().all(|s| word_ok(s)) {
-            return Err(bad(format!("stub domain '{domain}' or its servers are not valid")));
+            return Err(bad(format!(
+                "stub domain '{domain}' or its servers are not valid"
+            )));
         }
     }
     if !out.upstream_nameservers.iter().all(|s| word_ok(s)) {
@@ -208,14 +207,21 @@ mod tests {
         assert!(!out.contains("__PILLAR__"), "{out}");
         assert!(out.contains("bind 169.254.20.10 10.96.0.10 \n"), "{out}");
         assert!(out.contains("forward . 10.96.0.20 {"), "{out}");
-        assert!(out.contains("forward . /etc/resolv.conf {\n            force_tcp"), "{out}");
+        assert!(
+            out.contains("forward . /etc/resolv.conf {\n            force_tcp"),
+            "{out}"
+        );
     }
 
     #[test]
     fn configmap_upstreams_go_over_udp_and_stub_domains_get_blocks() {
         let dir = std::env::temp_dir().join(format!("pillar-cm-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("stubDomains"), r#"{"acme.local": ["1.2.3.4", "1.2.3.5:5353"]}"#).unwrap();
+        std::fs::write(
+            dir.join("stubDomains"),
+            r#"{"acme.local": ["1.2.3.4", "1.2.3.5:5353"]}"#,
+        )
+        .unwrap();
         std::fs::write(dir.join("upstreamNameservers"), r#"["8.8.8.8"]"#).unwrap();
         let cm = read_kubedns_cm(&dir).unwrap();
         let out = render(BASE, "169.254.20.10", 53, Some("10.96.0.20"), &cm).unwrap();
@@ -226,7 +232,10 @@ mod tests {
             "{out}"
         );
         std::fs::write(dir.join("stubDomains"), "{not json").unwrap();
-        assert!(matches!(read_kubedns_cm(&dir), Err(PillarError::ConfigMap { .. })));
+        assert!(matches!(
+            read_kubedns_cm(&dir),
+            Err(PillarError::ConfigMap { .. })
+        ));
         std::fs::write(dir.join("stubDomains"), r#"{"a b": ["1.2.3.4"]}"#).unwrap();
         assert!(read_kubedns_cm(&dir).is_err());
         let _ = std::fs::remove_dir_all(&dir);

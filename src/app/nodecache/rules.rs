@@ -72,15 +72,29 @@ pub fn rules_for(ips: &[IpAddr], dns_port: u16, health_port: u16) -> Vec<Rule> {
 impl Rule {
     /// The iptables match and target (after `-t TABLE -X CHAIN`).
     fn iptables_args(&self) -> Vec<String> {
-        let (addr, port) = if self.to { ("-d", "--dport") } else { ("-s", "--sport") };
+        let (addr, port) = if self.to {
+            ("-d", "--dport")
+        } else {
+            ("-s", "--sport")
+        };
         let (target, comment) = if self.notrack {
             ("NOTRACK", COMMENT_NOTRACK)
         } else {
             ("ACCEPT", COMMENT_ACCEPT)
         };
         [
-            "-p", self.proto, addr, &self.ip.to_string(), port, &self.port.to_string(), "-j", target,
-            "-m", "comment", "--comment", comment,
+            "-p",
+            self.proto,
+            addr,
+            &self.ip.to_string(),
+            port,
+            &self.port.to_string(),
+            "-j",
+            target,
+            "-m",
+            "comment",
+            "--comment",
+            comment,
         ]
         .iter()
         .map(|s| s.to_string())
@@ -104,7 +118,11 @@ impl Rule {
     /// The nftables rule.
     fn nft_rule(&self) -> String {
         let family = if self.ip.is_ipv6() { "ip6" } else { "ip" };
-        let (addr, port) = if self.to { ("daddr", "dport") } else { ("saddr", "sport") };
+        let (addr, port) = if self.to {
+            ("daddr", "dport")
+        } else {
+            ("saddr", "sport")
+        };
         let (verdict, comment) = if self.notrack {
             ("notrack", COMMENT_NOTRACK)
         } else {
@@ -119,7 +137,8 @@ impl Rule {
 
 /// The nftables script that replaces [`NFT_TABLE`] with `rules` in one transaction.
 pub fn nft_script(rules: &[Rule]) -> String {
-    let mut s = format!("table inet {NFT_TABLE} {{}}\ndelete table inet {NFT_TABLE}\ntable inet {NFT_TABLE} {{\n");
+    let mut s =
+        format!("table inet {NFT_TABLE} {{}}\ndelete table inet {NFT_TABLE}\ntable inet {NFT_TABLE} {{\n");
     for (chain, hook, priority) in [
         ("raw-prerouting", "prerouting", "raw"),
         ("raw-output", "output", "raw"),
@@ -152,7 +171,8 @@ pub fn on_path(program: &str) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::env::var_os("PATH").is_some_and(|path| {
         std::env::split_paths(&path).any(|d| {
-            std::fs::metadata(d.join(program)).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            std::fs::metadata(d.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
     })
 }
@@ -160,8 +180,13 @@ pub fn on_path(program: &str) -> bool {
 /// True when kube-proxy's nftables table exists.
 fn kube_proxy_uses_nftables() -> bool {
     ["ip", "ip6"].iter().any(|family| {
-        run("nft", &["list", "table", family, "kube-proxy"], None, "looking for kube-proxy's table")
-            .is_ok_and(|o| o.ok)
+        run(
+            "nft",
+            &["list", "table", family, "kube-proxy"],
+            None,
+            "looking for kube-proxy's table",
+        )
+        .is_ok_and(|o| o.ok)
     })
 }
 
@@ -233,7 +258,12 @@ impl Backend {
                 if !now.ok && !now.stderr.contains("No such file") {
                     return Err(super::command::failure("nft", &what, &now));
                 }
-                run_ok("nft", &["-f", "-"], Some(&nft_script(rules)), &format!("installing nftables table inet {NFT_TABLE}"))?;
+                run_ok(
+                    "nft",
+                    &["-f", "-"],
+                    Some(&nft_script(rules)),
+                    &format!("installing nftables table inet {NFT_TABLE}"),
+                )?;
                 let listed = run_ok("nft", &["list", "table", "inet", NFT_TABLE], None, &what)?;
                 *installed = Some(listed.stdout);
                 Ok(rules.len())
@@ -256,7 +286,11 @@ impl Backend {
                             Ok(o) if o.ok => continue,
                             Ok(o) if o.code == Some(1) => break,
                             Ok(o) => {
-                                first_error.get_or_insert(super::command::failure(program, "removing a rule", &o));
+                                first_error.get_or_insert(super::command::failure(
+                                    program,
+                                    "removing a rule",
+                                    &o,
+                                ));
                                 break;
                             }
                             Err(e) => {
@@ -296,14 +330,26 @@ mod tests {
             "-p tcp -d 169.254.20.10 --dport 53 -j NOTRACK -m comment --comment NodeLocal DNS Cache: skip conntrack"
         );
         let script = nft_script(&rules[..12]);
-        assert!(script.contains("type filter hook prerouting priority raw;"), "{script}");
         assert!(
-            script.contains("ip daddr 169.254.20.10 udp dport 53 notrack comment \"NodeLocal DNS Cache: skip conntrack\""),
+            script.contains("type filter hook prerouting priority raw;"),
             "{script}"
         );
-        assert!(script.contains("ip saddr 169.254.20.10 tcp sport 8080 notrack"), "{script}");
+        assert!(
+            script.contains(
+                "ip daddr 169.254.20.10 udp dport 53 notrack comment \"NodeLocal DNS Cache: skip conntrack\""
+            ),
+            "{script}"
+        );
+        assert!(
+            script.contains("ip saddr 169.254.20.10 tcp sport 8080 notrack"),
+            "{script}"
+        );
         assert!(script.contains("chain filter-input {\n    type filter hook input priority filter; policy accept;\n    ip daddr 169.254.20.10 tcp dport 53 accept"), "{script}");
         let v6 = rules_for(&["fd00::10".parse().unwrap()], 53, 8080);
-        assert!(v6[0].nft_rule().starts_with("ip6 daddr fd00::10 tcp dport 53 notrack"));
+        assert!(
+            v6[0]
+                .nft_rule()
+                .starts_with("ip6 daddr fd00::10 tcp dport 53 notrack")
+        );
     }
 }
