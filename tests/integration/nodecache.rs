@@ -387,6 +387,45 @@ echo "gone-rules: $(nl_rules)"
     assert_eq!(lost, 0, "queries lost during the upgrade:\n{text}");
 }
 
+/// Two instances that do not share an instance folder (the DaemonSet without the hostPath): the
+/// stopping one still sees the other by its bound DNS address and leaves the interface and
+/// rules in place.
+#[test]
+fn without_a_shared_instance_dir_a_bound_address_still_keeps_the_interface() {
+    let dir = setup("nodecache-unshared");
+    let text = in_namespaces(
+        &dir,
+        r#"
+start_nc nc.log
+OLD=$NC
+wait_log "$DIR/nc.log" "interface and rules in place"
+start_nc nc2.log -instance-dir "$DIR/other"
+NEW=$NC
+wait_log "$DIR/nc2.log" "interface and rules in place" && echo "second: serving"
+kill $OLD; wait $OLD; echo "old-exit: $?"
+echo "kept-interface: $(ip -o addr show dev nodelocaldns | grep -o '169.254.20.10/32')"
+echo "kept-rules: $(nl_rules)"
+echo "after: $(dig @169.254.20.10 +short +time=2 web.default.svc.cluster.local)"
+kill $NEW; wait $NEW; echo "new-exit: $?"; NC=
+echo "gone-interface: $(ip link show dev nodelocaldns >/dev/null 2>&1 && echo no || echo yes)"
+echo "gone-rules: $(nl_rules)"
+"#,
+    );
+    for want in [
+        "second: serving",
+        "old-exit: 0",
+        "kept-interface: 169.254.20.10/32",
+        "kept-rules: 12",
+        "after: 10.0.0.7",
+        "new-exit: 0",
+        "gone-interface: yes",
+        "gone-rules: 0",
+        "the DNS address is still bound",
+    ] {
+        assert!(text.contains(want), "missing '{want}':\n{text}");
+    }
+}
+
 /// The number after `label` in dnsperf's report.
 fn dnsperf_figure(text: &str, label: &str) -> u64 {
     text.lines()

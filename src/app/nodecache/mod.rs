@@ -124,6 +124,8 @@ impl Node {
         } else if !peers.is_empty() {
             let names: Vec<&str> = peers.iter().map(|p| p.name.as_str()).collect();
             tracing::info!(peers = ?names, "another instance serves this node: leaving the interface and rules to it");
+        } else if let Some(addr) = self.bound_elsewhere() {
+            tracing::info!(%addr, "another instance serves this node (the DNS address is still bound): leaving the interface and rules to it");
         } else {
             tracing::info!("tearing down the interface and rules");
             if let Some(b) = self.backend.as_mut()
@@ -141,6 +143,19 @@ impl Node {
             i.leave();
         }
         drop(guard);
+    }
+
+    /// A local address whose DNS port some other socket still holds (this instance's are
+    /// closed by now): another instance serving, though not registered with this one (no
+    /// shared `-instance-dir`). A plain bind fails while any socket, shared or not, is bound.
+    fn bound_elsewhere(&self) -> Option<SocketAddr> {
+        self.params
+            .local_ips
+            .iter()
+            .map(|ip| SocketAddr::new(*ip, self.params.dns_port))
+            .find(|addr| {
+                matches!(std::net::UdpSocket::bind(addr), Err(e) if e.kind() == std::io::ErrorKind::AddrInUse)
+            })
     }
 
     fn set_state(&mut self, state: &str) {
