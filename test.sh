@@ -35,6 +35,12 @@ command -v runc >/dev/null 2>&1 || need_apt+=(runc)
 command -v dnstap >/dev/null 2>&1 || need_apt+=(golang-github-dnstap-golang-dnstap-cli)
 # The pprof test reads the CPU profile with `go tool pprof` (Debian's golang-go).
 command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
+# node-cache mode's tests (tests/integration/nodecache.rs) install rules with iptables and nft,
+# read metrics with curl and load the server with dnsperf, in private namespaces.
+command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
+command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+command -v dnsperf >/dev/null 2>&1 || need_apt+=(dnsperf)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "test.sh: installing ${need_apt[*]}" >&2
     SUDO=""

@@ -24,6 +24,14 @@ Options:
   -h, --help, -help        print this help and exit
 
 Logging: RUST_LOG (for example RUST_LOG=debug); default info.
+
+node-cache mode (NodeLocal DNSCache's node-cache command line, chosen by any of its flags):
+  cluster-dns -localip 169.254.20.10[,IP...] [-conf /etc/Corefile] [-basecorefile PATH]
+      [-upstreamsvc kube-dns] [-kubednscm DIR] [-setupinterface=BOOL] [-setupiptables=BOOL]
+      [-interfacename nodelocaldns] [-syncinterval 60s] [-initialdelay 0] [-health-port 8080]
+      [-metrics-listen-address 0.0.0.0:9353] [-skipteardown] [-dns.port 53]
+      [-rules-backend auto|iptables|nftables] [-instance-dir /run/cluster-dns-nodelocal]
+  See src/app/nodecache/README.md.
 ";
 
 #[derive(Debug)]
@@ -117,8 +125,44 @@ async fn shutdown_signal() {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// node-cache compatible mode: `args` are node-cache's flags.
+fn nodecache_main(args: Vec<String>) -> ExitCode {
+    use cluster_dns::app::nodecache;
+    let params = match nodecache::parse(args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("cluster-dns: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    cluster_dns::logging::init(false, params.log_format);
+    cluster_dns::cluster::heap::fix_mmap_threshold();
+    if let Err(error) = cluster_dns::server::tcp::raise_nofile_limit() {
+        tracing::warn!(%error, "cannot raise the open file limit; keeping the inherited one");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cluster-dns: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(nodecache::run(params, shutdown_signal())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("cluster-dns: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let action = match parse_args(std::env::args().skip(1)) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if cluster_dns::app::nodecache::wanted(&args) {
+        return nodecache_main(args);
+    }
+    let action = match parse_args(args) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("cluster-dns: {e}");

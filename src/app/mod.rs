@@ -22,11 +22,13 @@
 //! | `reload.rs` | the reload timer, the change detector, applying a configuration |
 //! | `drain.rs` | SIGTERM's drain: how long DNS keeps answering |
 //! | `error.rs` | [`StartError`] |
+//! | `nodecache/` | node-cache compatible mode (NodeLocal DNSCache's command line and job) |
 
 pub mod build;
 mod drain;
 mod error;
 mod listen;
+pub mod nodecache;
 mod reload;
 mod state;
 

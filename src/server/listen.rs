@@ -55,7 +55,7 @@ pub async fn bind_with(addr: SocketAddr, udp_sockets: usize) -> Result<Listeners
         let first = udp::bind_socket(addr).map_err(err)?;
         let port = first.local_addr().map_err(err)?.port();
         let at = SocketAddr::new(addr.ip(), port);
-        let tcp = match TcpListener::bind(at).await {
+        let tcp = match bind_tcp(at, addr.port() != 0) {
             Ok(tcp) => tcp,
             Err(e) if addr.port() == 0 => {
                 last = Some(e);
@@ -74,6 +74,21 @@ pub async fn bind_with(addr: SocketAddr, udp_sockets: usize) -> Result<Listeners
         });
     }
     Err(err(last.unwrap_or_else(|| std::io::Error::other("no free port"))))
+}
+
+/// A TCP listener on `addr`; with `share` (a fixed port), with `SO_REUSEPORT` as the UDP
+/// sockets, so a second server (the new instance of a node-local upgrade) binds beside it.
+/// Port 0 stays a plain bind: a port picked for UDP must not join a stranger's TCP listener.
+fn bind_tcp(addr: SocketAddr, share: bool) -> std::io::Result<TcpListener> {
+    let sock = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
+    sock.set_reuse_address(true)?;
+    if share {
+        sock.set_reuse_port(true)?;
+    }
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())?;
+    sock.listen(1024)?;
+    TcpListener::from_std(sock.into())
 }
 
 /// A TCP listener alone on `addr` speaking `protocol` (DNS over TLS or HTTPS: no UDP).
@@ -156,8 +171,8 @@ pub async fn serve_with(
         )));
     }
     shutdown.await;
-    // TCP drains: the queries already read are answered. UDP stops at once (a datagram in a
-    // worker's hands is answered before it looks at the stop).
+    // TCP drains: the queries already read are answered. Each UDP worker leaves its reuseport
+    // group, answers what its socket queued and waits for its answers in flight.
     let _ = tcp_stop.send(true);
     stop.stop();
     for t in tcp_tasks {

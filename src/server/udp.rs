@@ -11,6 +11,11 @@
 //! hold becomes a future that owns its request, polled once: ready, its reply joins the batch;
 //! not ready, it is handed to the tokio runtime as a task that sends its reply alone when it
 //! has it, so the worker never waits on I/O.
+//!
+//! A stopping worker first takes its socket out of the `SO_REUSEPORT` group (connects it to its
+//! own address), so the kernel queues nothing more on it and a server sharing the port (the
+//! new instance of a node-local upgrade) gets the new datagrams; then it answers what was
+//! queued and waits for its answers in flight before the socket closes.
 
 use std::future::Future;
 use std::io;
@@ -43,6 +48,9 @@ const STOP_POLL: Duration = Duration::from_millis(100);
 const RECV_BUFFER: usize = 4 << 20;
 /// Largest datagram read: anything longer is cut by the kernel and fails to parse.
 const MAX_DATAGRAM: usize = 65535;
+/// The most a stopping worker waits for its answers in flight (a forwarded question takes at
+/// most 4.5 s, as `listen::TCP_DRAIN_LIMIT` reckons).
+const IN_FLIGHT_LIMIT: Duration = Duration::from_secs(8);
 /// Most datagrams taken by one `recvmmsg` and answered by one `sendmmsg`.
 const BATCH: usize = 32;
 /// With `shed`, the answers a socket lets wait for I/O at once before it drops new queries
@@ -148,6 +156,21 @@ pub fn bind_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
     Ok(sock.into())
 }
 
+/// Takes `sock` out of its `SO_REUSEPORT` group before it closes: connected (to its own
+/// address, which sends no query), the kernel hands it no new datagram (its reuseport selection
+/// skips connected sockets) and spreads them over the group's other sockets, another server's
+/// during a node-local upgrade. Closing without this loses what the kernel queued on it
+/// meanwhile. Datagrams already queued stay readable.
+pub fn leave_group(sock: &UdpSocket) -> io::Result<()> {
+    let local = sock.local_addr()?;
+    let ip = match local.ip() {
+        ip if !ip.is_unspecified() => ip,
+        IpAddr::V4(_) => IpAddr::from([127, 0, 0, 1]),
+        IpAddr::V6(_) => IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+    };
+    sock.connect(SocketAddr::new(ip, local.port()))
+}
+
 /// Tells the workers to stop.
 #[derive(Debug, Clone, Default)]
 pub struct Stop(Arc<AtomicBool>);
@@ -216,6 +239,17 @@ struct Worker {
     outs: Vec<Vec<u8>>,
     shed: Option<Shed>,
     proxy: Option<UdpProxy>,
+    /// Answers handed to the runtime and not sent yet (each task holds one until it ends).
+    in_flight: Arc<AtomicUsize>,
+}
+
+/// One answer in flight, given back when its task ends or is dropped.
+struct InFlight(Arc<AtomicUsize>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// A socket's `proxyproto`: the policy, and the listener's UDP sessions when it tracks them.
@@ -250,6 +284,7 @@ impl Worker {
                 .collect(),
             shed,
             proxy: None,
+            in_flight: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -263,7 +298,14 @@ impl Worker {
         // (length, client) of each datagram of the batch; the replies to send, by index.
         let mut got: Vec<(usize, Option<SocketAddr>)> = Vec::with_capacity(BATCH);
         let mut replies: Vec<(usize, SockaddrStorage)> = Vec::with_capacity(BATCH);
-        while !self.stop.stopped() {
+        // Serving, then (stopped) draining: the socket has left its reuseport group, and what
+        // it already queued is answered without waiting for more.
+        let mut draining = false;
+        loop {
+            if !draining && self.stop.stopped() {
+                draining = true;
+                self.leave_group();
+            }
             got.clear();
             {
                 let mut iovs: Vec<[IoSliceMut<'_>; 1]> =
@@ -274,10 +316,15 @@ impl Worker {
                     fd,
                     &mut recv_headers,
                     iovs.iter_mut(),
-                    MsgFlags::MSG_WAITFORONE,
+                    if draining {
+                        MsgFlags::MSG_DONTWAIT
+                    } else {
+                        MsgFlags::MSG_WAITFORONE
+                    },
                     None,
                 ) {
                     Ok(msgs) => got.extend(msgs.map(|m| (m.bytes, m.address.as_ref().and_then(std_addr)))),
+                    Err(Errno::EAGAIN) if draining => break,
                     Err(Errno::EAGAIN | Errno::EINTR) => continue,
                     Err(error) => {
                         tracing::debug!(%error, "error receiving UDP datagrams");
@@ -295,6 +342,18 @@ impl Worker {
                 }
             }
             self.send_replies(fd, &mut send_headers, &replies);
+        }
+        // The answers still waiting for I/O keep the socket to send on: they are given the
+        // time a forwarded question takes at most.
+        let deadline = std::time::Instant::now() + IN_FLIGHT_LIMIT;
+        while self.in_flight.load(Ordering::Acquire) > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn leave_group(&self) {
+        if let Err(error) = leave_group(&self.sock) {
+            tracing::debug!(%error, "cannot take the UDP socket out of its reuseport group");
         }
     }
 
@@ -388,8 +447,11 @@ impl Worker {
     fn spawn_sending(&self, task: Pin<Box<OwnedAnswer>>, src: SocketAddr, waiting: Option<Waiting>) {
         let sock = self.sock.clone();
         let shed = self.shed.clone();
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let in_flight = InFlight(self.in_flight.clone());
         self.runtime.spawn(async move {
             let _waiting = waiting;
+            let _in_flight = in_flight;
             let (out, reply) = task.await;
             if reply
                 && !send(&sock, &out, src)
@@ -434,6 +496,50 @@ fn send(sock: &UdpSocket, bytes: &[u8], dst: SocketAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two sockets share a port; the one that left its group gets no new datagram (from 64
+    /// clients: without leaving, the kernel's hash would give it about half), and a datagram
+    /// it had queued before leaving is still read.
+    #[test]
+    fn a_socket_that_left_its_reuseport_group_gets_no_new_datagram() {
+        let leaving = bind_socket("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = leaving.local_addr().unwrap();
+        let staying = bind_socket(addr).unwrap();
+        for s in [&leaving, &staying] {
+            s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        }
+        // Queued before: one client's datagrams until one lands on `leaving`.
+        let mut queued = false;
+        for _ in 0..64 {
+            let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+            c.send_to(b"before", addr).unwrap();
+            let mut buf = [0u8; 16];
+            if staying.set_nonblocking(true).is_ok() && staying.recv_from(&mut buf).is_ok() {
+                continue;
+            }
+            queued = true;
+            break;
+        }
+        staying.set_nonblocking(false).unwrap();
+        assert!(queued, "no datagram reached the first socket");
+        leave_group(&leaving).unwrap();
+        let mut buf = [0u8; 16];
+        let (n, _) = leaving
+            .recv_from(&mut buf)
+            .expect("the queued datagram is still read");
+        assert_eq!(&buf[..n], b"before");
+        for _ in 0..64 {
+            let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+            c.send_to(b"after", addr).unwrap();
+            let (n, _) = staying.recv_from(&mut buf).expect("the staying socket gets it");
+            assert_eq!(&buf[..n], b"after");
+        }
+        leaving.set_nonblocking(true).unwrap();
+        assert!(
+            leaving.recv_from(&mut buf).is_err(),
+            "the socket that left got a new datagram"
+        );
+    }
 
     /// The shed count under concurrent writers: tasks on four threads give their places back
     /// while the worker admits; the count never passes the depth and returns to zero.

@@ -44,6 +44,7 @@ mod multicluster;
 mod multisocket;
 mod noaaaa;
 mod node_local;
+mod nodecache;
 mod nsid;
 mod pprof;
 mod privileges;
