@@ -14,8 +14,8 @@ use std::sync::Arc;
 use super::{
     acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, dnstap, errors, fairness, file,
     forward, header, health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metadata,
-    metrics, minimal, multisocket, noaaaa, nsid, pprof, proxyproto, quic, ready, reload, rewrite, root, rrl, shed,
-    template, timeouts, tls, transfer, tsig, view, whoami,
+    metrics, minimal, multisocket, noaaaa, nsid, pprof, proxyproto, quic, ready, reload, rewrite, root, rrl,
+    shed, template, timeouts, tls, transfer, tsig, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
