@@ -95,10 +95,12 @@ fn upstream(seen: Arc<Seen>) -> SocketAddr {
         // Replies due later, sent in order (every delay is the same).
         while let Ok((due, bytes, to, key)) = rx.recv() {
             std::thread::sleep(due.saturating_duration_since(Instant::now()));
-            let _ = s2.send_to(&bytes, to);
+            // Out of flight before the reply leaves: the next exchange of the name may start
+            // as soon as the reply arrives.
             if let Some(e) = seen2.in_flight.lock().unwrap().get_mut(&key) {
                 e.0 = e.0.saturating_sub(1);
             }
+            let _ = s2.send_to(&bytes, to);
         }
     });
     std::thread::spawn(move || {
