@@ -482,9 +482,22 @@ impl DnsHandler {
         let router = self.router();
         // Read before the answer is made: the memo keeps it only if no zone changed meanwhile.
         let generation = router.memo.generation();
-        let mut resp = self
-            .respond(&router, &mut parsed, protocol, src, stream, req)
-            .await;
+        // A UDP answer that has to wait (on an upstream) lets its reply buffer go while it
+        // waits: the reply is written, into a buffer grown to its size, once the wait is over.
+        // Each UDP question in flight held the worker slot's 1,232 bytes, 12 MiB at forward's
+        // default `max_concurrent` (tests/integration/fairness.rs, the RSS ceiling).
+        let mut resp = {
+            let mut responding =
+                std::pin::pin!(self.respond(&router, &mut parsed, protocol, src, stream, req));
+            std::future::poll_fn(|cx| {
+                let polled = responding.as_mut().poll(cx);
+                if polled.is_pending() && matches!(protocol, Transport::Udp) && out.capacity() > 0 {
+                    *out = Vec::new();
+                }
+                polled
+            })
+            .await
+        };
         if resp.dropped {
             return None;
         }

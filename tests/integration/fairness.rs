@@ -369,14 +369,21 @@ async fn rss_stays_under_the_ceiling_through_a_flood_from_many_addresses() {
     }
     eprintln!("RSS before {before:.1} MiB, peak {peak:.1} MiB under 81,920 flood questions");
     assert!(peak < FLOOD_RSS_CEILING_MIB, "peak RSS {peak:.1} MiB");
-    // Still answering, from a client of its own.
-    let ok = burst(
-        "127.0.0.9",
-        dns,
-        &names("ok-after", 5),
-        Duration::from_millis(500),
-    )
-    .await;
+    // Still answering, from a client of its own (asked again, a bounded number of times, while
+    // the flood's last questions may still hold forward's slots on a loaded machine).
+    let mut ok = Tally::default();
+    for _ in 0..10 {
+        ok = burst(
+            "127.0.0.9",
+            dns,
+            &names("ok-after", 5),
+            Duration::from_millis(500),
+        )
+        .await;
+        if ok.answered == 5 {
+            break;
+        }
+    }
     assert_eq!(ok.answered, 5, "{ok:?}");
     assert!(server.stop());
 }

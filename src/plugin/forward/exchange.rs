@@ -220,10 +220,13 @@ pub async fn send(
 ) -> Result<Message, ForwardError> {
     let addr = peer.addr;
     let (q, id, query) = (out.q, out.id, out.wire.as_slice());
+    // The TLS, HTTPS and TCP exchanges' futures are boxed: inline they made this future about
+    // 8 KiB whatever the transport, held by every UDP question in flight (at the default
+    // `max_concurrent` of 10,000, 80 MiB: tests/integration/fairness.rs, the RSS ceiling).
     let work = async {
         let secure = match link {
-            Link::Tls(tls) => Some(tls.exchange(addr, query).await),
-            Link::Https(doh) => Some(doh.exchange(addr, query).await),
+            Link::Tls(tls) => Some(Box::pin(tls.exchange(addr, query)).await),
+            Link::Https(doh) => Some(Box::pin(doh.exchange(addr, query)).await),
             Link::Unusable(why) => Some(Err(std::io::Error::other(why.clone()))),
             Link::Plain => None,
         };
@@ -236,9 +239,7 @@ pub async fn send(
         } else if tcp {
             match pools {
                 Some(p) => {
-                    let reply = p
-                        .tcp
-                        .exchange(addr, query)
+                    let reply = Box::pin(p.tcp.exchange(addr, query))
                         .await
                         .map_err(|source| ForwardError::Io { addr, source })?;
                     accept_reply(&reply, id, q).ok_or_else(|| {
@@ -246,7 +247,7 @@ pub async fn send(
                         ForwardError::Unwanted { addr }
                     })
                 }
-                None => exchange_tcp(peer, out, stats).await,
+                None => Box::pin(exchange_tcp(peer, out, stats)).await,
             }
         } else {
             let io = |source| ForwardError::Io { addr, source };

@@ -758,6 +758,17 @@ mod tests {
         assert!(text.contains(want), "missing {want} in\n{text}");
     }
 
+    /// Each UDP question in flight holds `Forward::serve`'s future: with the TLS, HTTPS and TCP
+    /// exchanges boxed inside it, it stays small whatever transports forward knows. Inline, they
+    /// made it 9.6 KiB in the debug build (about 96 MiB at the default `max_concurrent`).
+    #[test]
+    fn a_question_in_flight_holds_a_small_future() {
+        let f = forward("forward . 127.0.0.1:53 tls://127.0.0.1:853 https://127.0.0.1/dns-query");
+        let q = Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A);
+        let size = std::mem::size_of_val(&Forward::serve(&f, &q));
+        assert!(size < 3 * 1024, "Forward::serve's future is {size} bytes");
+    }
+
     #[tokio::test]
     async fn over_max_concurrent_is_refused_and_counted() {
         // An upstream that never answers keeps the first query in flight.
