@@ -253,6 +253,28 @@ async fn headless_answers_follow_traffic_distribution_and_the_clients_place() {
     let srv = exchange_from("127.0.0.2", dns, &db("db"), RecordType::SRV).await;
     assert_eq!(srv.answers.len(), 3, "{:?}", srv.answers);
     assert_eq!(addresses(&srv.additionals), set(&ZONE_A));
+    // The port's SRV name is narrowed the same way; to a client that is not a pod, all nine.
+    let port = exchange_from("127.0.0.2", dns, &db("_sql._tcp.db"), RecordType::SRV).await;
+    assert_eq!(port.answers.len(), 3, "{:?}", port.answers);
+    assert_eq!(addresses(&port.additionals), set(&ZONE_A));
+    let port = exchange_from("127.0.0.3", dns, &db("_sql._tcp.db"), RecordType::SRV).await;
+    assert_eq!(addresses(&port.additionals), set(&ZONE_B));
+    // (Nine SRV records with their glue pass 1,232 bytes: as many as fit, from every zone.)
+    let port = exchange_from("127.0.0.9", dns, &db("_sql._tcp.db"), RecordType::SRV).await;
+    let targets: BTreeSet<String> = port
+        .answers
+        .iter()
+        .filter_map(|r| match &r.data {
+            hickory_proto::rr::RData::SRV(srv) => Some(srv.target.to_string()[..8].to_owned()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        ["10-0-1-", "10-0-2-", "10-0-3-"]
+            .iter()
+            .all(|z| targets.iter().any(|t| t.starts_with(z))),
+        "{targets:?}"
+    );
 
     // PreferSameNode: the client's node, else its zone, else all.
     assert_eq!(a_from("127.0.0.2", dns, &db("near")).await, set(&["10.1.0.1"]));

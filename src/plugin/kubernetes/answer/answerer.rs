@@ -620,7 +620,16 @@ impl ClusterAnswerer {
                 service,
                 port,
                 protocol,
-            } => self.resolve_port(owner, &zone_spelt(), namespace, service, port, protocol, qtype),
+            } => self.resolve_port(
+                owner,
+                &zone_spelt(),
+                namespace,
+                service,
+                port,
+                protocol,
+                qtype,
+                client,
+            ),
             ClusterName::Invalid => Resolution::nxdomain(),
         }
     }

@@ -15,7 +15,7 @@ use super::answerer::{
     name_under, spelt_zone, with_lower_labels,
 };
 use super::kept::{EndpointNames, ServiceNames};
-use super::pick::Pick;
+use super::pick::{ClientUse, Pick};
 use crate::cluster::model::{EndpointInfo, PortInfo, PortProtocol, ServiceInfo, ServiceKind, SliceInfo};
 use crate::cluster::zone::ServiceEntry;
 use crate::proto::Records;
@@ -381,6 +381,7 @@ impl ClusterAnswerer {
         port: &str,
         protocol: &str,
         qtype: RecordType,
+        client: Option<IpAddr>,
     ) -> Resolution {
         let Some(proto) = PortProtocol::parse(protocol) else {
             return Resolution::nxdomain();
@@ -395,18 +396,22 @@ impl ClusterAnswerer {
             return Resolution::nxdomain();
         };
         let wanted = |p: &PortInfo| p.protocol == proto && &*p.name == port;
-        self.with_srv_candidates(
-            &entry,
-            svc,
-            zone_spelt,
-            wanted,
-            Pick::All,
-            |candidates| match qtype {
+        // A headless Service's port names list its endpoints, narrowed as its own name's SRV
+        // is (`topology`); whether the port exists does not depend on who asks.
+        let mut place = None;
+        let (pick, used) = if svc.kind == ServiceKind::Headless && qtype == RecordType::SRV {
+            self.client_pick(&entry, client, &mut place)
+        } else {
+            (Pick::All, ClientUse::default())
+        };
+        let mut res =
+            self.with_srv_candidates(&entry, svc, zone_spelt, wanted, pick, |candidates| match qtype {
                 _ if candidates.is_empty() => Resolution::nxdomain(),
                 RecordType::SRV => self.srv(owner, candidates),
                 _ => Resolution::nodata(),
-            },
-        )
+            });
+        res.client = used;
+        res
     }
 }
 
