@@ -52,7 +52,7 @@ pub use fallthrough::Fallthrough;
 pub use observer::{Exchange, Observer};
 pub use periodic::reload_every;
 pub use ready::{Readiness, ReadinessCheck};
-pub use replay::{Lifetime, Replay, ReplayPlan, Replayed, Scope, reorder, reorders};
+pub use replay::{ClientClass, Lifetime, Replay, ReplayPlan, Replayed, Scope, reorder, reorders};
 pub use resources::{Acquired, Resources};
 pub use settings::{
     Beside, BlockFilter, BlockSettings, HttpCtx, HttpRoute, MakeRouter, ProxyPolicy, ProxyProtocol,

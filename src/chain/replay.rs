@@ -50,6 +50,9 @@ pub struct Replayed {
     pub rcode: ResponseCode,
     /// Records in the answer section.
     pub answers: usize,
+    /// For a reply made for a class of clients, what the plugin noted with it
+    /// ([`ClientClass::note`]); 0 otherwise.
+    pub note: u8,
 }
 
 /// What part of the zones a plugin's answer to a question is made from, so the answer memo
@@ -93,6 +96,20 @@ pub struct ReplayPlan {
     /// Some visited plugin's answer is made from the zones ([`Scope::Whole`] or
     /// [`Scope::Key`]).
     pub reads_zones: bool,
+    /// For a reply made for a class of clients ([`crate::chain::Next::for_clients_of`]).
+    pub class: Option<ClientClass>,
+}
+
+/// A reply made for every client of one class ([`crate::chain::Next::for_clients_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientClass {
+    /// The plugin that classifies clients ([`crate::chain::Plugin::client_class`]): its index
+    /// in the chain.
+    pub plugin: usize,
+    /// The class the reply was made for.
+    pub class: u64,
+    /// A number the plugin is given back with each replay ([`Replayed::note`]).
+    pub note: u8,
 }
 
 /// True when [`reorder`] may change `records`: two or more A/AAAA, or two or more MX.

@@ -23,7 +23,7 @@ use hickory_proto::rr::rdata::opt::EdnsOption;
 use hickory_proto::rr::{DNSClass, Name, RData, Record};
 
 use super::capability::{SearchPaths, Upstreams};
-use super::replay::{Lifetime, Replay, ReplayPlan, Replayed, Scope};
+use super::replay::{ClientClass, Lifetime, Replay, ReplayPlan, Replayed, Scope};
 use crate::proto::{Answer, ChangeCounter, Failure, NO_PLUGIN_ANSWERED, QueryMetadata, Question, Reply};
 
 /// A boxed future of a [`Reply`] (the chain recurses through its plugins).
@@ -90,6 +90,15 @@ pub trait Plugin: Any + Send + Sync + fmt::Debug {
     /// A reply it declared [`Replay::Counted`] or [`Replay::Timed`] for was sent again from
     /// the memo.
     fn replayed(&self, _replay: Replayed) {}
+
+    /// For a plugin whose answers depend on the client only through a class of clients (its
+    /// answer marked with [`Next::for_clients_of`]): the class of `client` now, as its answer
+    /// would read it. The answer memo asks it before replaying such an answer, and replays
+    /// only one made for the same class. Must be quick and touch no I/O. `None`: no class
+    /// (no replay). Default: none.
+    fn client_class(&self, _client: std::net::IpAddr) -> Option<u64> {
+        None
+    }
 
     /// The zones whose change counters its answers depend on (the cluster zone).
     fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {
@@ -163,8 +172,13 @@ pub struct Trace {
     writer: AtomicU32,
     /// A plugin found, while answering, that this reply must not be replayed.
     no_replay: std::sync::atomic::AtomicBool,
-    /// The reply was made for this client only ([`Next::for_this_client_only`]).
+    /// The reply was made for this client only ([`Next::for_this_client_only`]), or for its
+    /// class of clients ([`Next::for_clients_of`]).
     client_only: std::sync::atomic::AtomicBool,
+    /// The plugin that made the reply for a class of clients, and the class
+    /// ([`Next::for_clients_of`]); set at most once (a second, different one forbids the
+    /// replay).
+    class: std::sync::Mutex<Option<ClientClass>>,
     /// What the store of the plugin that wrote the reply said of it ([`Next::held_until`]);
     /// set at most once (a second one forbids the replay).
     lifetime: std::sync::Mutex<Option<Lifetime>>,
@@ -318,6 +332,31 @@ impl<'a> Next<'a> {
         self.forbid_replay();
     }
 
+    /// The reply the plugin asking returns was made for every client of `class` (its
+    /// [`Plugin::client_class`]) alike, and differs for other classes (`kubernetes`'s
+    /// `topology`: the client pod's node and zone): a cache before it does not store it (as
+    /// [`Next::for_this_client_only`]), and the memo replays it only to clients of that class.
+    /// The plugin is told of each replay ([`Plugin::replayed`]), with `note` given back
+    /// ([`Replayed::note`]).
+    pub fn for_clients_of(&self, class: u64, note: u8) {
+        self.trace.client_only.store(true, Ordering::Relaxed);
+        let me = ClientClass {
+            plugin: self.at.saturating_sub(1),
+            class,
+            note,
+        };
+        let mut held = self
+            .trace
+            .class
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match *held {
+            None => *held = Some(me),
+            Some(was) if was == me => {}
+            Some(_) => self.forbid_replay(),
+        }
+    }
+
     /// True when a plugin after this one answered this question for its client only.
     pub fn is_for_this_client_only(&self) -> bool {
         self.trace.client_only.load(Ordering::Relaxed)
@@ -463,6 +502,12 @@ impl Chain {
         }
     }
 
+    /// The class of `client` by plugin `plugin` ([`Plugin::client_class`]), for a replay of a
+    /// reply it made for a class of clients.
+    pub fn client_class(&self, plugin: usize, client: std::net::IpAddr) -> Option<u64> {
+        self.plugins.get(plugin)?.client_class(client)
+    }
+
     /// Tells the plugins of `counted` (a [`ReplayPlan::counted`] set) of a replay.
     pub fn replayed(&self, counted: u32, replay: Replayed) {
         for (i, p) in self.plugins.iter().enumerate() {
@@ -521,6 +566,10 @@ impl Chain {
         let writer = trace.writer.load(Ordering::Relaxed) as usize;
         let mut plan = ReplayPlan::default();
         let mut scope = Scope::Independent;
+        let class = *trace
+            .class
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         for (i, p) in self.plugins.iter().enumerate() {
             if visited & (1 << i) == 0 {
                 continue;
@@ -530,6 +579,13 @@ impl Chain {
                 Replay::Same => {}
                 Replay::Counted => plan.counted |= 1 << i,
                 Replay::Reordered => plan.reordered = true,
+                // A reply made for a class of clients passed through the store, which keeps
+                // no such reply (`Next::is_for_this_client_only`): replayed as the miss it was,
+                // and the store told of it as of a question it passed on.
+                Replay::Timed if class.is_some() && writer != i + 1 => {
+                    plan.counted |= 1 << i;
+                    continue;
+                }
                 Replay::Timed => {
                     let held = *trace
                         .lifetime
@@ -547,6 +603,7 @@ impl Chain {
             scope = scope.and(p.scope(q));
         }
         plan.reads_zones = scope != Scope::Independent;
+        plan.class = class;
         plan.scope = match scope {
             Scope::Key(k) => Some(k),
             Scope::Independent | Scope::Whole => None,

@@ -31,7 +31,7 @@ use std::hash::{BuildHasher, Hash};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use super::topology::{ClientPlace, NONE, NodeTable};
+use super::topology::{ClientPlace, NO_PLACE, NONE, NodeTable};
 
 type Hasher = foldhash::fast::RandomState;
 
@@ -308,15 +308,31 @@ impl PodIndex {
     /// the same node (a node's address held by its host-network pods names that node), with
     /// the node's zone. `None` for an address no pod with a node holds.
     pub fn place_of(&self, ip: IpAddr) -> Option<ClientPlace> {
-        let holders = self.holders(ip);
-        let node = holders.first()?.node();
-        if node == NONE || holders.iter().any(|m| m.node() != node) {
-            return None;
-        }
+        let node = self.node_of(ip)?;
         Some(ClientPlace {
             node: self.nodes.name(node)?.clone(),
             zone: self.nodes.zone(node).cloned(),
+            class: self.nodes.class(node),
         })
+    }
+
+    /// The class of what [`PodIndex::place_of`] gives for `ip`: its place's
+    /// [`ClientPlace::class`], or [`NO_PLACE`] when it has none.
+    pub fn place_class(&self, ip: IpAddr) -> Option<u64> {
+        match self.node_of(ip) {
+            None => Some(NO_PLACE),
+            Some(node) => self.nodes.class(node),
+        }
+    }
+
+    /// The node of every pod holding `ip`, when they are all on one known node.
+    fn node_of(&self, ip: IpAddr) -> Option<u32> {
+        let holders = self.holders(ip);
+        let node = holders.first()?.node();
+        if node == NONE || holders.iter().any(|m| m.node() != node) || self.nodes.name(node).is_none() {
+            return None;
+        }
+        Some(node)
     }
 
     /// Sets node `name`'s zone (`None`: it has none, or is gone); true when it changed.

@@ -181,6 +181,16 @@ impl NodeTable {
         self.zones.get(z as usize)
     }
 
+    /// The class of node `id` with its current zone: `id` and the zone's id, or `None` for an
+    /// id two names may share (past 2^32 - 2 names).
+    pub fn class(&self, id: u32) -> Option<u64> {
+        let zone = *self.zone_of.get(id as usize)?;
+        if id >= NONE - 1 || zone == NONE - 1 {
+            return None;
+        }
+        Some((u64::from(id) << 32) | u64::from(zone))
+    }
+
     /// The names of the nodes that have a zone (a Node relist deletes those it lacks).
     pub fn zoned(&self) -> Vec<Arc<str>> {
         self.names
@@ -202,6 +212,9 @@ impl NodeTable {
     }
 }
 
+/// The place class of a client that is not a pod on one known node ([`ClientPlace::class`]).
+pub const NO_PLACE: u64 = u64::MAX;
+
 /// Where a client pod is: its node and, when its Node has the label, its zone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientPlace {
@@ -209,6 +222,10 @@ pub struct ClientPlace {
     pub node: Arc<str>,
     /// The node's zone.
     pub zone: Option<Arc<str>>,
+    /// The node's id and its zone's id as one number: two clients with the same class have
+    /// the same node and zone names (ids are never reused), so an answer made from the place
+    /// is the same for both ([`NodeTable::class`]). `None` past the ids' range.
+    pub class: Option<u64>,
 }
 
 #[cfg(test)]

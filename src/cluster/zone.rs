@@ -643,8 +643,15 @@ impl ClusterZone {
         self.read_pods().place_of(ip)
     }
 
-    /// Adds or replaces a Node's zone. Answers that read it are never replayed (they depend on
-    /// the client), so no scope is bumped.
+    /// The class of the client at `ip` for answers made from its place
+    /// ([`super::pods::PodIndex::place_class`]), under the same lock [`Self::client_place`]
+    /// reads.
+    pub fn client_place_class(&self, ip: IpAddr) -> Option<u64> {
+        self.read_pods().place_class(ip)
+    }
+
+    /// Adds or replaces a Node's zone. Answers that read it are replayed only to clients of
+    /// the same place class, which holds the node's current zone id, so no scope is bumped.
     pub fn apply_node(&self, node: &super::topology::NodeInfo) {
         let _writer = self.write_lock();
         self.write_pods().set_node_zone(&node.name, node.zone.as_deref());

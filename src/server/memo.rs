@@ -10,6 +10,13 @@
 //! counter ([`ChangeCounter`]) is read before the answer is made, and the response is kept only
 //! if it is unchanged once the answer is made.
 //!
+//! Responses made for a class of clients (`kubernetes`'s `topology`: what is near the client
+//! pod's node and zone; [`crate::chain::Next::for_clients_of`]) are a function of the request
+//! bytes, the zones and the class. Each is kept by the request bytes followed by its class, and
+//! the request's own key holds a marker naming the plugin that classifies; a lookup that finds
+//! the marker asks that plugin for the client's class now and replays only the response made
+//! for the same class. A classed entry is never reached by a request's own bytes.
+//!
 //! What makes an entry stale: for a response made from one scope of the zones (one Service,
 //! one address: [`MemoInfo::scope`]), a change to that scope or to the zones' structure
 //! (namespaces); for any other response, any change. So a busy cluster's endpoint churn leaves
@@ -44,7 +51,7 @@ use rand::seq::SliceRandom;
 
 use tokio::time::Instant;
 
-use crate::chain::{Lifetime, reorders};
+use crate::chain::{ClientClass, Lifetime, reorders};
 use crate::proto::{ChangeCounter, Transport};
 use crate::telemetry::memo::ListenerMemoMetrics;
 
@@ -92,6 +99,9 @@ pub struct MemoInfo {
     /// Always for a response without a lifetime; for one with, only when a plugin before the
     /// store read the zones.
     pub reads_zones: bool,
+    /// For a response made for a class of clients ([`crate::chain::Next::for_clients_of`]):
+    /// replayed only to clients the plugin puts in the same class.
+    pub class: Option<ClientClass>,
 }
 
 /// A run of `count` address records of `len` bytes each, starting `at` bytes into the
@@ -103,8 +113,37 @@ pub struct Shuffle {
     len: usize,
 }
 
+/// What an entry is to its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// The response to the request bytes it is kept by.
+    Plain,
+    /// No response: the request's responses are made for classes of clients, each kept by
+    /// the request bytes followed by its class ([`classed_key`]). Its info names the plugin
+    /// that classifies.
+    Marker,
+    /// The response to the request for clients of this class; reached only through its
+    /// request's marker (a request whose own bytes end as a class's would is another request).
+    Classed(u64),
+}
+
+/// The longest key of a classed response (request bytes but the ID, then 8 bytes of class);
+/// longer requests are not memoized for classes.
+const CLASSED_KEY_MAX: usize = 512;
+
+/// The key of the response to the request keyed `key` for clients of `class`, in `buf`.
+fn classed_key<'b>(key: &[u8], class: u64, buf: &'b mut [u8; CLASSED_KEY_MAX]) -> Option<&'b [u8]> {
+    let len = key.len() + 8;
+    let out = buf.get_mut(..len)?;
+    out[..key.len()].copy_from_slice(key);
+    out[key.len()..].copy_from_slice(&class.to_be_bytes());
+    Some(out)
+}
+
 #[derive(Debug)]
 struct Entry {
+    /// Plain, or a class's response, or the marker of a request answered by class.
+    role: Role,
     /// The counter it was made at: the zones' generation, or for a scoped response their
     /// structure generation.
     generation: u64,
@@ -116,6 +155,28 @@ struct Entry {
     /// Where the TTLs to count down are in `response` (a response with a lifetime that ages).
     ttl_at: Box<[u16]>,
     info: MemoInfo,
+}
+
+impl Inner {
+    /// The response to the request keyed `key` made for the class `classify` puts the client
+    /// in, given the request's marker. Out of line, and through
+    /// `try_get` (a shard being written is a miss), so the plain lookup keeps the one inlined
+    /// `get` it had before classes.
+    #[inline(never)]
+    fn classed(
+        &self,
+        key: &[u8],
+        marker: &MemoInfo,
+        classify: impl FnOnce(&MemoInfo) -> Option<u64>,
+    ) -> Option<dashmap::mapref::one::Ref<'_, Box<[u8]>, Entry>> {
+        let class = classify(marker)?;
+        let mut buf = [0u8; CLASSED_KEY_MAX];
+        let entry = self
+            .entries
+            .try_get(classed_key(key, class, &mut buf)?)
+            .try_unwrap()?;
+        (entry.role == Role::Classed(class)).then_some(entry)
+    }
 }
 
 #[derive(Debug)]
@@ -207,12 +268,33 @@ impl AnswerMemo {
     /// Writes the memoized response to `req` into `out` (cleared first) if there is a current
     /// one.
     pub fn lookup(&self, req: &[u8], out: &mut Vec<u8>) -> Option<MemoInfo> {
+        self.lookup_for(req, out, |_| None)
+    }
+
+    /// [`AnswerMemo::lookup`] for a client that `classify` puts in a class, for a request whose
+    /// responses are made for classes of clients (given the marker's info: which block and
+    /// plugin classify; `None`: no class, a miss).
+    pub fn lookup_for(
+        &self,
+        req: &[u8],
+        out: &mut Vec<u8>,
+        classify: impl FnOnce(&MemoInfo) -> Option<u64>,
+    ) -> Option<MemoInfo> {
         let inner = self.inner.as_ref()?;
         let key = req.get(2..)?;
         if req.len() < QNAME_AT {
             return None;
         }
-        let entry = inner.entries.get(key)?;
+        let found = inner.entries.get(key)?;
+        let entry = match found.role {
+            Role::Plain => found,
+            Role::Classed(_) => return None,
+            Role::Marker => {
+                let marker = found.info;
+                drop(found);
+                inner.classed(key, &marker, classify)?
+            }
+        };
         // For a response from a store: the whole seconds since it took the response in (how
         // the store counts TTLs down), or a miss once the store's entry expired.
         let elapsed = match entry.info.lifetime {
@@ -305,7 +387,55 @@ impl AnswerMemo {
             }
             ttl_at = at.into();
         }
-        let cost = key.len() + body.len() + 2 * ttl_at.len() + ENTRY_OVERHEAD;
+        let entry = Entry {
+            role: Role::Plain,
+            generation: entry_generation,
+            scope_generation,
+            response: body,
+            ttl_at,
+            info,
+        };
+        let Some(class) = info.class else {
+            Self::put(inner, key, entry);
+            return;
+        };
+        // Made for a class of clients: kept by the request and the class, and the request's
+        // marker says so (and which plugin classifies).
+        let mut buf = [0u8; CLASSED_KEY_MAX];
+        let Some(classed) = classed_key(key, class.class, &mut buf) else {
+            return;
+        };
+        // (`try_get`: a shard being written reads as unmarked, and the marker is put again.)
+        let marked = inner.entries.try_get(key).try_unwrap().is_some_and(|e| {
+            e.role == Role::Marker
+                && e.info.block == info.block
+                && e.info.class.map(|c| c.plugin) == Some(class.plugin)
+        });
+        Self::put(
+            inner,
+            classed,
+            Entry {
+                role: Role::Classed(class.class),
+                ..entry
+            },
+        );
+        if !marked {
+            let marker = Entry {
+                role: Role::Marker,
+                generation: entry_generation,
+                scope_generation,
+                response: Box::default(),
+                ttl_at: Box::default(),
+                info,
+            };
+            Self::put(inner, key, marker);
+        }
+    }
+
+    /// Keeps `entry` by `key`, within the capacity (emptying the memo first when it would go
+    /// beyond).
+    fn put(inner: &Inner, key: &[u8], entry: Entry) {
+        let cost = entry.cost(key.len());
         if cost > inner.capacity {
             return;
         }
@@ -328,16 +458,7 @@ impl AnswerMemo {
                 return;
             }
         }
-        let old = inner.entries.insert(
-            key.into(),
-            Entry {
-                generation: entry_generation,
-                scope_generation,
-                response: body,
-                ttl_at,
-                info,
-            },
-        );
+        let old = inner.entries.insert(key.into(), entry);
         match old {
             Some(old) => {
                 inner.bytes.fetch_sub(old.cost(key.len()), Ordering::AcqRel);
@@ -579,6 +700,7 @@ mod tests {
             serial_at: None,
             lifetime: None,
             reads_zones: true,
+            class: None,
         }
     }
 
@@ -728,6 +850,62 @@ mod tests {
             memo.lookup(&other, &mut out).is_none(),
             "served after the zone changed"
         );
+    }
+
+    /// A response made for a class of clients is replayed to clients of that class alone,
+    /// each class keeps its own, a plain lookup (no class) misses, and a request whose own
+    /// bytes end as a classed key does not reach the classed response.
+    #[test]
+    fn a_classed_response_is_replayed_to_its_class_only() {
+        let zone = Arc::new(Zone::default());
+        let memo = AnswerMemo::new(vec![zone.clone() as Arc<dyn ChangeCounter>]);
+        let classed = |class: u64, note: u8| MemoInfo {
+            class: Some(ClientClass {
+                plugin: 3,
+                class,
+                note,
+            }),
+            ..info()
+        };
+        let answer = |last: u8| {
+            let mut r = REQ.to_vec();
+            r[2] |= 0x80;
+            r.push(last);
+            r
+        };
+        let g = memo.generation();
+        memo.insert(REQ, g, &answer(1), classed(7, 1));
+        memo.insert(REQ, g, &answer(2), classed(8, 2));
+        let mut out = Vec::new();
+        let hit = memo.lookup_for(REQ, &mut out, |m| {
+            assert_eq!(m.class.map(|c| c.plugin), Some(3));
+            Some(7)
+        });
+        assert_eq!(hit.and_then(|i| i.class).map(|c| c.note), Some(1));
+        assert_eq!(out.last(), Some(&1));
+        assert!(memo.lookup_for(REQ, &mut out, |_| Some(8)).is_some());
+        assert_eq!(out.last(), Some(&2));
+        assert!(
+            memo.lookup_for(REQ, &mut out, |_| Some(9)).is_none(),
+            "another class"
+        );
+        assert!(memo.lookup_for(REQ, &mut out, |_| None).is_none(), "no class");
+        assert!(memo.lookup(REQ, &mut out).is_none(), "no classifier");
+        let mut forged = REQ.to_vec();
+        forged.extend_from_slice(&7u64.to_be_bytes());
+        assert!(
+            memo.lookup_for(&forged, &mut out, |_| Some(7)).is_none(),
+            "the classed key's bytes"
+        );
+        // Two classes' responses and the marker; a plain response replaces the marker.
+        assert_eq!(memo.len(), 3);
+        let (counted, held) = memo.accounting();
+        assert_eq!(counted, held);
+        memo.insert(REQ, g, &answer(3), info());
+        assert!(memo.lookup(REQ, &mut out).is_some());
+        assert_eq!(out.last(), Some(&3));
+        zone.change();
+        assert!(memo.lookup_for(REQ, &mut out, |_| Some(7)).is_none(), "stale");
     }
 
     #[test]
@@ -946,10 +1124,19 @@ mod tests {
                         // Four distinct names per task, so inserts also replace entries.
                         q.extend_from_slice(&(i % 4).to_be_bytes());
                         let g = memo.generation();
-                        let info = if i % 2 == 0 {
-                            scoped(u64::from(i % 4))
-                        } else {
-                            info()
+                        // Plain and scoped responses, and responses for classes of clients
+                        // (a marker and a classed entry each) of the same requests.
+                        let info = match i % 3 {
+                            0 => scoped(u64::from(i % 4)),
+                            1 => info(),
+                            _ => MemoInfo {
+                                class: Some(ClientClass {
+                                    plugin: 0,
+                                    class: u64::from(i % 5),
+                                    note: 0,
+                                }),
+                                ..scoped(u64::from(i % 4))
+                            },
                         };
                         memo.insert(&q, g, &q, info);
                         if i.is_multiple_of(64) {

@@ -606,7 +606,11 @@ impl DnsHandler {
         if !router.memo.is_on() {
             return None;
         }
-        let info = router.memo.lookup(req, out)?;
+        // A response made for a class of clients is replayed to clients of that class only:
+        // the plugin that made it classifies this one.
+        let info = router
+            .memo
+            .lookup_for(req, out, |marker| client_class(&router, marker, src))?;
         let block = router.blocks.get(info.block)?;
         let zone = block.zones.get(info.zone);
         block.chain.replayed(
@@ -615,6 +619,7 @@ impl DnsHandler {
                 from_store: info.lifetime.is_some(),
                 rcode: info.rcode,
                 answers: info.answers,
+                note: info.class.map_or(0, |c| c.note),
             },
         );
         let served = Served {
@@ -659,6 +664,18 @@ impl DnsHandler {
     }
 }
 
+/// The class `src` is in for the memo's `marker` of a response made for classes of clients:
+/// as the plugin that made it classifies. Out of line: the plain memo hit does not carry it.
+#[inline(never)]
+fn client_class(router: &Router, marker: &memo::MemoInfo, src: SocketAddr) -> Option<u64> {
+    let class = marker.class?;
+    router
+        .blocks
+        .get(marker.block)?
+        .chain
+        .client_class(class.plugin, src.ip())
+}
+
 /// What the memo keeps with `out`, the response just sent for `req`, or `None` when it must not
 /// keep it (see [`memo`] for the rules).
 fn memo_info(
@@ -701,13 +718,15 @@ fn memo_info(
         rcode: sent.response_code,
         response: *sent,
         answers: resp.answers.len(),
-        counted: plan.counted,
+        // The plugin that made a reply for a class of clients is told of each replay too.
+        counted: plan.counted | plan.class.map_or(0, |c| 1 << c.plugin),
         by: resp.plugin,
         shuffle,
         scope,
         serial_at,
         lifetime: plan.lifetime,
         reads_zones: plan.lifetime.is_none() || plan.reads_zones,
+        class: plan.class,
     })
 }
 

@@ -194,6 +194,28 @@ const ZONE_A: [&str; 3] = ["10.0.1.1", "10.0.1.2", "10.0.1.3"];
 const ZONE_B: [&str; 3] = ["10.0.2.1", "10.0.2.2", "10.0.2.3"];
 const ZONE_C: [&str; 3] = ["10.0.3.1", "10.0.3.2", "10.0.3.3"];
 
+/// Asks `name` from `from` until the answer is `want`, a bounded number of times (a change
+/// comes in through the watch): whether it came.
+async fn answers_become(from: &str, dns: SocketAddr, name: &str, want: &BTreeSet<String>) -> bool {
+    for _ in 0..500 {
+        if a_from(from, dns, name).await == *want {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+/// Every endpoint of `db`, zones a, b and c.
+fn all_zones() -> BTreeSet<String> {
+    ZONE_A
+        .iter()
+        .chain(&ZONE_B)
+        .chain(&ZONE_C)
+        .map(|s| (*s).to_owned())
+        .collect()
+}
+
 fn db(name: &str) -> String {
     format!("{name}.{NS}.svc.cluster.local.")
 }
@@ -233,15 +255,10 @@ async fn headless_answers_follow_traffic_distribution_and_the_clients_place() {
     }
     let running = start(&fake, "  topology\n").await;
     let dns = running.dns_addrs()[0];
-    let all: BTreeSet<String> = ZONE_A
-        .iter()
-        .chain(&ZONE_B)
-        .chain(&ZONE_C)
-        .map(|s| (*s).to_owned())
-        .collect();
+    let all = all_zones();
 
-    // Same zone, asked in turns (the memo and the cache hold nothing one client could get
-    // another's answer from): every answer to a zone-a pod holds only zone a.
+    // Same zone, asked in turns (the memo keeps an answer per place, the cache none): every
+    // answer to a zone-a pod holds only zone a.
     for _ in 0..3 {
         assert_eq!(a_from("127.0.0.2", dns, &db("db")).await, set(&ZONE_A));
         assert_eq!(a_from("127.0.0.3", dns, &db("db")).await, set(&ZONE_B));
@@ -325,19 +342,21 @@ async fn headless_answers_follow_traffic_distribution_and_the_clients_place() {
     // A pod that moved: client-a is recreated on n-b2 (zone b) at the same address.
     fake.delete(Resource::Pods, NS, "client-a").unwrap();
     fake.create(pod("client-a2", "127.0.0.2", "n-b2")).unwrap();
-    let mut moved = false;
-    for _ in 0..500 {
-        if a_from("127.0.0.2", dns, &db("db")).await == set(&ZONE_B) {
-            moved = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(moved, "the moved pod gets its new zone's endpoints");
+    assert!(
+        answers_become("127.0.0.2", dns, &db("db"), &set(&ZONE_B)).await,
+        "the moved pod gets its new zone's endpoints"
+    );
     assert_eq!(
         a_from("127.0.0.2", dns, &db("near")).await,
         set(&["10.1.0.3"]),
         "nothing on n-b2: zone b's"
+    );
+    // Its node relabelled into zone c (no Service changed): zone c's endpoints, though the
+    // answer memo held zone b's for this node.
+    fake.apply(node("n-b2", "c")).unwrap();
+    assert!(
+        answers_become("127.0.0.2", dns, &db("db"), &set(&ZONE_C)).await,
+        "a node's new zone decides its pods' answers"
     );
 
     // Nodes are watched as metadata only (their zone label is all DNS reads of them).
@@ -364,9 +383,10 @@ async fn headless_answers_follow_traffic_distribution_and_the_clients_place() {
     }
 }
 
-/// The answer memo replays by request bytes: the same bytes from two clients in different
-/// zones still get their own answers (the narrowed answer is never memoized), and a question
-/// whose answer does not depend on the client is memoized as before.
+/// The answer memo replays by request bytes: the same bytes from clients in different zones
+/// still get their own answers (a narrowed answer is kept per place, the pod's node and zone,
+/// and replayed to clients of that place only), and a question whose answer does not depend
+/// on the client is memoized as before.
 #[test]
 fn the_memo_never_gives_one_clients_answer_to_another() {
     let yaml: String = objects().iter().map(|o| format!("---\n{o}\n")).collect();
@@ -382,11 +402,15 @@ fn the_memo_never_gives_one_clients_answer_to_another() {
             .expect("a response");
         addresses(&Message::from_bytes(&reply).unwrap().answers)
     };
-    for _ in 0..3 {
+    let all = all_zones();
+    for round in 0..3 {
         assert_eq!(ask("127.0.0.2"), set(&ZONE_A));
         assert_eq!(ask("127.0.0.3"), set(&ZONE_B));
+        assert_eq!(ask("127.0.0.9"), all, "not a pod");
+        assert_eq!(ask("127.0.0.4"), set(&ZONE_C));
+        // The request's marker and one response per place (n-a1/a, n-b1/b, no pod, n-c2/c).
+        assert_eq!(handler.router().memo.len(), 5, "round {round}");
     }
-    assert!(handler.router().memo.is_empty(), "nothing memoized for db");
     let mut plain = support::query(&db("plain"), RecordType::A);
     plain.metadata.id = 8;
     let src: SocketAddr = "127.0.0.2:40000".parse().unwrap();
@@ -409,12 +433,7 @@ async fn zonal_names_as_coredns_answers_them() {
     }
     let running = start(&fake, "  zonal\n").await;
     let dns = running.dns_addrs()[0];
-    let all: BTreeSet<String> = ZONE_A
-        .iter()
-        .chain(&ZONE_B)
-        .chain(&ZONE_C)
-        .map(|s| (*s).to_owned())
-        .collect();
+    let all = all_zones();
     let status = |out: &str| support::dig_status(out);
 
     // pin: the zone's endpoints, whoever asks (also in upper case).

@@ -11,10 +11,11 @@ use hickory_proto::rr::{Name, Record};
 
 use super::answer::answerer::name_under;
 use super::answer::kept::KeptBudget;
+use super::answer::pick::Reason;
 use super::answer::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
 use super::metrics::TopologyCounters;
 use super::setup::{KubernetesConfig, PodMode};
-use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture, Scope, SearchPaths};
+use crate::chain::{Next, Now, Plugin, Replay, Replayed, ReplyFuture, Scope, SearchPaths};
 use crate::cluster::{ClusterSource, ClusterZone};
 use crate::corefile::is_reverse_zone;
 use crate::proto::{ChangeCounter, QueryMetadata, Question, Reply};
@@ -126,7 +127,11 @@ impl Kubernetes {
             .answerer
             .answer_for(&q.name, q.qtype, q.probe, Some(q.client.ip()));
         if used.dependent {
-            next.for_this_client_only();
+            match used.class {
+                // The same for every client of its place: replayed to those alone.
+                Some(class) => next.for_clients_of(class, used.reason.map_or(0, Reason::note)),
+                None => next.for_this_client_only(),
+            }
         }
         if let (Some(reason), Some(c)) = (used.reason, &self.topology_answers) {
             c.count(reason);
@@ -144,6 +149,24 @@ impl Plugin for Kubernetes {
     /// also visits the upstream plugins, whose declarations then keep it from being replayed.)
     fn replay(&self, _q: &Question) -> Replay {
         Replay::Same
+    }
+
+    /// A replayed topology-aware answer (made for the client's place, `Next::for_clients_of`)
+    /// counts under the reason it was made for.
+    fn replayed(&self, replay: Replayed) {
+        if let (Some(reason), Some(c)) = (Reason::from_note(replay.note), &self.topology_answers) {
+            c.count(reason);
+        }
+    }
+
+    /// With `topology`: the client's place class (its pod's node and zone), which its
+    /// topology-aware answers are the same for.
+    fn client_class(&self, client: IpAddr) -> Option<u64> {
+        if self.answerer.settings().topology {
+            self.zone().client_place_class(client)
+        } else {
+            None
+        }
     }
 
     fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {

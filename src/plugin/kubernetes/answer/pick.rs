@@ -17,6 +17,25 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// The number it is noted as with a memoized answer, given back on each replay.
+    pub fn note(self) -> u8 {
+        match self {
+            Self::Node => 1,
+            Self::Zone => 2,
+            Self::Fallback => 3,
+        }
+    }
+
+    /// The reason noted as `note` ([`Reason::note`]).
+    pub fn from_note(note: u8) -> Option<Self> {
+        match note {
+            1 => Some(Self::Node),
+            2 => Some(Self::Zone),
+            3 => Some(Self::Fallback),
+            _ => None,
+        }
+    }
+
     /// The label value.
     pub fn label(self) -> &'static str {
         match self {
@@ -34,6 +53,10 @@ pub struct ClientUse {
     pub dependent: bool,
     /// For a known pod: how its answer was narrowed.
     pub reason: Option<Reason>,
+    /// The client's place class (`ClientPlace::class`, or `NO_PLACE` for a client that is not
+    /// a pod on a known node): the answer is the same for every client of the class. `None`:
+    /// for this client alone.
+    pub class: Option<u64>,
 }
 
 /// Which of a headless Service's ready endpoints an answer lists.

@@ -13,7 +13,7 @@ use hickory_proto::rr::{Name, RecordType};
 use super::answerer::{ClusterAnswerer, Resolution, address_data, family_matches, spelt_zone};
 use super::pick::{ClientUse, Directive, Pick, Reason, ZonalName};
 use crate::cluster::model::{EndpointInfo, ServiceKind};
-use crate::cluster::topology::{ClientPlace, TrafficDistribution};
+use crate::cluster::topology::{ClientPlace, NO_PLACE, TrafficDistribution};
 use crate::cluster::zone::ServiceEntry;
 use crate::proto::Records;
 
@@ -123,6 +123,7 @@ impl ClusterAnswerer {
                 ClientUse {
                     dependent: true,
                     reason: None,
+                    class: Some(NO_PLACE),
                 },
             );
         };
@@ -132,6 +133,7 @@ impl ClusterAnswerer {
             ClientUse {
                 dependent: true,
                 reason: Some(reason),
+                class: place.class,
             },
         )
     }
