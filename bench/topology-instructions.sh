@@ -11,10 +11,10 @@
 #
 # Cases, in one run: `db` (headless, 9 endpoints, PreferSameZone: the client-aware path,
 # answered with zone a's 4 of 9) beside `plain` (headless, 9 endpoints, no trafficDistribution:
-# the plain headless answer), over UDP (where the plain answer comes from the answer memo
-# and the client-aware one never does) and over TCP (no memo: the two answer paths alone);
-# and `db` over UDP from 127.0.0.5, not a pod: the whole UDP path without the memo, every
-# endpoint in the answer.
+# the plain headless answer), over UDP (where both come from the answer memo: the plain one by
+# its request bytes, the client-aware one by its request bytes and the client's place class)
+# and over TCP (no memo: the two answer paths alone); and `db` over UDP from 127.0.0.5, not a
+# pod: every endpoint in the answer, from the memo under the "not a pod" class.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
