@@ -603,6 +603,10 @@ impl Chain {
             scope = scope.and(p.scope(q));
         }
         plan.reads_zones = scope != Scope::Independent;
+        // The plugin that made a reply for a class of clients is told of each replay too.
+        if let Some(c) = class {
+            plan.counted |= 1 << c.plugin;
+        }
         plan.class = class;
         plan.scope = match scope {
             Scope::Key(k) => Some(k),

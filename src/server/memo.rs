@@ -157,28 +157,6 @@ struct Entry {
     info: MemoInfo,
 }
 
-impl Inner {
-    /// The response to the request keyed `key` made for the class `classify` puts the client
-    /// in, given the request's marker. Out of line, and through
-    /// `try_get` (a shard being written is a miss), so the plain lookup keeps the one inlined
-    /// `get` it had before classes.
-    #[inline(never)]
-    fn classed(
-        &self,
-        key: &[u8],
-        marker: &MemoInfo,
-        classify: impl FnOnce(&MemoInfo) -> Option<u64>,
-    ) -> Option<dashmap::mapref::one::Ref<'_, Box<[u8]>, Entry>> {
-        let class = classify(marker)?;
-        let mut buf = [0u8; CLASSED_KEY_MAX];
-        let entry = self
-            .entries
-            .try_get(classed_key(key, class, &mut buf)?)
-            .try_unwrap()?;
-        (entry.role == Role::Classed(class)).then_some(entry)
-    }
-}
-
 #[derive(Debug)]
 struct Inner {
     zones: Vec<Arc<dyn ChangeCounter>>,
@@ -396,7 +374,7 @@ impl AnswerMemo {
             info,
         };
         let Some(class) = info.class else {
-            Self::put(inner, key, entry);
+            inner.put(key, entry);
             return;
         };
         // Made for a class of clients: kept by the request and the class, and the request's
@@ -405,20 +383,20 @@ impl AnswerMemo {
         let Some(classed) = classed_key(key, class.class, &mut buf) else {
             return;
         };
-        // (`try_get`: a shard being written reads as unmarked, and the marker is put again.)
-        let marked = inner.entries.try_get(key).try_unwrap().is_some_and(|e| {
-            e.role == Role::Marker
-                && e.info.block == info.block
-                && e.info.class.map(|c| c.plugin) == Some(class.plugin)
-        });
-        Self::put(
-            inner,
+        inner.put(
             classed,
             Entry {
                 role: Role::Classed(class.class),
                 ..entry
             },
         );
+        // Looked for after the classed put, which may have emptied the memo. (`try_get`: a
+        // shard being written reads as unmarked, and the marker is put again.)
+        let marked = inner.entries.try_get(key).try_unwrap().is_some_and(|e| {
+            e.role == Role::Marker
+                && e.info.block == info.block
+                && e.info.class.map(|c| c.plugin) == Some(class.plugin)
+        });
         if !marked {
             let marker = Entry {
                 role: Role::Marker,
@@ -428,47 +406,8 @@ impl AnswerMemo {
                 ttl_at: Box::default(),
                 info,
             };
-            Self::put(inner, key, marker);
+            inner.put(key, marker);
         }
-    }
-
-    /// Keeps `entry` by `key`, within the capacity (emptying the memo first when it would go
-    /// beyond).
-    fn put(inner: &Inner, key: &[u8], entry: Entry) {
-        let cost = entry.cost(key.len());
-        if cost > inner.capacity {
-            return;
-        }
-        let mut held = inner.emptying.read().unwrap_or_else(PoisonError::into_inner);
-        if inner.bytes.fetch_add(cost, Ordering::AcqRel) + cost > inner.capacity {
-            inner.bytes.fetch_sub(cost, Ordering::AcqRel);
-            drop(held);
-            {
-                let _emptying = inner.emptying.write().unwrap_or_else(PoisonError::into_inner);
-                inner.entries.clear();
-                inner.bytes.store(0, Ordering::Release);
-                inner.count.store(0, Ordering::Release);
-            }
-            if let Some(m) = inner.metrics.get() {
-                m.emptied();
-            }
-            held = inner.emptying.read().unwrap_or_else(PoisonError::into_inner);
-            if inner.bytes.fetch_add(cost, Ordering::AcqRel) + cost > inner.capacity {
-                inner.bytes.fetch_sub(cost, Ordering::AcqRel);
-                return;
-            }
-        }
-        let old = inner.entries.insert(key.into(), entry);
-        match old {
-            Some(old) => {
-                inner.bytes.fetch_sub(old.cost(key.len()), Ordering::AcqRel);
-            }
-            None => {
-                inner.count.fetch_add(1, Ordering::AcqRel);
-            }
-        }
-        drop(held);
-        inner.report();
     }
 
     /// The bytes counted against the capacity, and the cost of the entries really held.
@@ -534,6 +473,65 @@ fn word(buf: &mut [u8], at: usize) -> Option<&mut [u8; 4]> {
 }
 
 impl Inner {
+    /// The response to the request keyed `key` made for the class `classify` puts the client
+    /// in, given the request's marker. Out of line, and through `try_get` (a shard being
+    /// written is a miss), so the plain lookup keeps the one inlined `get` it had before
+    /// classes.
+    #[inline(never)]
+    fn classed(
+        &self,
+        key: &[u8],
+        marker: &MemoInfo,
+        classify: impl FnOnce(&MemoInfo) -> Option<u64>,
+    ) -> Option<dashmap::mapref::one::Ref<'_, Box<[u8]>, Entry>> {
+        let class = classify(marker)?;
+        let mut buf = [0u8; CLASSED_KEY_MAX];
+        let entry = self
+            .entries
+            .try_get(classed_key(key, class, &mut buf)?)
+            .try_unwrap()?;
+        (entry.role == Role::Classed(class)).then_some(entry)
+    }
+
+    /// Keeps `entry` by `key`, within the capacity (emptying the memo first when it would go
+    /// beyond).
+    fn put(&self, key: &[u8], entry: Entry) {
+        let cost = entry.cost(key.len());
+        if cost > self.capacity {
+            return;
+        }
+        let mut held = self.emptying.read().unwrap_or_else(PoisonError::into_inner);
+        if self.bytes.fetch_add(cost, Ordering::AcqRel) + cost > self.capacity {
+            self.bytes.fetch_sub(cost, Ordering::AcqRel);
+            drop(held);
+            {
+                let _emptying = self.emptying.write().unwrap_or_else(PoisonError::into_inner);
+                self.entries.clear();
+                self.bytes.store(0, Ordering::Release);
+                self.count.store(0, Ordering::Release);
+            }
+            if let Some(m) = self.metrics.get() {
+                m.emptied();
+            }
+            held = self.emptying.read().unwrap_or_else(PoisonError::into_inner);
+            if self.bytes.fetch_add(cost, Ordering::AcqRel) + cost > self.capacity {
+                self.bytes.fetch_sub(cost, Ordering::AcqRel);
+                return;
+            }
+        }
+        let old = self.entries.insert(key.into(), entry);
+        match old {
+            Some(old) => {
+                self.bytes.fetch_sub(old.cost(key.len()), Ordering::AcqRel);
+            }
+            None => {
+                self.count.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        drop(held);
+        self.report();
+    }
+
     /// Sets the listener's gauges to what it holds now (a no-op before metrics are attached).
     fn report(&self) {
         if let Some(m) = self.metrics.get() {

@@ -718,8 +718,7 @@ fn memo_info(
         rcode: sent.response_code,
         response: *sent,
         answers: resp.answers.len(),
-        // The plugin that made a reply for a class of clients is told of each replay too.
-        counted: plan.counted | plan.class.map_or(0, |c| 1 << c.plugin),
+        counted: plan.counted,
         by: resp.plugin,
         shuffle,
         scope,
