@@ -189,3 +189,40 @@ async fn notify_goes_to_the_to_addresses_at_start_and_when_the_zone_changes() {
     );
     running.stop().await.unwrap();
 }
+
+/// Issue 42: the coredns/helm chart's zone-file layout (`file` + `transfer { to ADDR }` +
+/// `cache 30` in one block). After the allowed secondary's transfer, another client's AXFR is
+/// still refused: the cache never keeps a transfer, nor the refusal made for one client (the
+/// allowed one then still gets its zone). CoreDNS's cache never stores transfers either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transfer_is_never_replayed_from_the_cache_to_another_client() {
+    let dir = support::temp_dir("transfer-cache");
+    std::fs::write(dir.join("db.example.org"), ZONE).unwrap();
+    let corefile = "example.org:0 {\n bind 127.0.0.1\n file db.example.org\n transfer {\n  to 127.0.0.53\n }\n cache 30\n}\n";
+    let running = support::start(corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let outs = tokio::task::spawn_blocking(move || {
+        let axfr = |from: &str| support::dig(addr, &["+nocookie", "-b", from, "AXFR", "example.org"]);
+        let ixfr = |from: &str| support::dig(addr, &["+nocookie", "-b", from, "IXFR=41", "example.org"]);
+        [
+            axfr("127.0.0.1"),
+            axfr("127.0.0.53"),
+            axfr("127.0.0.1"),
+            axfr("127.0.0.53"),
+            ixfr("127.0.0.53"),
+            ixfr("127.0.0.1"),
+        ]
+    })
+    .await
+    .unwrap();
+    for (i, out) in outs.iter().enumerate() {
+        let allowed = i % 2 == 1 && i != 5 || i == 4;
+        if allowed {
+            assert_eq!(support::dig_records(out).len(), 5, "transfer {i} to the allowed client: {out}");
+        } else {
+            assert!(out.contains("Transfer failed"), "transfer {i} to another client: {out}");
+            assert!(!out.contains("www.example.org."), "transfer {i} leaked the zone: {out}");
+        }
+    }
+    running.stop().await.unwrap();
+}
