@@ -8,12 +8,29 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Record, RecordType};
 use rand::seq::SliceRandom;
 
-/// May the server send a plugin's reply to a request again, for the same request bytes, while
-/// the cluster zones are unchanged (the answer memo)? Declared per question.
+/// What a plugin's part in the reply to a question depends on, and so who may be sent it
+/// again: the one contract of every place that keeps answers (the answer memo, the cache and
+/// its serve_stale and prefetch). Declared per question; the chain reads it as the question
+/// visits the plugin ([`crate::chain::Next::decided_for_the_client`]).
+///
+/// | declared | memo replays it | a cache before the plugin keeps it |
+/// | --- | --- | --- |
+/// | `Client` (the default) | never | never |
+/// | `Never` | never | yes |
+/// | `Same`, `Counted`, `Reordered`, `Timed` | as each says | yes |
+///
+/// A decision made for one client is never sent to another: a plugin whose answer or decision
+/// (an allow, a refusal, a transfer, a rate) reads who asks declares `Client`, and forgetting to
+/// declare is the same as declaring it (it costs speed, never a leak).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Replay {
-    /// No: the answer depends on more than the request bytes and the zones (the client's
-    /// address, the clock, chance, a file). The default.
+    /// No one else may be given it: the answer or the decision depends on who asks (the
+    /// client's address, pod, namespace, TSIG key, transport, view, policy). The memo never
+    /// replays it and no cache before the plugin keeps it. The default.
+    Client,
+    /// No replay from the memo: the answer depends on more than the request bytes and the
+    /// zones (the clock, chance, a file, a count per answer), but not on who asks, so a cache
+    /// may keep it as it keeps an upstream's answer.
     Never,
     /// Yes, as it is.
     Same,

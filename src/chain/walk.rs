@@ -56,9 +56,11 @@ pub trait Plugin: Any + Send + Sync + fmt::Debug {
         false
     }
 
-    /// Whether its part in the reply to `q` may be replayed (see [`Replay`]). Default: never.
+    /// What its part in the reply to `q` depends on, and so whether the memo may replay it
+    /// and a cache before it keep it (see [`Replay`]). Default: [`Replay::Client`], kept by no
+    /// one.
     fn replay(&self, _q: &Question) -> Replay {
-        Replay::Never
+        Replay::Client
     }
 
     /// The classes other than IN it answers (`chaos`: CH). The server refuses a question of
@@ -172,9 +174,11 @@ pub struct Trace {
     writer: AtomicU32,
     /// A plugin found, while answering, that this reply must not be replayed.
     no_replay: std::sync::atomic::AtomicBool,
-    /// The reply was made for this client only ([`Next::for_this_client_only`]), or for its
-    /// class of clients ([`Next::for_clients_of`]).
-    client_only: std::sync::atomic::AtomicBool,
+    /// Bit `i`: plugin `i` decided for this client ([`Replay::Client`] as the question
+    /// visited it, [`Next::for_this_client_only`]) or for its class of clients
+    /// ([`Next::for_clients_of`]). Only set, never cleared: no store before plugin `i` keeps
+    /// the reply ([`Next::decided_for_the_client`]).
+    for_client: AtomicU32,
     /// The plugin that made the reply for a class of clients, and the class
     /// ([`Next::for_clients_of`]); set at most once (a second, different one forbids the
     /// replay).
@@ -189,6 +193,15 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// The question visited plugin `at`, which declared `replay` for it.
+    fn visit(&self, at: usize, replay: Replay) {
+        let bit = 1 << at;
+        self.visited.fetch_or(bit, Ordering::Relaxed);
+        if replay == Replay::Client {
+            self.for_client.fetch_or(bit, Ordering::Relaxed);
+        }
+    }
+
     /// Plugin `at` returned `reply`: the innermost plugin that returned a reply without
     /// asking on wrote it (unless a plugin after it claimed it); a failure is the chain's, not
     /// a plugin's answer.
@@ -324,11 +337,20 @@ impl<'a> Next<'a> {
         self.trace.no_replay.store(true, Ordering::Relaxed);
     }
 
+    /// The bit of the plugin asking (this `Next` is the rest of the chain after it).
+    fn asking_bit(&self) -> u32 {
+        1 << self.at.saturating_sub(1)
+    }
+
     /// The reply the plugin asking returns was made for this client only (it lists what is
-    /// near the client: `kubernetes`'s `topology`): it is neither replayed nor stored for
-    /// another client by a cache before it ([`Next::is_for_this_client_only`]).
+    /// near the client: `kubernetes`'s `topology`; autopath's walk of the client's search
+    /// path), though the plugin declared otherwise for the question ([`Plugin::replay`]): it
+    /// is neither replayed nor kept for another client by a store before the plugin
+    /// ([`Next::decided_for_the_client`]).
     pub fn for_this_client_only(&self) {
-        self.trace.client_only.store(true, Ordering::Relaxed);
+        self.trace
+            .for_client
+            .fetch_or(self.asking_bit(), Ordering::Relaxed);
         self.forbid_replay();
     }
 
@@ -339,7 +361,9 @@ impl<'a> Next<'a> {
     /// The plugin is told of each replay ([`Plugin::replayed`]), with `note` given back
     /// ([`Replayed::note`]).
     pub fn for_clients_of(&self, class: u64, note: u8) {
-        self.trace.client_only.store(true, Ordering::Relaxed);
+        self.trace
+            .for_client
+            .fetch_or(self.asking_bit(), Ordering::Relaxed);
         let me = ClientClass {
             plugin: self.at.saturating_sub(1),
             class,
@@ -357,9 +381,13 @@ impl<'a> Next<'a> {
         }
     }
 
-    /// True when a plugin after this one answered this question for its client only.
-    pub fn is_for_this_client_only(&self) -> bool {
-        self.trace.client_only.load(Ordering::Relaxed)
+    /// True when a plugin after the one asking, visited by this question, decided for its
+    /// client (or its class of clients): [`Replay::Client`], [`Next::for_this_client_only`],
+    /// [`Next::for_clients_of`]. A store of answers (the cache) keeps nothing the rest of the
+    /// chain answered while this holds: what the rest decided for one client is no one else's.
+    /// (Plugins before the store decide again for each client before it is asked.)
+    pub fn decided_for_the_client(&self) -> bool {
+        self.trace.for_client.load(Ordering::Relaxed) >> self.at != 0
     }
 
     /// The reply the plugin asking returns comes from its store, which holds it as `lifetime`
@@ -395,10 +423,13 @@ pub struct DetachedNext {
 }
 
 impl DetachedNext {
-    /// Asks the rest of the chain.
-    pub async fn serve(&self, q: &Question) -> Reply {
+    /// Asks the rest of the chain: its reply, and whether a plugin of the rest decided it for
+    /// `q`'s client ([`Next::decided_for_the_client`]: a store keeps no such reply).
+    pub async fn serve(&self, q: &Question) -> (Reply, bool) {
         let trace = Trace::default();
-        self.chain.serve_at(self.at, q, &trace).await
+        let reply = self.chain.serve_at(self.at, q, &trace).await;
+        let for_client = trace.for_client.load(Ordering::Relaxed) >> self.at != 0;
+        (reply, for_client)
     }
 }
 
@@ -570,12 +601,18 @@ impl Chain {
             .class
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Decided for this client: replayed to no one, but for a reply made for a class of
+        // clients, which the memo replays to that class only.
+        let class_bit = class.map_or(0, |c| 1 << c.plugin);
+        if trace.for_client.load(Ordering::Relaxed) & !class_bit != 0 {
+            return None;
+        }
         for (i, p) in self.plugins.iter().enumerate() {
             if visited & (1 << i) == 0 {
                 continue;
             }
             match p.replay(q) {
-                Replay::Never => return None,
+                Replay::Client | Replay::Never => return None,
                 Replay::Same => {}
                 Replay::Counted => plan.counted |= 1 << i,
                 Replay::Reordered => plan.reordered = true,
@@ -635,11 +672,11 @@ impl Chain {
             match plugin.serve_now(q, &next) {
                 Now::Later => return Err(at),
                 Now::Pass => {
-                    trace.visited.fetch_or(1 << at, Ordering::Relaxed);
+                    trace.visit(at, plugin.replay(q));
                     at += 1;
                 }
                 Now::Reply(reply) => {
-                    trace.visited.fetch_or(1 << at, Ordering::Relaxed);
+                    trace.visit(at, plugin.replay(q));
                     trace.wrote(at, &reply);
                     return Ok(reply);
                 }
@@ -665,7 +702,7 @@ impl Chain {
                     reason: NO_PLUGIN_ANSWERED,
                 });
             };
-            trace.visited.fetch_or(1 << at, Ordering::Relaxed);
+            trace.visit(at, plugin.replay(q));
             let next = Next {
                 chain: self,
                 at: at + 1,
@@ -879,6 +916,90 @@ mod tests {
             }
         }
         assert!(!Chain::default().awaits_io());
+    }
+
+    /// A store in the chain that notes what [`Next::decided_for_the_client`] says once the
+    /// rest of the chain answered (as the cache asks before it keeps a reply).
+    #[derive(Debug, Default)]
+    struct Keeper {
+        saw: std::sync::Mutex<Option<bool>>,
+    }
+
+    impl Plugin for Keeper {
+        fn name(&self) -> &'static str {
+            "keeper"
+        }
+        fn replay(&self, _q: &Question) -> Replay {
+            Replay::Same
+        }
+        fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
+            Box::pin(async move {
+                let reply = next.serve(q).await;
+                *self.saw.lock().unwrap() = Some(next.decided_for_the_client());
+                reply
+            })
+        }
+    }
+
+    /// Issue 42's contract: a plugin that declares [`Replay::Client`] for a question (or says
+    /// so while answering) keeps its decision from every store before it and from the memo;
+    /// one before the store decides again for each client and does not stop the store.
+    #[tokio::test]
+    async fn what_a_plugin_decides_for_the_client_is_kept_by_no_store_before_it() {
+        for (before, after, kept, replayed) in [
+            (Replay::Same, Replay::Same, true, true),
+            (Replay::Same, Replay::Never, true, false),
+            (Replay::Client, Replay::Same, true, false),
+            (Replay::Same, Replay::Client, false, false),
+            (Replay::Client, Replay::Client, false, false),
+        ] {
+            for make in [stub, stub_now] {
+                let keeper = Arc::new(Keeper::default());
+                let chain = Chain::new(vec![
+                    make("before", false, before),
+                    keeper.clone(),
+                    make("after", true, after),
+                ]);
+                let a = chain.serve(&q()).await;
+                assert_eq!(a.by, "after");
+                assert_eq!(*keeper.saw.lock().unwrap(), Some(!kept), "{before:?} {after:?}");
+                assert_eq!(a.replay.is_some(), replayed, "{before:?} {after:?}");
+            }
+        }
+        // The default declaration is `Client`.
+        #[derive(Debug)]
+        struct Undeclared;
+        impl Plugin for Undeclared {
+            fn name(&self) -> &'static str {
+                "undeclared"
+            }
+            fn serve<'a>(&'a self, _q: &'a Question, _next: Next<'a>) -> ReplyFuture<'a> {
+                Box::pin(std::future::ready(empty_answer()))
+            }
+        }
+        let keeper = Arc::new(Keeper::default());
+        let chain = Chain::new(vec![keeper.clone(), Arc::new(Undeclared)]);
+        let a = chain.serve(&q()).await;
+        assert_eq!(*keeper.saw.lock().unwrap(), Some(true));
+        assert_eq!(a.replay, None);
+        // A detached walk (prefetch, a stale entry's refresh) says it too.
+        let chain = Chain::new(vec![stub("first", false, Replay::Same), Arc::new(Undeclared)]);
+        let trace = Trace::default();
+        let next = Next {
+            chain: &chain,
+            at: 1,
+            trace: &trace,
+        };
+        let (_, for_client) = next.detach().serve(&q()).await;
+        assert!(for_client);
+        let chain = Chain::new(vec![Arc::new(Undeclared), stub("second", true, Replay::Same)]);
+        let next = Next {
+            chain: &chain,
+            at: 1,
+            trace: &trace,
+        };
+        let (_, for_client) = next.detach().serve(&q()).await;
+        assert!(!for_client);
     }
 
     #[tokio::test]

@@ -218,10 +218,20 @@ async fn a_transfer_is_never_replayed_from_the_cache_to_another_client() {
     for (i, out) in outs.iter().enumerate() {
         let allowed = i % 2 == 1 && i != 5 || i == 4;
         if allowed {
-            assert_eq!(support::dig_records(out).len(), 5, "transfer {i} to the allowed client: {out}");
+            assert_eq!(
+                support::dig_records(out).len(),
+                5,
+                "transfer {i} to the allowed client: {out}"
+            );
         } else {
-            assert!(out.contains("Transfer failed"), "transfer {i} to another client: {out}");
-            assert!(!out.contains("www.example.org."), "transfer {i} leaked the zone: {out}");
+            assert!(
+                out.contains("Transfer failed"),
+                "transfer {i} to another client: {out}"
+            );
+            assert!(
+                !out.contains("www.example.org."),
+                "transfer {i} leaked the zone: {out}"
+            );
         }
     }
     running.stop().await.unwrap();

@@ -102,7 +102,7 @@ impl Plugin for Acl {
             .iter()
             .any(|p| p.zones.iter().any(|z| z.zone_of(&q.name)))
         {
-            Replay::Never
+            Replay::Client
         } else {
             Replay::Same
         }

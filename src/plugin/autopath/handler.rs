@@ -118,7 +118,7 @@ impl Plugin for AutoPath {
     }
 
     /// What it passes through unchanged may be replayed; what depends on the client is kept
-    /// from replay by [`Next::forbid_replay`] while answering.
+    /// from replay and from stores by [`Next::for_this_client_only`] while answering.
     fn replay(&self, _q: &Question) -> Replay {
         Replay::Same
     }
@@ -154,7 +154,7 @@ impl Plugin for AutoPath {
                 let reply = next.serve(q).await;
                 if reply.rcode() == ResponseCode::NXDomain {
                     // What a pod client's walk would have changed: never replayed to one.
-                    next.forbid_replay();
+                    next.for_this_client_only();
                 }
                 return reply;
             };
@@ -164,7 +164,7 @@ impl Plugin for AutoPath {
             if reply.rcode() != ResponseCode::NXDomain {
                 return reply;
             }
-            next.forbid_replay();
+            next.for_this_client_only();
             for name in tries(&base, &path[1..]) {
                 // Only a reply that is not NXDOMAIN is kept: an NXDOMAIN may be the bare rcode.
                 let answer = next.serve(&q.for_name(name).probing(true)).await;

@@ -125,8 +125,12 @@ impl Cache {
         }
     }
 
-    /// Stores `reply` for `q` if it may be cached; returns how long it is kept.
+    /// Stores `reply` for `q` if it may be cached; returns how long it is kept. A zone
+    /// transfer never is (as CoreDNS's cache): it is made for the client `transfer` allowed.
     pub fn insert(&self, q: &Question, reply: &Reply, now: Instant) -> Option<Duration> {
+        if matches!(q.qtype, RecordType::AXFR | RecordType::IXFR) {
+            return None;
+        }
         let c = &self.inner.config;
         let (kind, ttl) = classify(reply, &c.success, &c.denial, c.servfail)?;
         // Under `prefer_positive` only an answer to the question replaces a kept positive.
@@ -278,9 +282,9 @@ impl Cache {
                 } else {
                     next.serve(q).await
                 };
-                // An answer made for this client only (`kubernetes`'s `topology`) is not
-                // anyone else's.
-                if next.is_for_this_client_only() {
+                // What a plugin after the cache decided for this client (a transfer, a
+                // `template` of its address, `kubernetes`'s `topology`) is no one else's.
+                if next.decided_for_the_client() {
                     return reply;
                 }
                 match self.insert(q, &reply, Instant::now()) {
@@ -296,9 +300,10 @@ impl Cache {
     /// nothing to store, the entry may be refreshed again: at once while it is fresh, after
     /// `serve_stale`'s FAILURE_RECHECK once it is stale.
     async fn refresh(self, next: DetachedNext, q: Question) -> Reply {
-        let reply = next.serve(&q).await;
+        let (reply, for_client) = next.serve(&q).await;
         let now = Instant::now();
-        let stored = self.insert(&q, &reply, now).is_some();
+        // As on a miss: what the rest decided for this client is not stored for others.
+        let stored = !for_client && self.insert(&q, &reply, now).is_some();
         // Under `prefer_positive` a kept positive answer is refreshed only by a positive one:
         // anything else is a failed refresh of it.
         let positive_kept = self.inner.config.prefer_positive && !answers_question(&q, &reply);
@@ -421,6 +426,19 @@ mod tests {
 
     fn has(text: &str, want: &str) {
         assert!(text.contains(want), "missing {want} in\n{text}");
+    }
+
+    /// A zone transfer is made for the client `transfer` allowed: the cache keeps none
+    /// (issue 42), whatever the plugins after it declare.
+    #[tokio::test(start_paused = true)]
+    async fn a_zone_transfer_is_never_stored() {
+        let cache = Cache::new(&config("cache 30"));
+        let now = tokio::time::Instant::now();
+        for qtype in [RecordType::AXFR, RecordType::IXFR] {
+            let q = Question::new(Name::from_ascii("example.").unwrap(), qtype);
+            assert_eq!(cache.insert(&q, &positive("example."), now), None, "{qtype}");
+        }
+        assert_eq!(cache.len(), (0, 0));
     }
 
     #[tokio::test(start_paused = true)]

@@ -118,7 +118,7 @@ impl Plugin for Dns64 {
     /// Other types pass through as they are; AAAA answers depend on the client's family.
     fn replay(&self, q: &Question) -> Replay {
         if q.qtype == RecordType::AAAA {
-            Replay::Never
+            Replay::Client
         } else {
             Replay::Same
         }

@@ -143,7 +143,7 @@ impl Plugin for Fairness {
         match self.shared.judge(q) {
             None => Now::Pass,
             Some(reply) => {
-                next.forbid_replay();
+                next.for_this_client_only();
                 Now::Reply(reply)
             }
         }

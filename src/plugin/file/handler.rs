@@ -14,7 +14,7 @@ use hickory_proto::rr::{Name, Record, RecordType};
 
 use super::setup::{FileConfig, ZoneFile};
 use super::zone::{Lookup, ZoneData};
-use crate::chain::{Chain, Fallthrough, Next, Notifier, Plugin, ReplyFuture};
+use crate::chain::{Chain, Fallthrough, Next, Notifier, Plugin, Replay, ReplyFuture};
 use crate::proto::{Answer, Failure, FlagEdit, Forwarded, Question, Reply};
 
 /// One zone and what serves it now.
@@ -287,6 +287,12 @@ impl File {
 impl Plugin for File {
     fn name(&self) -> &'static str {
         "file"
+    }
+
+    /// Its answers follow a file it reloads (not counted as a zone change), not who asks:
+    /// never replayed from the memo, kept by a cache.
+    fn replay(&self, _q: &Question) -> Replay {
+        Replay::Never
     }
 
     /// Its answers follow the file, which is read again: never replayed (the default).

@@ -3,7 +3,7 @@
 //! `forward` instead (CoreDNS hands it to its next plugin only when that is a `forward`), and so
 //! does a NOERROR reply without answers (NODATA) under `next_on_nodata`.
 
-use crate::chain::{Next, Plugin, ReplyFuture, Upstreams};
+use crate::chain::{Next, Plugin, Replay, ReplyFuture, Upstreams};
 use crate::proto::{Question, Reply};
 
 use super::Forward;
@@ -35,6 +35,12 @@ impl Plugin for Forwards {
         true
     }
 
+    /// As one `forward`'s ([`Forward`]'s `replay`): the upstreams' answers are kept by a cache,
+    /// never replayed from the memo.
+    fn replay(&self, _q: &Question) -> Replay {
+        Replay::Never
+    }
+
     /// The first `forward` that handles the name answers, unless its upstream's rcode is in
     /// its `next` and another `forward` follows; names none handles go on down the chain.
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
@@ -44,7 +50,14 @@ impl Plugin for Forwards {
                 if !forward.handles(&q.name) {
                     continue;
                 }
-                let reply = forward.serve(q).await;
+                let reply = match forward.admit(q) {
+                    Ok(ticket) => forward.serve_admitted(q, ticket).await,
+                    Err(refusal) => {
+                        // Decided for this client alone: no store keeps it.
+                        next.for_this_client_only();
+                        return refusal.reply();
+                    }
+                };
                 let passed_on = match &reply {
                     Reply::Forwarded(f) => {
                         let nodata = forward.next_on_nodata()

@@ -25,7 +25,7 @@ use super::metrics::{ForwardMetrics, PluginInstruments, Pool, UpstreamInstrument
 use super::setup::{ForwardConfig, Policy};
 use super::targets::{To, Transport};
 use super::{tls, udp};
-use crate::chain::{FairShare, Next, Plugin, ReplyFuture, Tap, Upstreams};
+use crate::chain::{FairShare, Next, Plugin, Replay, ReplyFuture, Tap, Upstreams};
 use crate::proto::{Failure, FlagEdit, Forwarded, Question, Reply};
 
 /// The most time one client query spends in `forward`, all attempts included.
@@ -351,16 +351,27 @@ impl Forward {
         }
     }
 
-    /// Forwards `q`, or waits for an identical question already in flight and takes its reply
-    /// ([`super::flight`]); see [`Forward::serve_alone`].
+    /// Forwards `q` if its client's share of the upstream allows ([`Forward::admit`]), as
+    /// [`Forward::serve_admitted`] does; otherwise the share's reply.
     pub async fn serve(&self, q: &Question) -> Reply {
-        // The client's share of the upstream, held until the reply (or until the client goes
-        // away and this future is dropped); over it, the share's reply at once.
-        let _ticket = match self.inner.share.get().map(|s| s.0.admit(q)) {
-            Some(Err(refusal)) => return refusal.reply(),
-            Some(Ok(ticket)) => Some(ticket),
-            None => None,
-        };
+        match self.admit(q) {
+            Ok(ticket) => self.serve_admitted(q, ticket).await,
+            Err(refusal) => refusal.reply(),
+        }
+    }
+
+    /// The client's share of the upstream (`fairness`) for `q`: a ticket to hold until the
+    /// reply (none without a share), or, over it, what the client gets at once. The refusal
+    /// is decided for that client: a caller in a chain says so
+    /// ([`crate::chain::Next::for_this_client_only`]), so no store keeps it.
+    pub fn admit(&self, q: &Question) -> Result<Option<crate::chain::UpstreamTicket>, crate::chain::Refusal> {
+        self.inner.share.get().map(|s| s.0.admit(q)).transpose()
+    }
+
+    /// Forwards `q`, or waits for an identical question already in flight and takes its reply
+    /// ([`super::flight`]); see [`Forward::serve_alone`]. `_ticket` (from [`Forward::admit`])
+    /// is held until the reply, or until the client goes away and this future is dropped.
+    pub async fn serve_admitted(&self, q: &Question, _ticket: Option<crate::chain::UpstreamTicket>) -> Reply {
         let cfg = &self.inner.config;
         let tcp = cfg.force_tcp || (q.over_stream() && !cfg.prefer_udp);
         match self.inner.flights.join(FlightKey::of(q, tcp)) {
@@ -605,13 +616,24 @@ impl Plugin for Forward {
         true
     }
 
-    /// Upstream answers depend on the upstream and the clock: never replayed (the default).
+    /// Upstream answers depend on the upstream and the clock, not on who asks: never replayed
+    /// from the memo, kept by a cache. A client over its share of the upstream is refused for
+    /// itself alone ([`Forward::admit`]).
+    fn replay(&self, _q: &Question) -> Replay {
+        Replay::Never
+    }
+
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
         Box::pin(async move {
-            if self.handles(&q.name) {
-                Forward::serve(self, q).await
-            } else {
-                next.serve(q).await
+            if !self.handles(&q.name) {
+                return next.serve(q).await;
+            }
+            match self.admit(q) {
+                Ok(ticket) => self.serve_admitted(q, ticket).await,
+                Err(refusal) => {
+                    next.for_this_client_only();
+                    refusal.reply()
+                }
             }
         })
     }

@@ -14,7 +14,7 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use super::metrics::HostsMetrics;
 use super::setup::HostsConfig;
 use super::table::{Table, parse_hosts};
-use crate::chain::{Chain, Fallthrough, Next, Now, Plugin, ReplyFuture};
+use crate::chain::{Chain, Fallthrough, Next, Now, Plugin, Replay, ReplyFuture};
 use crate::proto::Answer;
 use crate::proto::{FlagEdit, Question, Reply};
 
@@ -121,6 +121,12 @@ impl Inner {
 impl Plugin for Hosts {
     fn name(&self) -> &'static str {
         "hosts"
+    }
+
+    /// Its answers follow a file it reloads, not who asks: never replayed from the memo, kept
+    /// by a cache.
+    fn replay(&self, _q: &Question) -> Replay {
+        Replay::Never
     }
 
     /// Its answers follow the file, which is re-read: never replayed (the default).

@@ -10,7 +10,7 @@ use hickory_proto::rr::Name;
 
 use super::probe::{Probes, run_probes};
 use super::status::LoopStatus;
-use crate::chain::{Chain, Next, Plugin, ReplyFuture};
+use crate::chain::{Chain, Next, Plugin, Replay, ReplyFuture};
 use crate::proto::{Question, Reply};
 
 /// The `loop` plugin in a chain.
@@ -53,6 +53,12 @@ impl LoopDetect {
 impl Plugin for LoopDetect {
     fn name(&self) -> &'static str {
         "loop"
+    }
+
+    /// What it passes on or answers follows its probes (the clock), not who asks: never
+    /// replayed from the memo, kept by a cache.
+    fn replay(&self, _q: &Question) -> Replay {
+        Replay::Never
     }
 
     /// One of our probes coming back marks the upstream it went to as looping and gets

@@ -10,7 +10,7 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{DNSClass, Name, RData, Record};
 
 use super::rule::{Action, Mode, RewriteRule, Template, TtlRange};
-use crate::chain::{Next, Plugin, ReplyFuture};
+use crate::chain::{Next, Plugin, Replay, ReplyFuture};
 use crate::proto::{Answer, Forwarded, Question, Reply};
 
 /// The `rewrite` rules of one server block, in Corefile order. Cheap to clone.
@@ -121,6 +121,12 @@ fn class_bit(c: DNSClass) -> usize {
 impl Plugin for Rewrite {
     fn name(&self) -> &'static str {
         "rewrite"
+    }
+
+    /// Never replayed from the memo (its `answer` rules and counters run per reply); what the
+    /// rest of the chain answers to its rewritten question is no one client's.
+    fn replay(&self, _q: &Question) -> Replay {
+        Replay::Never
     }
 
     fn classes(&self) -> &'static [DNSClass] {

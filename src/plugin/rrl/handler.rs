@@ -185,7 +185,7 @@ impl Plugin for Rrl {
     /// Its answers in its zones depend on the client's address and on the clock.
     fn replay(&self, q: &Question) -> Replay {
         if self.config.zones.iter().any(|z| z.zone_of(&q.name)) {
-            Replay::Never
+            Replay::Client
         } else {
             Replay::Same
         }

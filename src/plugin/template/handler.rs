@@ -203,7 +203,7 @@ impl Plugin for TemplatePlugin {
 
     fn replay(&self, _q: &Question) -> Replay {
         if self.per_client {
-            Replay::Never
+            Replay::Client
         } else {
             Replay::Same
         }

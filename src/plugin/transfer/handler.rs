@@ -64,10 +64,15 @@ impl Plugin for Transfer {
         "transfer"
     }
 
-    /// Other questions pass through unchanged (transfers come over TCP, which the memo never
-    /// replays).
-    fn replay(&self, _q: &Question) -> Replay {
-        Replay::Same
+    /// A transfer, or its refusal, is decided by who asks (`to`): kept by no store, replayed
+    /// to no one (a cache before it once gave an allowed secondary's zone to every client).
+    /// Other questions pass through unchanged.
+    fn replay(&self, q: &Question) -> Replay {
+        if matches!(q.qtype, RecordType::AXFR | RecordType::IXFR) {
+            Replay::Client
+        } else {
+            Replay::Same
+        }
     }
 
     fn answers_transfers(&self) -> bool {

@@ -49,9 +49,9 @@ impl Plugin for WhoAmI {
         "whoami"
     }
 
-    /// Its answer is the client's address: never replayed to another client.
+    /// Its answer is the client's address: kept for and replayed to no other client.
     fn replay(&self, _q: &Question) -> Replay {
-        Replay::Never
+        Replay::Client
     }
 
     fn serve_now(&self, q: &Question, _next: &Next<'_>) -> Now {
