@@ -4,8 +4,11 @@
 //! The server reads only what a plugin declares ([`Plugin`]): its name (the `plugin` label of
 //! the replies it writes), whether it may await I/O (the UDP workers hand such questions to a
 //! task) and what its answer depends on ([`Replay`]: may the server send the same response again
-//! for the same request bytes while the cluster zones are unchanged?). The safe default is "no":
-//! a plugin that forgets to declare costs speed, never a wrong answer. The server never names a
+//! for the same request bytes while the cluster zones are unchanged, and may a cache before the
+//! plugin keep it, or was it decided for the client who asked?). The safe default is "decided for
+//! this client": a plugin that forgets to declare costs speed, never a leak. Every store of
+//! answers honours it (the memo, the cache and its prefetch and serve_stale); the test
+//! `tests/integration/contract.rs` asks every registered directive from two clients. The server never names a
 //! plugin; which plugins exist and their order is the registry's business (`plugin::registry`).
 //!
 //! The runtime reads only what a directive's setup gives it ([`Configured`]): the server

@@ -4,8 +4,8 @@
 //!
 //! Why it is exact: a memoized response is a function of the request bytes and the cluster
 //! zones alone. The server keeps a response only when every plugin the question visited
-//! declared it replayable ([`crate::chain::Replay`]; the default is "never", so a plugin whose
-//! answer depends on the client, the clock or a file is never replayed), no observer of the
+//! declared it replayable ([`crate::chain::Replay`]; the default is "decided for this client", so
+//! a plugin whose answer depends on the client, the clock or a file is never replayed), no observer of the
 //! block needs every question (`log`), and the rcode is not a failure. Every zone's change
 //! counter ([`ChangeCounter`]) is read before the answer is made, and the response is kept only
 //! if it is unchanged once the answer is made.

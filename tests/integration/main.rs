@@ -14,6 +14,7 @@ mod cli;
 mod concurrency;
 mod config;
 mod conformance;
+mod contract;
 mod corefiles;
 mod deploy;
 mod dns64;
