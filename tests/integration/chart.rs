@@ -27,7 +27,7 @@ fn root() -> &'static Path {
 }
 
 /// Runs deploy/render.py with `args`; Ok(stdout) or Err(stderr).
-fn render_py(args: &[&str]) -> Result<String, String> {
+pub(crate) fn render_py(args: &[&str]) -> Result<String, String> {
     let out = Command::new("python3")
         .arg(root().join("deploy/render.py"))
         .args(args)
@@ -46,7 +46,7 @@ fn render_py(args: &[&str]) -> Result<String, String> {
 }
 
 /// The rendered documents for `args` (`-f FILE`, `--set K=V`).
-fn template(args: &[&str]) -> Vec<Value> {
+pub(crate) fn template(args: &[&str]) -> Vec<Value> {
     let mut all = vec!["template"];
     all.extend_from_slice(args);
     let text = render_py(&all).unwrap_or_else(|e| panic!("render {args:?}: {e}"));
@@ -55,7 +55,7 @@ fn template(args: &[&str]) -> Vec<Value> {
 }
 
 /// Every documented variation: (name, render.py arguments). The defaults first.
-fn variations() -> Vec<(String, Vec<String>)> {
+pub(crate) fn variations() -> Vec<(String, Vec<String>)> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("deploy/chart/ci"))
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -2,7 +2,8 @@
 //! cluster DNS down. The guide's selector patch is read from the README and run with the real
 //! `kubectl patch --local` against the cluster DNS Services kubeadm, the CoreDNS Helm chart and
 //! RKE2 ship (tests/data/kube-dns-services/): afterwards each selects exactly what the chart's
-//! own kube-dns Service selects, which the cluster-dns pods carry.
+//! own kube-dns Service selects, which the cluster-dns pods carry. No Deployment of ours looks
+//! like a second DNS add-on to `kubeadm upgrade`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -207,5 +208,64 @@ fn the_guides_selector_patch_points_every_shipped_dns_service_at_the_cluster_dns
             back, original,
             "{file}: the roll back does not restore the Service"
         );
+    }
+}
+
+/// Item 4: kubeadm's upgrade preflight (and its addon/coredns phase) finds the DNS add-on as the
+/// Deployments of kube-system labelled `k8s-app=kube-dns` and stops when there are two. No
+/// Deployment object of ours carries that label; the cluster-dns pods still do, and the
+/// kube-dns Service selects them.
+#[test]
+fn kubeadm_finds_one_dns_deployment_coredns() {
+    let mut sources: Vec<(String, Vec<Value>)> = crate::chart::variations()
+        .into_iter()
+        .map(|(name, args)| {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            (format!("chart {name}"), crate::chart::template(&args))
+        })
+        .collect();
+    for file in [
+        "cluster-dns.yaml",
+        "autoscaler.yaml",
+        "node-local/node-cache.yaml",
+        "node-local/prefer-same-node.yaml",
+        "node-local/prefer-same-node-forward.yaml",
+    ] {
+        sources.push((file.to_owned(), docs_of(file)));
+    }
+    for (name, docs) in &sources {
+        for d in docs.iter().filter(|d| d["kind"] == "Deployment") {
+            assert_ne!(
+                d["metadata"]["labels"]["k8s-app"], "kube-dns",
+                "{name}: Deployment {} is a second DNS add-on to kubeadm",
+                d["metadata"]["name"]
+            );
+        }
+        let Some(dep) = docs
+            .iter()
+            .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == "cluster-dns")
+        else {
+            continue;
+        };
+        let dep: Deployment = typed(dep);
+        let pods = dep.spec.unwrap().template.metadata.unwrap().labels.unwrap();
+        assert_eq!(
+            pods.get("k8s-app").map(String::as_str),
+            Some("kube-dns"),
+            "{name}"
+        );
+        if let Some(s) = docs
+            .iter()
+            .find(|d| d["kind"] == "Service" && d["metadata"]["name"] == "kube-dns")
+        {
+            let s: Service = typed(s);
+            for (k, v) in s.spec.unwrap().selector.unwrap() {
+                assert_eq!(
+                    pods.get(&k),
+                    Some(&v),
+                    "{name}: kube-dns does not select the pods"
+                );
+            }
+        }
     }
 }
