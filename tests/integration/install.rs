@@ -211,6 +211,39 @@ fn the_guides_selector_patch_points_every_shipped_dns_service_at_the_cluster_dns
     }
 }
 
+/// Item 2: `helm uninstall` leaves the kube-dns Service (the cluster DNS IP every pod's
+/// resolv.conf names) in place, whatever values the release was installed with; the guide
+/// says how to upgrade, roll back and uninstall.
+#[test]
+fn helm_uninstall_keeps_the_kube_dns_service() {
+    for (name, args) in crate::chart::variations() {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let docs = crate::chart::template(&args);
+        let Some(service) = docs
+            .iter()
+            .find(|d| d["kind"] == "Service" && d["metadata"]["name"] == "kube-dns")
+        else {
+            assert_eq!(name, "keep-service", "only service.create=false leaves it out");
+            continue;
+        };
+        assert_eq!(
+            service["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
+            "{name}: helm uninstall would delete kube-dns"
+        );
+    }
+    let text = readme();
+    for command in [
+        "helm upgrade cluster-dns deploy/chart -n kube-system",
+        "helm rollback cluster-dns",
+        "helm uninstall cluster-dns -n kube-system",
+    ] {
+        assert!(
+            text.contains(command),
+            "deploy/README.md does not say `{command}`"
+        );
+    }
+}
+
 /// Item 4: kubeadm's upgrade preflight (and its addon/coredns phase) finds the DNS add-on as the
 /// Deployments of kube-system labelled `k8s-app=kube-dns` and stops when there are two. No
 /// Deployment object of ours carries that label; the cluster-dns pods still do, and the
