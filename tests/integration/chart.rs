@@ -4,14 +4,15 @@
 //! object passes the same typed k8s-openapi round trip as deploy.rs (the prometheus-operator
 //! objects against the fields of their CRDs that the chart writes), every rendered Corefile passes
 //! `cluster-dns --check` with its files where the pod mounts them, each variation does what it
-//! says, the values that would conflict are refused, and deploy/cluster-dns.yaml and
-//! deploy/autoscaler.yaml are byte for byte the chart's output.
+//! says, the values that would conflict are refused, and deploy/cluster-dns.yaml,
+//! deploy/autoscaler.yaml and deploy/node-local/prefer-same-node*.yaml are byte for byte the
+//! chart's output.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -178,6 +179,7 @@ pub(crate) fn validate(doc: &Value) -> String {
         "RoleBinding" => drop(typed::<RoleBinding>(doc)),
         "ConfigMap" => drop(typed::<ConfigMap>(doc)),
         "Deployment" => drop(typed::<Deployment>(doc)),
+        "DaemonSet" => drop(typed::<DaemonSet>(doc)),
         "PodDisruptionBudget" => drop(typed::<PodDisruptionBudget>(doc)),
         "Service" => drop(typed::<Service>(doc)),
         "HorizontalPodAutoscaler" => drop(typed::<HorizontalPodAutoscaler>(doc)),
@@ -279,7 +281,12 @@ fn every_variation_lints_renders_valid_objects_and_a_corefile_that_checks() {
 fn the_defaults_are_the_plain_manifests_byte_for_byte() {
     let dir = crate::support::temp_dir("chart-generate");
     render_py(&["generate", "--out", dir.to_str().unwrap()]).unwrap();
-    for file in ["cluster-dns.yaml", "autoscaler.yaml"] {
+    for file in [
+        "cluster-dns.yaml",
+        "autoscaler.yaml",
+        "node-local/prefer-same-node.yaml",
+        "node-local/prefer-same-node-forward.yaml",
+    ] {
         let want = std::fs::read_to_string(dir.join(file)).unwrap();
         let have = std::fs::read_to_string(root().join("deploy").join(file)).unwrap();
         assert!(
@@ -440,6 +447,14 @@ fn conflicting_values_are_refused() {
             "service.clusterIPs must start with clusterIP",
         ),
         ("corefile.zoneFiles.a/b=x", "is not a ConfigMap key"),
+        (
+            "nodeLocal.enabled=true,nodeLocal.mode=both",
+            "nodeLocal.mode: watch or forward",
+        ),
+        (
+            "nodeLocal.enabled=true,service.trafficDistribution=PreferClose",
+            "nodeLocal.enabled needs service.trafficDistribution PreferSameNode",
+        ),
     ] {
         let err = render_py(&["template", "--set", set]).expect_err(set);
         assert!(err.contains(why), "{set}: {err}");
