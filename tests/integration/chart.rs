@@ -4,7 +4,8 @@
 //! object passes the same typed k8s-openapi round trip as deploy.rs (the prometheus-operator
 //! objects against the fields of their CRDs that the chart writes), every rendered Corefile passes
 //! `cluster-dns --check` with its files where the pod mounts them, each variation does what it
-//! says, the values that would conflict are refused, and deploy/cluster-dns.yaml,
+//! says, the values that would conflict, unknown keys (the CoreDNS chart's with their
+//! equivalent) and wrong types are refused, and deploy/cluster-dns.yaml,
 //! deploy/autoscaler.yaml and deploy/node-local/prefer-same-node*.yaml are byte for byte the
 //! chart's output.
 
@@ -448,15 +449,77 @@ fn conflicting_values_are_refused() {
         ),
         ("corefile.zoneFiles.a/b=x", "is not a ConfigMap key"),
         (
-            "nodeLocal.enabled=true,nodeLocal.mode=both",
-            "nodeLocal.mode: watch or forward",
-        ),
-        (
             "nodeLocal.enabled=true,service.trafficDistribution=PreferClose",
             "nodeLocal.enabled needs service.trafficDistribution PreferSameNode",
         ),
     ] {
         let err = render_py(&["template", "--set", set]).expect_err(set);
         assert!(err.contains(why), "{set}: {err}");
+    }
+}
+
+/// deploy/chart/values.schema.json: a misspelt key, a key of the CoreDNS Helm chart or a value
+/// of the wrong type fails `helm template` and `helm lint` with a message naming it (the CoreDNS
+/// chart's keys with cluster-dns's equivalent), rather than being ignored.
+#[test]
+fn unknown_keys_and_wrong_types_are_refused_with_a_message() {
+    let dir = crate::support::temp_dir("chart-schema");
+    let servers = dir.join("servers-values.yaml");
+    std::fs::write(
+        &servers,
+        "servers:\n- zones:\n  - zone: .\n  port: 53\n  plugins:\n  - name: errors\n",
+    )
+    .unwrap();
+    let servers = servers.to_string_lossy().into_owned();
+    for (args, why) in [
+        // Misspelt: unknown keys, at the top and nested.
+        (vec!["--set", "autoscaler.enable=false"], "'enable'"),
+        (vec!["--set", "replica=3"], "'replica'"),
+        (vec!["--set", "service.annotation.a=b"], "'annotation'"),
+        // The CoreDNS chart's keys: refused with cluster-dns's equivalent.
+        (
+            vec!["--set", "replicaCount=3"],
+            "'/replicaCount': value must be 'a CoreDNS chart value, refused: use replicas'",
+        ),
+        (
+            vec!["--set", "service.clusterIP=10.96.0.10"],
+            "'/service/clusterIP': value must be 'a CoreDNS chart value, refused: use clusterIP'",
+        ),
+        (
+            vec!["-f", servers.as_str()],
+            "'/servers': value must be 'a CoreDNS chart value, refused: use corefile.override",
+        ),
+        (
+            vec!["--set", "autoscaler.coresPerReplica=128"],
+            "refused: use autoscaler.linear.coresPerReplica",
+        ),
+        // Wrong types.
+        (
+            vec!["--set", "replicas=two"],
+            "'/replicas': got string, want integer",
+        ),
+        (
+            vec!["--set", "clusterIP=5"],
+            "'/clusterIP': got number, want string",
+        ),
+        (
+            vec!["--set", "service.create=yes"],
+            "'/service/create': got string, want boolean",
+        ),
+        (
+            vec!["--set", "nodeLocal.mode=both"],
+            "'/nodeLocal/mode': value must be one of 'watch', 'forward'",
+        ),
+    ] {
+        for cmd in ["template", "lint"] {
+            let mut all = vec![cmd];
+            all.extend_from_slice(&args);
+            let err = match render_py(&all) {
+                Err(e) => e,
+                Ok(out) if cmd == "lint" && !out.contains("no failures") => out,
+                Ok(out) => panic!("{cmd} {args:?} passed: {}", &out[..out.len().min(300)]),
+            };
+            assert!(err.contains(why), "{cmd} {args:?}: {err}");
+        }
     }
 }
