@@ -2,8 +2,9 @@
 //! cluster DNS down. The guide's selector patch is read from the README and run with the real
 //! `kubectl patch --local` against the cluster DNS Services kubeadm, the CoreDNS Helm chart and
 //! RKE2 ship (tests/data/kube-dns-services/): afterwards each selects exactly what the chart's
-//! own kube-dns Service selects, which the cluster-dns pods carry. No Deployment of ours looks
-//! like a second DNS add-on to `kubeadm upgrade`.
+//! own kube-dns Service selects, which the cluster-dns pods carry, and the roll back's patch
+//! restores it. `helm uninstall` keeps the kube-dns Service, and no Deployment of ours looks like
+//! a second DNS add-on to `kubeadm upgrade`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
