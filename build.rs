@@ -3,7 +3,8 @@
 //! no `.git`: the Dockerfile passes it as a build argument); otherwise `git rev-parse
 //! --short=12 HEAD` when this is a git checkout and git runs; otherwise empty.
 //! It sets `CLUSTER_DNS_BUILD_REVISION` (the label) and `CLUSTER_DNS_BUILD_REVISION_FROM`
-//! (`env`, `git` or `none`, for the test that compares the label with git).
+//! (`env`, `git` or `none`, for the test that compares the label with git), and
+//! `CLUSTER_DNS_RUSTC_VERSION` (`rustc 1.N.P`, which `-version` prints).
 
 use std::process::Command;
 
@@ -36,5 +37,15 @@ fn main() {
         },
     };
     println!("cargo:rustc-env=CLUSTER_DNS_BUILD_REVISION={revision}");
+    // `-version` names the compiler where CoreDNS names Go's version: `rustc 1.N.P`.
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    let version = Command::new(rustc)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|v| v.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default();
+    println!("cargo:rustc-env=CLUSTER_DNS_RUSTC_VERSION={version}");
     println!("cargo:rustc-env=CLUSTER_DNS_BUILD_REVISION_FROM={from}");
 }

@@ -49,6 +49,16 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
 fi
 
+# The install guide's selector patch is run offline with `kubectl patch --local`
+# (tests/integration/install.rs): the `kubectl` package of Kubernetes' (pkgs.k8s.io) or Google
+# Cloud's apt repository where one is configured, otherwise Debian's kubernetes-client.
+if ! command -v kubectl >/dev/null 2>&1; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubectl ||
+        $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client
+fi
+
 # deploy/chart is rendered and linted by Helm's own engine through PyPI's helm-python-sdk (Helm
 # v4's Go SDK as a C library; no Go toolchain or helm binary): deploy/render.py,
 # tests/integration/chart.rs.

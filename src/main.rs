@@ -11,16 +11,21 @@ use cluster_dns::logging::LogFormat;
 const USAGE: &str = "\
 cluster-dns: a Kubernetes cluster DNS server (a drop-in for CoreDNS)
 
-Usage: cluster-dns [-conf PATH] [-dns.port PORT] [--log-format FORMAT] [--check]
-       cluster-dns --version | --help
+Usage: cluster-dns [-conf PATH] [-dns.port PORT] [-pidfile PATH] [-quiet]
+                   [--log-format FORMAT] [--check]
+       cluster-dns -version | -plugins | --help
 
 Options:
   -conf, --conf PATH       Corefile to load (default: ./Corefile)
-  -dns.port, --dns.port N  port for server blocks whose keys name none (default: 53)
+  -dns.port, -p N          port for server blocks whose keys name none (default: 53)
+  -pidfile PATH            write the process id there once serving; removed on exit
+  -quiet                   no initialization output (cluster-dns prints none on stdout; its
+                           logs go to stderr, see RUST_LOG)
   --log-format FORMAT      text (default), coredns ([LEVEL] plugin/NAME: message, as CoreDNS
                            writes its log) or json (one object a line)
   --check, -check          validate the Corefile and exit (non-zero with the error)
-  --version, -version      print the version and exit
+  -version, --version      print the version as CoreDNS does and exit
+  -plugins, --plugins      list the directives, as CoreDNS does, and exit
   -h, --help, -help        print this help and exit
 
 Logging: RUST_LOG (for example RUST_LOG=debug); default info.
@@ -40,13 +45,50 @@ struct Cli {
     dns_port: u16,
     check: bool,
     log_format: LogFormat,
+    pidfile: Option<PathBuf>,
 }
 
 #[derive(Debug)]
 enum Action {
     Run(Cli),
     Version,
+    Plugins,
     Help,
+}
+
+/// What `-version` prints, in CoreDNS's shape (`CoreDNS-1.14.7` / `linux/amd64, go1.24.1,
+/// COMMIT`): the name and version, then the platform in Go's names, the compiler, the commit.
+fn version_text() -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        other => other,
+    };
+    format!(
+        "cluster-dns-{}\n{}/{arch}, {}, {}\n",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        env!("CLUSTER_DNS_RUSTC_VERSION"),
+        env!("CLUSTER_DNS_BUILD_REVISION")
+    )
+}
+
+/// What `-plugins` prints, in CoreDNS's shape: its server type and Caddyfile loaders, then
+/// every directive of the registry as `dns.NAME`, in name order.
+fn plugins_text() -> String {
+    let names: std::collections::BTreeSet<&str> = cluster_dns::plugin::registry::PLUGINS
+        .iter()
+        .map(|e| e.name)
+        .collect();
+    let mut text =
+        String::from("Server types:\n  dns\n\nCaddyfile loaders:\n  flag\n  default\n\nOther plugins:\n");
+    for name in names {
+        text.push_str("  dns.");
+        text.push_str(name);
+        text.push('\n');
+    }
+    text
 }
 
 fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Action, String> {
@@ -55,6 +97,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Action, String> 
         dns_port: DEFAULT_DNS_PORT,
         check: false,
         log_format: LogFormat::default(),
+        pidfile: None,
     };
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -80,7 +123,17 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Action, String> 
                 }
                 cli.conf = PathBuf::from(v);
             }
-            "dns.port" => {
+            "pidfile" => {
+                let v = value("a path")?;
+                if v.is_empty() {
+                    return Err(format!("{flag} needs a path"));
+                }
+                cli.pidfile = Some(PathBuf::from(v));
+            }
+            // CoreDNS prints its banner and the zones it serves on stdout unless -quiet;
+            // cluster-dns prints nothing there at start, so there is nothing to silence.
+            "quiet" if inline.is_none() => {}
+            "dns.port" | "p" => {
                 let v = value("a port")?;
                 cli.dns_port = v
                     .parse()
@@ -92,6 +145,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Action, String> 
             }
             "check" | "validate" if inline.is_none() => cli.check = true,
             "version" if inline.is_none() => return Ok(Action::Version),
+            "plugins" if inline.is_none() => return Ok(Action::Plugins),
             "h" | "help" if inline.is_none() => return Ok(Action::Help),
             _ => return Err(format!("unknown flag '{flag}' (see --help)")),
         }
@@ -171,7 +225,11 @@ fn main() -> ExitCode {
     };
     let cli = match action {
         Action::Version => {
-            println!("cluster-dns {}", env!("CARGO_PKG_VERSION"));
+            print!("{}", version_text());
+            return ExitCode::SUCCESS;
+        }
+        Action::Plugins => {
+            print!("{}", plugins_text());
             return ExitCode::SUCCESS;
         }
         Action::Help => {
@@ -241,10 +299,23 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        // As CoreDNS (Caddy) does: the pid once the server is up, removed when it exits.
+        if let Some(path) = &cli.pidfile
+            && let Err(e) = std::fs::write(path, format!("{}\n", std::process::id()))
+        {
+            tracing::error!("cannot write the pidfile {}: {e}", path.display());
+            eprintln!("cluster-dns: cannot write the pidfile {}: {e}", path.display());
+            let _ = running.shutdown().await;
+            return ExitCode::FAILURE;
+        }
         shutdown_signal().await;
         // Lameduck: /ready turns 503 at once, DNS keeps answering for `health { lameduck }`,
         // then the listeners stop and the process exits 0.
-        match running.shutdown().await {
+        let result = running.shutdown().await;
+        if let Some(path) = &cli.pidfile {
+            let _ = std::fs::remove_file(path);
+        }
+        match result {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("cluster-dns: {e}");
@@ -280,6 +351,16 @@ mod tests {
             parse(&["-dns.port", "1053"]),
             Ok(Action::Run(Cli { dns_port: 1053, .. }))
         ));
+        // CoreDNS's own flags: -p, -quiet, -pidfile, -plugins.
+        assert!(matches!(
+            parse(&["-p", "1053", "-quiet"]),
+            Ok(Action::Run(Cli { dns_port: 1053, .. }))
+        ));
+        match parse(&["-pidfile", "/run/dns.pid"]) {
+            Ok(Action::Run(c)) => assert_eq!(c.pidfile, Some(PathBuf::from("/run/dns.pid"))),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(parse(&["-plugins"]), Ok(Action::Plugins)));
         assert!(matches!(
             parse(&["--log-format", "coredns"]),
             Ok(Action::Run(Cli {
@@ -308,5 +389,7 @@ mod tests {
         );
         assert!(parse(&["stray"]).unwrap_err().contains("unexpected argument"));
         assert!(parse(&["--version=1"]).is_err());
+        assert!(parse(&["-pidfile"]).unwrap_err().contains("needs a path"));
+        assert!(parse(&["-quiet=1"]).is_err());
     }
 }

@@ -4,14 +4,16 @@
 //! object passes the same typed k8s-openapi round trip as deploy.rs (the prometheus-operator
 //! objects against the fields of their CRDs that the chart writes), every rendered Corefile passes
 //! `cluster-dns --check` with its files where the pod mounts them, each variation does what it
-//! says, the values that would conflict are refused, and deploy/cluster-dns.yaml and
-//! deploy/autoscaler.yaml are byte for byte the chart's output.
+//! says, the values that would conflict, unknown keys (the CoreDNS chart's with their
+//! equivalent) and wrong types are refused, and deploy/cluster-dns.yaml,
+//! deploy/autoscaler.yaml and deploy/node-local/prefer-same-node*.yaml are byte for byte the
+//! chart's output.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -27,7 +29,7 @@ fn root() -> &'static Path {
 }
 
 /// Runs deploy/render.py with `args`; Ok(stdout) or Err(stderr).
-fn render_py(args: &[&str]) -> Result<String, String> {
+pub(crate) fn render_py(args: &[&str]) -> Result<String, String> {
     let out = Command::new("python3")
         .arg(root().join("deploy/render.py"))
         .args(args)
@@ -46,7 +48,7 @@ fn render_py(args: &[&str]) -> Result<String, String> {
 }
 
 /// The rendered documents for `args` (`-f FILE`, `--set K=V`).
-fn template(args: &[&str]) -> Vec<Value> {
+pub(crate) fn template(args: &[&str]) -> Vec<Value> {
     let mut all = vec!["template"];
     all.extend_from_slice(args);
     let text = render_py(&all).unwrap_or_else(|e| panic!("render {args:?}: {e}"));
@@ -55,7 +57,7 @@ fn template(args: &[&str]) -> Vec<Value> {
 }
 
 /// Every documented variation: (name, render.py arguments). The defaults first.
-fn variations() -> Vec<(String, Vec<String>)> {
+pub(crate) fn variations() -> Vec<(String, Vec<String>)> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("deploy/chart/ci"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -178,6 +180,7 @@ pub(crate) fn validate(doc: &Value) -> String {
         "RoleBinding" => drop(typed::<RoleBinding>(doc)),
         "ConfigMap" => drop(typed::<ConfigMap>(doc)),
         "Deployment" => drop(typed::<Deployment>(doc)),
+        "DaemonSet" => drop(typed::<DaemonSet>(doc)),
         "PodDisruptionBudget" => drop(typed::<PodDisruptionBudget>(doc)),
         "Service" => drop(typed::<Service>(doc)),
         "HorizontalPodAutoscaler" => drop(typed::<HorizontalPodAutoscaler>(doc)),
@@ -279,7 +282,12 @@ fn every_variation_lints_renders_valid_objects_and_a_corefile_that_checks() {
 fn the_defaults_are_the_plain_manifests_byte_for_byte() {
     let dir = crate::support::temp_dir("chart-generate");
     render_py(&["generate", "--out", dir.to_str().unwrap()]).unwrap();
-    for file in ["cluster-dns.yaml", "autoscaler.yaml"] {
+    for file in [
+        "cluster-dns.yaml",
+        "autoscaler.yaml",
+        "node-local/prefer-same-node.yaml",
+        "node-local/prefer-same-node-forward.yaml",
+    ] {
         let want = std::fs::read_to_string(dir.join(file)).unwrap();
         let have = std::fs::read_to_string(root().join("deploy").join(file)).unwrap();
         assert!(
@@ -440,8 +448,78 @@ fn conflicting_values_are_refused() {
             "service.clusterIPs must start with clusterIP",
         ),
         ("corefile.zoneFiles.a/b=x", "is not a ConfigMap key"),
+        (
+            "nodeLocal.enabled=true,service.trafficDistribution=PreferClose",
+            "nodeLocal.enabled needs service.trafficDistribution PreferSameNode",
+        ),
     ] {
         let err = render_py(&["template", "--set", set]).expect_err(set);
         assert!(err.contains(why), "{set}: {err}");
+    }
+}
+
+/// deploy/chart/values.schema.json: a misspelt key, a key of the CoreDNS Helm chart or a value
+/// of the wrong type fails `helm template` and `helm lint` with a message naming it (the CoreDNS
+/// chart's keys with cluster-dns's equivalent), rather than being ignored.
+#[test]
+fn unknown_keys_and_wrong_types_are_refused_with_a_message() {
+    let dir = crate::support::temp_dir("chart-schema");
+    let servers = dir.join("servers-values.yaml");
+    std::fs::write(
+        &servers,
+        "servers:\n- zones:\n  - zone: .\n  port: 53\n  plugins:\n  - name: errors\n",
+    )
+    .unwrap();
+    let servers = servers.to_string_lossy().into_owned();
+    for (args, why) in [
+        // Misspelt: unknown keys, at the top and nested.
+        (vec!["--set", "autoscaler.enable=false"], "'enable'"),
+        (vec!["--set", "replica=3"], "'replica'"),
+        (vec!["--set", "service.annotation.a=b"], "'annotation'"),
+        // The CoreDNS chart's keys: refused with cluster-dns's equivalent.
+        (
+            vec!["--set", "replicaCount=3"],
+            "'/replicaCount': value must be 'a CoreDNS chart value, refused: use replicas'",
+        ),
+        (
+            vec!["--set", "service.clusterIP=10.96.0.10"],
+            "'/service/clusterIP': value must be 'a CoreDNS chart value, refused: use clusterIP'",
+        ),
+        (
+            vec!["-f", servers.as_str()],
+            "'/servers': value must be 'a CoreDNS chart value, refused: use corefile.override",
+        ),
+        (
+            vec!["--set", "autoscaler.coresPerReplica=128"],
+            "refused: use autoscaler.linear.coresPerReplica",
+        ),
+        // Wrong types.
+        (
+            vec!["--set", "replicas=two"],
+            "'/replicas': got string, want integer",
+        ),
+        (
+            vec!["--set", "clusterIP=5"],
+            "'/clusterIP': got number, want string",
+        ),
+        (
+            vec!["--set", "service.create=yes"],
+            "'/service/create': got string, want boolean",
+        ),
+        (
+            vec!["--set", "nodeLocal.mode=both"],
+            "'/nodeLocal/mode': value must be one of 'watch', 'forward'",
+        ),
+    ] {
+        for cmd in ["template", "lint"] {
+            let mut all = vec![cmd];
+            all.extend_from_slice(&args);
+            let err = match render_py(&all) {
+                Err(e) => e,
+                Ok(out) if cmd == "lint" && !out.contains("no failures") => out,
+                Ok(out) => panic!("{cmd} {args:?} passed: {}", &out[..out.len().min(300)]),
+            };
+            assert!(err.contains(why), "{cmd} {args:?}: {err}");
+        }
     }
 }

@@ -331,7 +331,7 @@ fn a_malformed_object_is_skipped_and_named_while_the_rest_serves() {
 fn version_and_help() {
     let out = bin().arg("--version").output().unwrap();
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("cluster-dns "));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("cluster-dns-"));
     let out = bin().arg("-version").output().unwrap();
     assert!(out.status.success());
     let out = bin().arg("--help").output().unwrap();
@@ -642,4 +642,81 @@ fn log_formats_coredns_and_json() {
             .starts_with("2 outside.example. A: "),
         "{error}"
     );
+}
+
+/// CoreDNS's `-version`: `CoreDNS-1.14.7\nlinux/amd64, go1.24.1, COMMIT`, here with the Rust
+/// compiler in Go's place.
+#[test]
+fn version_prints_as_coredns_does() {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    for flag in ["-version", "--version"] {
+        let out = bin().arg(flag).output().unwrap();
+        assert!(out.status.success(), "{flag}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{flag}: {text}");
+        assert_eq!(lines[0], format!("cluster-dns-{}", env!("CARGO_PKG_VERSION")));
+        let parts: Vec<&str> = lines[1].split(", ").collect();
+        assert_eq!(parts.len(), 3, "{text}");
+        assert_eq!(parts[0], format!("{}/{arch}", std::env::consts::OS));
+        let rustc = parts[1]
+            .strip_prefix("rustc 1.")
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(rustc.split('.').all(|n| n.parse::<u32>().is_ok()), "{text}");
+        assert_eq!(parts[2], build_revision());
+    }
+}
+
+/// CoreDNS's `-plugins`: the server type, the Caddyfile loaders and every directive of the
+/// registry, as `dns.NAME` in name order.
+#[test]
+fn plugins_lists_the_registry_as_coredns_does() {
+    let out = bin().arg("-plugins").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let names: std::collections::BTreeSet<&str> = cluster_dns::plugin::registry::PLUGINS
+        .iter()
+        .map(|e| e.name)
+        .collect();
+    let mut want =
+        "Server types:\n  dns\n\nCaddyfile loaders:\n  flag\n  default\n\nOther plugins:\n".to_owned();
+    for name in &names {
+        want.push_str(&format!("  dns.{name}\n"));
+    }
+    assert_eq!(text, want);
+    assert!(text.contains("  dns.kubernetes\n  dns.loadbalance\n"), "{text}");
+}
+
+/// `-p PORT` (CoreDNS's short form of `-dns.port`), `-quiet` and `-pidfile PATH`: the process
+/// id is written once it serves and removed when it stops.
+#[test]
+fn p_quiet_and_pidfile_flags() {
+    let dir = support::temp_dir("cli-pidfile");
+    let corefile = dir.join("Corefile");
+    std::fs::write(&corefile, ". {\n    bind 127.0.0.1\n    whoami\n}\n").unwrap();
+    let pidfile = dir.join("run/cluster-dns.pid");
+    std::fs::create_dir_all(pidfile.parent().unwrap()).unwrap();
+    let mut cmd = bin();
+    cmd.arg("-conf")
+        .arg(&corefile)
+        .args(["-p", "0", "-quiet", "-pidfile"])
+        .arg(&pidfile);
+    let server = Server::start_cmd(cmd);
+    assert_ne!(server.addr.port(), 53, "-p 0 is a free port");
+    assert!(support::dig(server.addr, &["whoami.example"]).contains("status: NOERROR"));
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = std::fs::read_to_string(&pidfile).unwrap_or_default();
+        if !text.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(text, format!("{}\n", server.pid()));
+    assert!(server.stop());
+    assert!(!pidfile.exists(), "the pidfile is removed on exit");
 }

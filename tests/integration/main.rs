@@ -32,6 +32,7 @@ mod fuzz_corpus;
 mod harness;
 mod header;
 mod image;
+mod install;
 mod k8s_external;
 mod keys;
 mod layers;

@@ -495,3 +495,47 @@ async fn answers(addr: std::net::SocketAddr, name: &str, ip: &str) -> bool {
     }
     false
 }
+
+/// The PreferSameNode files are the chart's (`nodeLocal.enabled`, `nodeLocal.mode`), so they
+/// follow its values: at a non-default cluster IP, domain and image nothing of the defaults is
+/// left, and each Corefile checks.
+#[test]
+fn prefer_same_node_modes_follow_the_charts_cluster_ip_domain_and_image() {
+    for mode in ["watch", "forward"] {
+        let set = format!(
+            "nodeLocal.enabled=true,nodeLocal.mode={mode},clusterIP=10.100.0.10,\
+             clusterDomain=corp.internal,image.repository=registry.example.com/dns,image.tag=9.9.9"
+        );
+        let text =
+            crate::chart::render_py(&["template", "--set", &set]).unwrap_or_else(|e| panic!("{mode}: {e}"));
+        for default in ["10.96.0.10", "cluster.local", "cluster-dns:0.1.0"] {
+            assert!(!text.contains(default), "{mode}: {default} is left:\n{text}");
+        }
+        let docs = crate::chart::template(&["--set", &set]);
+        let ds: DaemonSet = typed(find(&docs, "DaemonSet", "cluster-dns-node"));
+        let (_, pod) = pod_of(&ds);
+        assert_eq!(
+            pod.containers[0].image.as_deref(),
+            Some("registry.example.com/dns:9.9.9"),
+            "{mode}"
+        );
+        let s: Service = typed(find(&docs, "Service", "kube-dns"));
+        let spec = s.spec.unwrap();
+        assert_eq!(spec.cluster_ip.as_deref(), Some("10.100.0.10"), "{mode}");
+        assert_eq!(
+            spec.traffic_distribution.as_deref(),
+            Some("PreferSameNode"),
+            "{mode}"
+        );
+        let cm_name = pod.volumes.unwrap()[0].config_map.clone().unwrap().name;
+        let cm: ConfigMap = typed(find(&docs, "ConfigMap", &cm_name));
+        let corefile = cm.data.unwrap()["Corefile"].clone();
+        assert!(corefile.contains("corp.internal"), "{mode}: {corefile}");
+        let stdout = check_with_env(
+            &format!("prefer-same-node-{mode}-values"),
+            &corefile,
+            &[("KUBE_DNS_UPSTREAM_SERVICE_HOST", "10.100.0.11")],
+        );
+        assert!(stdout.contains("OK ("), "{stdout}");
+    }
+}

@@ -1,5 +1,6 @@
-{{/* The labels of every cluster-dns object: CoreDNS's k8s-app, so the kube-dns Service, the
-dashboards and kube-prometheus-stack's CoreDNS ServiceMonitor find the pods. */}}
+{{/* The labels of the cluster-dns objects but the Deployment (deployment.yaml says why):
+CoreDNS's k8s-app, so the kube-dns Service, the dashboards and kube-prometheus-stack's CoreDNS
+ServiceMonitor find the pods. */}}
 {{- define "cluster-dns.labels" -}}
 k8s-app: kube-dns
 {{- end }}
