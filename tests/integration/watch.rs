@@ -1359,3 +1359,65 @@ async fn a_reload_keeps_the_watch_it_does_not_change_and_stops_the_one_it_remove
     assert_eq!(lists_served(&fake), lists);
     running.stop().await.unwrap();
 }
+
+/// Issue 46: `cache 30` in the cluster zone's block without `disable` (the k3s and EKS
+/// Corefiles, every node-local tier). Once the zone has a change, the cache answers what the
+/// zone says: a name asked before its Service existed, a headless Service that gained an
+/// endpoint and an address whose pod went away are not held stale for the cache's window (the
+/// kubernetes plugin's `ttl 30` here, 30 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_never_holds_a_cluster_name_the_zone_changed() {
+    let fake = fake_with(&[
+        namespace("team"),
+        service("team", "db", json!({"clusterIP": "None", "ports": [{"name": "http", "port": 8080}]})),
+        slice("team", "db-1", "db", &[("10.244.0.1", true)]),
+    ])
+    .await;
+    let corefile = format!(
+        ".:0 {{\n bind 127.0.0.1\n kubernetes cluster.local {{\n  endpoint {}\n  ttl 30\n }}\n cache 30\n}}\n",
+        fake.url()
+    );
+    let running = support::start(&corefile, &support::temp_dir("watch-cache")).await;
+    let addr = running.dns_addrs()[0];
+    wait_synced(&running).await;
+    let zone = support::zone(&running);
+    // Waits until the zone has taken in the fake's latest change.
+    let applied = |before: u64| {
+        let zone = zone.clone();
+        async move {
+            for _ in 0..500 {
+                if cluster_dns::proto::ChangeCounter::generation(zone.as_ref()) != before {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            panic!("the zone did not change within 5 s");
+        }
+    };
+    let new = "web.team.svc.cluster.local.";
+    let headless = "db.team.svc.cluster.local.";
+    // Asked twice, so the second answer comes from the cache.
+    for _ in 0..2 {
+        assert_eq!(ask(addr, new, RecordType::A).await.metadata.response_code, ResponseCode::NXDomain);
+        assert_eq!(answers(&ask(addr, headless, RecordType::A).await), [format!("{headless} A 10.244.0.1")]);
+    }
+    let before = cluster_dns::proto::ChangeCounter::generation(zone.as_ref());
+    fake.create(service("team", "web", json!({"clusterIP": "10.96.7.7", "ports": [{"name": "http", "port": 80}]})))
+        .unwrap();
+    applied(before).await;
+    let m = ask(addr, new, RecordType::A).await;
+    assert_eq!(answers(&m), [format!("{new} A 10.96.7.7")], "{:?}", m.metadata.response_code);
+
+    let before = cluster_dns::proto::ChangeCounter::generation(zone.as_ref());
+    fake.create(slice("team", "db-2", "db", &[("10.244.0.2", true)])).unwrap();
+    applied(before).await;
+    let mut want = vec![format!("{headless} A 10.244.0.1"), format!("{headless} A 10.244.0.2")];
+    want.sort();
+    assert_eq!(answers(&ask(addr, headless, RecordType::A).await), want);
+
+    let before = cluster_dns::proto::ChangeCounter::generation(zone.as_ref());
+    fake.delete(Resource::Services, "team", "web").unwrap();
+    applied(before).await;
+    assert_eq!(ask(addr, new, RecordType::A).await.metadata.response_code, ResponseCode::NXDomain);
+    running.stop().await.unwrap();
+}
