@@ -55,7 +55,7 @@ pub use fallthrough::Fallthrough;
 pub use observer::{Exchange, Observer};
 pub use periodic::reload_every;
 pub use ready::{Readiness, ReadinessCheck};
-pub use replay::{ClientClass, Lifetime, Replay, ReplayPlan, Replayed, Scope, reorder, reorders};
+pub use replay::{ClientClass, Lifetime, Replay, ReplayPlan, Replayed, Scope, ZoneMark, reorder, reorders};
 pub use resources::{Acquired, Resources};
 pub use settings::{
     Beside, BlockFilter, BlockSettings, HttpCtx, HttpRoute, MakeRouter, ProxyPolicy, ProxyProtocol,
@@ -70,5 +70,5 @@ pub use setup::{
 pub use share::{ClientDirectory, FairShare, PodNamespaces, Refusal, UpstreamShare, UpstreamTicket};
 pub use tap::{Tap, TapKind, TapMessage, TapSink};
 pub use walk::{
-    Answered, Chain, DetachedNext, MAX_CHASES, MAX_PLUGINS, Next, Now, Plugin, ReplyFuture, Trace,
+    Answered, Chain, Detached, DetachedNext, MAX_CHASES, MAX_PLUGINS, Next, Now, Plugin, ReplyFuture, Trace,
 };

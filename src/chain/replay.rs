@@ -55,6 +55,24 @@ pub struct Lifetime {
     /// The whole seconds since `stored` its TTLs were counted down by, or `None` when they are
     /// sent as stored (`keepttl`).
     pub aged_by: Option<u32>,
+    /// The plugin (its index in the chain) whose zone data the stored reply was made from
+    /// ([`ZoneMark`]): it holds only while that plugin's answer is unchanged, so a replay of it
+    /// depends on that plugin's zones as the plugin's own answer would. `None`: no zone's.
+    pub made_from: Option<usize>,
+}
+
+/// What a store notes, when it keeps a reply a plugin made from its zones, to tell later that
+/// the zones changed what the plugin would answer (a cached cluster name is never served stale:
+/// issue 46). Taken before the question is answered, so a change while answering makes the
+/// stored reply older than its mark, never newer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZoneMark {
+    /// The plugin's index in the chain.
+    pub plugin: usize,
+    /// The sum of its zones' change counters for the question's [`Scope`] (the scope's and the
+    /// structure's counters for [`Scope::Key`], the whole counter otherwise). Counters only
+    /// move forward: the sum moves whenever one of them does.
+    pub value: u64,
 }
 
 /// A replay a plugin is told of ([`Plugin::replayed`]).

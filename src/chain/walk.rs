@@ -23,7 +23,7 @@ use hickory_proto::rr::rdata::opt::EdnsOption;
 use hickory_proto::rr::{DNSClass, Name, RData, Record};
 
 use super::capability::{SearchPaths, Upstreams};
-use super::replay::{ClientClass, Lifetime, Replay, ReplayPlan, Replayed, Scope};
+use super::replay::{ClientClass, Lifetime, Replay, ReplayPlan, Replayed, Scope, ZoneMark};
 use crate::proto::{Answer, ChangeCounter, Failure, NO_PLUGIN_ANSWERED, QueryMetadata, Question, Reply};
 
 /// A boxed future of a [`Reply`] (the chain recurses through its plugins).
@@ -404,6 +404,24 @@ impl<'a> Next<'a> {
         }
     }
 
+    /// The marks of what the plugins after this one that read zones would answer `q` from
+    /// ([`ZoneMark`]), taken now: a store takes them before it asks, and keeps the one of the
+    /// plugin that wrote the reply ([`Next::writer`]).
+    pub fn zone_marks(&self, q: &Question) -> Vec<ZoneMark> {
+        self.chain.zone_marks(self.at, q)
+    }
+
+    /// The index of the plugin that wrote this question's reply so far, if one did.
+    pub fn writer(&self) -> Option<usize> {
+        (self.trace.writer.load(Ordering::Relaxed) as usize).checked_sub(1)
+    }
+
+    /// True while plugin `mark.plugin` would answer `q` from the zone data `mark` was taken
+    /// from (nothing it reads for `q` changed since).
+    pub fn zone_mark_holds(&self, mark: ZoneMark, q: &Question) -> bool {
+        self.chain.zone_mark(mark.plugin, q) == Some(mark)
+    }
+
     /// A handle on the rest of the chain that outlives this question (a cache refresh in the
     /// background).
     pub fn detach(&self) -> DetachedNext {
@@ -423,14 +441,30 @@ pub struct DetachedNext {
 }
 
 impl DetachedNext {
-    /// Asks the rest of the chain: its reply, and whether a plugin of the rest decided it for
-    /// `q`'s client ([`Next::decided_for_the_client`]: a store keeps no such reply).
-    pub async fn serve(&self, q: &Question) -> (Reply, bool) {
+    /// Asks the rest of the chain, as [`Next::serve`] does for a store.
+    pub async fn serve(&self, q: &Question) -> Detached {
+        let marks = self.chain.zone_marks(self.at, q);
         let trace = Trace::default();
         let reply = self.chain.serve_at(self.at, q, &trace).await;
-        let for_client = trace.for_client.load(Ordering::Relaxed) >> self.at != 0;
-        (reply, for_client)
+        let writer = (trace.writer.load(Ordering::Relaxed) as usize).checked_sub(1);
+        Detached {
+            reply,
+            for_client: trace.for_client.load(Ordering::Relaxed) >> self.at != 0,
+            mark: marks.into_iter().find(|m| Some(m.plugin) == writer),
+        }
     }
+}
+
+/// What a [`DetachedNext`] walk gave a store.
+#[derive(Debug)]
+pub struct Detached {
+    /// The reply.
+    pub reply: Reply,
+    /// A plugin of the walk decided it for the question's client
+    /// ([`Next::decided_for_the_client`]): a store keeps no such reply.
+    pub for_client: bool,
+    /// The writer's [`ZoneMark`], taken before the walk, when it reads zones.
+    pub mark: Option<ZoneMark>,
 }
 
 /// What the chain decided for one question, and what the server needs to know about it.
@@ -533,6 +567,31 @@ impl Chain {
         }
     }
 
+    /// The [`ZoneMark`]s of the plugins from `from` on that read zones, for `q`, now.
+    fn zone_marks(&self, from: usize, q: &Question) -> Vec<ZoneMark> {
+        (from..self.plugins.len())
+            .filter_map(|i| self.zone_mark(i, q))
+            .collect()
+    }
+
+    /// Plugin `plugin`'s [`ZoneMark`] for `q` now, when it reads zones.
+    fn zone_mark(&self, plugin: usize, q: &Question) -> Option<ZoneMark> {
+        let p = self.plugins.get(plugin)?;
+        let zones = p.zones();
+        if zones.is_empty() {
+            return None;
+        }
+        let scope = p.scope(q);
+        let value = zones.iter().fold(0u64, |sum, z| {
+            let v = match scope {
+                Scope::Key(k) => z.structure_generation().wrapping_add(z.scope_generation(k)),
+                Scope::Whole | Scope::Independent => z.generation(),
+            };
+            sum.wrapping_add(v)
+        });
+        Some(ZoneMark { plugin, value })
+    }
+
     /// The class of `client` by plugin `plugin` ([`Plugin::client_class`]), for a replay of a
     /// reply it made for a class of clients.
     pub fn client_class(&self, plugin: usize, client: std::net::IpAddr) -> Option<u64> {
@@ -631,9 +690,15 @@ impl Chain {
                     if writer != i + 1 || plan.lifetime.is_some() {
                         return None;
                     }
-                    plan.lifetime = Some(held?);
+                    let held = held?;
+                    plan.lifetime = Some(held);
                     plan.counted |= 1 << i;
-                    // What it answers from its store does not read the zones now.
+                    // What it answers from its store does not read the zones now, unless the
+                    // stored reply was made from a plugin's zones: then it depends on them as
+                    // that plugin's answer does.
+                    if let Some(p) = held.made_from.and_then(|j| self.plugins.get(j)) {
+                        scope = scope.and(p.scope(q));
+                    }
                     continue;
                 }
             }
@@ -990,16 +1055,14 @@ mod tests {
             at: 1,
             trace: &trace,
         };
-        let (_, for_client) = next.detach().serve(&q()).await;
-        assert!(for_client);
+        assert!(next.detach().serve(&q()).await.for_client);
         let chain = Chain::new(vec![Arc::new(Undeclared), stub("second", true, Replay::Same)]);
         let next = Next {
             chain: &chain,
             at: 1,
             trace: &trace,
         };
-        let (_, for_client) = next.detach().serve(&q()).await;
-        assert!(!for_client);
+        assert!(!next.detach().serve(&q()).await.for_client);
     }
 
     #[tokio::test]
@@ -1009,6 +1072,7 @@ mod tests {
             stored: now,
             expires: now + Duration::from_secs(30),
             aged_by: Some(0),
+            made_from: None,
         };
         // The store answered and said how long: replayable till then, and counted.
         let chain = Chain::new(vec![stub("first", false, Replay::Same), store(true, Some(held))]);

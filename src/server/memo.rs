@@ -992,6 +992,7 @@ mod tests {
                     stored,
                     expires: stored + std::time::Duration::from_secs(30),
                     aged_by: Some(4),
+                    made_from: None,
                 }),
                 reads_zones: false,
                 ..info()
@@ -1023,6 +1024,7 @@ mod tests {
                 stored,
                 expires: stored + std::time::Duration::from_secs(5),
                 aged_by: None,
+                made_from: None,
             }),
             reads_zones: false,
             ..info()

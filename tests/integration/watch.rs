@@ -1369,7 +1369,11 @@ async fn a_reload_keeps_the_watch_it_does_not_change_and_stops_the_one_it_remove
 async fn the_cache_never_holds_a_cluster_name_the_zone_changed() {
     let fake = fake_with(&[
         namespace("team"),
-        service("team", "db", json!({"clusterIP": "None", "ports": [{"name": "http", "port": 8080}]})),
+        service(
+            "team",
+            "db",
+            json!({"clusterIP": "None", "ports": [{"name": "http", "port": 8080}]}),
+        ),
         slice("team", "db-1", "db", &[("10.244.0.1", true)]),
     ])
     .await;
@@ -1398,26 +1402,48 @@ async fn the_cache_never_holds_a_cluster_name_the_zone_changed() {
     let headless = "db.team.svc.cluster.local.";
     // Asked twice, so the second answer comes from the cache.
     for _ in 0..2 {
-        assert_eq!(ask(addr, new, RecordType::A).await.metadata.response_code, ResponseCode::NXDomain);
-        assert_eq!(answers(&ask(addr, headless, RecordType::A).await), [format!("{headless} A 10.244.0.1")]);
+        assert_eq!(
+            ask(addr, new, RecordType::A).await.metadata.response_code,
+            ResponseCode::NXDomain
+        );
+        assert_eq!(
+            answers(&ask(addr, headless, RecordType::A).await),
+            [format!("{headless} A 10.244.0.1")]
+        );
     }
     let before = cluster_dns::proto::ChangeCounter::generation(zone.as_ref());
-    fake.create(service("team", "web", json!({"clusterIP": "10.96.7.7", "ports": [{"name": "http", "port": 80}]})))
-        .unwrap();
+    fake.create(service(
+        "team",
+        "web",
+        json!({"clusterIP": "10.96.7.7", "ports": [{"name": "http", "port": 80}]}),
+    ))
+    .unwrap();
     applied(before).await;
     let m = ask(addr, new, RecordType::A).await;
-    assert_eq!(answers(&m), [format!("{new} A 10.96.7.7")], "{:?}", m.metadata.response_code);
+    assert_eq!(
+        answers(&m),
+        [format!("{new} A 10.96.7.7")],
+        "{:?}",
+        m.metadata.response_code
+    );
 
     let before = cluster_dns::proto::ChangeCounter::generation(zone.as_ref());
-    fake.create(slice("team", "db-2", "db", &[("10.244.0.2", true)])).unwrap();
+    fake.create(slice("team", "db-2", "db", &[("10.244.0.2", true)]))
+        .unwrap();
     applied(before).await;
-    let mut want = vec![format!("{headless} A 10.244.0.1"), format!("{headless} A 10.244.0.2")];
+    let mut want = vec![
+        format!("{headless} A 10.244.0.1"),
+        format!("{headless} A 10.244.0.2"),
+    ];
     want.sort();
     assert_eq!(answers(&ask(addr, headless, RecordType::A).await), want);
 
     let before = cluster_dns::proto::ChangeCounter::generation(zone.as_ref());
     fake.delete(Resource::Services, "team", "web").unwrap();
     applied(before).await;
-    assert_eq!(ask(addr, new, RecordType::A).await.metadata.response_code, ResponseCode::NXDomain);
+    assert_eq!(
+        ask(addr, new, RecordType::A).await.metadata.response_code,
+        ResponseCode::NXDomain
+    );
     running.stop().await.unwrap();
 }

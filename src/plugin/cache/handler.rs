@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::metrics::{CacheInstruments, CacheMetrics, StoreInstruments};
 use super::setup::CacheConfig;
 use super::store::{Key, Kind, Lookup, Store, aged, classify, kind_of};
-use crate::chain::{DetachedNext, Next, Plugin, Replay, Replayed, ReplyFuture};
+use crate::chain::{DetachedNext, Next, Plugin, Replay, Replayed, ReplyFuture, ZoneMark};
 use crate::proto::{Question, Reply};
 
 #[derive(Debug)]
@@ -112,13 +112,26 @@ impl Cache {
     }
 
     /// Looks `key` up in the success store, then the denial store; gives which one answered.
-    /// For a `probe` a fresh NXDOMAIN is the bare rcode.
-    fn lookup(&self, key: &Key, now: Instant, probe: bool) -> (Lookup, Kind) {
+    /// For a `probe` a fresh NXDOMAIN is the bare rcode. An entry whose zone mark no longer
+    /// `holds` is gone.
+    fn lookup(
+        &self,
+        key: &Key,
+        now: Instant,
+        probe: bool,
+        holds: &dyn Fn(ZoneMark) -> bool,
+    ) -> (Lookup, Kind) {
         let stale = self.inner.config.serve_stale.as_ref();
         let prefetch = self.inner.config.prefetch.as_ref();
-        match self.inner.success.lookup(key, now, stale, prefetch, false) {
+        match self
+            .inner
+            .success
+            .lookup_holding(key, now, stale, prefetch, false, holds)
+        {
             Lookup::Miss => (
-                self.inner.denial.lookup(key, now, stale, prefetch, probe),
+                self.inner
+                    .denial
+                    .lookup_holding(key, now, stale, prefetch, probe, holds),
                 Kind::Denial,
             ),
             found => (found, Kind::Success),
@@ -128,6 +141,18 @@ impl Cache {
     /// Stores `reply` for `q` if it may be cached; returns how long it is kept. A zone
     /// transfer never is (as CoreDNS's cache): it is made for the client `transfer` allowed.
     pub fn insert(&self, q: &Question, reply: &Reply, now: Instant) -> Option<Duration> {
+        self.insert_marked(q, reply, now, None)
+    }
+
+    /// [`Cache::insert`], for a reply a plugin made from its zones: kept while `mark` holds
+    /// (a changed cluster name is asked again, never served stale).
+    fn insert_marked(
+        &self,
+        q: &Question,
+        reply: &Reply,
+        now: Instant,
+        mark: Option<ZoneMark>,
+    ) -> Option<Duration> {
         if matches!(q.qtype, RecordType::AXFR | RecordType::IXFR) {
             return None;
         }
@@ -159,17 +184,21 @@ impl Cache {
         match kind {
             Kind::Success => {
                 self.inner.denial.remove(&key);
-                self.inner.success.insert(&key, reply, ttl, now, keep);
+                self.inner
+                    .success
+                    .insert_marked(&key, reply, ttl, now, keep, mark);
             }
             // `prefer_positive` keeps the last positive answer beside the denial.
             Kind::Denial => {
                 if !c.prefer_positive {
                     self.inner.success.remove(&key);
                 }
-                self.inner.denial.insert(&key, reply, ttl, now, keep);
+                self.inner.denial.insert_marked(&key, reply, ttl, now, keep, mark);
             }
             Kind::ServFail => {
-                self.inner.denial.insert(&key, reply, ttl, now, Duration::ZERO);
+                self.inner
+                    .denial
+                    .insert_marked(&key, reply, ttl, now, Duration::ZERO, mark);
             }
         }
         Some(ttl)
@@ -209,7 +238,9 @@ impl Cache {
         }
         // The key (280 bytes) goes out of scope before any await, so this future does not
         // carry it.
-        let Some((found, kind)) = Key::of(q).map(|key| self.lookup(&key, Instant::now(), q.probe)) else {
+        let holds = |mark: ZoneMark| next.zone_mark_holds(mark, q);
+        let Some((found, kind)) = Key::of(q).map(|key| self.lookup(&key, Instant::now(), q.probe, &holds))
+        else {
             return next.serve(q).await;
         };
         if let Some(m) = self.metrics() {
@@ -275,6 +306,8 @@ impl Cache {
                 if let Some(m) = self.metrics() {
                     m.misses.inc();
                 }
+                // What the zones' plugins would answer from, taken before they answer.
+                let marks = next.zone_marks(q);
                 // A probe's reply may be an NXDOMAIN without its SOA: what is stored for
                 // everyone is asked for whole.
                 let reply = if q.probe {
@@ -287,7 +320,8 @@ impl Cache {
                 if next.decided_for_the_client() {
                     return reply;
                 }
-                match self.insert(q, &reply, Instant::now()) {
+                let mark = marks.into_iter().find(|m| Some(m.plugin) == next.writer());
+                match self.insert_marked(q, &reply, Instant::now(), mark) {
                     // The first answer already carries the TTLs later hits count down from.
                     Some(ttl) => aged(&reply, u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX), 0, None),
                     None => reply,
@@ -300,10 +334,11 @@ impl Cache {
     /// nothing to store, the entry may be refreshed again: at once while it is fresh, after
     /// `serve_stale`'s FAILURE_RECHECK once it is stale.
     async fn refresh(self, next: DetachedNext, q: Question) -> Reply {
-        let (reply, for_client) = next.serve(&q).await;
+        let served = next.serve(&q).await;
+        let reply = served.reply;
         let now = Instant::now();
         // As on a miss: what the rest decided for this client is not stored for others.
-        let stored = !for_client && self.insert(&q, &reply, now).is_some();
+        let stored = !served.for_client && self.insert_marked(&q, &reply, now, served.mark).is_some();
         // Under `prefer_positive` a kept positive answer is refreshed only by a positive one:
         // anything else is a failed refresh of it.
         let positive_kept = self.inner.config.prefer_positive && !answers_question(&q, &reply);

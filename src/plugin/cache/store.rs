@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use super::metrics::StoreInstruments;
 use super::setup::{Prefetch, Section, ServeStale};
-use crate::chain::Lifetime;
+use crate::chain::{Lifetime, ZoneMark};
 use crate::proto::{Answer, Failure, FlagEdit, Forwarded, Question, Reply};
 
 /// Shards per store.
@@ -129,6 +129,11 @@ const RECURSION_AVAILABLE: u8 = 1;
 const AUTHENTIC_DATA: u8 = 2;
 const TRUNCATED: u8 = 4;
 const CHASE_TARGET: u8 = 8;
+/// The block ends with a [`ZoneMark`]: the plugin's index (1 byte) and the mark's value (8
+/// bytes, little-endian).
+const ZONE_MARK: u8 = 16;
+/// The bytes of a [`ZoneMark`] at a block's end.
+const MARK_LEN: usize = 9;
 
 /// `bit` when `on`, else no bit.
 fn flag(on: bool, bit: u8) -> u8 {
@@ -175,7 +180,9 @@ fn edit_of(byte: u8) -> FlagEdit {
 ///   follows), its rcode (2 bytes) and the number of records in the answer, authority and
 ///   additional sections (2 bytes each), all big-endian, and its header edit ([`edit_byte`]);
 /// - an authoritative answer's ExternalName target outside the zones, in wire form (rare);
-/// - the records, one after the other, names compressed within this part.
+/// - the records, one after the other, names compressed within this part;
+/// - for a reply a plugin made from its zones, its [`ZoneMark`] ([`MARK_LEN`] bytes, flag
+///   [`ZONE_MARK`]): the entry holds only while the mark does.
 ///
 /// A shard's table finds it by its key's hash and compares its key's bytes.
 #[derive(Debug)]
@@ -190,8 +197,9 @@ thread_local! {
 }
 
 impl Block {
-    /// The block of `key` and `reply`, or `None` when its records cannot be encoded.
-    fn of(key: &Key, reply: &Reply) -> Option<Self> {
+    /// The block of `key` and `reply` (with `mark`), or `None` when its records cannot be
+    /// encoded.
+    fn of(key: &Key, reply: &Reply, mark: Option<ZoneMark>) -> Option<Self> {
         let (kind, flags, rcode, external, sections): (u8, u8, ResponseCode, _, [&[Record]; 3]) = match reply
         {
             Reply::Authoritative(a) => (
@@ -215,6 +223,16 @@ impl Block {
             // Nothing was sent: nothing to keep.
             Reply::Dropped | Reply::Truncated => return None,
         };
+        let flags = flags | flag(mark.is_some(), ZONE_MARK);
+        let mark = match mark {
+            Some(m) => {
+                let mut bytes = [0u8; MARK_LEN];
+                bytes[0] = u8::try_from(m.plugin).ok()?;
+                bytes[1..].copy_from_slice(&m.value.to_le_bytes());
+                Some(bytes)
+            }
+            None => None,
+        };
         let edit = edit_byte(match reply {
             Reply::Authoritative(a) => a.flags,
             Reply::Forwarded(f) => f.flags,
@@ -235,7 +253,9 @@ impl Block {
                 r.emit(&mut encoder).ok()?;
             }
             let target = target.as_deref().unwrap_or_default();
-            let mut block = Vec::with_capacity(2 + key.len + HEAD + target.len() + records.len());
+            let mark = mark.as_ref().map_or(&[][..], |m| &m[..]);
+            let mut block =
+                Vec::with_capacity(2 + key.len + HEAD + target.len() + records.len() + mark.len());
             block.extend_from_slice(&key_len.to_le_bytes());
             block.extend_from_slice(key.bytes());
             block.extend_from_slice(&[kind, flags]);
@@ -244,6 +264,7 @@ impl Block {
             block.push(edit);
             block.extend_from_slice(target);
             block.extend_from_slice(&records);
+            block.extend_from_slice(mark);
             Some(Self(block.into_boxed_slice()))
         })
     }
@@ -257,6 +278,20 @@ impl Block {
     /// The [`Key`]'s bytes.
     fn key(&self) -> &[u8] {
         self.0.get(2..2 + self.key_len()).unwrap_or_default()
+    }
+
+    /// The [`ZoneMark`] it was stored with, if any.
+    fn mark(&self) -> Option<ZoneMark> {
+        let flags = *self.0.get(2 + self.key_len() + 1)?;
+        if flags & ZONE_MARK == 0 {
+            return None;
+        }
+        let at = self.0.len().checked_sub(MARK_LEN)?;
+        let bytes = self.0.get(at..)?;
+        Some(ZoneMark {
+            plugin: usize::from(*bytes.first()?),
+            value: u64::from_le_bytes(bytes.get(1..)?.try_into().ok()?),
+        })
     }
 
     /// The stored reply's rcode.
@@ -282,7 +317,11 @@ impl Block {
         let rcode = self.rcode()?;
         let counts = [word(4)?, word(6)?, word(8)?];
         let edit = edit_of(*head.get(10)?);
-        let rest = self.0.get(at + HEAD..)?;
+        let end = self
+            .0
+            .len()
+            .checked_sub(if flags & ZONE_MARK != 0 { MARK_LEN } else { 0 })?;
+        let rest = self.0.get(at + HEAD..end)?;
         let mut decoder = BinDecoder::new(rest);
         let chase_target = if flags & CHASE_TARGET != 0 {
             Some(Name::read(&mut decoder).ok()?)
@@ -535,10 +574,40 @@ impl Store {
         self.len() == 0
     }
 
+    /// [`Store::insert_marked`] without a mark (the store's own tests).
+    #[cfg(test)]
+    pub fn insert(&self, key: &Key, reply: &Reply, ttl: Duration, now: Instant, keep_for: Duration) {
+        self.insert_marked(key, reply, ttl, now, keep_for, None);
+    }
+
+    /// [`Store::lookup_holding`] with every mark holding (the store's own tests).
+    #[cfg(test)]
+    pub fn lookup(
+        &self,
+        key: &Key,
+        now: Instant,
+        stale: Option<&ServeStale>,
+        prefetch: Option<&Prefetch>,
+        probe: bool,
+    ) -> Lookup {
+        self.lookup_holding(key, now, stale, prefetch, probe, &|_| true)
+    }
+
     /// Stores `reply` for `ttl`, evicting to stay within capacity. `keep_for` is how long past
     /// expiry entries stay (the serve-stale window).
-    pub fn insert(&self, key: &Key, reply: &Reply, ttl: Duration, now: Instant, keep_for: Duration) {
-        let Some(block) = Block::of(key, reply) else {
+    ///
+    /// `mark`: the reply was made from a plugin's zones, and holds only while the mark does
+    /// ([`Store::lookup_holding`]'s `holds`).
+    pub fn insert_marked(
+        &self,
+        key: &Key,
+        reply: &Reply,
+        ttl: Duration,
+        now: Instant,
+        keep_for: Duration,
+        mark: Option<ZoneMark>,
+    ) {
+        let Some(block) = Block::of(key, reply, mark) else {
             return;
         };
         let Some(shard) = self.shard(key) else { return };
@@ -621,15 +690,17 @@ impl Store {
     }
 
     /// Looks `key` up at `now`. Entries older than their TTL plus the `stale` window are
-    /// removed. For a `probe` ([`Question::probe`]) a fresh NXDOMAIN is the bare rcode, not
-    /// decoded.
-    pub fn lookup(
+    /// removed, and so is an entry whose [`ZoneMark`] no longer `holds` (the zone changed what
+    /// its plugin answers). For a `probe` ([`Question::probe`]) a fresh NXDOMAIN is the bare
+    /// rcode, not decoded.
+    pub fn lookup_holding(
         &self,
         key: &Key,
         now: Instant,
         stale: Option<&ServeStale>,
         prefetch: Option<&Prefetch>,
         probe: bool,
+        holds: &dyn Fn(ZoneMark) -> bool,
     ) -> Lookup {
         let Some(shard) = self.shard(key) else {
             return Lookup::Miss;
@@ -640,6 +711,13 @@ impl Store {
         let Some((block, e)) = shard.entries.find(key.hash, |(b, _)| b.key() == key.bytes()) else {
             return Lookup::Miss;
         };
+        let mark = block.mark();
+        if mark.is_some_and(|m| !holds(m)) {
+            remove_from(&mut shard.entries, key.hash, key.bytes());
+            drop(shard);
+            self.entries_changed(-1);
+            return Lookup::Miss;
+        }
         let age = now.saturating_duration_since(e.stored);
         let ttl = e.ttl();
         if age < ttl {
@@ -680,6 +758,7 @@ impl Store {
                     stored: e.stored,
                     expires: e.stored + ttl,
                     aged_by: (!self.keep_ttl).then_some(elapsed),
+                    made_from: mark.map(|m| m.plugin),
                 },
             };
         }
@@ -894,7 +973,7 @@ mod tests {
             },
         });
         for reply in [forwarded, authoritative] {
-            let packed = Block::of(&key("www.example.com."), &reply).unwrap();
+            let packed = Block::of(&key("www.example.com."), &reply, None).unwrap();
             assert_eq!(packed.key(), key("WWW.example.com.").bytes());
             assert_eq!(packed.unpack(u32::MAX, 0, None).unwrap(), reply);
             assert_eq!(packed.unpack(30, 5, None).unwrap(), aged(&reply, 30, 5, None));
@@ -908,7 +987,7 @@ mod tests {
             reason: "x",
         });
         assert_eq!(
-            Block::of(&key("x."), &failed).unwrap().unpack(30, 0, None),
+            Block::of(&key("x."), &failed, None).unwrap().unpack(30, 0, None),
             Some(Reply::Rcode(ResponseCode::ServFail))
         );
     }
@@ -991,6 +1070,40 @@ mod tests {
     #[test]
     fn a_slot_is_56_bytes() {
         assert_eq!(std::mem::size_of::<(Block, Entry)>(), 56);
+    }
+
+    /// An entry kept with a zone mark is served while the mark holds, and is gone (a miss,
+    /// and no longer counted) once it does not: the zone changed what its plugin answers.
+    #[tokio::test(start_paused = true)]
+    async fn an_entry_whose_zone_mark_no_longer_holds_is_gone() {
+        let s = Store::new(10);
+        let ttl = Duration::from_secs(30);
+        let mark = ZoneMark { plugin: 3, value: 41 };
+        let k = key("web.ns.svc.cluster.local.");
+        s.insert_marked(&k, &a_reply(30), ttl, Instant::now(), Duration::ZERO, Some(mark));
+        let now = Instant::now();
+        let holds = |m: ZoneMark| m == mark;
+        match s.lookup_holding(&k, now, None, None, false, &holds) {
+            Lookup::Fresh { reply, held, .. } => {
+                assert_eq!(
+                    reply,
+                    aged(&a_reply(30), 30, 0, None),
+                    "the mark is not part of the reply"
+                );
+                assert_eq!(held.made_from, Some(3));
+            }
+            other => panic!("{other:?}"),
+        }
+        let moved = |m: ZoneMark| m.value == 42;
+        assert!(matches!(
+            s.lookup_holding(&k, now, None, None, false, &moved),
+            Lookup::Miss
+        ));
+        assert_eq!(s.len(), 0);
+        assert!(matches!(
+            s.lookup_holding(&k, now, None, None, false, &holds),
+            Lookup::Miss
+        ));
     }
 
     /// Storing a name again replaces its reply, not only its times: the map keeps the block
