@@ -173,3 +173,92 @@ mod kubernetes_answers_now {
         );
     }
 }
+
+#[cfg(test)]
+mod every_plugin_answers_now_as_it_answers_later {
+    use hickory_proto::rr::{DNSClass, Name, RecordType};
+
+    use super::{FIXTURE_YAML, handler_for};
+    use crate::plugin::registry::PLUGINS;
+    use crate::proto::Question;
+
+    /// Each plugin that answers without a future ([`crate::chain::Plugin::serve_now`]) first in
+    /// a chain, with the kubernetes plugin after it where the registry's order allows, then
+    /// `whoami`: its lines.
+    const FIRST: &[(&str, &str)] = &[
+        ("cancel", "cancel 2s"),
+        ("rrl", "rrl cluster.local {\n  responses-per-second 1000\n }"),
+        ("fairness", "fairness {\n  questions 1000 1000\n }"),
+        ("local", "local"),
+        ("any", "any"),
+        ("chaos", "chaos v1 alice bob"),
+        ("acl", "acl {\n  block type HINFO\n  filter net 10.0.0.0/8\n }"),
+        ("transfer", "transfer cluster.local {\n  to *\n }"),
+        ("hosts", "hosts {\n  10.9.9.9 node-1.example.\n  fallthrough\n }"),
+        ("k8s_external", "k8s_external example.org"),
+        ("kubernetes", ""),
+        ("noaaaa", "noaaaa always"),
+        ("whoami", ""),
+    ];
+
+    /// The kubernetes plugin's lines in those chains.
+    const KUBERNETES: &str = " kubernetes cluster.local in-addr.arpa ip6.arpa {\n  pods insecure\n  fallthrough in-addr.arpa ip6.arpa\n }\n";
+
+    /// The questions: every kind of cluster name, the reverse zones, outside names, a
+    /// transfer, `localhost`, ANY, AAAA, and a CH question.
+    fn asked() -> Vec<Question> {
+        let mut out: Vec<Question> = [
+            ("svc1.testns.svc.cluster.local.", RecordType::A),
+            ("svc1.testns.svc.cluster.local.", RecordType::AAAA),
+            ("svc1.testns.svc.cluster.local.", RecordType::ANY),
+            ("svc1.testns.svc.cluster.local.", RecordType::HINFO),
+            ("hdls.testns.svc.cluster.local.", RecordType::A),
+            ("_http._tcp.svc1.testns.svc.cluster.local.", RecordType::SRV),
+            ("ext.testns.svc.cluster.local.", RecordType::A),
+            ("1.10.96.10.in-addr.arpa.", RecordType::PTR),
+            ("nothing.testns.svc.cluster.local.", RecordType::A),
+            ("cluster.local.", RecordType::SOA),
+            ("cluster.local.", RecordType::AXFR),
+            ("10-0-0-1.testns.pod.cluster.local.", RecordType::A),
+            ("svc1.testns.example.org.", RecordType::A),
+            ("example.com.", RecordType::A),
+            ("node-1.example.", RecordType::A),
+            ("localhost.", RecordType::A),
+            ("1.0.0.127.in-addr.arpa.", RecordType::PTR),
+        ]
+        .into_iter()
+        .map(|(n, t)| Question::new(Name::from_ascii(n).expect("name"), t))
+        .collect();
+        let mut ch = Question::new(Name::from_ascii("version.bind.").expect("name"), RecordType::TXT);
+        ch.qclass = DNSClass::CH;
+        out.push(ch);
+        out
+    }
+
+    /// Issue 43: every plugin that implements `serve_now` answers each question exactly as its
+    /// `serve` does: the same reply, the same writer, the same replay plan.
+    #[tokio::test]
+    async fn serve_now_is_serve_for_every_plugin_first_in_a_chain() {
+        for (directive, lines) in FIRST {
+            assert!(PLUGINS.iter().any(|e| e.name == *directive), "{directive}");
+            // The kubernetes plugin after it, where the registry puts it after.
+            let at = |d: &str| PLUGINS.iter().position(|e| e.name == d);
+            let own = match *directive {
+                "kubernetes" => KUBERNETES.to_owned(),
+                "whoami" => String::new(),
+                _ if at(directive) < at("kubernetes") => format!(" {lines}\n{KUBERNETES}"),
+                _ => format!(" {lines}\n"),
+            };
+            let corefile = format!(".:53 {{\n{own} whoami\n}}\n");
+            let handler = handler_for(&corefile, FIXTURE_YAML).expect(directive);
+            let router = handler.router();
+            let chain = &router.blocks[0].chain;
+            assert_eq!(chain.plugins()[0].name(), *directive, "{corefile}");
+            for q in asked() {
+                let now = chain.serve(&q).await;
+                let awaited = chain.serve_awaiting(&q).await;
+                assert_eq!(now, awaited, "{directive}: {} {} {}", q.name, q.qclass, q.qtype);
+            }
+        }
+    }
+}

@@ -668,11 +668,6 @@ impl ClusterZone {
         self.read_pods().zoned_nodes()
     }
 
-    /// Bytes the pod index holds (pods, namespaces, nodes; an estimate).
-    pub fn pod_index_bytes(&self) -> usize {
-        self.read_pods().heap_bytes()
-    }
-
     // ---------------------------------------------------------------- keys, for relists
 
     /// The (namespace, name) of every stored Service object. A source that relists uses it to

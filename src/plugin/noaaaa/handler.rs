@@ -81,11 +81,6 @@ impl Noaaaa {
         }
     }
 
-    /// True while it answers AAAA questions itself.
-    pub fn is_active(&self) -> bool {
-        self.state.active()
-    }
-
     fn covers(&self, q: &Question) -> bool {
         q.qtype == RecordType::AAAA && self.zones.iter().any(|z| z.zone_of(&q.name))
     }
