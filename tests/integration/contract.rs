@@ -397,3 +397,42 @@ fn rate_limited(case: &Case, alone: &str, after: &str) -> bool {
             s.contains("REFUSED") || *s == "no reply" || s.contains("flags tc") || s.contains("flags aa tc")
         })
 }
+
+/// A question that carries what a plugin read of its client (`rewrite edns0 local
+/// {client_ip}`, `rewrite edns0 subnet`) reaches the upstream once for each client: the cache
+/// keys on the EDNS options a question carries, so one client's answer for its own data is
+/// never given to another, and each client's is kept for itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_carrying_client_data_is_kept_per_client() {
+    let upstream = crate::upstream::Scripted::start().await;
+    let dir = support::temp_dir("contract-options");
+    for rule in ["rewrite edns0 local set 0xffee {client_ip}", "rewrite edns0 subnet set 32 128"] {
+        let corefile = format!(
+            ".:0 {{\n bind 127.0.0.1\n {rule}\n cache 30\n forward . {}\n}}\n",
+            upstream.addr
+        );
+        let running = support::start(&corefile, &dir).await;
+        let server = running.dns_addrs()[0];
+        let seen_before = upstream.options().len();
+        let answers = tokio::task::spawn_blocking(move || {
+            [A, B, A, B].map(|who| ask(server, who, &[], &["www.example.com", "A"]))
+        })
+        .await
+        .unwrap();
+        for a in &answers {
+            assert!(a.starts_with("NOERROR"), "{rule}: {a}");
+        }
+        let seen = upstream.options();
+        let seen = &seen[seen_before..];
+        // The option the rule adds carries the client's address in its last four bytes.
+        let clients: Vec<[u8; 4]> = seen
+            .iter()
+            .filter_map(|opts| {
+                let (_, data) = opts.iter().find(|(code, _)| *code == 0xffee || *code == 8)?;
+                data.get(data.len().checked_sub(4)?..)?.try_into().ok()
+            })
+            .collect();
+        assert_eq!(clients, [[127, 0, 0, 2], [127, 0, 0, 3]], "{rule}: the upstream saw {seen:?}");
+        running.stop().await.unwrap();
+    }
+}
