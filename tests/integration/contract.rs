@@ -406,7 +406,10 @@ fn rate_limited(case: &Case, alone: &str, after: &str) -> bool {
 async fn a_question_carrying_client_data_is_kept_per_client() {
     let upstream = crate::upstream::Scripted::start().await;
     let dir = support::temp_dir("contract-options");
-    for rule in ["rewrite edns0 local set 0xffee {client_ip}", "rewrite edns0 subnet set 32 128"] {
+    for rule in [
+        "rewrite edns0 local set 0xffee {client_ip}",
+        "rewrite edns0 subnet set 32 128",
+    ] {
         let corefile = format!(
             ".:0 {{\n bind 127.0.0.1\n {rule}\n cache 30\n forward . {}\n}}\n",
             upstream.addr
@@ -432,7 +435,11 @@ async fn a_question_carrying_client_data_is_kept_per_client() {
                 data.get(data.len().checked_sub(4)?..)?.try_into().ok()
             })
             .collect();
-        assert_eq!(clients, [[127, 0, 0, 2], [127, 0, 0, 3]], "{rule}: the upstream saw {seen:?}");
+        assert_eq!(
+            clients,
+            [[127, 0, 0, 2], [127, 0, 0, 3]],
+            "{rule}: the upstream saw {seen:?}"
+        );
         running.stop().await.unwrap();
     }
 }

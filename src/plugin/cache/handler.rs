@@ -236,7 +236,7 @@ impl Cache {
             }
             None => {}
         }
-        // The key (280 bytes) goes out of scope before any await, so this future does not
+        // The key (344 bytes) goes out of scope before any await, so this future does not
         // carry it.
         let holds = |mark: ZoneMark| next.zone_mark_holds(mark, q);
         let Some((found, kind)) = Key::of(q).map(|key| self.lookup(&key, Instant::now(), q.probe, &holds))

@@ -29,14 +29,20 @@ use crate::proto::{Answer, Failure, FlagEdit, Forwarded, Question, Reply};
 /// Shards per store.
 const SHARDS: usize = 64;
 
-/// The longest [`Key`]: a name's 255 wire bytes, then type, class and the bits byte.
-const KEY_MAX: usize = 255 + 5;
+/// The most bytes of EDNS options a [`Key`] holds; a question carrying more is not cached.
+const OPTIONS_MAX: usize = 64;
+
+/// The longest [`Key`]: a name's 255 wire bytes, then type, class and the bits byte, then the
+/// options.
+const KEY_MAX: usize = 255 + 5 + OPTIONS_MAX;
 
 /// What a cache entry is looked up by, in wire form: the lower-case name (labels with their
 /// lengths; a parsed `Name` costs about three times the bytes), then the type and class
-/// (big-endian) and a byte of the DO (bit 0) and CD (bit 1) bits. Built on the stack, with its
-/// hash worked out once: the shard and the shard's table are both chosen by it, and the
-/// success and denial stores share it.
+/// (big-endian) and a byte of the DO (bit 0) and CD (bit 1) bits, then the EDNS options the
+/// question carries upstream (code, length and data each, as sent): an answer may depend on
+/// them (a client's subnet, `rewrite edns0`'s `{client_ip}`), so one client's is never another
+/// client's. Built on the stack, with its hash worked out once: the shard and the shard's table
+/// are both chosen by it, and the success and denial stores share it.
 #[derive(Clone)]
 pub struct Key {
     bytes: [u8; KEY_MAX],
@@ -45,7 +51,8 @@ pub struct Key {
 }
 
 impl Key {
-    /// The key of `q`; `None` for a name longer than a name can be (never from a parsed one).
+    /// The key of `q`; `None` for a name longer than a name can be (never from a parsed one),
+    /// or options longer than [`OPTIONS_MAX`] (such a question is not cached).
     pub fn of(q: &Question) -> Option<Self> {
         let mut bytes = [0u8; KEY_MAX];
         let mut at = 0;
@@ -64,7 +71,15 @@ impl Key {
         bytes
             .get_mut(at..at + 6)?
             .copy_from_slice(&[0, t0, t1, c0, c1, bits]);
-        let len = at + 6;
+        let mut len = at + 6;
+        for o in &q.edns_options {
+            let data_len = u16::try_from(o.data.len()).ok()?;
+            let option = bytes.get_mut(len..len + 4 + o.data.len())?;
+            option[..2].copy_from_slice(&o.code.to_be_bytes());
+            option[2..4].copy_from_slice(&data_len.to_be_bytes());
+            option[4..].copy_from_slice(&o.data);
+            len += 4 + o.data.len();
+        }
         let hash = hash_key(bytes.get(..len)?);
         Some(Self { bytes, len, hash })
     }
@@ -1047,6 +1062,36 @@ mod tests {
         assert_ne!(key("ab.c."), key("a.bc."));
         let aaaa = Key::of(&Question::new(n_("www.example.com."), RecordType::AAAA)).unwrap();
         assert_ne!(aaaa, key("www.example.com."));
+    }
+
+    /// The EDNS options a question carries upstream are part of its key (a client's subnet,
+    /// `rewrite edns0`'s `{client_ip}`); a question with more than the key holds is not cached.
+    #[test]
+    fn keys_tell_the_options_a_question_carries_apart() {
+        let with = |opts: &[(u16, &[u8])]| {
+            let mut q = Question::new(n_("www.example.com."), RecordType::A);
+            q.edns_options = opts
+                .iter()
+                .map(|(code, data)| crate::proto::EdnsOpt {
+                    code: *code,
+                    data: data.to_vec(),
+                })
+                .collect();
+            Key::of(&q)
+        };
+        let a = with(&[(0xffee, &[127, 0, 0, 2])]).unwrap();
+        let b = with(&[(0xffee, &[127, 0, 0, 3])]).unwrap();
+        assert_ne!(a, b);
+        assert_ne!(a, key("www.example.com."));
+        assert_eq!(with(&[]).unwrap(), key("www.example.com."));
+        assert_ne!(
+            with(&[(1, &[2, 3])]).unwrap(),
+            with(&[(1, &[2]), (3, &[])]).unwrap()
+        );
+        // Room for OPTIONS_MAX bytes of options beside the longest name; a short name leaves
+        // more, but never a key past KEY_MAX.
+        assert!(with(&[(8, &[0; OPTIONS_MAX - 4])]).is_some());
+        assert!(with(&[(8, &[0; KEY_MAX])]).is_none());
     }
 
     fn n_(s: &str) -> Name {
