@@ -250,6 +250,32 @@ async fn udp_sessions_carry_the_client_of_a_header_only_datagram() {
     running.stop().await.unwrap();
 }
 
+/// A version 2 `LOCAL` header as dnsdist's health checks send it (family `UNSPEC`, no
+/// addresses).
+const LOCAL: [u8; 16] = *b"\r\n\r\n\0\r\nQUIT\n\x20\x00\x00\x00";
+
+/// A `LOCAL` header (a proxy's own health check) is accepted over UDP and TCP, and the query
+/// answered as from the proxy itself (PROXY protocol specification, section 2.2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_header_is_answered_as_from_the_proxy() {
+    let dir = support::temp_dir("proxyproto-local");
+    let running = support::start(
+        ".:0 {\n bind 127.0.0.1\n proxyproto {\n  allow 127.0.0.1/32\n }\n whoami\n}\n",
+        &dir,
+    )
+    .await;
+    let addr = running.dns_addrs()[0];
+    let r = over_udp(addr, "127.0.0.1", &LOCAL)
+        .await
+        .expect("a UDP reply to a LOCAL header");
+    assert_eq!(seen(&r)[0], "who.example.org. A 127.0.0.1");
+    let r = over_tcp(addr, "127.0.0.1", &LOCAL)
+        .await
+        .expect("a TCP reply to a LOCAL header");
+    assert_eq!(seen(&r)[0], "who.example.org. A 127.0.0.1");
+    running.stop().await.unwrap();
+}
+
 #[test]
 fn proxyproto_corefile_examples_and_errors() {
     let dir = support::temp_dir("proxyproto-check");
