@@ -46,6 +46,7 @@ mod noaaaa;
 mod node_local;
 mod nodecache;
 mod nsid;
+mod peers;
 mod pprof;
 mod privileges;
 mod proxyproto;
