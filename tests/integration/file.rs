@@ -193,6 +193,24 @@ ns.child IN A 192.0.2.77
 tochild\tIN CNAME host.child
 ";
 
+/// [`ISSUE_44_ZONE`] with DNAMEs out of the zone, into it, and one whose substitutions
+/// overflow.
+const ISSUE_44_DNAME_ZONE: &str = "$ORIGIN example.org.
+$TTL 3600
+@\tIN SOA ns1.example.org. hostmaster.example.org. 1 7200 3600 1209600 300
+\tIN NS ns1
+ns1\tIN A 192.0.2.53
+www\tIN A 192.0.2.1
+ext\tIN CNAME www.example.net.
+child\tIN NS ns.child
+ns.child IN A 192.0.2.77
+tochild\tIN CNAME host.child
+dn\tIN DNAME example.net.
+alias\tIN DNAME inner.example.org.
+www.inner IN A 192.0.2.9
+long\tIN DNAME aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc.dddddddddddddddddddddddddddddddddddddddddddddddd.
+";
+
 /// The reply without the apex NS in the authority section of a positive answer and its glue:
 /// RFC 1034 section 4.3.2 step 6 lets a server add them or not (cluster-dns and NSD do, Knot
 /// does not).
@@ -261,5 +279,92 @@ async fn a_cname_out_of_the_servers_zones_is_the_cname_alone() {
         ["ext.example.org. 3600 IN CNAME www.example.net."],
         "{seen}"
     );
+    running.stop().await.unwrap();
+}
+
+/// Issue 44 (2): DS at a delegation point is the parent's data (RFC 4035 section 3.1.4.1):
+/// NODATA with the SOA, authoritative, not a referral.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ds_at_a_delegation_is_answered_by_the_parent() {
+    let (running, addr, peers) = issue_44_servers(ISSUE_44_ZONE).await;
+    let seen = as_the_peers(addr, &peers, "child.example.org", "DS").await;
+    assert_eq!(seen.rcode, "NOERROR", "{seen}");
+    assert!(seen.aa, "{seen}");
+    assert!(seen.answer.is_empty(), "{seen}");
+    assert_eq!(
+        seen.authority.iter().collect::<Vec<_>>(),
+        ["example.org. 300 IN SOA ns1.example.org. hostmaster.example.org. 1 7200 3600 1209600 300"],
+        "{seen}"
+    );
+    // Below the cut, DS is the child's: still a referral.
+    let seen = as_the_peers(addr, &peers, "sub.child.example.org", "DS").await;
+    assert!(!seen.aa, "{seen}");
+    running.stop().await.unwrap();
+}
+
+/// Issue 44 (3): a CNAME into a delegation is authoritative data (RFC 1035 section 4.1.1):
+/// AA set, with the referral's NS in authority and its glue in additional.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cname_into_a_delegation_is_authoritative() {
+    let (running, addr, peers) = issue_44_servers(ISSUE_44_ZONE).await;
+    let seen = as_the_peers(addr, &peers, "tochild.example.org", "A").await;
+    assert_eq!(seen.rcode, "NOERROR", "{seen}");
+    assert!(seen.aa, "{seen}");
+    assert_eq!(
+        seen.answer.iter().collect::<Vec<_>>(),
+        ["tochild.example.org. 3600 IN CNAME host.child.example.org."],
+        "{seen}"
+    );
+    assert_eq!(
+        seen.authority.iter().collect::<Vec<_>>(),
+        ["child.example.org. 3600 IN NS ns.child.example.org."],
+        "{seen}"
+    );
+    assert_eq!(
+        seen.additional.iter().collect::<Vec<_>>(),
+        ["ns.child.example.org. 3600 IN A 192.0.2.77"],
+        "{seen}"
+    );
+    running.stop().await.unwrap();
+}
+
+/// Issue 44 (4): DNAME (RFC 6672) loads and answers: below its owner the DNAME, a CNAME
+/// synthesized with its TTL, and the target's records when they are in the zone; its owner as
+/// any other name; YXDOMAIN when the substituted name would be too long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dname_is_loaded_and_substitutes() {
+    let (running, addr, peers) = issue_44_servers(ISSUE_44_DNAME_ZONE).await;
+    let seen = as_the_peers(addr, &peers, "x.dn.example.org", "A").await;
+    assert_eq!((seen.rcode.as_str(), seen.aa), ("NOERROR", true), "{seen}");
+    assert_eq!(
+        seen.answer.iter().collect::<Vec<_>>(),
+        [
+            "dn.example.org. 3600 IN DNAME example.net.",
+            "x.dn.example.org. 3600 IN CNAME x.example.net."
+        ],
+        "{seen}"
+    );
+    let seen = as_the_peers(addr, &peers, "www.alias.example.org", "A").await;
+    assert_eq!((seen.rcode.as_str(), seen.aa), ("NOERROR", true), "{seen}");
+    assert_eq!(
+        seen.answer.iter().collect::<Vec<_>>(),
+        [
+            "alias.example.org. 3600 IN DNAME inner.example.org.",
+            "www.alias.example.org. 3600 IN CNAME www.inner.example.org.",
+            "www.inner.example.org. 3600 IN A 192.0.2.9",
+        ],
+        "{seen}"
+    );
+    let seen = as_the_peers(addr, &peers, "dn.example.org", "DNAME").await;
+    assert_eq!(
+        seen.answer.iter().collect::<Vec<_>>(),
+        ["dn.example.org. 3600 IN DNAME example.net."],
+        "{seen}"
+    );
+    let seen = as_the_peers(addr, &peers, "dn.example.org", "A").await;
+    assert_eq!((seen.rcode.as_str(), seen.answer.len()), ("NOERROR", 0), "{seen}");
+    let long = format!("{}.long.example.org", "x".repeat(20));
+    let seen = as_the_peers(addr, &peers, &long, "A").await;
+    assert_eq!((seen.rcode.as_str(), seen.aa), ("YXDOMAIN", true), "{seen}");
     running.stop().await.unwrap();
 }

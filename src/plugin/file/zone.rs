@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::rdata::{CNAME, NULL};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
+use hickory_proto::serialize::binary::BinEncodable;
 use hickory_proto::serialize::txt::Parser;
 
 /// The TTL of records written before any `$TTL` or TTL of their own.
@@ -69,6 +71,9 @@ pub struct ZoneData {
     /// Every owner name (lower-case), in canonical order (RFC 4034 section 6.1: a name's
     /// descendants follow it), with its records grouped by type.
     nodes: BTreeMap<Name, Vec<Record>>,
+    /// The DNAMEs (RFC 6672): owner (lower-case) to target. Their records are in `nodes` as
+    /// opaque data (hickory-proto has no DNAME data), the target's uncompressed wire form.
+    dnames: BTreeMap<Name, Name>,
     records: usize,
 }
 
@@ -90,9 +95,10 @@ pub enum Lookup {
         chase: Option<Name>,
     },
     /// A referral to a delegated child zone (AA clear): the NS records of the cut and their
-    /// addresses (glue), after the CNAMEs that led there.
+    /// addresses (glue). (A CNAME that leads into a delegation is an [`Lookup::Answer`], the
+    /// referral's records after it: the CNAME is this zone's data, RFC 1035 section 4.1.1.)
     Referral {
-        /// CNAMEs followed to the delegated name.
+        /// Always empty (kept for the shape of the reply).
         answers: Vec<Record>,
         /// The cut's NS records.
         authority: Vec<Record>,
@@ -117,6 +123,19 @@ impl ZoneData {
         let origin = origin.to_lowercase();
         // Records before any TTL get an hour, as in CoreDNS (miekg/dns's default); hickory's
         // parser would refuse them.
+        // hickory-proto's parser has no DNAME: its type is written ANAME (the same data, one
+        // name) and the records turned into DNAMEs after.
+        let (text, has_dnames) = match stand_in_for_dnames(text) {
+            Ok(t) => t,
+            Err((line, message)) => {
+                return Err(ZoneError::Syntax {
+                    path: path.to_owned(),
+                    line,
+                    message: message.to_owned(),
+                });
+            }
+        };
+        let text = text.as_str();
         let parse = |t: &str| {
             let with_default = format!("$TTL {DEFAULT_TTL}\n{t}");
             Parser::new(with_default, Some(path.to_owned()), Some(origin.clone())).parse()
@@ -133,6 +152,7 @@ impl ZoneData {
             }
         };
         let mut nodes: BTreeMap<Name, Vec<Record>> = BTreeMap::new();
+        let mut dnames: BTreeMap<Name, Name> = BTreeMap::new();
         let mut records = 0;
         for (key, set) in sets {
             let name = Name::from(key.name).to_lowercase();
@@ -143,9 +163,23 @@ impl ZoneData {
                     origin: origin.to_string(),
                 });
             }
-            let node = nodes.entry(name).or_default();
+            let node = nodes.entry(name.clone()).or_default();
             for r in set.records_without_rrsigs() {
-                node.push(r.clone());
+                let mut r = r.clone();
+                if has_dnames && let RData::ANAME(target) = &r.data {
+                    let target = target.0.clone();
+                    let wire = target.to_bytes().map_err(|e| ZoneError::Syntax {
+                        path: path.to_owned(),
+                        line: 0,
+                        message: format!("DNAME {target}: {e}"),
+                    })?;
+                    r.data = RData::Unknown {
+                        code: RecordType::DNAME,
+                        rdata: NULL::with(wire),
+                    };
+                    dnames.insert(name.clone(), target);
+                }
+                node.push(r);
                 records += 1;
             }
         }
@@ -169,6 +203,7 @@ impl ZoneData {
             soa,
             serial,
             nodes,
+            dnames,
             records,
         })
     }
@@ -231,19 +266,33 @@ impl ZoneData {
         self.nodes.contains_key(name) || self.has_descendant(name)
     }
 
-    /// The highest zone cut at or above `name` and below the apex: a name with NS records.
-    fn cut_above(&self, name: &Name) -> Option<&Name> {
-        let mut cut = None;
+    /// What redirects a question for `qtype` at `name` before its own node is reached, going
+    /// down from the apex: a zone cut (NS records of a name below the apex, at or above `name`;
+    /// at `name` itself not for DS, which is the parent side's data, RFC 4035 section 3.1.4.1)
+    /// or a DNAME strictly above `name` (RFC 6672 section 3.2), whichever is highest (at one
+    /// name, the cut).
+    fn above(&self, name: &Name, qtype: RecordType) -> Option<Above<'_>> {
+        let mut found = None;
         let mut n = name.clone();
-        while n.num_labels() > self.origin.num_labels() {
-            if let Some((owner, records)) = self.nodes.get_key_value(&n)
+        while n.num_labels() >= self.origin.num_labels() {
+            if &n != name
+                && let Some((owner, target)) = self.dnames.get_key_value(&n)
+            {
+                found = Some(Above::Dname { owner, target });
+            }
+            if n.num_labels() > self.origin.num_labels()
+                && !(&n == name && qtype == RecordType::DS)
+                && let Some((owner, records)) = self.nodes.get_key_value(&n)
                 && records.iter().any(|r| r.record_type() == RecordType::NS)
             {
-                cut = Some(owner);
+                found = Some(Above::Cut(owner));
+            }
+            if n.is_root() {
+                break;
             }
             n = n.base_name();
         }
-        cut
+        found
     }
 
     /// The SOA for a negative answer, its TTL the smaller of its own and its MINIMUM.
@@ -306,14 +355,62 @@ impl ZoneData {
         let mut answers: Vec<Record> = Vec::new();
         let mut name = qname.to_lowercase();
         for _ in 0..=MAX_CNAMES {
-            if let Some(cut) = self.cut_above(&name) {
-                let authority = self.rrset(cut, RecordType::NS);
-                let additional = self.additional_for(&authority);
-                return Lookup::Referral {
-                    answers,
-                    authority,
-                    additional,
-                };
+            // The client's name for what it asked; the zone's for names a CNAME led to.
+            let owner = if answers.is_empty() {
+                qname.clone()
+            } else {
+                name.clone()
+            };
+            match self.above(&name, qtype) {
+                Some(Above::Cut(cut)) => {
+                    let authority = self.rrset(cut, RecordType::NS);
+                    let additional = self.additional_for(&authority);
+                    if answers.is_empty() {
+                        return Lookup::Referral {
+                            answers,
+                            authority,
+                            additional,
+                        };
+                    }
+                    // The CNAMEs are this zone's, authoritative; the referral follows them
+                    // (as Knot and NSD answer).
+                    return Lookup::Answer {
+                        rcode: ResponseCode::NoError,
+                        answers,
+                        authority,
+                        additional,
+                        chase: None,
+                    };
+                }
+                Some(Above::Dname { owner: at, target }) => {
+                    answers.extend(self.rrset(at, RecordType::DNAME));
+                    let Some(new) = substitute(&owner, at, target) else {
+                        // Too long once substituted (RFC 6672 section 2.2).
+                        return Lookup::Answer {
+                            rcode: ResponseCode::YXDomain,
+                            answers,
+                            authority: Vec::new(),
+                            additional: Vec::new(),
+                            chase: None,
+                        };
+                    };
+                    let ttl = self
+                        .rrset(at, RecordType::DNAME)
+                        .first()
+                        .map_or(DEFAULT_TTL, |r| r.ttl);
+                    answers.push(Record::from_rdata(
+                        owner.clone(),
+                        ttl,
+                        RData::CNAME(CNAME(new.clone())),
+                    ));
+                    let new = new.to_lowercase();
+                    if !self.origin.zone_of(&new) {
+                        return self.positive(answers, Some(new));
+                    }
+                    name = new;
+                    continue;
+                }
+                None => {}
             }
             let source = if self.nodes.contains_key(&name) {
                 Some(name.clone())
@@ -328,12 +425,6 @@ impl ZoneData {
             let Some(source) = source else {
                 // An empty non-terminal: the name exists, with nothing of any type.
                 return self.negative(ResponseCode::NoError, answers);
-            };
-            // The client's name for what it asked; the zone's for names a CNAME led to.
-            let owner = if answers.is_empty() {
-                qname.clone()
-            } else {
-                name.clone()
             };
             let found = self.records_at(&owner, &source, qtype);
             if !found.is_empty() {
@@ -382,6 +473,111 @@ impl ZoneData {
             additional: Vec::new(),
             chase: None,
         }
+    }
+}
+
+/// What [`ZoneData::lookup`] meets above a name.
+enum Above<'a> {
+    /// A zone cut (its owner).
+    Cut(&'a Name),
+    /// A DNAME: its owner and target.
+    Dname {
+        /// Its owner.
+        owner: &'a Name,
+        /// Its target.
+        target: &'a Name,
+    },
+}
+
+/// `name` (below `owner`) with `owner` replaced by `target` (RFC 6672 section 2.2); `None`
+/// when the result would be longer than 255 octets.
+fn substitute(name: &Name, owner: &Name, target: &Name) -> Option<Name> {
+    let keep = usize::from(name.num_labels().checked_sub(owner.num_labels())?);
+    Name::from_labels(name.iter().take(keep))
+        .ok()?
+        .append_name(target)
+        .ok()
+        .map(|n| {
+            let mut n = n;
+            n.set_fqdn(true);
+            n
+        })
+}
+
+/// `text` with the type of each DNAME record written ANAME, the record type hickory-proto's
+/// parser reads with the same data (one domain name; ANAME is an expired draft no zone should
+/// hold), and true when there were some. Only the type field of a record's first line is
+/// touched (owner, TTL and class before it), never an owner, data, quoted string or comment;
+/// the text keeps its lines and columns, so errors keep their line. A file with both DNAME and
+/// ANAME records is refused: `Err` with the line of the first ANAME.
+/// (A DNAME in an `$INCLUDE`d file is not seen: the parser refuses it.)
+fn stand_in_for_dnames(text: &str) -> Result<(String, bool), (usize, &'static str)> {
+    let mut out = String::with_capacity(text.len());
+    let mut depth = 0usize;
+    let mut dnames = false;
+    let mut aname_line = None;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let starts_record = depth == 0 && !line.starts_with('$');
+        let owner = starts_record && !line.starts_with([' ', '\t']);
+        // (start, end) of each word of the line, and the parenthesis depth after it.
+        let mut words: Vec<(usize, usize)> = Vec::new();
+        let bytes = line.as_bytes();
+        let mut at = 0;
+        while at < bytes.len() {
+            match bytes[at] {
+                b';' | b'\n' | b'\r' => break,
+                b' ' | b'\t' => at += 1,
+                b'(' => {
+                    depth += 1;
+                    at += 1;
+                }
+                b')' => {
+                    depth = depth.saturating_sub(1);
+                    at += 1;
+                }
+                b'"' => {
+                    at += 1;
+                    while at < bytes.len() && bytes[at] != b'"' {
+                        at += if bytes[at] == b'\\' { 2 } else { 1 };
+                    }
+                    at += 1;
+                    words.push((0, 0));
+                }
+                _ => {
+                    let start = at;
+                    while at < bytes.len() && !b" \t\r\n;()\"".contains(&bytes[at]) {
+                        at += if bytes[at] == b'\\' { 2 } else { 1 };
+                    }
+                    words.push((start, at.min(bytes.len())));
+                }
+            }
+        }
+        let mut rewritten = None;
+        if starts_record {
+            let word = |&(s, e): &(usize, usize)| &line[s..e];
+            let typ = words
+                .iter()
+                .skip(usize::from(owner))
+                .find(|w| {
+                    let w = word(w);
+                    !(w.starts_with(|c: char| c.is_ascii_digit())
+                        || ["IN", "CH", "HS", "CS"].iter().any(|c| w.eq_ignore_ascii_case(c)))
+                })
+                .copied();
+            if let Some(w @ (s, e)) = typ {
+                if word(&w).eq_ignore_ascii_case("DNAME") {
+                    dnames = true;
+                    rewritten = Some(format!("{}ANAME{}", &line[..s], &line[e..]));
+                } else if word(&w).eq_ignore_ascii_case("ANAME") {
+                    aname_line.get_or_insert(i + 1);
+                }
+            }
+        }
+        out.push_str(rewritten.as_deref().unwrap_or(line));
+    }
+    match aname_line {
+        Some(line) if dnames => Err((line, "ANAME and DNAME records in one file are not supported")),
+        _ => Ok((out, dnames)),
     }
 }
 
@@ -546,6 +742,128 @@ ns.child IN A 192.0.2.77
                 other => panic!("{name}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn ds_at_a_cut_is_the_parents_and_a_cname_into_a_delegation_is_authoritative() {
+        let z = zone();
+        let (rcode, ans, auth, _, _) = answer(&z, "child.example.org.", RecordType::DS);
+        assert_eq!((rcode, ans.len()), (ResponseCode::NoError, 0));
+        assert_eq!(auth.len(), 1);
+        assert!(auth[0].starts_with("example.org. SOA "), "{auth:?}");
+        // Below the cut, DS is the child's: a referral.
+        assert!(matches!(
+            z.lookup(&n("x.child.example.org."), RecordType::DS),
+            Lookup::Referral { .. }
+        ));
+        let z = ZoneData::parse(
+            &format!("{ZONE}tochild IN CNAME host.child\n"),
+            Path::new("db"),
+            &n("example.org."),
+        )
+        .unwrap();
+        let (rcode, ans, auth, add, chase) = answer(&z, "tochild.example.org.", RecordType::A);
+        assert_eq!(rcode, ResponseCode::NoError);
+        assert_eq!(ans, ["tochild.example.org. CNAME host.child.example.org."]);
+        assert_eq!(auth, ["child.example.org. NS ns.child.example.org."]);
+        assert_eq!(add, ["ns.child.example.org. A 192.0.2.77"]);
+        assert_eq!(chase, None);
+    }
+
+    #[test]
+    fn dnames_are_read_in_the_type_field_only() {
+        let text = "@ IN SOA a. b. 1 2 3 4 5\n\
+                    dname 300 IN TXT \"DNAME x\" dname ; DNAME\n\
+                    dn dname target\n\
+                    \tin 60 DNAME ( x\n\
+                    DNAME )\n\
+                    $ORIGIN dname.example.org.\n";
+        let (out, any) = stand_in_for_dnames(text).unwrap();
+        assert!(any);
+        assert_eq!(
+            out,
+            "@ IN SOA a. b. 1 2 3 4 5\n\
+             dname 300 IN TXT \"DNAME x\" dname ; DNAME\n\
+             dn ANAME target\n\
+             \tin 60 ANAME ( x\n\
+             DNAME )\n\
+             $ORIGIN dname.example.org.\n"
+        );
+        assert_eq!(
+            stand_in_for_dnames("a ANAME b.\nc DNAME d.\n"),
+            Err((1, "ANAME and DNAME records in one file are not supported"))
+        );
+        assert!(!stand_in_for_dnames("a ANAME b.\n").unwrap().1);
+        // Odd bytes never panic.
+        for text in [
+            "\"\\",
+            "a \\\u{e9} DNAME",
+            "(\n)\n)",
+            "x\\",
+            "\u{e9}\\\u{e9} IN DNAME",
+        ] {
+            let _ = stand_in_for_dnames(text);
+        }
+    }
+
+    #[test]
+    fn dnames_substitute() {
+        let z = ZoneData::parse(
+            &format!("{ZONE}dn 600 IN DNAME example.net.\nin IN DNAME sub.example.org.\nwww.sub IN A 192.0.2.9\nhop IN DNAME in.example.org.\n"),
+            Path::new("db"),
+            &n("example.org."),
+        )
+        .unwrap();
+        let (rcode, ans, _, _, chase) = answer(&z, "A.dn.example.org.", RecordType::A);
+        assert_eq!(rcode, ResponseCode::NoError);
+        assert_eq!(ans.len(), 2);
+        assert!(ans[0].starts_with("dn.example.org. DNAME "), "{ans:?}");
+        assert_eq!(ans[1], "A.dn.example.org. CNAME A.example.net.");
+        assert_eq!(chase, Some(n("a.example.net.")));
+        let Lookup::Answer { answers, .. } = z.lookup(&n("a.dn.example.org."), RecordType::A) else {
+            unreachable!()
+        };
+        assert_eq!(answers[1].ttl, 600, "the DNAME's TTL");
+        // Into the zone: followed, then the target's records (through another DNAME too).
+        let (_, ans, _, _, chase) = answer(&z, "www.hop.example.org.", RecordType::A);
+        assert_eq!(ans.len(), 5, "{ans:?}");
+        assert_eq!(
+            [&ans[1], &ans[3], &ans[4]],
+            [
+                "www.hop.example.org. CNAME www.in.example.org.",
+                "www.in.example.org. CNAME www.sub.example.org.",
+                "www.sub.example.org. A 192.0.2.9"
+            ],
+            "{ans:?}"
+        );
+        assert_eq!(chase, None);
+        // The owner itself: as any name.
+        let (rcode, ans, _, _, _) = answer(&z, "dn.example.org.", RecordType::A);
+        assert_eq!((rcode, ans.len()), (ResponseCode::NoError, 0));
+        let (_, ans, _, _, _) = answer(&z, "dn.example.org.", RecordType::DNAME);
+        assert_eq!(ans.len(), 1);
+        // Too long once substituted.
+        let long = format!(
+            "{}.{}.{}.{}.",
+            "a".repeat(63),
+            "b".repeat(63),
+            "c".repeat(63),
+            "d".repeat(50)
+        );
+        let z = ZoneData::parse(
+            &format!("{ZONE}long IN DNAME {long}\n"),
+            Path::new("db"),
+            &n("example.org."),
+        )
+        .unwrap();
+        let (rcode, ans, _, _, _) = answer(
+            &z,
+            &format!("{}.long.example.org.", "x".repeat(20)),
+            RecordType::A,
+        );
+        assert_eq!((rcode, ans.len()), (ResponseCode::YXDomain, 1));
+        // The transfer carries it.
+        assert!(z.transfer().iter().any(|r| r.record_type() == RecordType::DNAME));
     }
 
     #[test]
