@@ -403,6 +403,10 @@ impl ZoneData {
                         ttl,
                         RData::CNAME(CNAME(new.clone())),
                     ));
+                    // Asked for the CNAME: it is the answer, not followed (as Knot and NSD).
+                    if qtype == RecordType::CNAME {
+                        return self.positive(answers, None);
+                    }
                     let new = new.to_lowercase();
                     if !self.origin.zone_of(&new) {
                         return self.positive(answers, Some(new));
@@ -837,6 +841,13 @@ ns.child IN A 192.0.2.77
             "{ans:?}"
         );
         assert_eq!(chase, None);
+        // Asked for the CNAME: the synthesized one is the answer, not followed.
+        let (rcode, ans, _, _, chase) = answer(&z, "x.in.example.org.", RecordType::CNAME);
+        assert_eq!(
+            (rcode, ans.len(), chase),
+            (ResponseCode::NoError, 2, None),
+            "{ans:?}"
+        );
         // The owner itself: as any name.
         let (rcode, ans, _, _, _) = answer(&z, "dn.example.org.", RecordType::A);
         assert_eq!((rcode, ans.len()), (ResponseCode::NoError, 0));
