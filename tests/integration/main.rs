@@ -16,6 +16,7 @@ mod config;
 mod conformance;
 mod corefiles;
 mod deploy;
+mod differential;
 mod dns64;
 mod dnstap;
 mod doq;

