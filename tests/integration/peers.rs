@@ -254,10 +254,12 @@ pub fn ask(addr: SocketAddr, name: &str, qtype: &str) -> Seen {
     Seen::parse(&support::dig(addr, &["+norec", name, qtype]))
 }
 
-/// `dig` at `addr` for every `(name, qtype)` of `questions` in one run (no recursion desired),
-/// the replies in the same order. Panics when a question got no reply.
-pub fn ask_many(addr: SocketAddr, questions: &[(String, String)]) -> Vec<Seen> {
+/// `dig` at `addr` for every `(name, qtype)` of `questions` in one run (no recursion desired,
+/// and `options` such as `+tcp`), the replies in the same order. Panics when a question got
+/// no reply.
+pub fn ask_many_with(addr: SocketAddr, options: &[&str], questions: &[(String, String)]) -> Vec<Seen> {
     let mut args: Vec<&str> = vec!["+norec"];
+    args.extend_from_slice(options);
     for (name, qtype) in questions {
         args.push(name);
         args.push(qtype);
