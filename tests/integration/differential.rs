@@ -27,6 +27,7 @@ subdel\tNS ns.example.com.
 subdel\tNS ns.example.net.
 child\tNS ns.child
 child\tNS ns2.child
+child\tDS 60485 5 1 2BB183AF5F22588179A53B0A98631FAD1A292118
 ns.child\tA 192.0.2.77
 ns2.child\tAAAA 2001:db8::77
 sib\tNS host1.example.

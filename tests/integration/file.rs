@@ -191,6 +191,8 @@ ext\tIN CNAME www.example.net.
 child\tIN NS ns.child
 ns.child IN A 192.0.2.77
 tochild\tIN CNAME host.child
+signed\tIN NS ns.child
+signed\tIN DS 60485 5 1 2BB183AF5F22588179A53B0A98631FAD1A292118
 ";
 
 /// [`ISSUE_44_ZONE`] with DNAMEs out of the zone, into it, and one whose substitutions
@@ -283,7 +285,7 @@ async fn a_cname_out_of_the_servers_zones_is_the_cname_alone() {
 }
 
 /// Issue 44 (2): DS at a delegation point is the parent's data (RFC 4035 section 3.1.4.1):
-/// NODATA with the SOA, authoritative, not a referral.
+/// NODATA with the SOA, authoritative, not a referral; the DS records where the zone has some.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ds_at_a_delegation_is_answered_by_the_parent() {
     let (running, addr, peers) = issue_44_servers(ISSUE_44_ZONE).await;
@@ -294,6 +296,14 @@ async fn ds_at_a_delegation_is_answered_by_the_parent() {
     assert_eq!(
         seen.authority.iter().collect::<Vec<_>>(),
         ["example.org. 300 IN SOA ns1.example.org. hostmaster.example.org. 1 7200 3600 1209600 300"],
+        "{seen}"
+    );
+    // A cut with DS records: they are the answer, authoritative.
+    let seen = as_the_peers(addr, &peers, "signed.example.org", "DS").await;
+    assert_eq!((seen.rcode.as_str(), seen.aa), ("NOERROR", true), "{seen}");
+    assert_eq!(
+        seen.answer.iter().collect::<Vec<_>>(),
+        ["signed.example.org. 3600 IN DS 60485 5 1 2BB183AF5F22588179A53B0A98631FAD1A292118"],
         "{seen}"
     );
     // Below the cut, DS is the child's: still a referral.

@@ -121,11 +121,9 @@ impl ZoneData {
     /// to).
     pub fn parse(text: &str, path: &Path, origin: &Name) -> Result<Self, ZoneError> {
         let origin = origin.to_lowercase();
-        // Records before any TTL get an hour, as in CoreDNS (miekg/dns's default); hickory's
-        // parser would refuse them.
-        // hickory-proto's parser has no DNAME: its type is written ANAME (the same data, one
-        // name) and the records turned into DNAMEs after.
-        let (text, has_dnames) = match stand_in_for_dnames(text) {
+        // hickory-proto's parser (built without DNSSEC) has neither DNAME nor DS data: their
+        // types are written as ones it reads, and the records turned back after.
+        let (text, stand_ins) = match stand_in(text) {
             Ok(t) => t,
             Err((line, message)) => {
                 return Err(ZoneError::Syntax {
@@ -136,6 +134,8 @@ impl ZoneData {
             }
         };
         let text = text.as_str();
+        // Records before any TTL get an hour, as in CoreDNS (miekg/dns's default); hickory's
+        // parser would refuse them.
         let parse = |t: &str| {
             let with_default = format!("$TTL {DEFAULT_TTL}\n{t}");
             Parser::new(with_default, Some(path.to_owned()), Some(origin.clone())).parse()
@@ -166,7 +166,28 @@ impl ZoneData {
             let node = nodes.entry(name.clone()).or_default();
             for r in set.records_without_rrsigs() {
                 let mut r = r.clone();
-                if has_dnames && let RData::ANAME(target) = &r.data {
+                if stand_ins.ds
+                    && let RData::TXT(txt) = &r.data
+                    && let Some(first) = txt.txt_data.first()
+                    && let Some(line) = first.strip_prefix(DS_MARKER.as_bytes())
+                {
+                    let line = std::str::from_utf8(line)
+                        .ok()
+                        .and_then(|l| l.parse().ok())
+                        .unwrap_or(0);
+                    let wire = ds_wire(&txt.txt_data[1..]).map_err(|message| ZoneError::Syntax {
+                        path: path.to_owned(),
+                        line,
+                        message: format!("DS: {message}"),
+                    })?;
+                    r.data = RData::Unknown {
+                        code: RecordType::DS,
+                        rdata: NULL::with(wire),
+                    };
+                }
+                if stand_ins.dnames
+                    && let RData::ANAME(target) = &r.data
+                {
                     let target = target.0.clone();
                     let wire = target.to_bytes().map_err(|e| ZoneError::Syntax {
                         path: path.to_owned(),
@@ -508,18 +529,73 @@ fn substitute(name: &Name, owner: &Name, target: &Name) -> Option<Name> {
         })
 }
 
-/// `text` with the type of each DNAME record written ANAME, the record type hickory-proto's
-/// parser reads with the same data (one domain name; ANAME is an expired draft no zone should
-/// hold), and true when there were some. Only the type field of a record's first line is
-/// touched (owner, TTL and class before it), never an owner, data, quoted string or comment;
-/// the text keeps its lines and columns, so errors keep their line. A file with both DNAME and
-/// ANAME records is refused: `Err` with the line of the first ANAME.
-/// (A DNAME in an `$INCLUDE`d file is not seen: the parser refuses it.)
-fn stand_in_for_dnames(text: &str) -> Result<(String, bool), (usize, &'static str)> {
+/// The first string of the TXT record a DS record is read as (followed by its line).
+const DS_MARKER: &str = "cluster-dns-ds:";
+
+/// Which stand-ins [`stand_in`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct StandIns {
+    /// DNAME records written as ANAME.
+    dnames: bool,
+    /// DS records written as TXT.
+    ds: bool,
+}
+
+/// `text` with the records hickory-proto's parser has no data for written as ones it reads:
+/// the type of each DNAME record as ANAME (the same data, one domain name; ANAME is an expired
+/// draft no zone should hold), and each DS record as a TXT record whose first string is
+/// [`DS_MARKER`] and the line, its fields the strings after (turned back by [`ds_wire`]). Only
+/// the type field of a record's first line is touched (owner, TTL and class before it), never
+/// an owner, data, quoted string or comment; the text keeps its lines, so errors keep their
+/// line. A file with both DNAME and ANAME records, or with a quoted string that starts with the
+/// marker, is refused: `Err` with the line.
+/// (A DNAME or DS in an `$INCLUDE`d file is not seen: the parser refuses it.)
+fn stand_in(text: &str) -> Result<(String, StandIns), (usize, &'static str)> {
+    let (out, dnames, ds) = stand_in_for_dnames(text)?;
+    Ok((out, StandIns { dnames, ds }))
+}
+
+/// The DS data (RFC 4034 section 5.3's presentation: key tag, algorithm, digest type, the
+/// digest in hexadecimal, maybe split by spaces) from the strings of its stand-in, in wire form.
+fn ds_wire(fields: &[Box<[u8]>]) -> Result<Vec<u8>, String> {
+    let text = |f: &[u8]| String::from_utf8_lossy(f).into_owned();
+    let [tag, algorithm, digest_type, digest @ ..] = fields else {
+        return Err("expected key tag, algorithm, digest type and digest".to_owned());
+    };
+    let number = |f: &[u8], what: &str| {
+        text(f)
+            .parse::<u16>()
+            .map_err(|_| format!("{what} {:?} is not a number", text(f)))
+    };
+    let tag = number(tag, "key tag")?;
+    let byte = |f: &[u8], what: &str| {
+        u8::try_from(number(f, what)?).map_err(|_| format!("{what} {:?} is above 255", text(f)))
+    };
+    let mut wire = tag.to_be_bytes().to_vec();
+    wire.push(byte(algorithm, "algorithm")?);
+    wire.push(byte(digest_type, "digest type")?);
+    let hex: Vec<u8> = digest.iter().flat_map(|d| d.iter().copied()).collect();
+    if hex.is_empty() || !hex.len().is_multiple_of(2) {
+        return Err("the digest is not an even number of hexadecimal digits".to_owned());
+    }
+    for pair in hex.chunks(2) {
+        let digit = |c: u8| char::from(c).to_digit(16);
+        match (digit(pair[0]), digit(pair[1])) {
+            (Some(hi), Some(lo)) => wire.push(u8::try_from(hi * 16 + lo).unwrap_or(0)),
+            _ => return Err(format!("the digest {:?} is not hexadecimal", text(&hex))),
+        }
+    }
+    Ok(wire)
+}
+
+/// [`stand_in`]'s work: the text, and whether it wrote DNAME and DS stand-ins.
+fn stand_in_for_dnames(text: &str) -> Result<(String, bool, bool), (usize, &'static str)> {
     let mut out = String::with_capacity(text.len());
     let mut depth = 0usize;
     let mut dnames = false;
+    let mut ds = false;
     let mut aname_line = None;
+    let mut marker_line = None;
     for (i, line) in text.split_inclusive('\n').enumerate() {
         let starts_record = depth == 0 && !line.starts_with('$');
         let owner = starts_record && !line.starts_with([' ', '\t']);
@@ -540,6 +616,9 @@ fn stand_in_for_dnames(text: &str) -> Result<(String, bool), (usize, &'static st
                     at += 1;
                 }
                 b'"' => {
+                    if line[at + 1..].starts_with(DS_MARKER) {
+                        marker_line.get_or_insert(i + 1);
+                    }
                     at += 1;
                     while at < bytes.len() && bytes[at] != b'"' {
                         at += if bytes[at] == b'\\' { 2 } else { 1 };
@@ -572,6 +651,14 @@ fn stand_in_for_dnames(text: &str) -> Result<(String, bool), (usize, &'static st
                 if word(&w).eq_ignore_ascii_case("DNAME") {
                     dnames = true;
                     rewritten = Some(format!("{}ANAME{}", &line[..s], &line[e..]));
+                } else if word(&w).eq_ignore_ascii_case("DS") {
+                    ds = true;
+                    rewritten = Some(format!(
+                        "{}TXT \"{DS_MARKER}{}\"{}",
+                        &line[..s],
+                        i + 1,
+                        &line[e..]
+                    ));
                 } else if word(&w).eq_ignore_ascii_case("ANAME") {
                     aname_line.get_or_insert(i + 1);
                 }
@@ -579,9 +666,12 @@ fn stand_in_for_dnames(text: &str) -> Result<(String, bool), (usize, &'static st
         }
         out.push_str(rewritten.as_deref().unwrap_or(line));
     }
+    if let Some(line) = marker_line {
+        return Err((line, "a quoted string starting \"cluster-dns-ds:\" is reserved"));
+    }
     match aname_line {
         Some(line) if dnames => Err((line, "ANAME and DNAME records in one file are not supported")),
-        _ => Ok((out, dnames)),
+        _ => Ok((out, dnames, ds)),
     }
 }
 
@@ -782,8 +872,8 @@ ns.child IN A 192.0.2.77
                     \tin 60 DNAME ( x\n\
                     DNAME )\n\
                     $ORIGIN dname.example.org.\n";
-        let (out, any) = stand_in_for_dnames(text).unwrap();
-        assert!(any);
+        let (out, any, ds) = stand_in_for_dnames(text).unwrap();
+        assert!(any && !ds);
         assert_eq!(
             out,
             "@ IN SOA a. b. 1 2 3 4 5\n\
@@ -798,6 +888,14 @@ ns.child IN A 192.0.2.77
             Err((1, "ANAME and DNAME records in one file are not supported"))
         );
         assert!(!stand_in_for_dnames("a ANAME b.\n").unwrap().1);
+        assert_eq!(
+            stand_in_for_dnames("a IN DS 1 2 3 ab\n").unwrap(),
+            ("a IN TXT \"cluster-dns-ds:1\" 1 2 3 ab\n".to_owned(), false, true)
+        );
+        assert_eq!(
+            stand_in_for_dnames("a TXT \"cluster-dns-ds:9\"\n").unwrap_err().0,
+            1
+        );
         // Odd bytes never panic.
         for text in [
             "\"\\",
@@ -807,6 +905,46 @@ ns.child IN A 192.0.2.77
             "\u{e9}\\\u{e9} IN DNAME",
         ] {
             let _ = stand_in_for_dnames(text);
+        }
+    }
+
+    #[test]
+    fn ds_records_load_and_answer_at_their_cut() {
+        let z = ZoneData::parse(
+            &format!("{ZONE}child 300 IN DS 60485 5 1 ( 2BB183AF5F22588179A53B0A\n 98631FAD1A292118 )\n"),
+            Path::new("db"),
+            &n("example.org."),
+        )
+        .unwrap();
+        let Lookup::Answer { rcode, answers, .. } = z.lookup(&n("child.example.org."), RecordType::DS) else {
+            panic!("not an answer")
+        };
+        assert_eq!(rcode, ResponseCode::NoError);
+        assert_eq!(answers.len(), 1);
+        assert_eq!(answers[0].ttl, 300);
+        let RData::Unknown { code, rdata } = &answers[0].data else {
+            panic!("{answers:?}")
+        };
+        assert_eq!(*code, RecordType::DS);
+        let mut want = vec![0xec, 0x45, 5, 1];
+        want.extend_from_slice(&[
+            0x2b, 0xb1, 0x83, 0xaf, 0x5f, 0x22, 0x58, 0x81, 0x79, 0xa5, 0x3b, 0x0a, 0x98, 0x63, 0x1f, 0xad,
+            0x1a, 0x29, 0x21, 0x18,
+        ]);
+        assert_eq!(rdata.anything, want);
+        // Other questions at the cut: still the referral.
+        assert!(matches!(
+            z.lookup(&n("child.example.org."), RecordType::A),
+            Lookup::Referral { .. }
+        ));
+        for bad in ["1 2 3 xyz", "70000 5 1 ab", "1 300 1 ab", "1 5 1 abc", "1 5"] {
+            let e = ZoneData::parse(
+                &format!("{ZONE}\nchild IN DS {bad}\n"),
+                Path::new("db"),
+                &n("example.org."),
+            )
+            .unwrap_err();
+            assert!(e.to_string().starts_with("db:19: DS: "), "{bad}: {e}");
         }
     }
 
