@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use hickory_proto::op::{Edns, ResponseCode};
 use hickory_proto::rr::rdata::opt::EdnsOption;
-use hickory_proto::rr::{DNSClass, Name, RData, Record};
+use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
 
 use super::capability::{SearchPaths, Upstreams};
 use super::replay::{ClientClass, Lifetime, Replay, ReplayPlan, Replayed, Scope, ZoneMark};
@@ -262,12 +262,17 @@ impl<'a> Next<'a> {
     /// The CNAME answer `answer` (whose CNAME records point at `target`), completed: the whole
     /// chain is asked again for `target` (as CoreDNS's upstream lookups go through the server
     /// again), and what comes back is appended after the CNAME records, with the target's
-    /// rcode (RFC 6604) and negative authority. The asking plugin is recorded as the writer.
-    /// Past [`MAX_CHASES`] chases for one question, the CNAME is returned alone.
+    /// rcode (RFC 6604) and negative authority. When nothing in the chain answers for the
+    /// target (no upstream), the CNAME is returned alone, NOERROR. The asking plugin is
+    /// recorded as the writer. Past [`MAX_CHASES`] chases for one question, the CNAME is
+    /// returned alone.
     pub async fn chase(&self, mut answer: Answer, target: Name, q: &Question) -> Reply {
         answer.chase_target = None;
-        // Keep only what this answer owns: the CNAME(s) it wrote.
-        answer.answers.retain(|r| matches!(r.data, RData::CNAME(_)));
+        // Keep only what this answer owns: the CNAME(s) it wrote (and the DNAMEs they were
+        // made from).
+        answer
+            .answers
+            .retain(|r| matches!(r.record_type(), RecordType::CNAME | RecordType::DNAME));
         if self.trace.chases.fetch_add(1, Ordering::Relaxed) >= MAX_CHASES {
             self.claim();
             return Reply::Authoritative(answer);
@@ -286,6 +291,16 @@ impl<'a> Next<'a> {
                 answer.rcode = a.rcode;
                 answer.answers.extend(a.answers);
                 answer.authority = a.authority;
+            }
+            // Nothing in the chain answers for the target: it is outside every zone of the
+            // server, and no upstream is asked. The CNAME alone, as an authoritative server
+            // answers (RFC 1034 section 4.3.2, step 3a: the rest is the resolver's).
+            Reply::Failed(Failure {
+                reason: NO_PLUGIN_ANSWERED,
+                ..
+            }) => {
+                answer.rcode = ResponseCode::NoError;
+                answer.authority = Vec::new();
             }
             Reply::Rcode(r) | Reply::Failed(Failure { rcode: r, .. }) => {
                 answer.rcode = r;

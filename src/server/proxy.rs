@@ -3,7 +3,8 @@
 //! naming the client it forwards for. From a source whose policy is `use`
 //! ([`ProxyProtocol::policy_for`]) the header's source address becomes the client address the
 //! chain sees (acl, log, view, metrics); replies still go to the peer. As CoreDNS does, UDP
-//! takes version 2 only (a `DGRAM` header), TCP both; a datagram with a malformed header is
+//! takes version 2 only (a `DGRAM` header, or a `LOCAL` one: the peer's own address), TCP
+//! both; a datagram with a malformed header is
 //! dropped, a connection with one closed.
 //!
 //! With `udp_session_tracking` (Cloudflare Spectrum), a datagram holding only a header is
@@ -46,6 +47,10 @@ pub struct Header {
     pub source: Option<SocketAddr>,
     /// True for a version 2 header of a datagram (`DGRAM`) transport.
     pub datagram: bool,
+    /// True for a version 2 `LOCAL` command: the proxy speaks for itself (a health check); the
+    /// receiver must accept it and use the connection's own addresses, whatever family and
+    /// addresses it carries (the specification's section 2.2).
+    pub local: bool,
 }
 
 /// Why a header could not be read.
@@ -160,6 +165,7 @@ fn parse_v2(buf: &[u8]) -> Result<Header, ProxyError> {
     }
     let body = &buf[16..len];
     let datagram = buf[13] & 0x0f == 2;
+    let local = buf[12] & 0x0f == 0;
     let source = match (buf[12] & 0x0f, buf[13] >> 4) {
         // LOCAL: the proxy's own connection (a health check).
         (0, _) => None,
@@ -188,6 +194,7 @@ fn parse_v2(buf: &[u8]) -> Result<Header, ProxyError> {
         len,
         source,
         datagram,
+        local,
     })
 }
 
@@ -225,6 +232,7 @@ fn parse_v1(buf: &[u8]) -> Result<Header, ProxyError> {
         len: end + 2,
         source,
         datagram: false,
+        local: false,
     })
 }
 
@@ -253,6 +261,18 @@ pub fn datagram(
         Err(ProxyError::Incomplete) => return Err(ProxyError::Invalid("truncated header")),
         Err(e) => return Err(e),
     };
+    // LOCAL (dnsdist's UDP health checks send one, family UNSPEC): accepted, as the
+    // specification requires, with the peer's own address; it names no client, so it starts no
+    // session.
+    if header.local {
+        if header.len == buf.len() {
+            return Err(ProxyError::Invalid("a header and no DNS message"));
+        }
+        return match policy {
+            ProxyPolicy::Reject => Err(ProxyError::Rejected),
+            ProxyPolicy::Ignore | ProxyPolicy::Use | ProxyPolicy::Skip => Ok((peer, header.len)),
+        };
+    }
     // CoreDNS takes a version 2 header naming UDP addresses only, whatever the policy.
     let source = match header.source {
         Some(s) if header.datagram => s,
@@ -411,7 +431,8 @@ mod tests {
             Ok(Some(Header {
                 len: 28,
                 source: Some("192.0.2.7:12345".parse().unwrap()),
-                datagram: true
+                datagram: true,
+                local: false,
             }))
         );
         assert_eq!(parse(&h[..20]), Err(ProxyError::Incomplete));
@@ -455,6 +476,39 @@ mod tests {
         assert!(datagram(&all, None, &tcp, peer).is_err());
         assert!(datagram(&all, None, &d[..28], peer).is_err());
         assert!(datagram(&all, None, &d[..20], peer).is_err());
+    }
+
+    /// A `LOCAL` header (dnsdist's UDP health checks send one, family `UNSPEC` and no
+    /// addresses) is accepted in a datagram with the peer's own address, as section 2.2 of the
+    /// specification requires, whatever family and addresses it carries; alone, it is still
+    /// dropped, and remembers no session.
+    #[test]
+    fn a_local_header_in_a_datagram_keeps_the_peer() {
+        let peer: SocketAddr = "127.0.0.9:4000".parse().unwrap();
+        let all = ProxyProtocol::default();
+        let dnsdist = v2(0, 0x00, &[]);
+        assert_eq!(dnsdist, b"\r\n\r\n\0\r\nQUIT\n\x20\x00\x00\x00");
+        let mut d = dnsdist.clone();
+        d.extend_from_slice(b"DNS");
+        assert_eq!(datagram(&all, None, &d, peer), Ok((peer, 16)));
+        let mut with_addrs = v2(0, 0x12, &V4_ADDRS);
+        with_addrs.extend_from_slice(b"DNS");
+        assert_eq!(datagram(&all, None, &with_addrs, peer), Ok((peer, 28)));
+        let ignore = ProxyProtocol {
+            allow: Vec::new(),
+            default: Some(ProxyPolicy::Ignore),
+            udp_sessions: None,
+        };
+        assert_eq!(datagram(&ignore, None, &d, peer), Ok((peer, 16)));
+        let reject = ProxyProtocol {
+            allow: Vec::new(),
+            default: Some(ProxyPolicy::Reject),
+            udp_sessions: None,
+        };
+        assert_eq!(datagram(&reject, None, &d, peer), Err(ProxyError::Rejected));
+        let sessions = UdpSessions::new(Duration::from_secs(60), 2, None);
+        assert!(datagram(&all, Some(&sessions), &dnsdist, peer).is_err());
+        assert!(sessions.is_empty());
     }
 
     #[test]

@@ -8,7 +8,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::support;
+use cluster_dns::app;
+
+use crate::{peers, support};
 
 /// The README's zone, with `www`'s address and the serial as given.
 fn zone(serial: u32, www: &str) -> String {
@@ -174,5 +176,205 @@ async fn a_missing_zone_file_is_served_once_it_appears() {
     assert_eq!(support::dig_status(&out), "SERVFAIL", "{out}");
     write(&dir, &zone(1, "127.0.0.9"));
     assert_eq!(address_soon(addr, "127.0.0.9").await, "127.0.0.9");
+    running.stop().await.unwrap();
+}
+
+/// Issue 44's zone: a CNAME out of the server's zones, a delegation (with glue) and a CNAME
+/// into it.
+const ISSUE_44_ZONE: &str = "$ORIGIN example.org.
+$TTL 3600
+@\tIN SOA ns1.example.org. hostmaster.example.org. 1 7200 3600 1209600 300
+\tIN NS ns1
+ns1\tIN A 192.0.2.53
+www\tIN A 192.0.2.1
+ext\tIN CNAME www.example.net.
+child\tIN NS ns.child
+ns.child IN A 192.0.2.77
+tochild\tIN CNAME host.child
+signed\tIN NS ns.child
+signed\tIN DS 60485 5 1 2BB183AF5F22588179A53B0A98631FAD1A292118
+";
+
+/// [`ISSUE_44_ZONE`] with DNAMEs out of the zone, into it, and one whose substitutions
+/// overflow.
+const ISSUE_44_DNAME_ZONE: &str = "$ORIGIN example.org.
+$TTL 3600
+@\tIN SOA ns1.example.org. hostmaster.example.org. 1 7200 3600 1209600 300
+\tIN NS ns1
+ns1\tIN A 192.0.2.53
+www\tIN A 192.0.2.1
+ext\tIN CNAME www.example.net.
+child\tIN NS ns.child
+ns.child IN A 192.0.2.77
+tochild\tIN CNAME host.child
+dn\tIN DNAME example.net.
+alias\tIN DNAME inner.example.org.
+www.inner IN A 192.0.2.9
+long\tIN DNAME aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc.dddddddddddddddddddddddddddddddddddddddddddddddd.
+";
+
+/// The reply without the apex NS in the authority section of a positive answer and its glue:
+/// RFC 1034 section 4.3.2 step 6 lets a server add them or not (cluster-dns and NSD do, Knot
+/// does not).
+fn without_apex_ns(mut seen: peers::Seen) -> peers::Seen {
+    if seen.answer.is_empty() {
+        return seen;
+    }
+    seen.authority
+        .retain(|r| !r.starts_with("example.org. ") || !r.contains(" IN NS "));
+    seen.additional.retain(|r| !r.starts_with("ns1.example.org. "));
+    seen
+}
+
+/// cluster-dns serving `ISSUE_44_ZONE` from `file` (no `forward` in the block), and each
+/// reference server installed serving the same file.
+async fn issue_44_servers(zone: &'static str) -> (app::Running, SocketAddr, Vec<peers::Peer>) {
+    let dir = support::temp_dir("file-44");
+    std::fs::write(dir.join("db.example.org"), zone).unwrap();
+    let corefile = ".:0 {\n bind 127.0.0.1\n file db.example.org example.org\n}\n";
+    let running = support::start(corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let peers = tokio::task::spawn_blocking(|| {
+        peers::Kind::ALL
+            .into_iter()
+            .filter_map(|k| peers::Peer::start(k, "example.org.", zone))
+            .collect()
+    })
+    .await
+    .unwrap();
+    (running, addr, peers)
+}
+
+/// cluster-dns's reply to `name` `qtype`, after checking that each peer's is the same (the
+/// apex NS aside, see [`without_apex_ns`]).
+async fn as_the_peers(addr: SocketAddr, peers: &[peers::Peer], name: &str, qtype: &str) -> peers::Seen {
+    let (name, qtype) = (name.to_owned(), qtype.to_owned());
+    let ours = {
+        let (name, qtype) = (name.clone(), qtype.clone());
+        tokio::task::spawn_blocking(move || peers::ask(addr, &name, &qtype))
+            .await
+            .unwrap()
+    };
+    for peer in peers {
+        let theirs = peer.ask(&name, &qtype);
+        assert_eq!(
+            without_apex_ns(ours.clone()),
+            without_apex_ns(theirs.clone()),
+            "{name} {qtype}: cluster-dns answered\n{ours}{} answered\n{theirs}",
+            peer.kind
+        );
+    }
+    ours
+}
+
+/// Issue 44 (1): a CNAME to a name outside every zone of the server, with nothing in the
+/// chain to complete it, is answered with the CNAME alone, authoritatively (RFC 1034 section
+/// 4.3.2 step 3a), not SERVFAIL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cname_out_of_the_servers_zones_is_the_cname_alone() {
+    let (running, addr, peers) = issue_44_servers(ISSUE_44_ZONE).await;
+    let seen = as_the_peers(addr, &peers, "ext.example.org", "A").await;
+    assert_eq!(seen.rcode, "NOERROR", "{seen}");
+    assert!(seen.aa, "{seen}");
+    assert_eq!(
+        seen.answer.iter().collect::<Vec<_>>(),
+        ["ext.example.org. 3600 IN CNAME www.example.net."],
+        "{seen}"
+    );
+    running.stop().await.unwrap();
+}
+
+/// Issue 44 (2): DS at a delegation point is the parent's data (RFC 4035 section 3.1.4.1):
+/// NODATA with the SOA, authoritative, not a referral; the DS records where the zone has some.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ds_at_a_delegation_is_answered_by_the_parent() {
+    let (running, addr, peers) = issue_44_servers(ISSUE_44_ZONE).await;
+    let seen = as_the_peers(addr, &peers, "child.example.org", "DS").await;
+    assert_eq!(seen.rcode, "NOERROR", "{seen}");
+    assert!(seen.aa, "{seen}");
+    assert!(seen.answer.is_empty(), "{seen}");
+    assert_eq!(
+        seen.authority.iter().collect::<Vec<_>>(),
+        ["example.org. 300 IN SOA ns1.example.org. hostmaster.example.org. 1 7200 3600 1209600 300"],
+        "{seen}"
+    );
+    // A cut with DS records: they are the answer, authoritative.
+    let seen = as_the_peers(addr, &peers, "signed.example.org", "DS").await;
+    assert_eq!((seen.rcode.as_str(), seen.aa), ("NOERROR", true), "{seen}");
+    assert_eq!(
+        seen.answer.iter().collect::<Vec<_>>(),
+        ["signed.example.org. 3600 IN DS 60485 5 1 2BB183AF5F22588179A53B0A98631FAD1A292118"],
+        "{seen}"
+    );
+    // Below the cut, DS is the child's: still a referral.
+    let seen = as_the_peers(addr, &peers, "sub.child.example.org", "DS").await;
+    assert!(!seen.aa, "{seen}");
+    running.stop().await.unwrap();
+}
+
+/// Issue 44 (3): a CNAME into a delegation is authoritative data (RFC 1035 section 4.1.1):
+/// AA set, with the referral's NS in authority and its glue in additional.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cname_into_a_delegation_is_authoritative() {
+    let (running, addr, peers) = issue_44_servers(ISSUE_44_ZONE).await;
+    let seen = as_the_peers(addr, &peers, "tochild.example.org", "A").await;
+    assert_eq!(seen.rcode, "NOERROR", "{seen}");
+    assert!(seen.aa, "{seen}");
+    assert_eq!(
+        seen.answer.iter().collect::<Vec<_>>(),
+        ["tochild.example.org. 3600 IN CNAME host.child.example.org."],
+        "{seen}"
+    );
+    assert_eq!(
+        seen.authority.iter().collect::<Vec<_>>(),
+        ["child.example.org. 3600 IN NS ns.child.example.org."],
+        "{seen}"
+    );
+    assert_eq!(
+        seen.additional.iter().collect::<Vec<_>>(),
+        ["ns.child.example.org. 3600 IN A 192.0.2.77"],
+        "{seen}"
+    );
+    running.stop().await.unwrap();
+}
+
+/// Issue 44 (4): DNAME (RFC 6672) loads and answers: below its owner the DNAME, a CNAME
+/// synthesized with its TTL, and the target's records when they are in the zone; its owner as
+/// any other name; YXDOMAIN when the substituted name would be too long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dname_is_loaded_and_substitutes() {
+    let (running, addr, peers) = issue_44_servers(ISSUE_44_DNAME_ZONE).await;
+    let seen = as_the_peers(addr, &peers, "x.dn.example.org", "A").await;
+    assert_eq!((seen.rcode.as_str(), seen.aa), ("NOERROR", true), "{seen}");
+    assert_eq!(
+        seen.answer.iter().collect::<Vec<_>>(),
+        [
+            "dn.example.org. 3600 IN DNAME example.net.",
+            "x.dn.example.org. 3600 IN CNAME x.example.net."
+        ],
+        "{seen}"
+    );
+    let seen = as_the_peers(addr, &peers, "www.alias.example.org", "A").await;
+    assert_eq!((seen.rcode.as_str(), seen.aa), ("NOERROR", true), "{seen}");
+    assert_eq!(
+        seen.answer.iter().collect::<Vec<_>>(),
+        [
+            "alias.example.org. 3600 IN DNAME inner.example.org.",
+            "www.alias.example.org. 3600 IN CNAME www.inner.example.org.",
+            "www.inner.example.org. 3600 IN A 192.0.2.9",
+        ],
+        "{seen}"
+    );
+    let seen = as_the_peers(addr, &peers, "dn.example.org", "DNAME").await;
+    assert_eq!(
+        seen.answer.iter().collect::<Vec<_>>(),
+        ["dn.example.org. 3600 IN DNAME example.net."],
+        "{seen}"
+    );
+    let seen = as_the_peers(addr, &peers, "dn.example.org", "A").await;
+    assert_eq!((seen.rcode.as_str(), seen.answer.len()), ("NOERROR", 0), "{seen}");
+    let long = format!("{}.long.example.org", "x".repeat(20));
+    let seen = as_the_peers(addr, &peers, &long, "A").await;
+    assert_eq!((seen.rcode.as_str(), seen.aa), ("YXDOMAIN", true), "{seen}");
     running.stop().await.unwrap();
 }

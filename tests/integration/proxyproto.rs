@@ -1,7 +1,8 @@
 //! `proxyproto`: PROXY protocol headers sent by hand over real loopback sockets (v2 over UDP,
 //! v1 and v2 over TCP) before a DNS query, with `whoami` showing the client address the chain
 //! saw and `acl` deciding on it; sources outside `allow` handled as CoreDNS's README says
-//! (`ignore` by default, `reject`), and the Corefile errors.
+//! (`ignore` by default, `reject`), `LOCAL` headers (health checks), real dnsdist health-checking
+//! the server through `useProxyProtocol=true`, and the Corefile errors.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -250,6 +251,32 @@ async fn udp_sessions_carry_the_client_of_a_header_only_datagram() {
     running.stop().await.unwrap();
 }
 
+/// A version 2 `LOCAL` header as dnsdist's health checks send it (family `UNSPEC`, no
+/// addresses).
+const LOCAL: [u8; 16] = *b"\r\n\r\n\0\r\nQUIT\n\x20\x00\x00\x00";
+
+/// A `LOCAL` header (a proxy's own health check) is accepted over UDP and TCP, and the query
+/// answered as from the proxy itself (PROXY protocol specification, section 2.2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_header_is_answered_as_from_the_proxy() {
+    let dir = support::temp_dir("proxyproto-local");
+    let running = support::start(
+        ".:0 {\n bind 127.0.0.1\n proxyproto {\n  allow 127.0.0.1/32\n }\n whoami\n}\n",
+        &dir,
+    )
+    .await;
+    let addr = running.dns_addrs()[0];
+    let r = over_udp(addr, "127.0.0.1", &LOCAL)
+        .await
+        .expect("a UDP reply to a LOCAL header");
+    assert_eq!(seen(&r)[0], "who.example.org. A 127.0.0.1");
+    let r = over_tcp(addr, "127.0.0.1", &LOCAL)
+        .await
+        .expect("a TCP reply to a LOCAL header");
+    assert_eq!(seen(&r)[0], "who.example.org. A 127.0.0.1");
+    running.stop().await.unwrap();
+}
+
 #[test]
 fn proxyproto_corefile_examples_and_errors() {
     let dir = support::temp_dir("proxyproto-check");
@@ -274,4 +301,76 @@ fn proxyproto_corefile_examples_and_errors() {
         let e = support::check_corefile(&dir, text).unwrap_err();
         assert!(e.contains(want), "{text}: {e}");
     }
+}
+
+/// Real dnsdist (Debian's package) in front of cluster-dns with `useProxyProtocol=true`: its
+/// UDP health checks carry a `LOCAL` header, and the backend must be seen up (checked every
+/// second; dnsdist answers SERVFAIL itself while it is down), and the queries it forwards carry
+/// the client in a `PROXY` header. Skipped when dnsdist is not installed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dnsdist_health_checks_see_the_server_up() {
+    const DNSDIST: &str = "/usr/bin/dnsdist";
+    if !std::path::Path::new(DNSDIST).exists() {
+        eprintln!("dnsdist is not installed: skipped (apt-get install dnsdist)");
+        return;
+    }
+    let dir = support::temp_dir("proxyproto-dnsdist");
+    let running = support::start(
+        ".:0 {\n bind 127.0.0.1\n proxyproto {\n  allow 127.0.0.1/32\n }\n whoami\n}\n",
+        &dir,
+    )
+    .await;
+    let backend = running.dns_addrs()[0];
+    let front = {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.local_addr().unwrap()
+    };
+    std::fs::write(
+        dir.join("dnsdist.conf"),
+        format!(
+            "setLocal(\"{front}\")\nsetVerboseHealthChecks(true)\nsetServFailWhenNoServer(true)\n\
+             newServer({{address=\"{backend}\", useProxyProtocol=true, checkInterval=1, \
+             checkName=\"health.example.org.\", maxCheckFailures=1, rise=1}})\n"
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.join("dnsdist.log")).unwrap();
+    let child = std::process::Command::new(DNSDIST)
+        .args(["--supervised", "--disable-syslog", "-C"])
+        .arg(dir.join("dnsdist.conf"))
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("dnsdist starts");
+    // Killed however the test ends.
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _dnsdist = Kill(child);
+    let logs = || std::fs::read_to_string(dir.join("dnsdist.log")).unwrap_or_default();
+    // A few health checks first (one a second): then every query must get through.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    for i in 0..5 {
+        let q = support::query("who.example.org.", RecordType::A);
+        let reply = support::udp_raw(front, &q.to_bytes().unwrap(), Duration::from_secs(2))
+            .await
+            .unwrap_or_else(|| panic!("dnsdist answered query {i}:\n{}", logs()));
+        let r = Message::from_bytes(&reply).unwrap();
+        assert_eq!(
+            r.metadata.response_code,
+            ResponseCode::NoError,
+            "query {i}: the backend is down for dnsdist:\n{}",
+            logs()
+        );
+        assert_eq!(seen(&r)[0], "who.example.org. A 127.0.0.1");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let logs = logs();
+    assert!(!logs.contains("as 'down'"), "{logs}");
+    running.stop().await.unwrap();
 }

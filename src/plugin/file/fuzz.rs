@@ -15,7 +15,8 @@ const MAX_OWNERS: usize = 64;
 /// A zone file (the `file` plugin's input) read as zone `example.org.`, then every owner name
 /// and a name under each looked up for a few types, and the zone made into a transfer.
 /// Invariants: no panic; a transfer starts and ends with the SOA; an answer found for a name
-/// and type holds a record of that type or a CNAME, or is a referral.
+/// and type starts with a record of that type, a CNAME or a DNAME (RFC 6672), or is a
+/// referral.
 pub fn zone_file(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
@@ -45,7 +46,8 @@ pub fn zone_file(data: &[u8]) {
                     assert!(
                         qtype == RecordType::ANY
                             || first.record_type() == qtype
-                            || first.record_type() == RecordType::CNAME,
+                            || first.record_type() == RecordType::CNAME
+                            || first.record_type() == RecordType::DNAME,
                         "{name} {qtype}: {first:?}"
                     );
                 }

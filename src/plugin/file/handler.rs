@@ -264,7 +264,6 @@ impl File {
             }
             // A referral is not authoritative: sent as a reply with AA and RA clear.
             Lookup::Referral {
-                answers,
                 authority,
                 additional,
             } => Some((
@@ -274,7 +273,7 @@ impl File {
                     authentic_data: false,
                     truncated: false,
                     flags: FlagEdit::KEEP,
-                    answers,
+                    answers: Vec::new(),
                     authority,
                     additional,
                 }),

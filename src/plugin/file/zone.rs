@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::rdata::{CNAME, NULL};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
+use hickory_proto::serialize::binary::BinEncodable;
 use hickory_proto::serialize::txt::Parser;
 
 /// The TTL of records written before any `$TTL` or TTL of their own.
@@ -69,6 +71,9 @@ pub struct ZoneData {
     /// Every owner name (lower-case), in canonical order (RFC 4034 section 6.1: a name's
     /// descendants follow it), with its records grouped by type.
     nodes: BTreeMap<Name, Vec<Record>>,
+    /// The DNAMEs (RFC 6672): owner (lower-case) to target. Their records are in `nodes` as
+    /// opaque data (hickory-proto has no DNAME data), the target's uncompressed wire form.
+    dnames: BTreeMap<Name, Name>,
     records: usize,
 }
 
@@ -90,10 +95,9 @@ pub enum Lookup {
         chase: Option<Name>,
     },
     /// A referral to a delegated child zone (AA clear): the NS records of the cut and their
-    /// addresses (glue), after the CNAMEs that led there.
+    /// addresses (glue). (A CNAME that leads into a delegation is an [`Lookup::Answer`], the
+    /// referral's records after it: the CNAME is this zone's data, RFC 1035 section 4.1.1.)
     Referral {
-        /// CNAMEs followed to the delegated name.
-        answers: Vec<Record>,
         /// The cut's NS records.
         authority: Vec<Record>,
         /// Their glue.
@@ -115,6 +119,19 @@ impl ZoneData {
     /// to).
     pub fn parse(text: &str, path: &Path, origin: &Name) -> Result<Self, ZoneError> {
         let origin = origin.to_lowercase();
+        // hickory-proto's parser (built without DNSSEC) has neither DNAME nor DS data: their
+        // types are written as ones it reads, and the records turned back after.
+        let (text, stand_ins) = match stand_in(text) {
+            Ok(t) => t,
+            Err((line, message)) => {
+                return Err(ZoneError::Syntax {
+                    path: path.to_owned(),
+                    line,
+                    message: message.to_owned(),
+                });
+            }
+        };
+        let text = text.as_str();
         // Records before any TTL get an hour, as in CoreDNS (miekg/dns's default); hickory's
         // parser would refuse them.
         let parse = |t: &str| {
@@ -133,6 +150,7 @@ impl ZoneData {
             }
         };
         let mut nodes: BTreeMap<Name, Vec<Record>> = BTreeMap::new();
+        let mut dnames: BTreeMap<Name, Name> = BTreeMap::new();
         let mut records = 0;
         for (key, set) in sets {
             let name = Name::from(key.name).to_lowercase();
@@ -143,9 +161,44 @@ impl ZoneData {
                     origin: origin.to_string(),
                 });
             }
-            let node = nodes.entry(name).or_default();
+            let node = nodes.entry(name.clone()).or_default();
             for r in set.records_without_rrsigs() {
-                node.push(r.clone());
+                let mut r = r.clone();
+                if stand_ins.ds
+                    && let RData::TXT(txt) = &r.data
+                    && let Some(first) = txt.txt_data.first()
+                    && let Some(line) = first.strip_prefix(DS_MARKER.as_bytes())
+                {
+                    let line = std::str::from_utf8(line)
+                        .ok()
+                        .and_then(|l| l.parse().ok())
+                        .unwrap_or(0);
+                    let wire = ds_wire(&txt.txt_data[1..]).map_err(|message| ZoneError::Syntax {
+                        path: path.to_owned(),
+                        line,
+                        message: format!("DS: {message}"),
+                    })?;
+                    r.data = RData::Unknown {
+                        code: RecordType::DS,
+                        rdata: NULL::with(wire),
+                    };
+                }
+                if stand_ins.dnames
+                    && let RData::ANAME(target) = &r.data
+                {
+                    let target = target.0.clone();
+                    let wire = target.to_bytes().map_err(|e| ZoneError::Syntax {
+                        path: path.to_owned(),
+                        line: 0,
+                        message: format!("DNAME {target}: {e}"),
+                    })?;
+                    r.data = RData::Unknown {
+                        code: RecordType::DNAME,
+                        rdata: NULL::with(wire),
+                    };
+                    dnames.insert(name.clone(), target);
+                }
+                node.push(r);
                 records += 1;
             }
         }
@@ -169,6 +222,7 @@ impl ZoneData {
             soa,
             serial,
             nodes,
+            dnames,
             records,
         })
     }
@@ -231,19 +285,33 @@ impl ZoneData {
         self.nodes.contains_key(name) || self.has_descendant(name)
     }
 
-    /// The highest zone cut at or above `name` and below the apex: a name with NS records.
-    fn cut_above(&self, name: &Name) -> Option<&Name> {
-        let mut cut = None;
+    /// What redirects a question for `qtype` at `name` before its own node is reached, going
+    /// down from the apex: a zone cut (NS records of a name below the apex, at or above `name`;
+    /// at `name` itself not for DS, which is the parent side's data, RFC 4035 section 3.1.4.1)
+    /// or a DNAME strictly above `name` (RFC 6672 section 3.2), whichever is highest (at one
+    /// name, the cut).
+    fn above(&self, name: &Name, qtype: RecordType) -> Option<Above<'_>> {
+        let mut found = None;
         let mut n = name.clone();
-        while n.num_labels() > self.origin.num_labels() {
-            if let Some((owner, records)) = self.nodes.get_key_value(&n)
+        while n.num_labels() >= self.origin.num_labels() {
+            if &n != name
+                && let Some((owner, target)) = self.dnames.get_key_value(&n)
+            {
+                found = Some(Above::Dname { owner, target });
+            }
+            if n.num_labels() > self.origin.num_labels()
+                && !(&n == name && qtype == RecordType::DS)
+                && let Some((owner, records)) = self.nodes.get_key_value(&n)
                 && records.iter().any(|r| r.record_type() == RecordType::NS)
             {
-                cut = Some(owner);
+                found = Some(Above::Cut(owner));
+            }
+            if n.is_root() {
+                break;
             }
             n = n.base_name();
         }
-        cut
+        found
     }
 
     /// The SOA for a negative answer, its TTL the smaller of its own and its MINIMUM.
@@ -306,14 +374,65 @@ impl ZoneData {
         let mut answers: Vec<Record> = Vec::new();
         let mut name = qname.to_lowercase();
         for _ in 0..=MAX_CNAMES {
-            if let Some(cut) = self.cut_above(&name) {
-                let authority = self.rrset(cut, RecordType::NS);
-                let additional = self.additional_for(&authority);
-                return Lookup::Referral {
-                    answers,
-                    authority,
-                    additional,
-                };
+            // The client's name for what it asked; the zone's for names a CNAME led to.
+            let owner = if answers.is_empty() {
+                qname.clone()
+            } else {
+                name.clone()
+            };
+            match self.above(&name, qtype) {
+                Some(Above::Cut(cut)) => {
+                    let authority = self.rrset(cut, RecordType::NS);
+                    let additional = self.additional_for(&authority);
+                    if answers.is_empty() {
+                        return Lookup::Referral {
+                            authority,
+                            additional,
+                        };
+                    }
+                    // The CNAMEs are this zone's, authoritative; the referral follows them
+                    // (as Knot and NSD answer).
+                    return Lookup::Answer {
+                        rcode: ResponseCode::NoError,
+                        answers,
+                        authority,
+                        additional,
+                        chase: None,
+                    };
+                }
+                Some(Above::Dname { owner: at, target }) => {
+                    answers.extend(self.rrset(at, RecordType::DNAME));
+                    let Some(new) = substitute(&owner, at, target) else {
+                        // Too long once substituted (RFC 6672 section 2.2).
+                        return Lookup::Answer {
+                            rcode: ResponseCode::YXDomain,
+                            answers,
+                            authority: Vec::new(),
+                            additional: Vec::new(),
+                            chase: None,
+                        };
+                    };
+                    let ttl = self
+                        .rrset(at, RecordType::DNAME)
+                        .first()
+                        .map_or(DEFAULT_TTL, |r| r.ttl);
+                    answers.push(Record::from_rdata(
+                        owner.clone(),
+                        ttl,
+                        RData::CNAME(CNAME(new.clone())),
+                    ));
+                    // Asked for the CNAME: it is the answer, not followed (as Knot and NSD).
+                    if qtype == RecordType::CNAME {
+                        return self.positive(answers, None);
+                    }
+                    let new = new.to_lowercase();
+                    if !self.origin.zone_of(&new) {
+                        return self.positive(answers, Some(new));
+                    }
+                    name = new;
+                    continue;
+                }
+                None => {}
             }
             let source = if self.nodes.contains_key(&name) {
                 Some(name.clone())
@@ -328,12 +447,6 @@ impl ZoneData {
             let Some(source) = source else {
                 // An empty non-terminal: the name exists, with nothing of any type.
                 return self.negative(ResponseCode::NoError, answers);
-            };
-            // The client's name for what it asked; the zone's for names a CNAME led to.
-            let owner = if answers.is_empty() {
-                qname.clone()
-            } else {
-                name.clone()
             };
             let found = self.records_at(&owner, &source, qtype);
             if !found.is_empty() {
@@ -382,6 +495,180 @@ impl ZoneData {
             additional: Vec::new(),
             chase: None,
         }
+    }
+}
+
+/// What [`ZoneData::lookup`] meets above a name.
+enum Above<'a> {
+    /// A zone cut (its owner).
+    Cut(&'a Name),
+    /// A DNAME: its owner and target.
+    Dname {
+        /// Its owner.
+        owner: &'a Name,
+        /// Its target.
+        target: &'a Name,
+    },
+}
+
+/// `name` (below `owner`) with `owner` replaced by `target` (RFC 6672 section 2.2); `None`
+/// when the result would be longer than 255 octets.
+fn substitute(name: &Name, owner: &Name, target: &Name) -> Option<Name> {
+    let keep = usize::from(name.num_labels().checked_sub(owner.num_labels())?);
+    Name::from_labels(name.iter().take(keep))
+        .ok()?
+        .append_name(target)
+        .ok()
+        .map(|n| {
+            let mut n = n;
+            n.set_fqdn(true);
+            n
+        })
+}
+
+/// The first string of the TXT record a DS record is read as (followed by its line).
+const DS_MARKER: &str = "cluster-dns-ds:";
+
+/// Which stand-ins [`stand_in`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct StandIns {
+    /// DNAME records written as ANAME.
+    dnames: bool,
+    /// DS records written as TXT.
+    ds: bool,
+}
+
+/// `text` with the records hickory-proto's parser has no data for written as ones it reads:
+/// the type of each DNAME record as ANAME (the same data, one domain name; ANAME is an expired
+/// draft no zone should hold), and each DS record as a TXT record whose first string is
+/// [`DS_MARKER`] and the line, its fields the strings after (turned back by [`ds_wire`]). Only
+/// the type field of a record's first line is touched (owner, TTL and class before it), never
+/// an owner, data, quoted string or comment; the text keeps its lines, so errors keep their
+/// line. A file with both DNAME and ANAME records, or with a quoted string that starts with the
+/// marker, is refused: `Err` with the line.
+/// (A DNAME or DS in an `$INCLUDE`d file is not seen: the parser refuses it.)
+fn stand_in(text: &str) -> Result<(String, StandIns), (usize, &'static str)> {
+    let (out, dnames, ds) = scan_for_stand_ins(text)?;
+    Ok((out, StandIns { dnames, ds }))
+}
+
+/// The DS data (RFC 4034 section 5.3's presentation: key tag, algorithm, digest type, the
+/// digest in hexadecimal, maybe split by spaces) from the strings of its stand-in, in wire form.
+fn ds_wire(fields: &[Box<[u8]>]) -> Result<Vec<u8>, String> {
+    let text = |f: &[u8]| String::from_utf8_lossy(f).into_owned();
+    let [tag, algorithm, digest_type, digest @ ..] = fields else {
+        return Err("expected key tag, algorithm, digest type and digest".to_owned());
+    };
+    let number = |f: &[u8], what: &str| {
+        text(f)
+            .parse::<u16>()
+            .map_err(|_| format!("{what} {:?} is not a number", text(f)))
+    };
+    let tag = number(tag, "key tag")?;
+    let byte = |f: &[u8], what: &str| {
+        u8::try_from(number(f, what)?).map_err(|_| format!("{what} {:?} is above 255", text(f)))
+    };
+    let mut wire = tag.to_be_bytes().to_vec();
+    wire.push(byte(algorithm, "algorithm")?);
+    wire.push(byte(digest_type, "digest type")?);
+    let hex: Vec<u8> = digest.iter().flat_map(|d| d.iter().copied()).collect();
+    if hex.is_empty() || !hex.len().is_multiple_of(2) {
+        return Err("the digest is not an even number of hexadecimal digits".to_owned());
+    }
+    for pair in hex.chunks(2) {
+        let digit = |c: u8| char::from(c).to_digit(16);
+        match (digit(pair[0]), digit(pair[1])) {
+            (Some(hi), Some(lo)) => wire.push(u8::try_from(hi * 16 + lo).unwrap_or(0)),
+            _ => return Err(format!("the digest {:?} is not hexadecimal", text(&hex))),
+        }
+    }
+    Ok(wire)
+}
+
+/// [`stand_in`]'s work: the text, and whether it wrote DNAME and DS stand-ins.
+fn scan_for_stand_ins(text: &str) -> Result<(String, bool, bool), (usize, &'static str)> {
+    let mut out = String::with_capacity(text.len());
+    let mut depth = 0usize;
+    let mut dnames = false;
+    let mut ds = false;
+    let mut aname_line = None;
+    let mut marker_line = None;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let starts_record = depth == 0 && !line.starts_with('$');
+        let owner = starts_record && !line.starts_with([' ', '\t']);
+        // (start, end) of each word of the line, and the parenthesis depth after it.
+        let mut words: Vec<(usize, usize)> = Vec::new();
+        let bytes = line.as_bytes();
+        let mut at = 0;
+        while at < bytes.len() {
+            match bytes[at] {
+                b';' | b'\n' | b'\r' => break,
+                b' ' | b'\t' => at += 1,
+                b'(' => {
+                    depth += 1;
+                    at += 1;
+                }
+                b')' => {
+                    depth = depth.saturating_sub(1);
+                    at += 1;
+                }
+                b'"' => {
+                    if line[at + 1..].starts_with(DS_MARKER) {
+                        marker_line.get_or_insert(i + 1);
+                    }
+                    at += 1;
+                    while at < bytes.len() && bytes[at] != b'"' {
+                        at += if bytes[at] == b'\\' { 2 } else { 1 };
+                    }
+                    at += 1;
+                    words.push((0, 0));
+                }
+                _ => {
+                    let start = at;
+                    while at < bytes.len() && !b" \t\r\n;()\"".contains(&bytes[at]) {
+                        at += if bytes[at] == b'\\' { 2 } else { 1 };
+                    }
+                    words.push((start, at.min(bytes.len())));
+                }
+            }
+        }
+        let mut rewritten = None;
+        if starts_record {
+            let word = |&(s, e): &(usize, usize)| &line[s..e];
+            let typ = words
+                .iter()
+                .skip(usize::from(owner))
+                .find(|w| {
+                    let w = word(w);
+                    !(w.starts_with(|c: char| c.is_ascii_digit())
+                        || ["IN", "CH", "HS", "CS"].iter().any(|c| w.eq_ignore_ascii_case(c)))
+                })
+                .copied();
+            if let Some(w @ (s, e)) = typ {
+                if word(&w).eq_ignore_ascii_case("DNAME") {
+                    dnames = true;
+                    rewritten = Some(format!("{}ANAME{}", &line[..s], &line[e..]));
+                } else if word(&w).eq_ignore_ascii_case("DS") {
+                    ds = true;
+                    rewritten = Some(format!(
+                        "{}TXT \"{DS_MARKER}{}\"{}",
+                        &line[..s],
+                        i + 1,
+                        &line[e..]
+                    ));
+                } else if word(&w).eq_ignore_ascii_case("ANAME") {
+                    aname_line.get_or_insert(i + 1);
+                }
+            }
+        }
+        out.push_str(rewritten.as_deref().unwrap_or(line));
+    }
+    if let Some(line) = marker_line {
+        return Err((line, "a quoted string starting \"cluster-dns-ds:\" is reserved"));
+    }
+    match aname_line {
+        Some(line) if dnames => Err((line, "ANAME and DNAME records in one file are not supported")),
+        _ => Ok((out, dnames, ds)),
     }
 }
 
@@ -535,17 +822,192 @@ ns.child IN A 192.0.2.77
         ] {
             match z.lookup(&n(name), RecordType::A) {
                 Lookup::Referral {
-                    answers,
                     authority,
                     additional,
                 } => {
-                    assert!(answers.is_empty());
                     assert_eq!(show(&authority), ["child.example.org. NS ns.child.example.org."]);
                     assert_eq!(show(&additional), ["ns.child.example.org. A 192.0.2.77"]);
                 }
                 other => panic!("{name}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn ds_at_a_cut_is_the_parents_and_a_cname_into_a_delegation_is_authoritative() {
+        let z = zone();
+        let (rcode, ans, auth, _, _) = answer(&z, "child.example.org.", RecordType::DS);
+        assert_eq!((rcode, ans.len()), (ResponseCode::NoError, 0));
+        assert_eq!(auth.len(), 1);
+        assert!(auth[0].starts_with("example.org. SOA "), "{auth:?}");
+        // Below the cut, DS is the child's: a referral.
+        assert!(matches!(
+            z.lookup(&n("x.child.example.org."), RecordType::DS),
+            Lookup::Referral { .. }
+        ));
+        let z = ZoneData::parse(
+            &format!("{ZONE}tochild IN CNAME host.child\n"),
+            Path::new("db"),
+            &n("example.org."),
+        )
+        .unwrap();
+        let (rcode, ans, auth, add, chase) = answer(&z, "tochild.example.org.", RecordType::A);
+        assert_eq!(rcode, ResponseCode::NoError);
+        assert_eq!(ans, ["tochild.example.org. CNAME host.child.example.org."]);
+        assert_eq!(auth, ["child.example.org. NS ns.child.example.org."]);
+        assert_eq!(add, ["ns.child.example.org. A 192.0.2.77"]);
+        assert_eq!(chase, None);
+    }
+
+    #[test]
+    fn stand_ins_are_written_in_the_type_field_only() {
+        let text = "@ IN SOA a. b. 1 2 3 4 5\n\
+                    dname 300 IN TXT \"DNAME x\" dname ; DNAME\n\
+                    dn dname target\n\
+                    \tin 60 DNAME ( x\n\
+                    DNAME )\n\
+                    $ORIGIN dname.example.org.\n";
+        let (out, any, ds) = scan_for_stand_ins(text).unwrap();
+        assert!(any && !ds);
+        assert_eq!(
+            out,
+            "@ IN SOA a. b. 1 2 3 4 5\n\
+             dname 300 IN TXT \"DNAME x\" dname ; DNAME\n\
+             dn ANAME target\n\
+             \tin 60 ANAME ( x\n\
+             DNAME )\n\
+             $ORIGIN dname.example.org.\n"
+        );
+        assert_eq!(
+            scan_for_stand_ins("a ANAME b.\nc DNAME d.\n"),
+            Err((1, "ANAME and DNAME records in one file are not supported"))
+        );
+        assert!(!scan_for_stand_ins("a ANAME b.\n").unwrap().1);
+        assert_eq!(
+            scan_for_stand_ins("a IN DS 1 2 3 ab\n").unwrap(),
+            ("a IN TXT \"cluster-dns-ds:1\" 1 2 3 ab\n".to_owned(), false, true)
+        );
+        assert_eq!(
+            scan_for_stand_ins("a TXT \"cluster-dns-ds:9\"\n").unwrap_err().0,
+            1
+        );
+        // Odd bytes never panic.
+        for text in [
+            "\"\\",
+            "a \\\u{e9} DNAME",
+            "(\n)\n)",
+            "x\\",
+            "\u{e9}\\\u{e9} IN DNAME",
+        ] {
+            let _ = scan_for_stand_ins(text);
+        }
+    }
+
+    #[test]
+    fn ds_records_load_and_answer_at_their_cut() {
+        let z = ZoneData::parse(
+            &format!("{ZONE}child 300 IN DS 60485 5 1 ( 2BB183AF5F22588179A53B0A\n 98631FAD1A292118 )\n"),
+            Path::new("db"),
+            &n("example.org."),
+        )
+        .unwrap();
+        let Lookup::Answer { rcode, answers, .. } = z.lookup(&n("child.example.org."), RecordType::DS) else {
+            panic!("not an answer")
+        };
+        assert_eq!(rcode, ResponseCode::NoError);
+        assert_eq!(answers.len(), 1);
+        assert_eq!(answers[0].ttl, 300);
+        let RData::Unknown { code, rdata } = &answers[0].data else {
+            panic!("{answers:?}")
+        };
+        assert_eq!(*code, RecordType::DS);
+        let mut want = vec![0xec, 0x45, 5, 1];
+        want.extend_from_slice(&[
+            0x2b, 0xb1, 0x83, 0xaf, 0x5f, 0x22, 0x58, 0x81, 0x79, 0xa5, 0x3b, 0x0a, 0x98, 0x63, 0x1f, 0xad,
+            0x1a, 0x29, 0x21, 0x18,
+        ]);
+        assert_eq!(rdata.anything, want);
+        // Other questions at the cut: still the referral.
+        assert!(matches!(
+            z.lookup(&n("child.example.org."), RecordType::A),
+            Lookup::Referral { .. }
+        ));
+        for bad in ["1 2 3 xyz", "70000 5 1 ab", "1 300 1 ab", "1 5 1 abc", "1 5"] {
+            let e = ZoneData::parse(
+                &format!("{ZONE}\nchild IN DS {bad}\n"),
+                Path::new("db"),
+                &n("example.org."),
+            )
+            .unwrap_err();
+            assert!(e.to_string().starts_with("db:19: DS: "), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn dnames_substitute() {
+        let z = ZoneData::parse(
+            &format!("{ZONE}dn 600 IN DNAME example.net.\nin IN DNAME sub.example.org.\nwww.sub IN A 192.0.2.9\nhop IN DNAME in.example.org.\n"),
+            Path::new("db"),
+            &n("example.org."),
+        )
+        .unwrap();
+        let (rcode, ans, _, _, chase) = answer(&z, "A.dn.example.org.", RecordType::A);
+        assert_eq!(rcode, ResponseCode::NoError);
+        assert_eq!(ans.len(), 2);
+        assert!(ans[0].starts_with("dn.example.org. DNAME "), "{ans:?}");
+        assert_eq!(ans[1], "A.dn.example.org. CNAME A.example.net.");
+        assert_eq!(chase, Some(n("a.example.net.")));
+        let Lookup::Answer { answers, .. } = z.lookup(&n("a.dn.example.org."), RecordType::A) else {
+            unreachable!()
+        };
+        assert_eq!(answers[1].ttl, 600, "the DNAME's TTL");
+        // Into the zone: followed, then the target's records (through another DNAME too).
+        let (_, ans, _, _, chase) = answer(&z, "www.hop.example.org.", RecordType::A);
+        assert_eq!(ans.len(), 5, "{ans:?}");
+        assert_eq!(
+            [&ans[1], &ans[3], &ans[4]],
+            [
+                "www.hop.example.org. CNAME www.in.example.org.",
+                "www.in.example.org. CNAME www.sub.example.org.",
+                "www.sub.example.org. A 192.0.2.9"
+            ],
+            "{ans:?}"
+        );
+        assert_eq!(chase, None);
+        // Asked for the CNAME: the synthesized one is the answer, not followed.
+        let (rcode, ans, _, _, chase) = answer(&z, "x.in.example.org.", RecordType::CNAME);
+        assert_eq!(
+            (rcode, ans.len(), chase),
+            (ResponseCode::NoError, 2, None),
+            "{ans:?}"
+        );
+        // The owner itself: as any name.
+        let (rcode, ans, _, _, _) = answer(&z, "dn.example.org.", RecordType::A);
+        assert_eq!((rcode, ans.len()), (ResponseCode::NoError, 0));
+        let (_, ans, _, _, _) = answer(&z, "dn.example.org.", RecordType::DNAME);
+        assert_eq!(ans.len(), 1);
+        // Too long once substituted.
+        let long = format!(
+            "{}.{}.{}.{}.",
+            "a".repeat(63),
+            "b".repeat(63),
+            "c".repeat(63),
+            "d".repeat(50)
+        );
+        let z = ZoneData::parse(
+            &format!("{ZONE}long IN DNAME {long}\n"),
+            Path::new("db"),
+            &n("example.org."),
+        )
+        .unwrap();
+        let (rcode, ans, _, _, _) = answer(
+            &z,
+            &format!("{}.long.example.org.", "x".repeat(20)),
+            RecordType::A,
+        );
+        assert_eq!((rcode, ans.len()), (ResponseCode::YXDomain, 1));
+        // The transfer carries it.
+        assert!(z.transfer().iter().any(|r| r.record_type() == RecordType::DNAME));
     }
 
     #[test]
