@@ -41,6 +41,12 @@ command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
 command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v dnsperf >/dev/null 2>&1 || need_apt+=(dnsperf)
+# Real peers no one here wrote: `file` is compared with Knot DNS and NSD serving the same zone
+# (tests/integration/differential.rs, file.rs), and dnsdist health-checks the PROXY protocol
+# listener (proxyproto.rs).
+[ -x /usr/sbin/knotd ] || need_apt+=(knot)
+[ -x /usr/sbin/nsd ] || need_apt+=(nsd)
+[ -x /usr/bin/dnsdist ] || need_apt+=(dnsdist)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "test.sh: installing ${need_apt[*]}" >&2
     SUDO=""
