@@ -13,6 +13,8 @@
 //!   it reads only what plugins declare.
 //! - The runtime: [`app`] (start-up, reload, shutdown), [`config`], [`http`], [`logging`], and
 //!   the harnesses [`testing`] and [`fuzzing`].
+//! - Beside the runtime, node management: [`nodecache`] (node-cache compatible mode), which
+//!   starts the server through [`app`]'s public API and is imported by no runtime file.
 
 pub mod app;
 pub mod chain;
@@ -23,6 +25,7 @@ pub mod corefile;
 pub mod fuzzing;
 pub mod http;
 pub mod logging;
+pub mod nodecache;
 pub mod plugin;
 pub mod proto;
 pub mod server;

@@ -36,7 +36,7 @@ node-cache mode (NodeLocal DNSCache's node-cache command line, chosen by any of 
       [-interfacename nodelocaldns] [-syncinterval 60s] [-initialdelay 0] [-health-port 8080]
       [-metrics-listen-address 0.0.0.0:9353] [-skipteardown] [-dns.port 53]
       [-rules-backend auto|iptables|nftables] [-instance-dir /run/cluster-dns-nodelocal]
-  See src/app/nodecache/README.md.
+  See src/nodecache/README.md.
 ";
 
 #[derive(Debug)]
@@ -181,7 +181,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// node-cache compatible mode: `args` are node-cache's flags.
 fn nodecache_main(args: Vec<String>) -> ExitCode {
-    use cluster_dns::app::nodecache;
+    use cluster_dns::nodecache;
     let params = match nodecache::parse(args) {
         Ok(p) => p,
         Err(e) => {
@@ -213,7 +213,7 @@ fn nodecache_main(args: Vec<String>) -> ExitCode {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if cluster_dns::app::nodecache::wanted(&args) {
+    if cluster_dns::nodecache::wanted(&args) {
         return nodecache_main(args);
     }
     let action = match parse_args(args) {

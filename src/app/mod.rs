@@ -22,13 +22,14 @@
 //! | `reload.rs` | the reload timer, the change detector, applying a configuration |
 //! | `drain.rs` | SIGTERM's drain: how long DNS keeps answering |
 //! | `error.rs` | [`StartError`] |
-//! | `nodecache/` | node-cache compatible mode (NodeLocal DNSCache's command line and job) |
+//!
+//! Node management (node-cache mode: interfaces, rules) is not the runtime's: it lives beside
+//! it in `crate::nodecache`, and starts the server through [`start_with_port`].
 
 pub mod build;
 mod drain;
 mod error;
 mod listen;
-pub mod nodecache;
 mod reload;
 mod state;
 

@@ -41,6 +41,10 @@ const RUNTIME: &[&str] = &[
 /// The runtime files that name no plugin: of `plugin` they import the registry alone.
 const PLUGIN_BLIND: &[&str] = &["app", "config", "testing", "fuzzing"];
 
+/// Node management (node-cache mode), beside the runtime: of `app` it imports only what
+/// `app`'s root exports (never one of its modules), and nothing but `main` imports it.
+const NODE_ROOM: &str = "nodecache";
+
 /// The most lines a file under `src/` holds before its `#[cfg(test)]` module.
 const MAX_LINES: usize = 900;
 
@@ -99,6 +103,14 @@ fn layer_of(rel: &Path) -> (String, String) {
 
 /// The imports of `text` (a file of `layer`, plugin `sub`) against the rules.
 fn violations(layer: &str, sub: &str, text: &str) -> Vec<String> {
+    if RUNTIME.contains(&layer)
+        && layer != "main"
+        && crate_paths(text).iter().any(|(first, _)| first == NODE_ROOM)
+    {
+        return vec![format!(
+            "{layer} imports {NODE_ROOM} (node management is not the runtime's)"
+        )];
+    }
     if PLUGIN_BLIND.contains(&layer) {
         return crate_paths(text)
             .into_iter()
@@ -107,6 +119,43 @@ fn violations(layer: &str, sub: &str, text: &str) -> Vec<String> {
                 format!("{layer} imports plugin '{next}' (the runtime names no plugin but the registry)")
             })
             .collect();
+    }
+    if layer == NODE_ROOM {
+        let inside = |m: &str| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("src/app")
+                .join(m)
+                .exists()
+                || Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join(format!("src/app/{m}.rs"))
+                    .exists()
+        };
+        let mut out: Vec<String> = crate_paths(text)
+            .into_iter()
+            .filter(|(first, _)| first == "plugin")
+            .map(|(_, next)| format!("{layer} imports plugin '{next}'"))
+            .collect();
+        // What it names of `app`, braces opened: `crate::app::{Running, build::x}`.
+        for line in text.lines() {
+            let code = line.split("//").next().unwrap_or("");
+            for part in code.split("crate::app::").skip(1) {
+                let items = match part.strip_prefix('{') {
+                    Some(group) => group.split('}').next().unwrap_or("").to_owned(),
+                    None => part.to_owned(),
+                };
+                for item in items.split(',') {
+                    let name: String = item
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if !name.is_empty() && inside(&name) {
+                        out.push(format!("{layer} imports app's insides ('app::{name}')"));
+                    }
+                }
+            }
+        }
+        return out;
     }
     if RUNTIME.contains(&layer) {
         return Vec::new();
@@ -215,6 +264,26 @@ fn the_layer_check_catches_a_server_importing_a_plugin() {
         violations("cluster", "watch", "x::<crate::config::Config>()"),
         ["cluster imports config"]
     );
+    // Node management starts the server through app's root, and nothing of the runtime's
+    // imports it but the CLI.
+    assert!(violations("nodecache", "mod", "use crate::app::{Running, start_with_port};").is_empty());
+    assert_eq!(
+        violations("nodecache", "mod", "use crate::app::{Running, listen::bind};"),
+        ["nodecache imports app's insides ('app::listen')"]
+    );
+    assert_eq!(
+        violations("nodecache", "mod", "use crate::app::build::build;"),
+        ["nodecache imports app's insides ('app::build')"]
+    );
+    assert_eq!(
+        violations("nodecache", "rules", "use crate::plugin::forward::Forward;"),
+        ["nodecache imports plugin 'forward'"]
+    );
+    assert_eq!(
+        violations("app", "mod", "pub use crate::nodecache::run;"),
+        ["app imports nodecache (node management is not the runtime's)"]
+    );
+    assert!(violations("main", "", "use crate::nodecache::run;").is_empty());
 }
 
 /// The module path of a file under `src/` (`plugin/acl/mod.rs` is `plugin::acl`,

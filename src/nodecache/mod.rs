@@ -36,7 +36,7 @@ pub use rules::NFT_TABLE;
 use instances::Instances;
 use rules::{Backend, Rule};
 
-use super::Running;
+use crate::app::Running;
 
 /// How long a stopping instance waits for a starting peer to serve before it drains anyway.
 const PEER_WAIT: Duration = Duration::from_secs(30);
@@ -258,7 +258,7 @@ pub async fn run(params: Params, shutdown: impl Future<Output = ()>) -> Result<(
     }
     let port = node.params.dns_port;
     let started = match load(&node.params.corefile, port) {
-        Ok(config) => super::start_with_port(&config, port)
+        Ok(config) => crate::app::start_with_port(&config, port)
             .await
             .map_err(|e| NodeCacheError::Other(e.to_string())),
         Err(e) => Err(e),
