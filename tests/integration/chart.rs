@@ -523,3 +523,151 @@ fn unknown_keys_and_wrong_types_are_refused_with_a_message() {
         }
     }
 }
+
+/// Issue 45: the server pod's own knobs (`ci/pod-values.yaml`): extra volumes and mounts, env,
+/// flags, the log format, the probes' timing and the two securityContexts reach the pod, merged
+/// over the defaults (the config volume, POD_IP, `-conf`, the probes' paths and the rest of each
+/// securityContext stay); the defaults keep today's pod; and the values that would break the
+/// pod are refused.
+#[test]
+fn the_pod_values_reach_the_server_pod_over_the_defaults() {
+    let file = root().join("deploy/chart/ci/pod-values.yaml");
+    let docs = template(&["-f", file.to_str().unwrap()]);
+    let d: Deployment = typed(find(&docs, "Deployment", "cluster-dns").unwrap());
+    let pod = d.spec.unwrap().template.spec.unwrap();
+    let c = &pod.containers[0];
+    let volumes: Vec<&str> = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(volumes, ["config", "upstream-ca"]);
+    let mounts: Vec<(&str, &str)> = c
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|m| (m.name.as_str(), m.mount_path.as_str()))
+        .collect();
+    assert_eq!(
+        mounts,
+        [
+            ("config", "/etc/cluster-dns"),
+            ("upstream-ca", "/etc/upstream-ca")
+        ]
+    );
+    let env: Vec<&str> = c.env.as_ref().unwrap().iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(env, ["POD_IP", "RUST_LOG", "UPSTREAM", "NODE_NAME"]);
+    assert_eq!(
+        c.args.as_deref().unwrap(),
+        [
+            "-conf",
+            "/etc/cluster-dns/Corefile",
+            "--log-format",
+            "json",
+            "-quiet"
+        ]
+    );
+    let live = c.liveness_probe.as_ref().unwrap();
+    assert_eq!(
+        (
+            live.initial_delay_seconds,
+            live.period_seconds,
+            live.timeout_seconds,
+            live.failure_threshold
+        ),
+        (Some(30), Some(20), Some(10), Some(6))
+    );
+    assert_eq!(live.http_get.as_ref().unwrap().path.as_deref(), Some("/health"));
+    let ready = c.readiness_probe.as_ref().unwrap();
+    // Only what the values name changes; the rest keeps the chart's defaults.
+    assert_eq!(
+        (
+            ready.initial_delay_seconds,
+            ready.period_seconds,
+            ready.timeout_seconds,
+            ready.failure_threshold
+        ),
+        (Some(0), Some(5), Some(1), Some(2))
+    );
+    let psc = pod.security_context.unwrap();
+    assert_eq!((psc.run_as_user, psc.run_as_group), (Some(10001), Some(10001)));
+    assert_eq!(psc.run_as_non_root, Some(true));
+    assert_eq!(
+        psc.sysctls.unwrap()[0].name,
+        "net.ipv4.ip_unprivileged_port_start"
+    );
+    let sc = c.security_context.as_ref().unwrap();
+    assert_eq!(sc.seccomp_profile.as_ref().unwrap().type_, "Localhost");
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    assert_eq!(
+        sc.capabilities.as_ref().unwrap().add.as_deref(),
+        Some(&["NET_BIND_SERVICE".to_owned()][..])
+    );
+
+    // The defaults: no --log-format (text), the probes as before.
+    let docs = template(&[]);
+    let d: Deployment = typed(find(&docs, "Deployment", "cluster-dns").unwrap());
+    let c = d.spec.unwrap().template.spec.unwrap().containers.remove(0);
+    assert_eq!(c.args.unwrap(), ["-conf", "/etc/cluster-dns/Corefile"]);
+    let live = c.liveness_probe.unwrap();
+    assert_eq!(
+        (
+            live.initial_delay_seconds,
+            live.timeout_seconds,
+            live.failure_threshold
+        ),
+        (Some(10), Some(5), Some(5))
+    );
+    let ready = c.readiness_probe.unwrap();
+    assert_eq!(
+        (
+            ready.period_seconds,
+            ready.timeout_seconds,
+            ready.failure_threshold
+        ),
+        (Some(2), Some(1), Some(3))
+    );
+
+    for (args, why) in [
+        (
+            vec!["--set", "logFormat=xml"],
+            "'/logFormat': value must be one of 'text', 'coredns', 'json'",
+        ),
+        (
+            vec!["--set", "env[0].name=RUST_LOG,env[0].value=debug"],
+            "env: RUST_LOG is set by the chart: use logLevel",
+        ),
+        (
+            vec!["--set", "env[0].name=POD_IP,env[0].value=1.2.3.4"],
+            "env: POD_IP is set by the chart",
+        ),
+        (
+            vec![
+                "--set",
+                "extraVolumes[0].name=config,extraVolumes[0].emptyDir.medium=Memory",
+            ],
+            "extraVolumes: the name config is the Corefile's volume",
+        ),
+        (
+            vec!["--set", "extraArgs[0]=-conf,extraArgs[1]=/x"],
+            "extraArgs: -conf is set by the chart",
+        ),
+        (
+            vec!["--set", "livenessProbe.enabled=false"],
+            "'/livenessProbe/enabled': value must be 'a CoreDNS chart value, refused: the probes are always on",
+        ),
+        (
+            vec!["--set", "readinessProbe.timeoutSeconds=0"],
+            "'/readinessProbe/timeoutSeconds': minimum",
+        ),
+    ] {
+        let mut all = vec!["template"];
+        all.extend_from_slice(&args);
+        let err = render_py(&all).expect_err(&format!("{args:?}"));
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+}

@@ -59,3 +59,37 @@ corefile.extraServerBlocks. */}}
 {{ . | trimSuffix "\n" }}
 {{- end }}
 {{ end }}
+
+{{/* The server's command line as a flow list: -conf, --log-format unless text, then `extra`
+(extraArgs for the Deployment; the node agents pass none). Called with (dict "root" $ "extra"
+LIST). */}}
+{{- define "cluster-dns.args" -}}
+{{- $args := list "-conf" "/etc/cluster-dns/Corefile" -}}
+{{- if ne .root.Values.logFormat "text" -}}
+{{- $args = concat $args (list "--log-format" .root.Values.logFormat) -}}
+{{- end -}}
+{{- $quoted := list -}}
+{{- range concat $args .extra -}}
+{{- $quoted = append $quoted (toJson .) -}}
+{{- end -}}
+[{{ join ", " $quoted }}]
+{{- end }}
+
+{{/* The probes of a server container: the paths and ports are fixed, the timing is
+livenessProbe and readinessProbe. */}}
+{{- define "cluster-dns.probes" -}}
+livenessProbe:
+  httpGet: {path: /health, port: 8080, scheme: HTTP}
+  initialDelaySeconds: {{ .Values.livenessProbe.initialDelaySeconds }}
+  periodSeconds: {{ .Values.livenessProbe.periodSeconds }}
+  timeoutSeconds: {{ .Values.livenessProbe.timeoutSeconds }}
+  successThreshold: 1
+  failureThreshold: {{ .Values.livenessProbe.failureThreshold }}
+readinessProbe:
+  httpGet: {path: /ready, port: 8181, scheme: HTTP}
+  initialDelaySeconds: {{ .Values.readinessProbe.initialDelaySeconds }}
+  periodSeconds: {{ .Values.readinessProbe.periodSeconds }}
+  timeoutSeconds: {{ .Values.readinessProbe.timeoutSeconds }}
+  successThreshold: 1
+  failureThreshold: {{ .Values.readinessProbe.failureThreshold }}
+{{- end }}
