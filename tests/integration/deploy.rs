@@ -156,6 +156,13 @@ fn deployment_and_service_keep_the_coredns_contract() {
     let ready = c.readiness_probe.as_ref().unwrap().http_get.as_ref().unwrap();
     assert_eq!(live.path.as_deref(), Some("/health"));
     assert_eq!(ready.path.as_deref(), Some("/ready"));
+    // kubeadm's names for the probe ports, and the probes name them.
+    assert_eq!(live.port, IntOrString::String("liveness-probe".to_owned()));
+    assert_eq!(ready.port, IntOrString::String("readiness-probe".to_owned()));
+    assert_eq!(
+        probe_ports(c),
+        [("liveness-probe", 8080), ("readiness-probe", 8181)]
+    );
     let sc = c.security_context.as_ref().unwrap();
     assert_eq!(sc.read_only_root_filesystem, Some(true));
     assert_eq!(sc.allow_privilege_escalation, Some(false));
@@ -223,6 +230,33 @@ fn the_configmap_holds_the_kubeadm_corefile_and_it_parses() {
     std::fs::write(&path, &corefile).unwrap();
     let stdout = check_binary(&path, "the ConfigMap's Corefile");
     assert!(stdout.contains("OK (1 server block(s))"));
+}
+
+/// The container ports named as kubeadm names CoreDNS's probe ports: (name, port) of each
+/// TCP port whose name ends in `-probe`.
+pub(crate) fn probe_ports(c: &k8s_openapi::api::core::v1::Container) -> Vec<(&str, i32)> {
+    c.ports
+        .iter()
+        .flatten()
+        .filter(|p| p.protocol.as_deref() == Some("TCP"))
+        .filter_map(|p| Some((p.name.as_deref()?, p.container_port)))
+        .filter(|(n, _)| n.ends_with("-probe"))
+        .collect()
+}
+
+/// The port number an HTTP probe reaches: its port, or the container port of that name.
+pub(crate) fn probe_port(c: &k8s_openapi::api::core::v1::Container, port: &IntOrString) -> i32 {
+    match port {
+        IntOrString::Int(n) => *n,
+        IntOrString::String(name) => {
+            c.ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref() == Some(name.as_str()))
+                .unwrap_or_else(|| panic!("no container port {name}"))
+                .container_port
+        }
+    }
 }
 
 /// `cluster-dns --check -conf PATH`: its stdout, or the test fails with its stderr.

@@ -75,18 +75,19 @@ LIST). */}}
 [{{ join ", " $quoted }}]
 {{- end }}
 
-{{/* The probes of a server container: the paths and ports are fixed, the timing is
+{{/* The probes of a server container: the paths and ports are fixed (the container ports
+liveness-probe, :8080, and readiness-probe, :8181, as kubeadm names them), the timing is
 livenessProbe and readinessProbe. */}}
 {{- define "cluster-dns.probes" -}}
 livenessProbe:
-  httpGet: {path: /health, port: 8080, scheme: HTTP}
+  httpGet: {path: /health, port: liveness-probe, scheme: HTTP}
   initialDelaySeconds: {{ .Values.livenessProbe.initialDelaySeconds }}
   periodSeconds: {{ .Values.livenessProbe.periodSeconds }}
   timeoutSeconds: {{ .Values.livenessProbe.timeoutSeconds }}
   successThreshold: 1
   failureThreshold: {{ .Values.livenessProbe.failureThreshold }}
 readinessProbe:
-  httpGet: {path: /ready, port: 8181, scheme: HTTP}
+  httpGet: {path: /ready, port: readiness-probe, scheme: HTTP}
   initialDelaySeconds: {{ .Values.readinessProbe.initialDelaySeconds }}
   periodSeconds: {{ .Values.readinessProbe.periodSeconds }}
   timeoutSeconds: {{ .Values.readinessProbe.timeoutSeconds }}
