@@ -13,7 +13,9 @@ finding above info. `generate` writes deploy/cluster-dns.yaml and deploy/autosca
 chart's defaults in kube-system, the autoscaler's objects in the second file; and
 deploy/node-local/prefer-same-node.yaml and prefer-same-node-forward.yaml: the kube-dns Service
 and the node agents of `nodeLocal.enabled=true` with mode watch and forward
-(tests/integration/chart.rs checks that they are byte for byte what this writes).
+(tests/integration/chart.rs checks that they are byte for byte what this writes). The plain
+files leave out the labels `app.kubernetes.io/managed-by` and `helm.sh/chart`: kubectl apply,
+not Helm, installs them.
 
 Helm itself comes from PyPI's helm-python-sdk (Helm v4's Go SDK as a C library, bound with
 ctypes), so no Go toolchain or helm binary is needed: `pip install helm-python-sdk==0.2.2`
@@ -162,8 +164,17 @@ def stream(docs):
     return "".join(f"---\n# Source: {source}\n{text}" for source, _, text in docs)
 
 
+# The labels that say Helm manages an object: left out of the plain manifests, which kubectl
+# apply installs (a release adopting them later adds them back).
+HELM_ONLY_LABELS = re.compile(r"(?m)^[ \t]+(app\.kubernetes\.io/managed-by|helm\.sh/chart):.*\n")
+
+
+def plain(docs):
+    return [(source, kind, HELM_ONLY_LABELS.sub("", text)) for source, kind, text in docs]
+
+
 def generate(out_dir):
-    docs = documents({})
+    docs = plain(documents({}))
     autoscaler = [d for d in docs if d[0].endswith("/autoscaler.yaml")]
     rest = [d for d in docs if not d[0].endswith("/autoscaler.yaml")]
     for name, part in [("cluster-dns.yaml", rest), ("autoscaler.yaml", autoscaler)]:
@@ -172,7 +183,7 @@ def generate(out_dir):
             f.write(HEADERS[name] + stream(part))
         print(f"wrote {path}", file=sys.stderr)
     for mode, (name, header) in NODE_LOCAL.items():
-        docs = documents({"nodeLocal": {"enabled": True, "mode": mode}})
+        docs = plain(documents({"nodeLocal": {"enabled": True, "mode": mode}}))
         part = [d for d in docs if d[0].endswith(NODE_LOCAL_SOURCES)]
         path = os.path.join(out_dir, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)

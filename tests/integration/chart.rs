@@ -432,7 +432,10 @@ fn the_servicemonitor_is_deploy_monitorings() {
     let text = std::fs::read_to_string(root().join("deploy/monitoring/servicemonitor.yaml")).unwrap();
     let plain: Value = serde_saphyr::from_str(&text).unwrap();
     assert_eq!(sm["spec"], plain["spec"]);
-    assert_eq!(sm["metadata"]["labels"], plain["metadata"]["labels"]);
+    // The plain file's labels, beside the chart's standard ones.
+    for (k, v) in plain["metadata"]["labels"].as_object().unwrap() {
+        assert_eq!(&sm["metadata"]["labels"][k], v, "{k}");
+    }
 }
 
 #[test]
@@ -669,5 +672,139 @@ fn the_pod_values_reach_the_server_pod_over_the_defaults() {
         all.extend_from_slice(&args);
         let err = render_py(&all).expect_err(&format!("{args:?}"));
         assert!(err.contains(why), "{args:?}: {err}");
+    }
+}
+
+/// The selector of each workload and Service the chart renders, as the first release set them:
+/// a Deployment's or DaemonSet's selector is immutable, so a label added there would make
+/// `helm upgrade` fail on an existing install.
+type Selector = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+);
+const SELECTORS: [Selector; 6] = [
+    (
+        "Deployment",
+        "cluster-dns",
+        &[("app.kubernetes.io/name", "cluster-dns"), ("k8s-app", "kube-dns")],
+    ),
+    (
+        "PodDisruptionBudget",
+        "cluster-dns",
+        &[("app.kubernetes.io/name", "cluster-dns"), ("k8s-app", "kube-dns")],
+    ),
+    (
+        "Deployment",
+        "cluster-dns-autoscaler",
+        &[("k8s-app", "cluster-dns-autoscaler")],
+    ),
+    (
+        "DaemonSet",
+        "cluster-dns-node",
+        &[
+            ("app.kubernetes.io/name", "cluster-dns-node"),
+            ("k8s-app", "kube-dns"),
+        ],
+    ),
+    ("Service", "kube-dns", &[("k8s-app", "kube-dns")]),
+    (
+        "Service",
+        "kube-dns-upstream",
+        &[("app.kubernetes.io/name", "cluster-dns"), ("k8s-app", "kube-dns")],
+    ),
+];
+
+/// Issue 45: every object the chart renders (and every pod template) carries the standard
+/// labels (`app.kubernetes.io/name`, `instance`, `version`, `managed-by`, `helm.sh/chart`),
+/// whatever the values; the selectors stay as they were; and the plain manifests, which
+/// `kubectl apply` installs, do not claim Helm manages them.
+#[test]
+fn every_object_carries_the_standard_labels_and_the_selectors_stay() {
+    let chart: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(root().join("deploy/chart/Chart.yaml")).unwrap())
+            .unwrap();
+    let version = chart["appVersion"].as_str().unwrap();
+    let chart_label = format!("cluster-dns-{}", chart["version"].as_str().unwrap());
+    let mut all = variations();
+    for set in [
+        "nodeLocal.enabled=true",
+        "serviceMonitor.enabled=true,prometheusRule.enabled=true",
+    ] {
+        all.push((set.to_owned(), vec!["--set".to_owned(), set.to_owned()]));
+    }
+    let mut seen = Vec::new();
+    for (name, args) in all {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let docs = template(&args);
+        for d in &docs {
+            let what = format!("{name}: {} {}", d["kind"], d["metadata"]["name"]);
+            let mut labelled = vec![(what.clone(), &d["metadata"]["labels"])];
+            if d["spec"]["template"]["metadata"].is_object() {
+                labelled.push((
+                    format!("{what}'s pods"),
+                    &d["spec"]["template"]["metadata"]["labels"],
+                ));
+            }
+            for (what, labels) in labelled {
+                assert!(
+                    labels["app.kubernetes.io/name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("cluster-dns")),
+                    "{what}: {labels}"
+                );
+                assert_eq!(labels["app.kubernetes.io/instance"], "cluster-dns", "{what}");
+                assert_eq!(labels["app.kubernetes.io/version"], version, "{what}");
+                assert_eq!(labels["app.kubernetes.io/managed-by"], "Helm", "{what}");
+                assert_eq!(labels["helm.sh/chart"], chart_label.as_str(), "{what}");
+            }
+            for (kind, object, want) in SELECTORS {
+                if d["kind"] != kind || d["metadata"]["name"] != object {
+                    continue;
+                }
+                let selector = if kind == "Service" {
+                    &d["spec"]["selector"]
+                } else {
+                    &d["spec"]["selector"]["matchLabels"]
+                };
+                let want: serde_json::Map<String, Value> =
+                    want.iter().map(|(k, v)| ((*k).to_owned(), (*v).into())).collect();
+                assert_eq!(selector, &Value::Object(want), "{name}: {kind} {object}");
+                seen.push(format!("{kind} {object}"));
+            }
+        }
+    }
+    for (kind, object, _) in SELECTORS {
+        assert!(
+            seen.contains(&format!("{kind} {object}")),
+            "no variation renders {kind} {object}"
+        );
+    }
+
+    // The plain manifests: the same objects, without the two labels that say Helm manages them
+    // (they are installed with kubectl apply).
+    for file in [
+        "cluster-dns.yaml",
+        "autoscaler.yaml",
+        "node-local/prefer-same-node.yaml",
+        "node-local/prefer-same-node-forward.yaml",
+    ] {
+        for d in crate::deploy::docs_of(file) {
+            let labels = &d["metadata"]["labels"];
+            assert_eq!(labels["app.kubernetes.io/instance"], "cluster-dns", "{file}");
+            assert_eq!(labels["app.kubernetes.io/version"], version, "{file}");
+            for helm in ["app.kubernetes.io/managed-by", "helm.sh/chart"] {
+                assert!(
+                    labels[helm].is_null(),
+                    "{file}: {} has {helm}",
+                    d["metadata"]["name"]
+                );
+                assert!(
+                    d["spec"]["template"]["metadata"]["labels"][helm].is_null(),
+                    "{file}: {}'s pods have {helm}",
+                    d["metadata"]["name"]
+                );
+            }
+        }
     }
 }

@@ -1,8 +1,21 @@
+{{/* Helm's standard labels, on every object and pod template (never in a selector: a
+Deployment's selector cannot change, so a label added there would fail the upgrade). render.py
+generate leaves managed-by and helm.sh/chart out of the plain manifests, which kubectl apply
+installs. */}}
+{{- define "cluster-dns.helmLabels" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{/* The labels of the cluster-dns objects but the Deployment (deployment.yaml says why):
 CoreDNS's k8s-app, so the kube-dns Service, the dashboards and kube-prometheus-stack's CoreDNS
-ServiceMonitor find the pods. */}}
+ServiceMonitor find the pods, and the standard ones. */}}
 {{- define "cluster-dns.labels" -}}
 k8s-app: kube-dns
+app.kubernetes.io/name: cluster-dns
+{{ include "cluster-dns.helmLabels" . }}
 {{- end }}
 
 {{/* The pod labels, which the Deployment, the PDB and the spread constraints select. */}}
@@ -11,8 +24,16 @@ k8s-app: kube-dns
 app.kubernetes.io/name: cluster-dns
 {{- end }}
 
+{{/* The autoscaler's pod selector. */}}
 {{- define "cluster-dns.autoscalerLabels" -}}
 k8s-app: cluster-dns-autoscaler
+{{- end }}
+
+{{/* The autoscaler's objects and pods. */}}
+{{- define "cluster-dns.autoscalerObjectLabels" -}}
+{{ include "cluster-dns.autoscalerLabels" . }}
+app.kubernetes.io/name: cluster-dns-autoscaler
+{{ include "cluster-dns.helmLabels" . }}
 {{- end }}
 
 {{/* True when an autoscaler owns the Deployment's replicas. Refuses both at once: they would
