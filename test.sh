@@ -41,6 +41,9 @@ command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
 command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v dnsperf >/dev/null 2>&1 || need_apt+=(dnsperf)
+# The chart's `helm test` pod runs busybox's sh and nslookup; tests/integration/chart.rs runs
+# its command with Debian's busybox.
+command -v busybox >/dev/null 2>&1 || need_apt+=(busybox)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "test.sh: installing ${need_apt[*]}" >&2
     SUDO=""

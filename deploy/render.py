@@ -4,11 +4,13 @@
     python3 deploy/render.py template [-f VALUES.yaml]... [--set KEY=VALUE]... [--namespace NS]
         [-s templates/FILE]...
     python3 deploy/render.py lint [-f VALUES.yaml]... [--set KEY=VALUE]...
+    python3 deploy/render.py notes [-f VALUES.yaml]... [--set KEY=VALUE]...
     python3 deploy/render.py generate [--out DIR]
 
 `template` prints what `helm template` prints: every rendered object as a YAML document headed
 `# Source: cluster-dns/templates/FILE`, in Helm's install order (`-s`: only those templates'
-objects, as `helm template --show-only`). `lint` is `helm lint --strict` and exits 1 on any
+objects, as `helm template --show-only`), hooks (the `helm test` pod) last. `notes` prints
+templates/NOTES.txt as `helm install` would. `lint` is `helm lint --strict` and exits 1 on any
 finding above info. `generate` writes deploy/cluster-dns.yaml and deploy/autoscaler.yaml: the
 chart's defaults in kube-system, the autoscaler's objects in the second file; and
 deploy/node-local/prefer-same-node.yaml and prefer-same-node-forward.yaml: the kube-dns Service
@@ -156,8 +158,23 @@ def documents(values, namespace=NAMESPACE):
                 raise SystemExit(f"{source}: a document without a kind:\n{text}")
             docs.append((source, kind.group(1), text.strip("\n") + "\n"))
     order = {k: i for i, k in enumerate(KIND_ORDER)}
-    docs.sort(key=lambda d: order.get(d[1], len(KIND_ORDER)))
+    # Hooks (the `helm test` pod) after everything, as `helm template` prints them.
+    docs.sort(key=lambda d: (is_hook(d), order.get(d[1], len(KIND_ORDER))))
     return docs
+
+
+def is_hook(doc):
+    return HOOK.search(doc[2]) is not None
+
+
+HOOK = re.compile(r"(?m)^[ \t]+helm\.sh/hook:")
+
+
+def notes(values, namespace=NAMESPACE):
+    """templates/NOTES.txt rendered, as `helm install` prints it."""
+    with helm.Chart.load(CHART) as chart:
+        rendered = chart.render(values, name=RELEASE, namespace=namespace, is_install=True)
+    return next(text for source, text in rendered.items() if source.endswith("/NOTES.txt"))
 
 
 def stream(docs):
@@ -170,7 +187,12 @@ HELM_ONLY_LABELS = re.compile(r"(?m)^[ \t]+(app\.kubernetes\.io/managed-by|helm\
 
 
 def plain(docs):
-    return [(source, kind, HELM_ONLY_LABELS.sub("", text)) for source, kind, text in docs]
+    """The objects kubectl apply installs: no hooks (kubectl runs none), no Helm-only labels."""
+    return [
+        (source, kind, HELM_ONLY_LABELS.sub("", text))
+        for source, kind, text in docs
+        if not is_hook((source, kind, text))
+    ]
 
 
 def generate(out_dir):
@@ -208,7 +230,7 @@ def lint(values):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("template", "lint"):
+    for name in ("template", "lint", "notes"):
         s = sub.add_parser(name)
         s.add_argument("-f", "--values", action="append", default=[], metavar="FILE")
         s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
@@ -224,6 +246,9 @@ def main():
     values = user_values(args.values, args.set)
     if args.cmd == "lint":
         return lint(values)
+    if args.cmd == "notes":
+        sys.stdout.write(notes(values, args.namespace))
+        return 0
     try:
         docs = documents(values, args.namespace)
         if args.show_only:

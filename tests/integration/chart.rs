@@ -15,7 +15,7 @@ use std::process::Command;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -184,6 +184,11 @@ pub(crate) fn validate(doc: &Value) -> String {
         "PodDisruptionBudget" => drop(typed::<PodDisruptionBudget>(doc)),
         "Service" => drop(typed::<Service>(doc)),
         "HorizontalPodAutoscaler" => drop(typed::<HorizontalPodAutoscaler>(doc)),
+        // Only the `helm test` hook.
+        "Pod" => {
+            assert_eq!(doc["metadata"]["annotations"]["helm.sh/hook"], "test");
+            drop(typed::<Pod>(doc))
+        }
         "ServiceMonitor" => {
             assert_eq!(doc["apiVersion"], "monitoring.coreos.com/v1");
             drop(typed::<ServiceMonitor>(doc))
@@ -807,4 +812,130 @@ fn every_object_carries_the_standard_labels_and_the_selectors_stay() {
             }
         }
     }
+}
+
+/// Runs the `helm test` pod's command of the chart rendered with `set` the way the pod would,
+/// with busybox's `sh` and `nslookup` (the pod's image is busybox), its nslookup pointed at
+/// `port` and `KUBERNETES_SERVICE_HOST` set to `api`: (exit status success, output).
+fn run_test_pod(set: &str, port: u16, api: &str) -> (bool, String) {
+    let docs = template(&["--set", set]);
+    let pod: Pod = typed(find(&docs, "Pod", "cluster-dns-test").unwrap());
+    let c = &pod.spec.unwrap().containers[0];
+    let command = c.command.clone().unwrap();
+    assert_eq!(command[..2], ["sh", "-c"]);
+    let dir = crate::support::temp_dir("chart-helm-test");
+    let shim = dir.join("nslookup");
+    std::fs::write(
+        &shim,
+        format!("#!/bin/sh\nexec busybox nslookup -port={port} \"$@\"\n"),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new("busybox")
+        .args(["sh", "-c", &command[2]])
+        .env(
+            "PATH",
+            format!("{}:{}", dir.display(), std::env::var("PATH").unwrap()),
+        )
+        .env("KUBERNETES_SERVICE_HOST", api)
+        .output()
+        .unwrap_or_else(|e| panic!("busybox: {e} (apt-get install busybox; test.sh does)"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Issue 45: `helm test` runs a hook pod (a small image, busybox) that asks the kube-dns IP for
+/// `kubernetes.default.svc.<domain>` and fails unless the answer is the API server's Service IP;
+/// its command, run here with busybox against a real server, passes on the right answer and
+/// fails on a wrong one or NXDOMAIN. The plain manifests have no such pod (kubectl runs no
+/// hooks). NOTES.txt says what was installed, how to check it with dig from a pod, and where the
+/// guide is.
+#[test]
+fn helm_test_resolves_kubernetes_default_and_the_notes_say_how_to_check() {
+    let docs = template(&[]);
+    let pod = find(&docs, "Pod", "cluster-dns-test").expect("the helm test pod");
+    assert_eq!(pod["metadata"]["annotations"]["helm.sh/hook"], "test");
+    let pod: Pod = typed(pod);
+    let spec = pod.spec.unwrap();
+    assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(spec.containers[0].image.as_deref(), Some("busybox:1.36"));
+    let script = &spec.containers[0].command.as_ref().unwrap()[2];
+    assert!(
+        script.contains("kubernetes.default.svc.cluster.local") && script.contains("10.96.0.10"),
+        "{script}"
+    );
+    for file in ["cluster-dns.yaml", "autoscaler.yaml"] {
+        assert!(
+            crate::deploy::docs_of(file).iter().all(|d| d["kind"] != "Pod"),
+            "{file} has the helm test pod"
+        );
+    }
+
+    // The pod's command against a server that knows kubernetes.default.svc.cluster.local.
+    let dir = crate::support::temp_dir("chart-helm-test-server");
+    let port = crate::upstream::free_port();
+    let corefile = dir.join("Corefile");
+    std::fs::write(
+        &corefile,
+        format!(
+            ".:{port} {{\n    bind 127.0.0.1\n    hosts {{\n        10.96.0.1 kubernetes.default.svc.cluster.local\n    }}\n}}\n"
+        ),
+    )
+    .unwrap();
+    let server = crate::cli::Server::start(&corefile);
+    let (ok, out) = run_test_pod("clusterIP=127.0.0.1", port, "10.96.0.1");
+    assert!(
+        ok && out.contains("OK: kubernetes.default.svc.cluster.local is 10.96.0.1"),
+        "{out}"
+    );
+    // Another answer than the API server's Service IP: fails.
+    let (ok, out) = run_test_pod("clusterIP=127.0.0.1", port, "10.96.0.2");
+    assert!(!ok && out.contains("FAIL"), "{out}");
+    // The name does not exist (another cluster domain): NXDOMAIN fails.
+    let (ok, out) = run_test_pod("clusterIP=127.0.0.1,clusterDomain=other.test", port, "10.96.0.1");
+    assert!(!ok && out.contains("NXDOMAIN") && out.contains("FAIL"), "{out}");
+    assert!(server.stop());
+    // No server at all: fails.
+    let (ok, out) = run_test_pod("clusterIP=127.0.0.1", port, "10.96.0.1");
+    assert!(!ok && out.contains("FAIL"), "{out}");
+
+    // NOTES.txt.
+    let notes = render_py(&["notes"]).unwrap();
+    for want in [
+        "Service kube-dns at 10.96.0.10",
+        "Deployment cluster-dns (replicas set by Deployment cluster-dns-autoscaler)",
+        "helm test cluster-dns -n kube-system",
+        "dig @10.96.0.10 kubernetes.default.svc.cluster.local",
+        "https://github.com/cluster-dns/cluster-dns/blob/main/deploy/README.md",
+    ] {
+        assert!(notes.contains(want), "NOTES.txt lacks {want:?}:\n{notes}");
+    }
+    let ci = root().join("deploy/chart/ci");
+    let notes = render_py(&["notes", "-f", ci.join("dual-stack-values.yaml").to_str().unwrap()]).unwrap();
+    assert!(
+        notes.contains("dig @10.100.0.10 kubernetes.default.svc.k8s.example.internal"),
+        "{notes}"
+    );
+    let notes = render_py(&[
+        "notes",
+        "-f",
+        ci.join("keep-service-values.yaml").to_str().unwrap(),
+    ])
+    .unwrap();
+    assert!(
+        notes.contains("no Service of its own") && !notes.contains("Service kube-dns at"),
+        "{notes}"
+    );
+    let notes = render_py(&[
+        "notes",
+        "-f",
+        ci.join("fixed-replicas-values.yaml").to_str().unwrap(),
+    ])
+    .unwrap();
+    assert!(notes.contains("Deployment cluster-dns (3 replicas)"), "{notes}");
 }
