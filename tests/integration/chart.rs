@@ -939,3 +939,37 @@ fn helm_test_resolves_kubernetes_default_and_the_notes_say_how_to_check() {
     .unwrap();
     assert!(notes.contains("Deployment cluster-dns (3 replicas)"), "{notes}");
 }
+
+/// Issue 45: `grafanaDashboard.enabled` ships deploy/monitoring's dashboard as a ConfigMap for
+/// Grafana's sidecar: its label (`grafana_dashboard: "1"`), the dashboard JSON as it is in
+/// deploy/monitoring (one copy, through the link in files/), any annotations, in the release's
+/// namespace unless told; and not at all by default.
+#[test]
+fn the_grafana_dashboard_configmap_is_deploy_monitorings() {
+    let docs = template(&[]);
+    assert!(find(&docs, "ConfigMap", "cluster-dns-dashboard").is_none());
+    let text = std::fs::read_to_string(root().join("deploy/monitoring/grafana-dashboard.json")).unwrap();
+    let want: Value = serde_json::from_str(&text).unwrap();
+    let ci = root().join("deploy/chart/ci/monitoring-values.yaml");
+    let docs = template(&["-f", ci.to_str().unwrap()]);
+    let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns-dashboard").unwrap());
+    let labels = cm.metadata.labels.unwrap();
+    assert_eq!(labels["grafana_dashboard"], "1");
+    assert_eq!(cm.metadata.annotations.unwrap()["grafana_folder"], "DNS");
+    assert_eq!(cm.metadata.namespace.as_deref(), Some("kube-system"));
+    let data = cm.data.unwrap();
+    assert_eq!(data.keys().collect::<Vec<_>>(), ["cluster-dns.json"]);
+    let have: Value = serde_json::from_str(&data["cluster-dns.json"]).unwrap();
+    assert_eq!(have, want, "the ConfigMap's dashboard is not deploy/monitoring's");
+    assert_eq!(data["cluster-dns.json"].trim_end(), text.trim_end());
+    // Grafana's namespace, and the sidecar's label of another install.
+    let docs = template(&[
+        "--set",
+        "grafanaDashboard.enabled=true,grafanaDashboard.namespace=monitoring",
+        "--set",
+        "grafanaDashboard.labels.dashboards=cluster",
+    ]);
+    let cm = find(&docs, "ConfigMap", "cluster-dns-dashboard").unwrap();
+    assert_eq!(cm["metadata"]["namespace"], "monitoring");
+    assert_eq!(cm["metadata"]["labels"]["dashboards"], "cluster");
+}
