@@ -6,8 +6,8 @@
 //! `cluster-dns --check` with its files where the pod mounts them, each variation does what it
 //! says, the values that would conflict, unknown keys (the CoreDNS chart's with their
 //! equivalent) and wrong types are refused, and deploy/cluster-dns.yaml,
-//! deploy/autoscaler.yaml and deploy/node-local/prefer-same-node*.yaml are byte for byte the
-//! chart's output.
+//! deploy/cluster-dns-corefile.yaml, deploy/autoscaler.yaml and
+//! deploy/node-local/prefer-same-node*.yaml are byte for byte the chart's output.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -289,6 +289,7 @@ fn the_defaults_are_the_plain_manifests_byte_for_byte() {
     render_py(&["generate", "--out", dir.to_str().unwrap()]).unwrap();
     for file in [
         "cluster-dns.yaml",
+        "cluster-dns-corefile.yaml",
         "autoscaler.yaml",
         "node-local/prefer-same-node.yaml",
         "node-local/prefer-same-node-forward.yaml",
@@ -790,6 +791,7 @@ fn every_object_carries_the_standard_labels_and_the_selectors_stay() {
     // (they are installed with kubectl apply).
     for file in [
         "cluster-dns.yaml",
+        "cluster-dns-corefile.yaml",
         "autoscaler.yaml",
         "node-local/prefer-same-node.yaml",
         "node-local/prefer-same-node-forward.yaml",

@@ -1,8 +1,9 @@
-//! `deploy/`: every manifest deserialises into its k8s-openapi type with no unknown field, the
+//! `deploy/`: every manifest (cluster-dns.yaml, and cluster-dns-corefile.yaml with the Corefile's
+//! ConfigMap) deserialises into its k8s-openapi type with no unknown field, the
 //! RBAC grants exactly list/watch on what the watches read, and the Deployment and Service keep
 //! CoreDNS's contract (labels, port names, probes, security settings, spread over zones and
 //! nodes), and the cluster-proportional-autoscaler in autoscaler.yaml scales that Deployment
-//! with the linear parameters and only the RBAC it needs. Both files are generated from
+//! with the linear parameters and only the RBAC it needs. These files are generated from
 //! deploy/chart (tests/integration/chart.rs checks that they are its output).
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -58,7 +59,7 @@ pub(crate) fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(doc: &Val
 #[test]
 fn manifests_are_valid_kubernetes_objects() {
     let mut kinds = Vec::new();
-    for doc in docs() {
+    for doc in docs().into_iter().chain(docs_of("cluster-dns-corefile.yaml")) {
         let kind = doc["kind"].as_str().unwrap().to_owned();
         match kind.as_str() {
             "ServiceAccount" => drop(typed::<ServiceAccount>(&doc)),
@@ -205,7 +206,9 @@ fn deployment_and_service_keep_the_coredns_contract() {
 
 #[test]
 fn the_configmap_holds_the_kubeadm_corefile_and_it_parses() {
-    let cm: ConfigMap = docs()
+    // In a file of its own, so re-applying cluster-dns.yaml leaves an edited Corefile alone.
+    assert!(!docs().iter().any(|d| d["kind"] == "ConfigMap"));
+    let cm: ConfigMap = docs_of("cluster-dns-corefile.yaml")
         .iter()
         .find(|d| d["kind"] == "ConfigMap")
         .map(typed)
