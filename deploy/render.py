@@ -74,7 +74,9 @@ HEADERS = {
 # in kube-system. Do not edit: change the chart (or install it with your values, see
 # deploy/chart/README.md). tests/integration/chart.rs fails when this file and the chart differ.
 #
-# The Corefile of cluster-dns (kubeadm's default) in ConfigMap cluster-dns, which the Deployment
+# The Corefile of cluster-dns (kubeadm's default with fairness, pods verified and topology: see
+# deploy/README.md, "Which Corefile"; corefile.kubeadm=true renders kubeadm's own) in ConfigMap
+# cluster-dns, which the Deployment
 # of cluster-dns.yaml mounts. Create it once, before that Deployment, and edit it in the cluster
 # from then on; the reload plugin applies an edit within about a minute:
 #   kubectl create -f deploy/cluster-dns-corefile.yaml

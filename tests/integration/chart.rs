@@ -301,8 +301,12 @@ fn the_defaults_are_the_plain_manifests_byte_for_byte() {
             "deploy/{file} is not the chart's output: run `python3 deploy/render.py generate`"
         );
     }
-    // The default Corefile is kubeadm's (config/Corefile).
+    // The default Corefile is the protected one; `corefile.kubeadm` is kubeadm's
+    // (config/Corefile) byte for byte.
     let docs = template(&[]);
+    let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns").unwrap());
+    assert_eq!(cm.data.unwrap()["Corefile"], protected_corefile("cluster.local"));
+    let docs = template(&["--set", "corefile.kubeadm=true"]);
     let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns").unwrap());
     assert_eq!(
         cm.data.unwrap()["Corefile"],
@@ -362,10 +366,7 @@ fn each_variation_does_what_it_documents() {
     assert_eq!(spec.traffic_distribution.as_deref(), Some("PreferClose"));
     let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns").unwrap());
     let corefile = cm.data.unwrap().remove("Corefile").unwrap();
-    assert_eq!(
-        corefile,
-        include_str!("../../config/Corefile").replace("cluster.local", "k8s.example.internal")
-    );
+    assert_eq!(corefile, protected_corefile("k8s.example.internal"));
 
     // monitoring: the job relabelled to coredns, the alerts of deploy/monitoring.
     let docs = template(&["-f", &ci("monitoring-values.yaml")]);
@@ -974,4 +975,83 @@ fn the_grafana_dashboard_configmap_is_deploy_monitorings() {
     let cm = find(&docs, "ConfigMap", "cluster-dns-dashboard").unwrap();
     assert_eq!(cm["metadata"]["namespace"], "monitoring");
     assert_eq!(cm["metadata"]["labels"]["dashboards"], "cluster");
+}
+
+/// The chart's default Corefile: kubeadm's (config/Corefile) with `domain`, plus `fairness`
+/// and, in the kubernetes block, `pods verified` (so fairness budgets pods per namespace) and
+/// `topology`.
+pub(crate) fn protected_corefile(domain: &str) -> String {
+    include_str!("../../config/Corefile")
+        .replace("cluster.local", domain)
+        .replace("    ready\n", "    ready\n    fairness\n")
+        .replace(
+            "       pods insecure\n",
+            "       pods verified\n       topology\n",
+        )
+}
+
+/// Issue 45, item 7: where the chart owns the Corefile it protects by default: `fairness`, with
+/// `pods verified` so its budgets are per namespace, and `topology`; `corefile.kubeadm: true`
+/// (ci/kubeadm-corefile-values.yaml) renders kubeadm's Corefile byte for byte, for every domain;
+/// `corefile.override` wins over both; both Corefiles pass `cluster-dns --check` (the
+/// variations' test runs it on every rendered one); the node agents keep kubeadm's (no Pods or
+/// Nodes watch on every node); and the ClusterRole grants what the protected one watches.
+#[test]
+fn the_default_corefile_is_protected_and_kubeadms_is_one_value_away() {
+    let protected = protected_corefile("cluster.local");
+    assert_ne!(protected, include_str!("../../config/Corefile"));
+    for line in ["    fairness\n", "       pods verified\n", "       topology\n"] {
+        assert!(protected.contains(line), "{line:?}");
+    }
+    let corefile = |args: &[&str]| {
+        let docs = template(args);
+        let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns").unwrap());
+        cm.data.unwrap().remove("Corefile").unwrap()
+    };
+    assert_eq!(corefile(&[]), protected);
+    let ci = root().join("deploy/chart/ci/kubeadm-corefile-values.yaml");
+    assert_eq!(
+        corefile(&["-f", ci.to_str().unwrap()]),
+        include_str!("../../config/Corefile")
+    );
+    assert_eq!(
+        corefile(&["--set", "corefile.kubeadm=true,clusterDomain=corp.internal"]),
+        include_str!("../../config/Corefile").replace("cluster.local", "corp.internal")
+    );
+    assert_eq!(
+        corefile(&[
+            "--set",
+            "corefile.kubeadm=true,corefile.override=.:53 {\n    whoami\n}"
+        ]),
+        ".:53 {\n    whoami\n}\n"
+    );
+    // The shipped Corefile is the protected one.
+    let cm: ConfigMap = typed(&crate::deploy::docs_of("cluster-dns-corefile.yaml")[0]);
+    assert_eq!(cm.data.unwrap()["Corefile"], protected);
+    // The node agents in watch mode run kubeadm's: pods verified and topology would put a Pods
+    // and a Nodes watch on every node.
+    let docs = template(&["--set", "nodeLocal.enabled=true"]);
+    let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns-node").unwrap());
+    assert_eq!(
+        cm.data.unwrap()["Corefile"],
+        include_str!("../../config/Corefile")
+    );
+    // What the protected Corefile watches (pods, nodes) is granted.
+    let docs = template(&[]);
+    let role: ClusterRole = typed(find(&docs, "ClusterRole", "system:cluster-dns").unwrap());
+    let granted = crate::deploy::rules(role.rules.unwrap());
+    for want in ["/pods list,watch", "/nodes list,watch"] {
+        assert!(granted.iter().any(|g| g == want), "{want}: {granted:?}");
+    }
+    // The guides say which to pick.
+    let guide = std::fs::read_to_string(root().join("deploy/README.md")).unwrap();
+    let chart = std::fs::read_to_string(root().join("deploy/chart/README.md")).unwrap();
+    assert!(
+        guide.contains("### Which Corefile"),
+        "deploy/README.md says which to pick"
+    );
+    assert!(
+        chart.contains("`corefile.kubeadm`"),
+        "the chart's table has corefile.kubeadm"
+    );
 }

@@ -205,7 +205,7 @@ fn deployment_and_service_keep_the_coredns_contract() {
 }
 
 #[test]
-fn the_configmap_holds_the_kubeadm_corefile_and_it_parses() {
+fn the_configmap_holds_the_protected_kubeadm_corefile_and_it_parses() {
     // In a file of its own, so re-applying cluster-dns.yaml leaves an edited Corefile alone.
     assert!(!docs().iter().any(|d| d["kind"] == "ConfigMap"));
     let cm: ConfigMap = docs_of("cluster-dns-corefile.yaml")
@@ -214,8 +214,9 @@ fn the_configmap_holds_the_kubeadm_corefile_and_it_parses() {
         .map(typed)
         .unwrap();
     let corefile = cm.data.unwrap().remove("Corefile").unwrap();
-    // The ConfigMap ships config/Corefile, kubeadm's default, unchanged.
-    assert_eq!(corefile, include_str!("../../config/Corefile"));
+    // The ConfigMap ships kubeadm's default (config/Corefile) with fairness, pods verified and
+    // topology (the chart's default; corefile.kubeadm=true renders config/Corefile itself).
+    assert_eq!(corefile, crate::chart::protected_corefile("cluster.local"));
     for line in [
         "kubernetes cluster.local in-addr.arpa ip6.arpa",
         "forward . /etc/resolv.conf",
@@ -226,7 +227,7 @@ fn the_configmap_holds_the_kubeadm_corefile_and_it_parses() {
     }
     let cf = cluster_dns::corefile::Corefile::parse_str(&corefile, std::path::Path::new("Corefile")).unwrap();
     assert_eq!(cf.blocks.len(), 1);
-    assert_eq!(cf.blocks[0].directives.len(), 10);
+    assert_eq!(cf.blocks[0].directives.len(), 11);
     // The binary accepts it as shipped: `cluster-dns --check` on the ConfigMap's text.
     let dir = crate::support::temp_dir("configmap");
     let path = dir.join("Corefile");

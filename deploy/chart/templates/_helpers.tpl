@@ -45,11 +45,24 @@ scale the same Deployment against each other. */}}
 {{- if or .Values.autoscaler.enabled .Values.hpa.enabled -}}true{{- end -}}
 {{- end }}
 
-{{/* The Corefile: corefile.override, or kubeadm's default with clusterDomain; then
+{{/* The Corefile of the central pods: corefile.override; or kubeadm's default
+(config/Corefile) with clusterDomain when corefile.kubeadm is true; or else kubeadm's with the
+protection (fairness, pods verified, topology: deploy/README.md, "Which Corefile"); then
 corefile.extraServerBlocks. */}}
 {{- define "cluster-dns.corefile" -}}
-{{- if .Values.corefile.override -}}
-{{ .Values.corefile.override | trimSuffix "\n" }}
+{{- include "cluster-dns.corefileText" (dict "root" . "protected" (not .Values.corefile.kubeadm)) -}}
+{{- end }}
+
+{{/* The node agents' Corefile in watch mode: the central one without the protection, whose
+Pods and Nodes watches every node would then open. */}}
+{{- define "cluster-dns.nodeCorefile" -}}
+{{- include "cluster-dns.corefileText" (dict "root" . "protected" false) -}}
+{{- end }}
+
+{{- define "cluster-dns.corefileText" -}}
+{{- $v := .root.Values -}}
+{{- if $v.corefile.override -}}
+{{ $v.corefile.override | trimSuffix "\n" }}
 {{- else -}}
 .:53 {
     errors
@@ -57,8 +70,16 @@ corefile.extraServerBlocks. */}}
        lameduck 5s
     }
     ready
-    kubernetes {{ .Values.clusterDomain }} in-addr.arpa ip6.arpa {
+    {{- if .protected }}
+    fairness
+    {{- end }}
+    kubernetes {{ $v.clusterDomain }} in-addr.arpa ip6.arpa {
+       {{- if .protected }}
+       pods verified
+       topology
+       {{- else }}
        pods insecure
+       {{- end }}
        fallthrough in-addr.arpa ip6.arpa
        ttl 30
     }
@@ -67,15 +88,15 @@ corefile.extraServerBlocks. */}}
        max_concurrent 1000
     }
     cache 30 {
-       disable success {{ .Values.clusterDomain }}
-       disable denial {{ .Values.clusterDomain }}
+       disable success {{ $v.clusterDomain }}
+       disable denial {{ $v.clusterDomain }}
     }
     loop
     reload
     loadbalance
 }
 {{- end }}
-{{- with .Values.corefile.extraServerBlocks }}
+{{- with $v.corefile.extraServerBlocks }}
 
 {{ . | trimSuffix "\n" }}
 {{- end }}
