@@ -47,6 +47,9 @@ command -v dnsperf >/dev/null 2>&1 || need_apt+=(dnsperf)
 [ -x /usr/sbin/knotd ] || need_apt+=(knot)
 [ -x /usr/sbin/nsd ] || need_apt+=(nsd)
 [ -x /usr/bin/dnsdist ] || need_apt+=(dnsdist)
+# The chart's `helm test` pod runs busybox's sh and nslookup; tests/integration/chart.rs runs
+# its command with Debian's busybox.
+command -v busybox >/dev/null 2>&1 || need_apt+=(busybox)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "test.sh: installing ${need_apt[*]}" >&2
     SUDO=""

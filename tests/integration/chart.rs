@@ -6,8 +6,8 @@
 //! `cluster-dns --check` with its files where the pod mounts them, each variation does what it
 //! says, the values that would conflict, unknown keys (the CoreDNS chart's with their
 //! equivalent) and wrong types are refused, and deploy/cluster-dns.yaml,
-//! deploy/autoscaler.yaml and deploy/node-local/prefer-same-node*.yaml are byte for byte the
-//! chart's output.
+//! deploy/cluster-dns-corefile.yaml, deploy/autoscaler.yaml and
+//! deploy/node-local/prefer-same-node*.yaml are byte for byte the chart's output.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use std::process::Command;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -184,6 +184,11 @@ pub(crate) fn validate(doc: &Value) -> String {
         "PodDisruptionBudget" => drop(typed::<PodDisruptionBudget>(doc)),
         "Service" => drop(typed::<Service>(doc)),
         "HorizontalPodAutoscaler" => drop(typed::<HorizontalPodAutoscaler>(doc)),
+        // Only the `helm test` hook.
+        "Pod" => {
+            assert_eq!(doc["metadata"]["annotations"]["helm.sh/hook"], "test");
+            drop(typed::<Pod>(doc))
+        }
         "ServiceMonitor" => {
             assert_eq!(doc["apiVersion"], "monitoring.coreos.com/v1");
             drop(typed::<ServiceMonitor>(doc))
@@ -284,6 +289,7 @@ fn the_defaults_are_the_plain_manifests_byte_for_byte() {
     render_py(&["generate", "--out", dir.to_str().unwrap()]).unwrap();
     for file in [
         "cluster-dns.yaml",
+        "cluster-dns-corefile.yaml",
         "autoscaler.yaml",
         "node-local/prefer-same-node.yaml",
         "node-local/prefer-same-node-forward.yaml",
@@ -295,8 +301,12 @@ fn the_defaults_are_the_plain_manifests_byte_for_byte() {
             "deploy/{file} is not the chart's output: run `python3 deploy/render.py generate`"
         );
     }
-    // The default Corefile is kubeadm's (config/Corefile).
+    // The default Corefile is the protected one; `corefile.kubeadm` is kubeadm's
+    // (config/Corefile) byte for byte.
     let docs = template(&[]);
+    let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns").unwrap());
+    assert_eq!(cm.data.unwrap()["Corefile"], protected_corefile("cluster.local"));
+    let docs = template(&["--set", "corefile.kubeadm=true"]);
     let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns").unwrap());
     assert_eq!(
         cm.data.unwrap()["Corefile"],
@@ -356,10 +366,7 @@ fn each_variation_does_what_it_documents() {
     assert_eq!(spec.traffic_distribution.as_deref(), Some("PreferClose"));
     let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns").unwrap());
     let corefile = cm.data.unwrap().remove("Corefile").unwrap();
-    assert_eq!(
-        corefile,
-        include_str!("../../config/Corefile").replace("cluster.local", "k8s.example.internal")
-    );
+    assert_eq!(corefile, protected_corefile("k8s.example.internal"));
 
     // monitoring: the job relabelled to coredns, the alerts of deploy/monitoring.
     let docs = template(&["-f", &ci("monitoring-values.yaml")]);
@@ -432,7 +439,10 @@ fn the_servicemonitor_is_deploy_monitorings() {
     let text = std::fs::read_to_string(root().join("deploy/monitoring/servicemonitor.yaml")).unwrap();
     let plain: Value = serde_saphyr::from_str(&text).unwrap();
     assert_eq!(sm["spec"], plain["spec"]);
-    assert_eq!(sm["metadata"]["labels"], plain["metadata"]["labels"]);
+    // The plain file's labels, beside the chart's standard ones.
+    for (k, v) in plain["metadata"]["labels"].as_object().unwrap() {
+        assert_eq!(&sm["metadata"]["labels"][k], v, "{k}");
+    }
 }
 
 #[test]
@@ -522,4 +532,526 @@ fn unknown_keys_and_wrong_types_are_refused_with_a_message() {
             assert!(err.contains(why), "{cmd} {args:?}: {err}");
         }
     }
+}
+
+/// Issue 45: the server pod's own knobs (`ci/pod-values.yaml`): extra volumes and mounts, env,
+/// flags, the log format, the probes' timing and the two securityContexts reach the pod, merged
+/// over the defaults (the config volume, POD_IP, `-conf`, the probes' paths and the rest of each
+/// securityContext stay); the defaults keep today's pod; and the values that would break the
+/// pod are refused.
+#[test]
+fn the_pod_values_reach_the_server_pod_over_the_defaults() {
+    let file = root().join("deploy/chart/ci/pod-values.yaml");
+    let docs = template(&["-f", file.to_str().unwrap()]);
+    let d: Deployment = typed(find(&docs, "Deployment", "cluster-dns").unwrap());
+    let pod = d.spec.unwrap().template.spec.unwrap();
+    let c = &pod.containers[0];
+    let volumes: Vec<&str> = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(volumes, ["config", "upstream-ca"]);
+    let mounts: Vec<(&str, &str)> = c
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|m| (m.name.as_str(), m.mount_path.as_str()))
+        .collect();
+    assert_eq!(
+        mounts,
+        [
+            ("config", "/etc/cluster-dns"),
+            ("upstream-ca", "/etc/upstream-ca")
+        ]
+    );
+    let env: Vec<&str> = c.env.as_ref().unwrap().iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(env, ["POD_IP", "RUST_LOG", "UPSTREAM", "NODE_NAME"]);
+    assert_eq!(
+        c.args.as_deref().unwrap(),
+        [
+            "-conf",
+            "/etc/cluster-dns/Corefile",
+            "--log-format",
+            "json",
+            "-quiet"
+        ]
+    );
+    let live = c.liveness_probe.as_ref().unwrap();
+    assert_eq!(
+        (
+            live.initial_delay_seconds,
+            live.period_seconds,
+            live.timeout_seconds,
+            live.failure_threshold
+        ),
+        (Some(30), Some(20), Some(10), Some(6))
+    );
+    assert_eq!(live.http_get.as_ref().unwrap().path.as_deref(), Some("/health"));
+    let ready = c.readiness_probe.as_ref().unwrap();
+    // Only what the values name changes; the rest keeps the chart's defaults.
+    assert_eq!(
+        (
+            ready.initial_delay_seconds,
+            ready.period_seconds,
+            ready.timeout_seconds,
+            ready.failure_threshold
+        ),
+        (Some(0), Some(5), Some(1), Some(2))
+    );
+    let psc = pod.security_context.unwrap();
+    assert_eq!((psc.run_as_user, psc.run_as_group), (Some(10001), Some(10001)));
+    assert_eq!(psc.run_as_non_root, Some(true));
+    assert_eq!(
+        psc.sysctls.unwrap()[0].name,
+        "net.ipv4.ip_unprivileged_port_start"
+    );
+    let sc = c.security_context.as_ref().unwrap();
+    assert_eq!(sc.seccomp_profile.as_ref().unwrap().type_, "Localhost");
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    assert_eq!(
+        sc.capabilities.as_ref().unwrap().add.as_deref(),
+        Some(&["NET_BIND_SERVICE".to_owned()][..])
+    );
+
+    // The defaults: no --log-format (text), the probes as before.
+    let docs = template(&[]);
+    let d: Deployment = typed(find(&docs, "Deployment", "cluster-dns").unwrap());
+    let c = d.spec.unwrap().template.spec.unwrap().containers.remove(0);
+    assert_eq!(c.args.unwrap(), ["-conf", "/etc/cluster-dns/Corefile"]);
+    let live = c.liveness_probe.unwrap();
+    assert_eq!(
+        (
+            live.initial_delay_seconds,
+            live.timeout_seconds,
+            live.failure_threshold
+        ),
+        (Some(10), Some(5), Some(5))
+    );
+    let ready = c.readiness_probe.unwrap();
+    assert_eq!(
+        (
+            ready.period_seconds,
+            ready.timeout_seconds,
+            ready.failure_threshold
+        ),
+        (Some(2), Some(1), Some(3))
+    );
+
+    for (args, why) in [
+        (
+            vec!["--set", "logFormat=xml"],
+            "'/logFormat': value must be one of 'text', 'coredns', 'json'",
+        ),
+        (
+            vec!["--set", "env[0].name=RUST_LOG,env[0].value=debug"],
+            "env: RUST_LOG is set by the chart: use logLevel",
+        ),
+        (
+            vec!["--set", "env[0].name=POD_IP,env[0].value=1.2.3.4"],
+            "env: POD_IP is set by the chart",
+        ),
+        (
+            vec![
+                "--set",
+                "extraVolumes[0].name=config,extraVolumes[0].emptyDir.medium=Memory",
+            ],
+            "extraVolumes: the name config is the Corefile's volume",
+        ),
+        (
+            vec!["--set", "extraArgs[0]=-conf,extraArgs[1]=/x"],
+            "extraArgs: -conf is set by the chart",
+        ),
+        (
+            vec!["--set", "livenessProbe.enabled=false"],
+            "'/livenessProbe/enabled': value must be 'a CoreDNS chart value, refused: the probes are always on",
+        ),
+        (
+            vec!["--set", "readinessProbe.timeoutSeconds=0"],
+            "'/readinessProbe/timeoutSeconds': minimum",
+        ),
+    ] {
+        let mut all = vec!["template"];
+        all.extend_from_slice(&args);
+        let err = render_py(&all).expect_err(&format!("{args:?}"));
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+}
+
+/// The selector of each workload and Service the chart renders, as the first release set them:
+/// a Deployment's or DaemonSet's selector is immutable, so a label added there would make
+/// `helm upgrade` fail on an existing install.
+type Selector = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+);
+const SELECTORS: [Selector; 6] = [
+    (
+        "Deployment",
+        "cluster-dns",
+        &[("app.kubernetes.io/name", "cluster-dns"), ("k8s-app", "kube-dns")],
+    ),
+    (
+        "PodDisruptionBudget",
+        "cluster-dns",
+        &[("app.kubernetes.io/name", "cluster-dns"), ("k8s-app", "kube-dns")],
+    ),
+    (
+        "Deployment",
+        "cluster-dns-autoscaler",
+        &[("k8s-app", "cluster-dns-autoscaler")],
+    ),
+    (
+        "DaemonSet",
+        "cluster-dns-node",
+        &[
+            ("app.kubernetes.io/name", "cluster-dns-node"),
+            ("k8s-app", "kube-dns"),
+        ],
+    ),
+    ("Service", "kube-dns", &[("k8s-app", "kube-dns")]),
+    (
+        "Service",
+        "kube-dns-upstream",
+        &[("app.kubernetes.io/name", "cluster-dns"), ("k8s-app", "kube-dns")],
+    ),
+];
+
+/// Issue 45: every object the chart renders (and every pod template) carries the standard
+/// labels (`app.kubernetes.io/name`, `instance`, `version`, `managed-by`, `helm.sh/chart`),
+/// whatever the values; the selectors stay as they were; and the plain manifests, which
+/// `kubectl apply` installs, do not claim Helm manages them.
+#[test]
+fn every_object_carries_the_standard_labels_and_the_selectors_stay() {
+    let chart: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(root().join("deploy/chart/Chart.yaml")).unwrap())
+            .unwrap();
+    let version = chart["appVersion"].as_str().unwrap();
+    let chart_label = format!("cluster-dns-{}", chart["version"].as_str().unwrap());
+    let mut all = variations();
+    for set in [
+        "nodeLocal.enabled=true",
+        "serviceMonitor.enabled=true,prometheusRule.enabled=true",
+    ] {
+        all.push((set.to_owned(), vec!["--set".to_owned(), set.to_owned()]));
+    }
+    let mut seen = Vec::new();
+    for (name, args) in all {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let docs = template(&args);
+        for d in &docs {
+            let what = format!("{name}: {} {}", d["kind"], d["metadata"]["name"]);
+            let mut labelled = vec![(what.clone(), &d["metadata"]["labels"])];
+            if d["spec"]["template"]["metadata"].is_object() {
+                labelled.push((
+                    format!("{what}'s pods"),
+                    &d["spec"]["template"]["metadata"]["labels"],
+                ));
+            }
+            for (what, labels) in labelled {
+                assert!(
+                    labels["app.kubernetes.io/name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("cluster-dns")),
+                    "{what}: {labels}"
+                );
+                assert_eq!(labels["app.kubernetes.io/instance"], "cluster-dns", "{what}");
+                assert_eq!(labels["app.kubernetes.io/version"], version, "{what}");
+                assert_eq!(labels["app.kubernetes.io/managed-by"], "Helm", "{what}");
+                assert_eq!(labels["helm.sh/chart"], chart_label.as_str(), "{what}");
+            }
+            for (kind, object, want) in SELECTORS {
+                if d["kind"] != kind || d["metadata"]["name"] != object {
+                    continue;
+                }
+                let selector = if kind == "Service" {
+                    &d["spec"]["selector"]
+                } else {
+                    &d["spec"]["selector"]["matchLabels"]
+                };
+                let want: serde_json::Map<String, Value> =
+                    want.iter().map(|(k, v)| ((*k).to_owned(), (*v).into())).collect();
+                assert_eq!(selector, &Value::Object(want), "{name}: {kind} {object}");
+                seen.push(format!("{kind} {object}"));
+            }
+        }
+    }
+    for (kind, object, _) in SELECTORS {
+        assert!(
+            seen.contains(&format!("{kind} {object}")),
+            "no variation renders {kind} {object}"
+        );
+    }
+
+    // The plain manifests: the same objects, without the two labels that say Helm manages them
+    // (they are installed with kubectl apply).
+    for file in [
+        "cluster-dns.yaml",
+        "cluster-dns-corefile.yaml",
+        "autoscaler.yaml",
+        "node-local/prefer-same-node.yaml",
+        "node-local/prefer-same-node-forward.yaml",
+    ] {
+        for d in crate::deploy::docs_of(file) {
+            let labels = &d["metadata"]["labels"];
+            assert_eq!(labels["app.kubernetes.io/instance"], "cluster-dns", "{file}");
+            assert_eq!(labels["app.kubernetes.io/version"], version, "{file}");
+            for helm in ["app.kubernetes.io/managed-by", "helm.sh/chart"] {
+                assert!(
+                    labels[helm].is_null(),
+                    "{file}: {} has {helm}",
+                    d["metadata"]["name"]
+                );
+                assert!(
+                    d["spec"]["template"]["metadata"]["labels"][helm].is_null(),
+                    "{file}: {}'s pods have {helm}",
+                    d["metadata"]["name"]
+                );
+            }
+        }
+    }
+}
+
+/// Runs the `helm test` pod's command of the chart rendered with `set` the way the pod would,
+/// with busybox's `sh` and `nslookup` (the pod's image is busybox), its nslookup pointed at
+/// `port` and `KUBERNETES_SERVICE_HOST` set to `api`: (exit status success, output).
+fn run_test_pod(set: &str, port: u16, api: &str) -> (bool, String) {
+    let docs = template(&["--set", set]);
+    let pod: Pod = typed(find(&docs, "Pod", "cluster-dns-test").unwrap());
+    let c = &pod.spec.unwrap().containers[0];
+    let command = c.command.clone().unwrap();
+    assert_eq!(command[..2], ["sh", "-c"]);
+    let dir = crate::support::temp_dir("chart-helm-test");
+    let shim = dir.join("nslookup");
+    std::fs::write(
+        &shim,
+        format!("#!/bin/sh\nexec busybox nslookup -port={port} \"$@\"\n"),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new("busybox")
+        .args(["sh", "-c", &command[2]])
+        .env(
+            "PATH",
+            format!("{}:{}", dir.display(), std::env::var("PATH").unwrap()),
+        )
+        .env("KUBERNETES_SERVICE_HOST", api)
+        .output()
+        .unwrap_or_else(|e| panic!("busybox: {e} (apt-get install busybox; test.sh does)"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Issue 45: `helm test` runs a hook pod (a small image, busybox) that asks the kube-dns IP for
+/// `kubernetes.default.svc.<domain>` and fails unless the answer is the API server's Service IP;
+/// its command, run here with busybox against a real server, passes on the right answer and
+/// fails on a wrong one or NXDOMAIN. The plain manifests have no such pod (kubectl runs no
+/// hooks). NOTES.txt says what was installed, how to check it with dig from a pod, and where the
+/// guide is.
+#[test]
+fn helm_test_resolves_kubernetes_default_and_the_notes_say_how_to_check() {
+    let docs = template(&[]);
+    let pod = find(&docs, "Pod", "cluster-dns-test").expect("the helm test pod");
+    assert_eq!(pod["metadata"]["annotations"]["helm.sh/hook"], "test");
+    let pod: Pod = typed(pod);
+    let spec = pod.spec.unwrap();
+    assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(spec.containers[0].image.as_deref(), Some("busybox:1.36"));
+    let script = &spec.containers[0].command.as_ref().unwrap()[2];
+    assert!(
+        script.contains("kubernetes.default.svc.cluster.local") && script.contains("10.96.0.10"),
+        "{script}"
+    );
+    for file in ["cluster-dns.yaml", "autoscaler.yaml"] {
+        assert!(
+            crate::deploy::docs_of(file).iter().all(|d| d["kind"] != "Pod"),
+            "{file} has the helm test pod"
+        );
+    }
+
+    // The pod's command against a server that knows kubernetes.default.svc.cluster.local.
+    let dir = crate::support::temp_dir("chart-helm-test-server");
+    let port = crate::upstream::free_port();
+    let corefile = dir.join("Corefile");
+    std::fs::write(
+        &corefile,
+        format!(
+            ".:{port} {{\n    bind 127.0.0.1\n    hosts {{\n        10.96.0.1 kubernetes.default.svc.cluster.local\n    }}\n}}\n"
+        ),
+    )
+    .unwrap();
+    let server = crate::cli::Server::start(&corefile);
+    let (ok, out) = run_test_pod("clusterIP=127.0.0.1", port, "10.96.0.1");
+    assert!(
+        ok && out.contains("OK: kubernetes.default.svc.cluster.local is 10.96.0.1"),
+        "{out}"
+    );
+    // Another answer than the API server's Service IP: fails.
+    let (ok, out) = run_test_pod("clusterIP=127.0.0.1", port, "10.96.0.2");
+    assert!(!ok && out.contains("FAIL"), "{out}");
+    // The name does not exist (another cluster domain): NXDOMAIN fails.
+    let (ok, out) = run_test_pod("clusterIP=127.0.0.1,clusterDomain=other.test", port, "10.96.0.1");
+    assert!(!ok && out.contains("NXDOMAIN") && out.contains("FAIL"), "{out}");
+    assert!(server.stop());
+    // No server at all: fails.
+    let (ok, out) = run_test_pod("clusterIP=127.0.0.1", port, "10.96.0.1");
+    assert!(!ok && out.contains("FAIL"), "{out}");
+
+    // NOTES.txt.
+    let notes = render_py(&["notes"]).unwrap();
+    for want in [
+        "Service kube-dns at 10.96.0.10",
+        "Deployment cluster-dns (replicas set by Deployment cluster-dns-autoscaler)",
+        "helm test cluster-dns -n kube-system",
+        "dig @10.96.0.10 kubernetes.default.svc.cluster.local",
+        "https://github.com/cluster-dns/cluster-dns/blob/main/deploy/README.md",
+    ] {
+        assert!(notes.contains(want), "NOTES.txt lacks {want:?}:\n{notes}");
+    }
+    let ci = root().join("deploy/chart/ci");
+    let notes = render_py(&["notes", "-f", ci.join("dual-stack-values.yaml").to_str().unwrap()]).unwrap();
+    assert!(
+        notes.contains("dig @10.100.0.10 kubernetes.default.svc.k8s.example.internal"),
+        "{notes}"
+    );
+    let notes = render_py(&[
+        "notes",
+        "-f",
+        ci.join("keep-service-values.yaml").to_str().unwrap(),
+    ])
+    .unwrap();
+    assert!(
+        notes.contains("no Service of its own") && !notes.contains("Service kube-dns at"),
+        "{notes}"
+    );
+    let notes = render_py(&[
+        "notes",
+        "-f",
+        ci.join("fixed-replicas-values.yaml").to_str().unwrap(),
+    ])
+    .unwrap();
+    assert!(notes.contains("Deployment cluster-dns (3 replicas)"), "{notes}");
+}
+
+/// Issue 45: `grafanaDashboard.enabled` ships deploy/monitoring's dashboard as a ConfigMap for
+/// Grafana's sidecar: its label (`grafana_dashboard: "1"`), the dashboard JSON as it is in
+/// deploy/monitoring (one copy, through the link in files/), any annotations, in the release's
+/// namespace unless told; and not at all by default.
+#[test]
+fn the_grafana_dashboard_configmap_is_deploy_monitorings() {
+    let docs = template(&[]);
+    assert!(find(&docs, "ConfigMap", "cluster-dns-dashboard").is_none());
+    let text = std::fs::read_to_string(root().join("deploy/monitoring/grafana-dashboard.json")).unwrap();
+    let want: Value = serde_json::from_str(&text).unwrap();
+    let ci = root().join("deploy/chart/ci/monitoring-values.yaml");
+    let docs = template(&["-f", ci.to_str().unwrap()]);
+    let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns-dashboard").unwrap());
+    let labels = cm.metadata.labels.unwrap();
+    assert_eq!(labels["grafana_dashboard"], "1");
+    assert_eq!(cm.metadata.annotations.unwrap()["grafana_folder"], "DNS");
+    assert_eq!(cm.metadata.namespace.as_deref(), Some("kube-system"));
+    let data = cm.data.unwrap();
+    assert_eq!(data.keys().collect::<Vec<_>>(), ["cluster-dns.json"]);
+    let have: Value = serde_json::from_str(&data["cluster-dns.json"]).unwrap();
+    assert_eq!(have, want, "the ConfigMap's dashboard is not deploy/monitoring's");
+    assert_eq!(data["cluster-dns.json"].trim_end(), text.trim_end());
+    // Grafana's namespace, and the sidecar's label of another install.
+    let docs = template(&[
+        "--set",
+        "grafanaDashboard.enabled=true,grafanaDashboard.namespace=monitoring",
+        "--set",
+        "grafanaDashboard.labels.dashboards=cluster",
+    ]);
+    let cm = find(&docs, "ConfigMap", "cluster-dns-dashboard").unwrap();
+    assert_eq!(cm["metadata"]["namespace"], "monitoring");
+    assert_eq!(cm["metadata"]["labels"]["dashboards"], "cluster");
+}
+
+/// The chart's default Corefile: kubeadm's (config/Corefile) with `domain`, plus `fairness`
+/// and, in the kubernetes block, `pods verified` (so fairness budgets pods per namespace) and
+/// `topology`.
+pub(crate) fn protected_corefile(domain: &str) -> String {
+    include_str!("../../config/Corefile")
+        .replace("cluster.local", domain)
+        .replace("    ready\n", "    ready\n    fairness\n")
+        .replace(
+            "       pods insecure\n",
+            "       pods verified\n       topology\n",
+        )
+}
+
+/// Issue 45, item 7: where the chart owns the Corefile it protects by default: `fairness`, with
+/// `pods verified` so its budgets are per namespace, and `topology`; `corefile.kubeadm: true`
+/// (ci/kubeadm-corefile-values.yaml) renders kubeadm's Corefile byte for byte, for every domain;
+/// `corefile.override` wins over both; both Corefiles pass `cluster-dns --check` (the
+/// variations' test runs it on every rendered one); the node agents keep kubeadm's (no Pods or
+/// Nodes watch on every node); and the ClusterRole grants what the protected one watches.
+#[test]
+fn the_default_corefile_is_protected_and_kubeadms_is_one_value_away() {
+    let protected = protected_corefile("cluster.local");
+    assert_ne!(protected, include_str!("../../config/Corefile"));
+    for line in ["    fairness\n", "       pods verified\n", "       topology\n"] {
+        assert!(protected.contains(line), "{line:?}");
+    }
+    let corefile = |args: &[&str]| {
+        let docs = template(args);
+        let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns").unwrap());
+        cm.data.unwrap().remove("Corefile").unwrap()
+    };
+    assert_eq!(corefile(&[]), protected);
+    let ci = root().join("deploy/chart/ci/kubeadm-corefile-values.yaml");
+    assert_eq!(
+        corefile(&["-f", ci.to_str().unwrap()]),
+        include_str!("../../config/Corefile")
+    );
+    assert_eq!(
+        corefile(&["--set", "corefile.kubeadm=true,clusterDomain=corp.internal"]),
+        include_str!("../../config/Corefile").replace("cluster.local", "corp.internal")
+    );
+    assert_eq!(
+        corefile(&[
+            "--set",
+            "corefile.kubeadm=true,corefile.override=.:53 {\n    whoami\n}"
+        ]),
+        ".:53 {\n    whoami\n}\n"
+    );
+    // The shipped Corefile is the protected one.
+    let cm: ConfigMap = typed(&crate::deploy::docs_of("cluster-dns-corefile.yaml")[0]);
+    assert_eq!(cm.data.unwrap()["Corefile"], protected);
+    // The node agents in watch mode run kubeadm's: pods verified and topology would put a Pods
+    // and a Nodes watch on every node.
+    let docs = template(&["--set", "nodeLocal.enabled=true"]);
+    let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns-node").unwrap());
+    assert_eq!(
+        cm.data.unwrap()["Corefile"],
+        include_str!("../../config/Corefile")
+    );
+    // What the protected Corefile watches (pods, nodes) is granted.
+    let docs = template(&[]);
+    let role: ClusterRole = typed(find(&docs, "ClusterRole", "system:cluster-dns").unwrap());
+    let granted = crate::deploy::rules(role.rules.unwrap());
+    for want in ["/pods list,watch", "/nodes list,watch"] {
+        assert!(granted.iter().any(|g| g == want), "{want}: {granted:?}");
+    }
+    // The guides say which to pick.
+    let guide = std::fs::read_to_string(root().join("deploy/README.md")).unwrap();
+    let chart = std::fs::read_to_string(root().join("deploy/chart/README.md")).unwrap();
+    assert!(
+        guide.contains("### Which Corefile"),
+        "deploy/README.md says which to pick"
+    );
+    assert!(
+        chart.contains("`corefile.kubeadm`"),
+        "the chart's table has corefile.kubeadm"
+    );
 }

@@ -1,8 +1,9 @@
-//! `deploy/`: every manifest deserialises into its k8s-openapi type with no unknown field, the
+//! `deploy/`: every manifest (cluster-dns.yaml, and cluster-dns-corefile.yaml with the Corefile's
+//! ConfigMap) deserialises into its k8s-openapi type with no unknown field, the
 //! RBAC grants exactly list/watch on what the watches read, and the Deployment and Service keep
 //! CoreDNS's contract (labels, port names, probes, security settings, spread over zones and
 //! nodes), and the cluster-proportional-autoscaler in autoscaler.yaml scales that Deployment
-//! with the linear parameters and only the RBAC it needs. Both files are generated from
+//! with the linear parameters and only the RBAC it needs. These files are generated from
 //! deploy/chart (tests/integration/chart.rs checks that they are its output).
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -58,7 +59,7 @@ pub(crate) fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(doc: &Val
 #[test]
 fn manifests_are_valid_kubernetes_objects() {
     let mut kinds = Vec::new();
-    for doc in docs() {
+    for doc in docs().into_iter().chain(docs_of("cluster-dns-corefile.yaml")) {
         let kind = doc["kind"].as_str().unwrap().to_owned();
         match kind.as_str() {
             "ServiceAccount" => drop(typed::<ServiceAccount>(&doc)),
@@ -156,6 +157,13 @@ fn deployment_and_service_keep_the_coredns_contract() {
     let ready = c.readiness_probe.as_ref().unwrap().http_get.as_ref().unwrap();
     assert_eq!(live.path.as_deref(), Some("/health"));
     assert_eq!(ready.path.as_deref(), Some("/ready"));
+    // kubeadm's names for the probe ports, and the probes name them.
+    assert_eq!(live.port, IntOrString::String("liveness-probe".to_owned()));
+    assert_eq!(ready.port, IntOrString::String("readiness-probe".to_owned()));
+    assert_eq!(
+        probe_ports(c),
+        [("liveness-probe", 8080), ("readiness-probe", 8181)]
+    );
     let sc = c.security_context.as_ref().unwrap();
     assert_eq!(sc.read_only_root_filesystem, Some(true));
     assert_eq!(sc.allow_privilege_escalation, Some(false));
@@ -197,15 +205,18 @@ fn deployment_and_service_keep_the_coredns_contract() {
 }
 
 #[test]
-fn the_configmap_holds_the_kubeadm_corefile_and_it_parses() {
-    let cm: ConfigMap = docs()
+fn the_configmap_holds_the_protected_kubeadm_corefile_and_it_parses() {
+    // In a file of its own, so re-applying cluster-dns.yaml leaves an edited Corefile alone.
+    assert!(!docs().iter().any(|d| d["kind"] == "ConfigMap"));
+    let cm: ConfigMap = docs_of("cluster-dns-corefile.yaml")
         .iter()
         .find(|d| d["kind"] == "ConfigMap")
         .map(typed)
         .unwrap();
     let corefile = cm.data.unwrap().remove("Corefile").unwrap();
-    // The ConfigMap ships config/Corefile, kubeadm's default, unchanged.
-    assert_eq!(corefile, include_str!("../../config/Corefile"));
+    // The ConfigMap ships kubeadm's default (config/Corefile) with fairness, pods verified and
+    // topology (the chart's default; corefile.kubeadm=true renders config/Corefile itself).
+    assert_eq!(corefile, crate::chart::protected_corefile("cluster.local"));
     for line in [
         "kubernetes cluster.local in-addr.arpa ip6.arpa",
         "forward . /etc/resolv.conf",
@@ -216,13 +227,40 @@ fn the_configmap_holds_the_kubeadm_corefile_and_it_parses() {
     }
     let cf = cluster_dns::corefile::Corefile::parse_str(&corefile, std::path::Path::new("Corefile")).unwrap();
     assert_eq!(cf.blocks.len(), 1);
-    assert_eq!(cf.blocks[0].directives.len(), 10);
+    assert_eq!(cf.blocks[0].directives.len(), 11);
     // The binary accepts it as shipped: `cluster-dns --check` on the ConfigMap's text.
     let dir = crate::support::temp_dir("configmap");
     let path = dir.join("Corefile");
     std::fs::write(&path, &corefile).unwrap();
     let stdout = check_binary(&path, "the ConfigMap's Corefile");
     assert!(stdout.contains("OK (1 server block(s))"));
+}
+
+/// The container ports named as kubeadm names CoreDNS's probe ports: (name, port) of each
+/// TCP port whose name ends in `-probe`.
+pub(crate) fn probe_ports(c: &k8s_openapi::api::core::v1::Container) -> Vec<(&str, i32)> {
+    c.ports
+        .iter()
+        .flatten()
+        .filter(|p| p.protocol.as_deref() == Some("TCP"))
+        .filter_map(|p| Some((p.name.as_deref()?, p.container_port)))
+        .filter(|(n, _)| n.ends_with("-probe"))
+        .collect()
+}
+
+/// The port number an HTTP probe reaches: its port, or the container port of that name.
+pub(crate) fn probe_port(c: &k8s_openapi::api::core::v1::Container, port: &IntOrString) -> i32 {
+    match port {
+        IntOrString::Int(n) => *n,
+        IntOrString::String(name) => {
+            c.ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref() == Some(name.as_str()))
+                .unwrap_or_else(|| panic!("no container port {name}"))
+                .container_port
+        }
+    }
 }
 
 /// `cluster-dns --check -conf PATH`: its stdout, or the test fails with its stderr.

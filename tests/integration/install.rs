@@ -303,3 +303,117 @@ fn kubeadm_finds_one_dns_deployment_coredns() {
         }
     }
 }
+
+/// Every `kubectl VERB ... -f deploy/FILE ...` command of the guides (deploy/README.md, the
+/// chart's and node-local's READMEs, the plain manifests' headers): (verb, the files it names).
+fn guide_file_commands() -> Vec<(String, String, Vec<String>)> {
+    let mut out = Vec::new();
+    for doc in [
+        "deploy/README.md",
+        "deploy/chart/README.md",
+        "deploy/node-local/README.md",
+        "deploy/cluster-dns.yaml",
+        "deploy/cluster-dns-corefile.yaml",
+        "deploy/autoscaler.yaml",
+    ] {
+        let text = std::fs::read_to_string(root().join(doc)).unwrap();
+        for line in text.lines() {
+            let Some(at) = line.find("kubectl ") else {
+                continue;
+            };
+            let command = line[at..].split('`').next().unwrap();
+            let words = shell_words(command.split('#').next().unwrap());
+            let files: Vec<String> = words
+                .windows(2)
+                .filter(|w| w[0] == "-f")
+                .filter_map(|w| w[1].strip_prefix("deploy/").map(str::to_owned))
+                .collect();
+            let Some(verb) = words
+                .iter()
+                .skip(1)
+                .find(|w| ["apply", "create", "delete", "diff", "replace"].contains(&w.as_str()))
+            else {
+                continue;
+            };
+            if !files.is_empty() {
+                out.push((doc.to_owned(), verb.clone(), files));
+            }
+        }
+    }
+    out
+}
+
+/// Issue 45, item 6: an upgrade on the plain-manifest path keeps a customised Corefile, as
+/// kubeadm's does. `kubectl apply` of a file holding the `cluster-dns` ConfigMap would put the
+/// shipped Corefile back over an edited one (its three-way merge takes the file's Corefile
+/// whenever it differs from the last applied one, and the guide's own carry-over applies yours),
+/// so the ConfigMap ships alone in cluster-dns-corefile.yaml, which the guides only ever
+/// `kubectl create` (it fails on an existing ConfigMap and changes nothing), and every file the
+/// guides `kubectl apply` leaves it out; the Deployment mounts exactly that ConfigMap.
+#[test]
+fn reapplying_the_plain_manifests_leaves_an_edited_corefile_alone() {
+    let corefile = docs_of("cluster-dns-corefile.yaml");
+    assert_eq!(
+        corefile.len(),
+        1,
+        "cluster-dns-corefile.yaml holds the ConfigMap alone"
+    );
+    assert_eq!(
+        (
+            corefile[0]["kind"].as_str(),
+            corefile[0]["metadata"]["name"].as_str()
+        ),
+        (Some("ConfigMap"), Some("cluster-dns"))
+    );
+    let docs = docs_of("cluster-dns.yaml");
+    let d: Deployment = typed(find(&docs, "Deployment", "cluster-dns"));
+    let pod = d.spec.unwrap().template.spec.unwrap();
+    let mounted: Vec<String> = pod
+        .volumes
+        .unwrap()
+        .into_iter()
+        .filter_map(|v| v.config_map.map(|c| c.name))
+        .collect();
+    assert_eq!(
+        mounted,
+        ["cluster-dns"],
+        "the Deployment mounts the Corefile's ConfigMap"
+    );
+
+    let commands = guide_file_commands();
+    let mut created = false;
+    let mut applied = false;
+    for (doc, verb, files) in &commands {
+        if verb == "apply" {
+            for file in files {
+                assert!(
+                    !docs_of(file)
+                        .iter()
+                        .any(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "cluster-dns"),
+                    "{doc}: `kubectl apply -f deploy/{file}` resets an edited Corefile"
+                );
+            }
+            applied |= files.iter().any(|f| f == "cluster-dns.yaml");
+        }
+        if files.iter().any(|f| f == "cluster-dns-corefile.yaml") {
+            assert!(
+                ["create", "diff"].contains(&verb.as_str()),
+                "{doc}: `kubectl {verb}` of cluster-dns-corefile.yaml"
+            );
+            created |= verb == "create";
+        }
+    }
+    assert!(
+        created && applied,
+        "the guide creates cluster-dns-corefile.yaml and applies cluster-dns.yaml: {commands:?}"
+    );
+    // The guide says why, and how to see what a new default Corefile would change.
+    let text = readme();
+    for want in [
+        "kubectl create -f deploy/cluster-dns-corefile.yaml",
+        "kubectl diff -f deploy/cluster-dns-corefile.yaml",
+        "resets an edited Corefile",
+    ] {
+        assert!(text.contains(want), "deploy/README.md does not say `{want}`");
+    }
+}

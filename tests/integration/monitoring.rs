@@ -92,7 +92,8 @@ fn every_alert_links_its_section_of_the_runbook() {
             alerts.push(alert);
         }
     }
-    assert_eq!(alerts.len(), 15, "{alerts:?}");
+    // 15 alerts, two of them (the SERVFAIL shares) at two severities.
+    assert_eq!(alerts.len(), 17, "{alerts:?}");
     // And no section is left for an alert that is gone.
     for h in headings {
         assert!(alerts.contains(&h), "runbook.md has a section for no alert: {h}");
@@ -156,6 +157,65 @@ fn promtool_checks_the_rules_and_every_alert_fires_in_a_rule_test() {
             };
             assert!(of(true), "{name} never fires in tests/rules-test.yaml");
             assert!(of(false), "{name} is never shown silent in tests/rules-test.yaml");
+        }
+    }
+}
+
+/// Issue 45: the SERVFAIL shares warn before they page, as the CoreDNS mixin's alerts do: each
+/// of CoreDNSErrorsHigh and CoreDNSForwardErrorsHigh is a warning over 1% and critical over 3%
+/// (both for 10 minutes), in the plain rules file and so in the PrometheusRule; the rule tests
+/// show 2% firing the warning alone and 10% firing both.
+#[test]
+fn servfail_alerts_warn_over_one_percent_and_page_over_three() {
+    let rules = yaml("prometheus-rules.yaml");
+    let op = yaml("prometheusrule.yaml");
+    assert_eq!(op["spec"]["groups"], rules["groups"]);
+    let all: Vec<&Value> = rules["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .collect();
+    let tests = yaml("tests/rules-test.yaml");
+    let cases: Vec<&Value> = tests["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["alert_rule_test"].as_array().unwrap())
+        .collect();
+    for name in ["CoreDNSErrorsHigh", "CoreDNSForwardErrorsHigh"] {
+        let mut levels: Vec<(&str, &str)> = all
+            .iter()
+            .filter(|r| r["alert"] == name)
+            .map(|r| {
+                assert_eq!(r["for"], "10m", "{name}");
+                let expr = r["expr"].as_str().unwrap().trim_end();
+                let threshold = expr.rsplit_once("> ").unwrap().1;
+                (r["labels"]["severity"].as_str().unwrap(), threshold)
+            })
+            .collect();
+        levels.sort_unstable();
+        assert_eq!(levels, [("critical", "0.03"), ("warning", "0.01")], "{name}");
+        let severities = |c: &&Value| -> Vec<String> {
+            let mut s: Vec<String> = c["exp_alerts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a["exp_labels"]["severity"].as_str().unwrap().to_owned())
+                .collect();
+            s.sort();
+            s
+        };
+        let shown: Vec<Vec<String>> = cases
+            .iter()
+            .filter(|c| c["alertname"] == name)
+            .map(severities)
+            .collect();
+        for want in [vec!["warning"], vec!["critical", "warning"]] {
+            assert!(
+                shown.iter().any(|s| s == &want),
+                "{name}: no rule test where exactly {want:?} fire: {shown:?}"
+            );
         }
     }
 }

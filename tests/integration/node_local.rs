@@ -15,7 +15,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
-use crate::deploy::{check_binary_with_env, docs_of, rules, typed};
+use crate::deploy::{check_binary_with_env, docs_of, probe_port, probe_ports, rules, typed};
 
 const FILES: [&str; 3] = [
     "node-local/node-cache.yaml",
@@ -130,10 +130,29 @@ fn every_daemonset_runs_the_cluster_dns_image_with_probes_and_resources() {
         assert_eq!(c.image.as_deref(), Some(want.as_str()), "{file}");
         let live = c.liveness_probe.as_ref().unwrap().http_get.as_ref().unwrap();
         assert_eq!(
-            (live.path.as_deref(), &live.port),
-            (Some("/health"), &IntOrString::Int(8080)),
+            (live.path.as_deref(), probe_port(c, &live.port)),
+            (Some("/health"), 8080),
             "{file}"
         );
+        // The chart's agents name the probe ports as kubeadm does, as the central pods do.
+        if file != "node-local/node-cache.yaml" {
+            let ready = c.readiness_probe.as_ref().unwrap().http_get.as_ref().unwrap();
+            assert_eq!(
+                live.port,
+                IntOrString::String("liveness-probe".to_owned()),
+                "{file}"
+            );
+            assert_eq!(
+                ready.port,
+                IntOrString::String("readiness-probe".to_owned()),
+                "{file}"
+            );
+            assert_eq!(
+                probe_ports(c),
+                [("liveness-probe", 8080), ("readiness-probe", 8181)],
+                "{file}"
+            );
+        }
         let res = c.resources.as_ref().unwrap();
         for key in ["cpu", "memory"] {
             assert!(res.requests.as_ref().unwrap().contains_key(key), "{file}: {key}");
