@@ -115,6 +115,26 @@ fn dockerfile_ships_the_benchmarked_glibc_release_build_on_distroless_cc() {
     assert!(arg.is_some() && arg < build, "{text}");
     let script = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/build.rs")).unwrap();
     assert!(script.contains("std::env::var(\"CLUSTER_DNS_REVISION\")"));
+    // The license Cargo.toml names ships as LICENSE, in the tree and in the image, and the
+    // image says so in the OCI annotation keys, with its version and revision (issue 45).
+    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).unwrap();
+    assert!(manifest.contains("license = \"Apache-2.0\""));
+    let license = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/LICENSE")).unwrap();
+    assert!(license.contains("Apache License") && license.contains("Version 2.0, January 2004"));
+    assert!(lines.contains(&"COPY LICENSE /LICENSE"), "{text}");
+    let version = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap();
+    for label in [
+        "org.opencontainers.image.title=\"cluster-dns\"".to_owned(),
+        format!("org.opencontainers.image.version=\"{version}\""),
+        "org.opencontainers.image.revision=\"${CLUSTER_DNS_REVISION}\"".to_owned(),
+        "org.opencontainers.image.licenses=\"Apache-2.0\"".to_owned(),
+    ] {
+        assert!(text.contains(&label), "no {label} in:\n{text}");
+    }
 }
 
 /// The debug binary of this test run has the same NEEDED set and glibc symbol versions as the
