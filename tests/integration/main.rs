@@ -19,6 +19,7 @@ mod corefiles;
 mod deploy;
 mod dns64;
 mod dnstap;
+mod docs;
 mod doq;
 mod dot;
 mod drain;
