@@ -55,6 +55,7 @@ mod proxyproto;
 mod rewrite;
 mod root;
 mod rrl;
+mod runtime_metrics;
 mod serve_stale;
 mod serve_tls;
 mod shed;
