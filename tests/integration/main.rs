@@ -7,6 +7,7 @@ mod acl;
 mod any;
 mod autopath;
 mod bufsize;
+mod build_script;
 mod cancel;
 mod chaos;
 mod chart;
