@@ -369,7 +369,7 @@ impl Forward {
     }
 
     /// Forwards `q`, or waits for an identical question already in flight and takes its reply
-    /// ([`super::flight`]); see [`Forward::serve_alone`]. `_ticket` (from [`Forward::admit`])
+    /// ([`super::flight`]); see `Forward::serve_alone`. `_ticket` (from [`Forward::admit`])
     /// is held until the reply, or until the client goes away and this future is dropped.
     pub async fn serve_admitted(&self, q: &Question, _ticket: Option<crate::chain::UpstreamTicket>) -> Reply {
         let cfg = &self.inner.config;
