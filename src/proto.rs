@@ -78,7 +78,7 @@ pub struct EdnsOpt {
 pub const HOP_BY_HOP_OPTIONS: [u16; 3] = [10, 11, 12];
 
 /// The labels and values the plugins publish about one query when its block has `metadata`
-/// (`kubernetes/client-namespace`, `forward/upstream`), read by `log` and `view`. Shared by
+/// (`kubernetes/client-namespace`, `forward/upstream`), read by `log`, `view` and `dnstap`. Shared by
 /// the question's copies (a rewritten question, autopath's tries), so a value a plugin sets
 /// deep in the chain is seen by the observers. At most [`QueryMetadata::MAX_LABELS`] labels.
 #[derive(Debug, Clone, Default)]

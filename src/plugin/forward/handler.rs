@@ -566,7 +566,15 @@ impl Forward {
         }
         if let Some(taps) = self.inner.taps.get() {
             let over_tcp = tcp || !up.link.is_plain();
-            super::dnstap::report(taps, up.addr, &sent, over_tcp, asked, result.as_ref().ok());
+            super::dnstap::report(
+                taps,
+                q.metadata.as_ref(),
+                up.addr,
+                &sent,
+                over_tcp,
+                asked,
+                result.as_ref().ok(),
+            );
         }
         result
     }
