@@ -6,6 +6,7 @@
 //! (`env`, `git` or `none`, for the test that compares the label with git), and
 //! `CLUSTER_DNS_RUSTC_VERSION` (`rustc 1.N.P`, which `-version` prints).
 
+use std::path::PathBuf;
 use std::process::Command;
 
 fn git(args: &[&str]) -> Option<String> {
@@ -14,22 +15,45 @@ fn git(args: &[&str]) -> Option<String> {
     (out.status.success() && !text.is_empty()).then_some(text)
 }
 
+/// What moves when a commit is made or another one checked out: HEAD, the branch it names,
+/// and packed-refs, each only if it exists. Cargo reruns a build script on every build when a
+/// path it watches does not exist, and a clone that never packed its refs has no packed-refs,
+/// so watching it would relink the binary each time. A branch that lives only in packed-refs
+/// gets its loose file on the next commit: then the nearest existing folder above it is
+/// watched (cargo notices a file created in it). In a worktree `.git` is a file: git says
+/// where each lives.
+fn watched_git_paths() -> Vec<PathBuf> {
+    let mut refs = vec!["HEAD".to_owned(), "packed-refs".to_owned()];
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        refs.push(branch);
+    }
+    let mut paths = Vec::new();
+    for r in &refs {
+        let Some(path) = git(&["rev-parse", "--git-path", r]).map(PathBuf::from) else {
+            continue;
+        };
+        if path.exists() {
+            paths.push(path);
+        } else if r.starts_with("refs/") {
+            // The branch's folder (`refs/heads`, or deeper for `a/b` names) that exists.
+            if let Some(dir) = path.ancestors().skip(1).find(|d| d.is_dir()) {
+                paths.push(dir.to_owned());
+            }
+        }
+        // No packed-refs: nothing to watch; refs moving into one delete their loose files,
+        // which are watched.
+    }
+    paths
+}
+
 fn main() {
     println!("cargo:rerun-if-env-changed=CLUSTER_DNS_REVISION");
     let (revision, from) = match std::env::var("CLUSTER_DNS_REVISION") {
         Ok(r) => (r, "env"),
         Err(_) => match git(&["rev-parse", "--short=12", "HEAD"]) {
             Some(r) => {
-                // A new commit or a checkout moves HEAD or the branch it names. In a worktree
-                // `.git` is a file: ask git where HEAD, the branch and packed-refs live.
-                let mut paths = vec!["HEAD".to_owned(), "packed-refs".to_owned()];
-                if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-                    paths.push(branch);
-                }
-                for p in paths {
-                    if let Some(path) = git(&["rev-parse", "--git-path", &p]) {
-                        println!("cargo:rerun-if-changed={path}");
-                    }
+                for path in watched_git_paths() {
+                    println!("cargo:rerun-if-changed={}", path.display());
                 }
                 (r, "git")
             }

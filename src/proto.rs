@@ -78,7 +78,7 @@ pub struct EdnsOpt {
 pub const HOP_BY_HOP_OPTIONS: [u16; 3] = [10, 11, 12];
 
 /// The labels and values the plugins publish about one query when its block has `metadata`
-/// (`kubernetes/client-namespace`, `forward/upstream`), read by `log` and `view`. Shared by
+/// (`kubernetes/client-namespace`, `forward/upstream`), read by `log`, `view` and `dnstap`. Shared by
 /// the question's copies (a rewritten question, autopath's tries), so a value a plugin sets
 /// deep in the chain is seen by the observers. At most [`QueryMetadata::MAX_LABELS`] labels.
 #[derive(Debug, Clone, Default)]
@@ -265,7 +265,7 @@ impl Reply {
 /// of reading each owner's labels again (hickory-proto's label iterator, about 450
 /// instructions a record for a cluster name). Only [`Records::with_owner`] sets the mark,
 /// building the records itself; any mutable access (`DerefMut`: a push, a rewrite of a name,
-/// `iter_mut`) forgets it, so no plugin can change an owner under it. [`Records::shuffle`]
+/// `iter_mut`) forgets it, so no plugin can change an owner under it. [`Records::permute`]
 /// keeps it, since reordering records of one owner keeps them of one owner.
 #[derive(Debug, Clone, Default, Eq)]
 pub struct Records {
@@ -432,7 +432,7 @@ impl FlagEdit {
 /// Something answers are made from that counts its changes (the cluster zone): a response made
 /// while it read `g` is current while it still reads `g`.
 ///
-/// Finer, for answers that depend on one part of the data only (a [scope](service_scope)): such
+/// Finer, for answers that depend on one part of the data only (a scope: the cluster's `service_scope`): such
 /// an answer is current while [`ChangeCounter::structure_generation`] and
 /// [`ChangeCounter::scope_generation`] of its scope are unchanged. Every change moves
 /// [`ChangeCounter::generation`] first, then the finer counters it touches, so a response whose

@@ -144,7 +144,7 @@ impl Running {
     }
 
     /// SIGTERM: `/ready` turns 503 at once; DNS keeps answering while clients can still be sent
-    /// here (see [`drain`]), never longer than the lameduck duration; then every listener stops.
+    /// here (see `drain`), never longer than the lameduck duration; then every listener stops.
     pub async fn shutdown(self) -> Result<(), ServerError> {
         self.inner.shared.readiness.set_shutting_down();
         let watches: Vec<EndpointWatch> = self

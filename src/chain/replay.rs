@@ -34,13 +34,13 @@ pub enum Replay {
     Never,
     /// Yes, as it is.
     Same,
-    /// Yes, and the plugin is told ([`Plugin::replayed`]) so it counts the question as it
+    /// Yes, and the plugin is told ([`Plugin::replayed`](crate::chain::Plugin::replayed)) so it counts the question as it
     /// would have (the cache's pass-through counters).
     Counted,
     /// Yes, with its address records in a fresh random order each time (`loadbalance`).
     Reordered,
     /// Yes, when the plugin wrote the reply from a store of its own and said how long it holds
-    /// ([`Next::held_until`]): until then, with its TTLs counted down as they age, and the
+    /// ([`Next::held_until`](crate::chain::Next::held_until)): until then, with its TTLs counted down as they age, and the
     /// plugin is told of each replay (the cache's hits). Otherwise, never.
     Timed,
 }
@@ -75,7 +75,7 @@ pub struct ZoneMark {
     pub value: u64,
 }
 
-/// A replay a plugin is told of ([`Plugin::replayed`]).
+/// A replay a plugin is told of ([`Plugin::replayed`](crate::chain::Plugin::replayed)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Replayed {
     /// The reply was one the plugin wrote from its store ([`Replay::Timed`]); otherwise the
@@ -120,7 +120,7 @@ impl Scope {
 pub struct ReplayPlan {
     /// Its address records are reordered on each replay.
     pub reordered: bool,
-    /// Bit `i`: plugin `i` is told of each replay ([`Chain::replayed`]).
+    /// Bit `i`: plugin `i` is told of each replay ([`Chain::replayed`](crate::chain::Chain::replayed)).
     pub counted: u32,
     /// What of the zones the reply is made from: `Some(key)` for one scope, `None` for any
     /// (or none) of it.

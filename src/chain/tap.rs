@@ -8,6 +8,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::proto::QueryMetadata;
+
 /// The kinds of dnstap message cluster-dns sends (dnstap.proto's `Message.Type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TapKind {
@@ -41,6 +43,9 @@ pub struct TapMessage<'a> {
     pub query_message: Option<&'a [u8]>,
     /// The response's wire form (only sent by taps that want messages: `full`).
     pub response_message: Option<&'a [u8]>,
+    /// What the plugins published about the question (in a block with `metadata`), for
+    /// `extra`'s `{/LABEL}` placeholders.
+    pub metadata: Option<&'a QueryMetadata>,
 }
 
 /// Where dnstap messages go: one `dnstap` directive's output. It never blocks the caller.

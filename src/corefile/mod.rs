@@ -9,7 +9,7 @@
 //! ([`parse_zone_key`]), zone names ([`normalize_zone`]) and Go-style durations
 //! ([`parse_duration`]).
 //!
-//! Layout: `syntax` holds the tree (tokens, directives, blocks) and its errors, [`lexer`]
+//! Layout: `syntax` holds the tree (tokens, directives, blocks) and its errors, `lexer`
 //! splits text into tokens, `parser` builds a [`Corefile`] of server blocks and resolves
 //! snippets and imports, `zone` reads keys and zone names, `duration` reads durations.
 

@@ -141,7 +141,7 @@ impl Directive {
 /// A server block: its keys (`.:53`, `cluster.local:53`) and its directives, in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerBlock {
-    /// The keys as written (commas removed); see [`parse_zone_key`].
+    /// The keys as written (commas removed); see [`parse_zone_key`](crate::corefile::parse_zone_key).
     pub keys: Vec<Token>,
     /// The directives, snippets and imports spliced in.
     pub directives: Vec<Directive>,
@@ -221,7 +221,7 @@ pub enum CorefileError {
         /// The chain of imports, outermost first.
         chain: String,
     },
-    /// Imports nested deeper than [`MAX_IMPORT_DEPTH`], or expanding to too much text.
+    /// Imports nested deeper than [`MAX_IMPORT_DEPTH`](crate::corefile::MAX_IMPORT_DEPTH), or expanding to too much text.
     #[error("{loc}: import: {message}")]
     ImportLimit {
         /// The `import` line.

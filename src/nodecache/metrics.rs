@@ -35,7 +35,7 @@ impl SetupErrors {
         Self(vec)
     }
 
-    /// Counts one error of `errortype` (one of [`ERROR_TYPES`]).
+    /// Counts one error of `errortype` (one of `ERROR_TYPES`).
     pub fn inc(&self, errortype: &'static str) {
         debug_assert!(ERROR_TYPES.contains(&errortype));
         self.0.with_label_values(&[errortype]).inc();

@@ -5,7 +5,7 @@
 //! reserved, whole records are dropped from the end, answer and authority overflow sets TC (and
 //! drops every later section), and additional records that do not fit are dropped without TC
 //! (RFC 2181 §9: glue is optional). The OPT goes last, into its reserved space. Records are
-//! written straight into the output with name compression ([`super::compress`]); a record
+//! written straight into the output with name compression (`compress`); a record
 //! that does not fit is taken back with the names it recorded, so what is sent is exactly the
 //! records that fitted.
 

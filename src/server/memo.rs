@@ -1,6 +1,10 @@
-//! The answer memo: the wire-format responses the `kubernetes` plugin gave to UDP queries, kept
-//! by the exact request bytes (all but the ID) and sent again while the cluster zones are
-//! unchanged. It is PowerDNS's packet cache, for the cluster zone only.
+//! The answer memo: the wire-format responses to UDP queries whose every visited plugin
+//! declared them replayable, kept by the exact request bytes (all but the ID) and sent again
+//! while what they were made from is unchanged. That is the cluster zone's answers
+//! (`kubernetes`, `k8s_external`) while the zones are unchanged, the fixed answers of `any`,
+//! `chaos`, `local`, `dns64` and `template`, and the `cache`'s hits until their entry expires
+//! ([`crate::chain::Replay::Timed`]); never a forwarded, `hosts`, `file` or `rewrite` answer,
+//! nor one decided for the client. It is PowerDNS's packet cache.
 //!
 //! Why it is exact: a memoized response is a function of the request bytes and the cluster
 //! zones alone. The server keeps a response only when every plugin the question visited

@@ -72,7 +72,7 @@ pub struct UdpLimits {
 ///
 /// Invariant: `waiting` counts the socket's answer tasks not yet finished. Only its worker
 /// thread adds to it (before spawning a task, after reading it below `depth`); each task takes
-/// its one away when it ends, whatever way it ends ([`Waiting`]'s drop). So it never exceeds
+/// its one away when it ends, whatever way it ends (`Waiting`'s drop). So it never exceeds
 /// `depth`.
 #[derive(Debug, Clone)]
 pub struct Shed {
@@ -176,7 +176,7 @@ pub fn leave_group(sock: &UdpSocket) -> io::Result<()> {
 pub struct Stop(Arc<AtomicBool>);
 
 impl Stop {
-    /// Asks every worker sharing this flag to stop (each does within [`STOP_POLL`]).
+    /// Asks every worker sharing this flag to stop (each does within `STOP_POLL`).
     pub fn stop(&self) {
         self.0.store(true, Ordering::Release);
     }

@@ -12,6 +12,7 @@ pub mod memo;
 pub mod process;
 pub mod proxy;
 pub mod quic;
+pub mod runtime;
 pub mod shed;
 pub mod shutdown;
 pub mod tcp;

@@ -432,6 +432,71 @@ async fn the_real_dnstap_tool_reads_both_outputs() {
     let _ = tcp_tool.wait();
 }
 
+/// `extra` with CoreDNS metadata placeholders (issue 44): each message carries the values the
+/// plugins published for its own question. The real `dnstap` tool reads the server's output
+/// on a unix socket and relays it (`-U`) to a reader here, which decodes `extra` (the tool's
+/// YAML and JSON leave that field out). A forwarded name's messages name the upstream; a name
+/// `whoami` answers has none, so `-`, as CoreDNS writes; other placeholders are sent as
+/// written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extra_placeholders_are_filled_per_message() {
+    let dir = support::temp_dir("dnstap-extra");
+    let sock = dir.join("extra.sock");
+    let relay = dir.join("relay.sock");
+    let (mut rx, reader) = unix_receiver(&relay, false);
+    let mut tool = std::process::Command::new("dnstap")
+        .args(["-u", sock.to_str().unwrap(), "-U", relay.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the dnstap tool (apt-get install golang-github-dnstap-golang-dnstap-cli)");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !sock.exists() {
+        assert!(Instant::now() < deadline, "the dnstap tool did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let upstream = Scripted::start().await;
+    let corefile = format!(
+        ".:0 {{\n bind 127.0.0.1\n metadata\n dnstap {} {{\n  extra \"upstream: {{/forward/upstream}} {{type}}\"\n }}\n forward example.com {}\n whoami\n}}\n",
+        sock.display(),
+        upstream.addr
+    );
+    let running = support::start(&corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let out = tokio::task::spawn_blocking(move || {
+        let forwarded = support::dig(addr, &["+short", "www.example.com", "A"]);
+        let local = support::dig(addr, &["whoami.test", "A"]);
+        (forwarded, local)
+    })
+    .await
+    .unwrap();
+    assert!(out.0.contains("192.0.2."), "{out:?}");
+    let filled = format!("upstream: {} {{type}}", upstream.addr).into_bytes();
+    let empty = b"upstream: - {type}".to_vec();
+    // 2 client messages per question, 2 forwarder messages for the forwarded one.
+    let taps = collect(&mut rx, |got| got.len() >= 6).await;
+    assert_eq!(taps.len(), 6, "{taps:#?}");
+    let extra = |t: &Tap| String::from_utf8_lossy(t.extra.as_deref().unwrap_or_default()).into_owned();
+    // FORWARDER_QUERY (7) and FORWARDER_RESPONSE (8) name the upstream.
+    let forwarder: Vec<_> = taps.iter().filter(|t| [7, 8].contains(&t.mtype())).collect();
+    assert_eq!(forwarder.len(), 2, "{taps:#?}");
+    for t in &forwarder {
+        assert_eq!(t.extra.as_deref(), Some(filled.as_slice()), "{}", extra(t));
+    }
+    // Of the client messages, the forwarded question's two name it, the other's two have `-`.
+    let client: Vec<_> = taps
+        .iter()
+        .filter(|t| [5, 6].contains(&t.mtype()))
+        .map(extra)
+        .collect();
+    let with = |want: &[u8]| client.iter().filter(|e| e.as_bytes() == want).count();
+    assert_eq!((with(&filled), with(&empty)), (2, 2), "{client:?}");
+    drop(running);
+    let _ = tool.kill();
+    let _ = tool.wait();
+    reader.abort();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receiver_that_stops_reading_slows_no_answer_and_drops_are_counted() {
     let dir = support::temp_dir("dnstap-stall");

@@ -5,6 +5,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::extra::Extra;
 use crate::chain::{TapKind, TapMessage};
 
 /// Wire type 0: varint.
@@ -24,8 +25,8 @@ pub struct Header {
     pub identity: Vec<u8>,
     /// `version`.
     pub version: Vec<u8>,
-    /// `extra`, when configured.
-    pub extra: Option<Vec<u8>>,
+    /// `extra`, when configured: its `{/LABEL}` placeholders are filled per message.
+    pub extra: Option<Extra>,
 }
 
 fn varint(out: &mut Vec<u8>, mut v: u64) {
@@ -132,7 +133,7 @@ pub fn dnstap(header: &Header, m: &TapMessage<'_>, full: bool) -> Vec<u8> {
     bytes(&mut out, 1, &header.identity);
     bytes(&mut out, 2, &header.version);
     if let Some(extra) = &header.extra {
-        bytes(&mut out, 3, extra);
+        bytes(&mut out, 3, &extra.render(m.metadata));
     }
     bytes(&mut out, 14, &msg);
     uint(&mut out, 15, DNSTAP_MESSAGE);
@@ -155,6 +156,7 @@ mod tests {
             response_time: None,
             query_message: Some(b"\x01\x02"),
             response_message: None,
+            metadata: None,
         };
         let header = Header {
             identity: b"h".to_vec(),

@@ -72,6 +72,7 @@ impl Observer for Tapper {
             response_time: None,
             query_message: Some(x.request_wire),
             response_message: None,
+            metadata: x.metadata,
         };
         self.tap(&query);
         self.tap(&TapMessage {

@@ -11,6 +11,7 @@
 
 pub mod counters;
 pub mod encode;
+pub mod extra;
 pub mod fstrm;
 pub mod handler;
 pub mod listen;

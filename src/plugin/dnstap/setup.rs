@@ -17,6 +17,7 @@ use crate::chain::{
 use crate::corefile::{CorefileError, Directive, Token};
 
 use super::encode::Header;
+use super::extra::Extra;
 use super::handler::Tapper;
 use super::listen::Listen;
 use super::output::{Endpoint, Output};
@@ -48,7 +49,8 @@ pub struct DnstapConfig {
     pub identity: Option<String>,
     /// `version`.
     pub version: String,
-    /// `extra`, sent as written, and where it is written.
+    /// `extra` (its `{/LABEL}` metadata placeholders filled per message), and where it is
+    /// written.
     pub extra: Option<Token>,
 }
 
@@ -256,24 +258,33 @@ impl Configured for DnstapBlock {
                     .unwrap_or_else(|| ctx.hostname.to_owned())
                     .into_bytes(),
                 version: config.version.clone().into_bytes(),
-                extra: config.extra.as_ref().map(|e| e.text.clone().into_bytes()),
+                extra: config.extra.as_ref().map(|e| Extra::parse(&e.text)),
             });
         }
         Built::Observer(Arc::new(Tappers(tappers)))
     }
 
-    fn warnings(&self, _block: &[(&'static str, Arc<dyn Configured>)]) -> Vec<CorefileError> {
-        self.taps
-            .iter()
-            .filter_map(|c| c.extra.as_ref())
-            .filter(|e| e.text.contains('{'))
-            .map(|e| {
-                e.error(format!(
-                    "dnstap: extra '{}' is sent as written: cluster-dns does not replace metadata placeholders",
+    /// `extra` placeholders that will not be filled: `{/LABEL}` in a block without
+    /// `metadata` (always `-`), and the other `{...}` (sent as written).
+    fn warnings(&self, block: &[(&'static str, Arc<dyn Configured>)]) -> Vec<CorefileError> {
+        let has_metadata = block.iter().any(|(name, _)| *name == "metadata");
+        let mut out = Vec::new();
+        for e in self.taps.iter().filter_map(|c| c.extra.as_ref()) {
+            let extra = Extra::parse(&e.text);
+            if extra.has_labels() && !has_metadata {
+                out.push(e.error(format!(
+                    "dnstap: extra '{}': the block has no 'metadata', so its {{/LABEL}} placeholders are sent as '-'",
                     e.text
-                ))
-            })
-            .collect()
+                )));
+            }
+            if extra.has_other_placeholders() {
+                out.push(e.error(format!(
+                    "dnstap: extra '{}': only {{/LABEL}} metadata placeholders are replaced; the other {{...}} are sent as written",
+                    e.text
+                )));
+            }
+        }
+        out
     }
 }
 

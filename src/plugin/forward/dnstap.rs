@@ -13,11 +13,14 @@ use hickory_proto::serialize::binary::BinEncodable;
 
 use super::exchange::Outgoing;
 use crate::chain::{Tap, TapKind, TapMessage};
+use crate::proto::QueryMetadata;
 
 /// Reports the exchange of `sent` with `upstream` (over TCP or TLS when `tcp`), asked at
-/// `asked`, to `taps`; `reply` is the upstream's answer, if one came.
+/// `asked`, to `taps`; `reply` is the upstream's answer, if one came; `metadata` is what the
+/// plugins published about the question (`extra`'s placeholders read it).
 pub fn report(
     taps: &[Arc<dyn Tap>],
+    metadata: Option<&QueryMetadata>,
     upstream: SocketAddr,
     sent: &Outgoing<'_>,
     tcp: bool,
@@ -40,6 +43,7 @@ pub fn report(
             response_time: None,
             query_message: full.then_some(sent.wire.as_slice()),
             response_message: None,
+            metadata,
         };
         tap.tap(&query);
         if reply.is_some() {

@@ -369,7 +369,7 @@ impl Forward {
     }
 
     /// Forwards `q`, or waits for an identical question already in flight and takes its reply
-    /// ([`super::flight`]); see [`Forward::serve_alone`]. `_ticket` (from [`Forward::admit`])
+    /// ([`super::flight`]); see `Forward::serve_alone`. `_ticket` (from [`Forward::admit`])
     /// is held until the reply, or until the client goes away and this future is dropped.
     pub async fn serve_admitted(&self, q: &Question, _ticket: Option<crate::chain::UpstreamTicket>) -> Reply {
         let cfg = &self.inner.config;
@@ -566,7 +566,15 @@ impl Forward {
         }
         if let Some(taps) = self.inner.taps.get() {
             let over_tcp = tcp || !up.link.is_plain();
-            super::dnstap::report(taps, up.addr, &sent, over_tcp, asked, result.as_ref().ok());
+            super::dnstap::report(
+                taps,
+                q.metadata.as_ref(),
+                up.addr,
+                &sent,
+                over_tcp,
+                asked,
+                result.as_ref().ok(),
+            );
         }
         result
     }

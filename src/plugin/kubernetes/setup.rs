@@ -1,7 +1,7 @@
 //! The `kubernetes` directive's Corefile syntax, parsed into a [`KubernetesConfig`] with
 //! CoreDNS's options, defaults and checks (see this folder's README), plus cluster-dns's own
 //! `manifests` source. Each option is read by its own function in `options`; [`parse`] is the
-//! dispatch and the checks that span options, [`zones`] the directive's own arguments.
+//! dispatch and the checks that span options, `zones` the directive's own arguments.
 //!
 //! Every mistake is reported at the line of the option at fault, as
 //! `Corefile:7: kubernetes: ttl: ...` or `Corefile:7: kubernetes: unknown property 'foo'`.

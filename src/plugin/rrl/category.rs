@@ -34,7 +34,7 @@ impl Category {
         Self::Requests,
     ];
 
-    /// Its index in [`RrlConfig::rates`] and the counters.
+    /// Its index in [`RrlConfig::rates`](super::RrlConfig::rates) and the counters.
     pub fn slot(self) -> usize {
         self as usize
     }

@@ -21,7 +21,7 @@ static OPEN_ACROSS_LISTENERS: AtomicUsize = AtomicUsize::new(0);
 /// neither evicted nor ended, so `open.len() <= max`; `waiting` holds `(since, id)` for exactly
 /// the entries of `open` whose `waiting` is `Some(since)` (no query in flight), `since` from
 /// the same counter as ids, so the first of `waiting` is the connection that has waited
-/// longest. Each entry of `open` is counted once in [`OPEN_ACROSS_LISTENERS`].
+/// longest. Each entry of `open` is counted once in `OPEN_ACROSS_LISTENERS`.
 #[derive(Debug)]
 pub struct Slots {
     max: usize,

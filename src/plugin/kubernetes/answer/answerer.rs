@@ -65,7 +65,7 @@ pub struct AnswerSettings {
     /// This server's own IPs (from `POD_IP`), used to find the Service the NS record names.
     pub self_ips: Vec<IpAddr>,
     /// The `multicluster` zones (some of `zones`): their service names are answered from
-    /// ServiceImports ([`super::clusterset`]).
+    /// ServiceImports (`clusterset`).
     pub multicluster: Vec<Name>,
     /// `zonal`: CoreDNS's zone-scoped names of headless services.
     pub zonal: bool,

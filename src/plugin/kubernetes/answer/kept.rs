@@ -1,4 +1,4 @@
-//! What the answerer keeps with zone entries between questions ([`ServiceNames`], in each
+//! What the answerer keeps with zone entries between questions (`ServiceNames`, in each
 //! entry's [`Derived`](crate::cluster::zone::Derived) slot) and the byte budget that bounds it.
 //!
 //! A client decides which Services get names kept (every SRV or PTR question about one), so
@@ -47,7 +47,7 @@ pub enum KeptChange {
 
 /// The bytes kept values may count, shared by one answerer and its clones.
 ///
-/// Invariant: `used` is the sum of the bytes every live [`ServiceNames`] charged to it. A
+/// Invariant: `used` is the sum of the bytes every live `ServiceNames` charged to it. A
 /// value charges before it is kept (a charge that would pass `limit` is refused, in one
 /// compare-and-swap, so concurrent charges never pass it together) and gives back exactly what
 /// it charged when dropped.
