@@ -52,7 +52,7 @@ pub struct Key {
 
 impl Key {
     /// The key of `q`; `None` for a name longer than a name can be (never from a parsed one),
-    /// or options longer than [`OPTIONS_MAX`] (such a question is not cached).
+    /// or options that do not fit beside its name (`OPTIONS_MAX`: such a question is not cached).
     pub fn of(q: &Question) -> Option<Self> {
         let mut bytes = [0u8; KEY_MAX];
         let mut at = 0;
@@ -675,7 +675,7 @@ impl Store {
         self.entries_changed(gauge_delta(after) - gauge_delta(before));
     }
 
-    /// A refresh of `key` started by [`Store::lookup`] brought nothing to store: another may
+    /// A refresh of `key` started by [`Store::lookup_holding`] brought nothing to store: another may
     /// start, once the entry is stale, no sooner than `recheck` after `now`.
     pub fn refresh_failed(&self, key: &Key, now: Instant, recheck: Duration) {
         let Some(shard) = self.shard(key) else {
