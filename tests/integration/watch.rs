@@ -1445,5 +1445,19 @@ async fn the_cache_never_holds_a_cluster_name_the_zone_changed() {
         ask(addr, new, RecordType::A).await.metadata.response_code,
         ResponseCode::NXDomain
     );
+    // From the API event to the first answer that has a new endpoint (shown with
+    // --nocapture; the poll's bound is not a timing assertion).
+    let published = std::time::Instant::now();
+    fake.create(slice("team", "db-3", "db", &[("10.244.0.3", true)]))
+        .unwrap();
+    let m = eventually(addr, headless, RecordType::A, 5, |m| {
+        answers(m).contains(&format!("{headless} A 10.244.0.3"))
+    })
+    .await;
+    eprintln!(
+        "a new endpoint of a cached headless name answered {:?} after the API event (cache 30)",
+        published.elapsed()
+    );
+    assert_eq!(answers(&m).len(), 3);
     running.stop().await.unwrap();
 }
