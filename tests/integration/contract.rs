@@ -325,17 +325,6 @@ async fn run(
     pairs.into_iter().unzip::<_, _, Vec<_>, Vec<_>>().into()
 }
 
-/// A free port on 127.0.0.1 for both UDP and TCP (the `view` case's two blocks share one).
-fn free_port() -> u16 {
-    loop {
-        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = tcp.local_addr().unwrap().port();
-        if std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_store_gives_one_clients_answer_to_another() {
     let dir = support::temp_dir("contract");
@@ -354,7 +343,7 @@ async fn no_store_gives_one_clients_answer_to_another() {
     for store in stores {
         for case in CASES {
             let text = if case.directive == "view" {
-                view_corefile(store, free_port())
+                view_corefile(store, crate::upstream::free_port())
             } else {
                 corefile(case, store, &dir, upstream.addr)
             };

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -54,18 +54,6 @@ pub struct Peer {
     dir: PathBuf,
 }
 
-/// A loopback port free for both UDP and TCP just now.
-fn free_port() -> u16 {
-    for _ in 0..50 {
-        let udp = UdpSocket::bind("127.0.0.1:0").expect("udp bind");
-        let port = udp.local_addr().expect("addr").port();
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free loopback port for both UDP and TCP in 50 tries");
-}
-
 impl Peer {
     /// `kind` serving zone `origin` (for example `example.org.`) from the master file text
     /// `zone`, once it answers the zone's SOA (within 10 s). Panics when its binary is not
@@ -79,7 +67,7 @@ impl Peer {
         let dir = support::temp_dir(&format!("peer-{kind}"));
         let db = dir.join("db.zone");
         std::fs::write(&db, zone).expect("write zone");
-        let port = free_port();
+        let port = crate::upstream::free_port();
         let d = dir.display();
         let (conf, args): (String, Vec<String>) = match kind {
             Kind::Knot => (
