@@ -2,14 +2,15 @@
 """Renders and lints deploy/chart with Helm's own engine, and writes the plain manifests.
 
     python3 deploy/render.py template [-f VALUES.yaml]... [--set KEY=VALUE]... [--namespace NS]
-        [-s templates/FILE]...
+        [-s templates/FILE]... [--include-crds]
     python3 deploy/render.py lint [-f VALUES.yaml]... [--set KEY=VALUE]...
     python3 deploy/render.py notes [-f VALUES.yaml]... [--set KEY=VALUE]...
     python3 deploy/render.py generate [--out DIR [-f VALUES.yaml]... [--set KEY=VALUE]...]
 
 `template` prints what `helm template` prints: every rendered object as a YAML document headed
 `# Source: cluster-dns/templates/FILE`, in Helm's install order (`-s`: only those templates'
-objects, as `helm template --show-only`), hooks (the `helm test` pod) last. `notes` prints
+objects, as `helm template --show-only`), hooks (the `helm test` pod) last; `--include-crds`
+puts the chart's crds/ first, as Helm's flag of that name does. `notes` prints
 templates/NOTES.txt as `helm install` would. `lint` is `helm lint --strict` and exits 1 on any
 finding above info. `generate` writes deploy/cluster-dns.yaml, deploy/cluster-dns-corefile.yaml
 and deploy/autoscaler.yaml: the chart's defaults in kube-system, the Corefile's ConfigMap in the
@@ -17,6 +18,8 @@ second file (created once, so re-applying the first leaves an edited Corefile al
 autoscaler's objects in the third; and
 deploy/node-local/prefer-same-node.yaml and prefer-same-node-forward.yaml: the kube-dns Service
 and the node agents of `nodeLocal.enabled=true` with mode watch and forward
+and deploy/dnspolicy-crd.yaml: the chart's crds/dnspolicies.dns.cluster-dns.io.yaml as it is
+(Helm installs crds/ untemplated, so kubectl gets the same bytes)
 (tests/integration/chart.rs checks that they are byte for byte what this writes); with values,
 the same files for another cluster into --out. The plain
 files leave out the labels `app.kubernetes.io/managed-by` and `helm.sh/chart`: kubectl apply,
@@ -135,6 +138,10 @@ NODE_LOCAL = {
     ),
 }
 
+# The plain file of each CRD in the chart's crds/ (copied byte for byte: Helm does not template
+# crds/). A CRD added there needs a name here.
+CRDS = {"crds/dnspolicies.dns.cluster-dns.io.yaml": "dnspolicy-crd.yaml"}
+
 # The templates of the node-local files: the kube-dns Service (with trafficDistribution) and the
 # agents.
 NODE_LOCAL_SOURCES = ("/templates/service.yaml", "/templates/node-local.yaml")
@@ -189,6 +196,12 @@ def is_hook(doc):
 HOOK = re.compile(r"(?m)^[ \t]+helm\.sh/hook:")
 
 
+def crds():
+    """(source, text) of each CRD of the chart's crds/, sorted by file."""
+    with helm.Chart.load(CHART) as chart:
+        return sorted((c["name"], c["data"]) for c in chart.crds)
+
+
 def notes(values, namespace=NAMESPACE):
     """templates/NOTES.txt rendered, as `helm install` prints it."""
     with helm.Chart.load(CHART) as chart:
@@ -237,6 +250,13 @@ def generate(out_dir, values=None, described=""):
         with open(path, "w", encoding="utf-8") as f:
             f.write(header(HEADERS[name]) + stream(part))
         print(f"wrote {path}", file=sys.stderr)
+    for source, text in crds():
+        if source not in CRDS:
+            raise SystemExit(f"render.py: {source} has no plain file: add it to CRDS")
+        path = os.path.join(out_dir, CRDS[source])
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"wrote {path}", file=sys.stderr)
     for mode, (name, text) in NODE_LOCAL.items():
         docs = plain(documents(merge(values, {"nodeLocal": {"enabled": True, "mode": mode}})))
         part = [d for d in docs if d[0].endswith(NODE_LOCAL_SOURCES)]
@@ -270,6 +290,7 @@ def main():
         s.add_argument("-n", "--namespace", default=NAMESPACE)
         if name == "template":
             s.add_argument("-s", "--show-only", action="append", default=[], metavar="TEMPLATE")
+            s.add_argument("--include-crds", action="store_true")
     g = sub.add_parser("generate")
     g.add_argument("--out", default=DEPLOY)
     g.add_argument("-f", "--values", action="append", default=[], metavar="FILE")
@@ -297,6 +318,8 @@ def main():
             if not docs:
                 print(f"render.py: no objects from {', '.join(args.show_only)}", file=sys.stderr)
                 return 1
+        if args.include_crds:
+            sys.stdout.write("".join(f"---\n# Source: {RELEASE}/{s}\n{t}" for s, t in crds()))
         sys.stdout.write(stream(docs))
     except helm.HelmError as e:
         print(f"render.py: {e}", file=sys.stderr)
