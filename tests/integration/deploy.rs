@@ -114,7 +114,8 @@ fn rbac_grants_exactly_list_and_watch_on_the_watched_resources() {
             "/nodes",
             "/pods",
             "/services",
-            "discovery.k8s.io/endpointslices"
+            "discovery.k8s.io/endpointslices",
+            "dns.cluster-dns.io/dnspolicies"
         ]
     );
     let binding: ClusterRoleBinding = docs()
