@@ -6,8 +6,11 @@
 //! `cluster-dns --check` with its files where the pod mounts them, each variation does what it
 //! says, the values that would conflict, unknown keys (the CoreDNS chart's with their
 //! equivalent) and wrong types are refused, and deploy/cluster-dns.yaml,
-//! deploy/cluster-dns-corefile.yaml, deploy/autoscaler.yaml and
-//! deploy/node-local/prefer-same-node*.yaml are byte for byte the chart's output.
+//! deploy/cluster-dns-corefile.yaml, deploy/autoscaler.yaml,
+//! deploy/node-local/prefer-same-node*.yaml and deploy/dnspolicy-crd.yaml are byte for byte the
+//! chart's output. The DNSPolicy CRD (crds/) is a structural schema that the example policies of
+//! deploy/examples pass and that refuses unknown fields and bad enum values, and the ClusterRole
+//! reads DNSPolicies with list and watch only.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,6 +21,10 @@ use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -293,6 +300,7 @@ fn the_defaults_are_the_plain_manifests_byte_for_byte() {
         "autoscaler.yaml",
         "node-local/prefer-same-node.yaml",
         "node-local/prefer-same-node-forward.yaml",
+        "dnspolicy-crd.yaml",
     ] {
         let want = std::fs::read_to_string(dir.join(file)).unwrap();
         let have = std::fs::read_to_string(root().join("deploy").join(file)).unwrap();
@@ -1053,5 +1061,537 @@ fn the_default_corefile_is_protected_and_kubeadms_is_one_value_away() {
     assert!(
         chart.contains("`corefile.kubeadm`"),
         "the chart's table has corefile.kubeadm"
+    );
+}
+
+/// The chart's DNSPolicy CRD (crds/, which Helm installs untemplated).
+const DNSPOLICY_CRD: &str = "deploy/chart/crds/dnspolicies.dns.cluster-dns.io.yaml";
+
+fn dnspolicy_crd() -> CustomResourceDefinition {
+    let text = std::fs::read_to_string(root().join(DNSPOLICY_CRD)).unwrap();
+    let doc: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{DNSPOLICY_CRD}: {e}"));
+    typed(&doc)
+}
+
+/// The openAPIV3Schema of the CRD's one version.
+fn dnspolicy_schema() -> JSONSchemaProps {
+    let crd = dnspolicy_crd();
+    let version = crd.spec.versions.into_iter().next().unwrap();
+    version.schema.unwrap().open_api_v3_schema.unwrap()
+}
+
+fn property<'a>(s: &'a JSONSchemaProps, path: &str) -> &'a JSONSchemaProps {
+    path.split('.').fold(s, |s, k| {
+        s.properties
+            .as_ref()
+            .and_then(|p| p.get(k))
+            .unwrap_or_else(|| panic!("the schema has no {path}"))
+    })
+}
+
+fn items(s: &JSONSchemaProps) -> &JSONSchemaProps {
+    match &s.items {
+        Some(JSONSchemaPropsOrArray::Schema(i)) => i,
+        other => panic!("items: {other:?}"),
+    }
+}
+
+/// What the API server would refuse or prune in `v` under the structural schema `s` (`path` is
+/// where `v` is): a wrong type, a value not in the enum, a string not matching the pattern or too
+/// long, a missing required field, a duplicate in a set list, and every field the schema does not
+/// name (pruned there, so an example relying on it would not do what it says). `.metadata` is
+/// checked as an ObjectMeta, as the API server does. CEL rules, formats and numbers' bounds are
+/// not checked: the CRD has none.
+fn schema_errors(s: &JSONSchemaProps, v: &Value, path: &str, out: &mut Vec<String>) {
+    if path == ".metadata" {
+        match serde_json::from_value::<ObjectMeta>(v.clone()) {
+            Ok(meta) => {
+                let mut lost = Vec::new();
+                let round = serde_json::to_value(&meta).unwrap();
+                crate::deploy::unknown_fields(v, &round, path, &mut lost);
+                out.extend(lost.into_iter().map(|f| format!("{f}: unknown field")));
+            }
+            Err(e) => out.push(format!("{path}: {e}")),
+        }
+        return;
+    }
+    let ty = s.type_.as_deref().unwrap_or("(none)");
+    let fits = match ty {
+        "object" => v.is_object(),
+        "array" => v.is_array(),
+        "string" => v.is_string(),
+        "integer" => v.is_i64() || v.is_u64(),
+        "number" => v.is_number(),
+        "boolean" => v.is_boolean(),
+        _ => false,
+    };
+    if !fits {
+        out.push(format!("{path}: {v} is not of type {ty}"));
+        return;
+    }
+    if let Some(values) = &s.enum_
+        && !values.iter().any(|e| e.0 == *v)
+    {
+        let values: Vec<&Value> = values.iter().map(|e| &e.0).collect();
+        out.push(format!("{path}: {v} is not one of {values:?}"));
+    }
+    if let Some(text) = v.as_str() {
+        if let Some(pattern) = &s.pattern
+            && !regex::Regex::new(pattern).unwrap().is_match(text)
+        {
+            out.push(format!("{path}: {text:?} does not match {pattern}"));
+        }
+        if let Some(max) = s.max_length
+            && text.chars().count() as i64 > max
+        {
+            out.push(format!("{path}: {text:?} is longer than {max}"));
+        }
+    }
+    match v {
+        Value::Object(map) => {
+            for r in s.required.iter().flatten() {
+                if !map.contains_key(r) {
+                    out.push(format!("{path}: required field {r} is missing"));
+                }
+            }
+            for (k, child) in map {
+                let at = format!("{path}.{k}");
+                if let Some(cs) = s.properties.as_ref().and_then(|p| p.get(k)) {
+                    schema_errors(cs, child, &at, out);
+                } else if let Some(JSONSchemaPropsOrBool::Schema(cs)) = &s.additional_properties {
+                    schema_errors(cs, child, &at, out);
+                } else {
+                    out.push(format!("{at}: unknown field (the API server prunes it)"));
+                }
+            }
+        }
+        Value::Array(list) => {
+            let Some(JSONSchemaPropsOrArray::Schema(is)) = &s.items else {
+                out.push(format!("{path}: no items schema"));
+                return;
+            };
+            for (i, item) in list.iter().enumerate() {
+                schema_errors(is, item, &format!("{path}[{i}]"), out);
+            }
+            if s.x_kubernetes_list_type.as_deref() == Some("set") {
+                for (i, item) in list.iter().enumerate() {
+                    if list[..i].contains(item) {
+                        out.push(format!("{path}[{i}]: duplicate {item} in a set"));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Where the schema `s` is not structural (apiextensions.k8s.io/v1's rules, the part this CRD
+/// could break) or keeps what it should prune: a node without a type, any
+/// `x-kubernetes-preserve-unknown-fields`, `properties` beside `additionalProperties`, items as
+/// a list of schemas, an object that names no field (all of it pruned), and a default or an enum
+/// value its own schema refuses.
+fn structural_errors(s: &JSONSchemaProps, path: &str, out: &mut Vec<String>) {
+    let at = if path.is_empty() { "(root)" } else { path };
+    if s.type_.is_none() {
+        out.push(format!("{at}: no type"));
+    }
+    if s.x_kubernetes_preserve_unknown_fields.is_some() {
+        out.push(format!("{at}: x-kubernetes-preserve-unknown-fields"));
+    }
+    if s.properties.is_some() && s.additional_properties.is_some() {
+        out.push(format!("{at}: both properties and additionalProperties"));
+    }
+    if s.type_.as_deref() == Some("object")
+        && s.properties.is_none()
+        && !matches!(s.additional_properties, Some(JSONSchemaPropsOrBool::Schema(_)))
+        && path != ".metadata"
+    {
+        out.push(format!("{at}: an object that names no field"));
+    }
+    if let Some(d) = &s.default {
+        schema_errors(s, &d.0, &format!("{path} (default)"), out);
+    }
+    for e in s.enum_.iter().flatten() {
+        let bare = JSONSchemaProps {
+            enum_: None,
+            ..s.clone()
+        };
+        schema_errors(&bare, &e.0, &format!("{path} (enum)"), out);
+    }
+    for (k, p) in s.properties.iter().flatten() {
+        structural_errors(p, &format!("{path}.{k}"), out);
+    }
+    if let Some(JSONSchemaPropsOrBool::Schema(p)) = &s.additional_properties {
+        structural_errors(p, &format!("{path}.*"), out);
+    }
+    match &s.items {
+        Some(JSONSchemaPropsOrArray::Schema(i)) => structural_errors(i, &format!("{path}[]"), out),
+        Some(JSONSchemaPropsOrArray::Schemas(_)) => out.push(format!("{at}: items as a list")),
+        None if s.type_.as_deref() == Some("array") => out.push(format!("{at}: no items")),
+        None => {}
+    }
+}
+
+/// The DNSPolicy CRD: a k8s-openapi CustomResourceDefinition with no field its type does not
+/// know; group dns.cluster-dns.io, kind DNSPolicy, plural dnspolicies, singular dnspolicy,
+/// short name dnspol, namespaced; one version v1alpha1, served and stored, with Mode and Action
+/// columns; a structural schema that keeps no unknown field anywhere, of the shape the
+/// `dnspolicy` directive reads (action NXDOMAIN|REFUSED defaulting to NXDOMAIN, mode
+/// Enforce|Audit defaulting to Enforce, both selectors metav1.LabelSelectors); helm lint
+/// checks it (the variations' test lints), `render.py template --include-crds` prints it, and
+/// deploy/dnspolicy-crd.yaml is the same file byte for byte.
+#[test]
+fn the_dnspolicy_crd_is_structural_and_the_plain_file_is_the_charts() {
+    let crd = dnspolicy_crd();
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("dnspolicies.dns.cluster-dns.io")
+    );
+    let spec = &crd.spec;
+    assert_eq!(spec.group, "dns.cluster-dns.io");
+    assert_eq!(spec.scope, "Namespaced");
+    assert_eq!(spec.names.kind, "DNSPolicy");
+    assert_eq!(spec.names.plural, "dnspolicies");
+    assert_eq!(spec.names.singular.as_deref(), Some("dnspolicy"));
+    assert_eq!(
+        spec.names.short_names.as_deref(),
+        Some(&["dnspol".to_owned()][..])
+    );
+    assert_eq!(spec.names.list_kind.as_deref(), Some("DNSPolicyList"));
+    assert_ne!(spec.preserve_unknown_fields, Some(true));
+    assert_eq!(spec.versions.len(), 1);
+    let v = &spec.versions[0];
+    assert_eq!((v.name.as_str(), v.served, v.storage), ("v1alpha1", true, true));
+    let columns: Vec<(&str, &str)> = v
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| (c.name.as_str(), c.json_path.as_str()))
+        .collect();
+    for want in [("Mode", ".spec.mode"), ("Action", ".spec.action")] {
+        assert!(columns.contains(&want), "{want:?}: {columns:?}");
+    }
+
+    // Structural, and nothing kept unknown anywhere.
+    let schema = dnspolicy_schema();
+    let mut errors = Vec::new();
+    structural_errors(&schema, "", &mut errors);
+    assert!(errors.is_empty(), "{errors:#?}");
+    let text = std::fs::read_to_string(root().join(DNSPOLICY_CRD)).unwrap();
+    assert!(!text.contains("x-kubernetes-preserve-unknown-fields"));
+
+    // The shape the directive reads.
+    let spec_schema = property(&schema, "spec");
+    let mut fields: Vec<&String> = spec_schema.properties.as_ref().unwrap().keys().collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        ["action", "external", "mode", "podSelector", "visibleNamespaces"]
+    );
+    let json = |v: &[&str]| -> Vec<Value> { v.iter().map(|s| Value::from(*s)).collect() };
+    let enum_of =
+        |s: &JSONSchemaProps| -> Vec<Value> { s.enum_.iter().flatten().map(|e| e.0.clone()).collect() };
+    let action = property(&schema, "spec.action");
+    assert_eq!(enum_of(action), json(&["NXDOMAIN", "REFUSED"]));
+    assert_eq!(action.default.as_ref().unwrap().0, "NXDOMAIN");
+    let mode = property(&schema, "spec.mode");
+    assert_eq!(enum_of(mode), json(&["Enforce", "Audit"]));
+    assert_eq!(mode.default.as_ref().unwrap().0, "Enforce");
+    assert_eq!(
+        items(property(&schema, "spec.external.allow")).type_.as_deref(),
+        Some("string")
+    );
+    assert_eq!(
+        items(property(&schema, "spec.visibleNamespaces.names"))
+            .type_
+            .as_deref(),
+        Some("string")
+    );
+    // Both selectors are metav1.LabelSelectors: the same schema, matchLabels a string map,
+    // matchExpressions {key, operator In|NotIn|Exists|DoesNotExist, values}.
+    let pods = property(&schema, "spec.podSelector");
+    let namespaces = property(&schema, "spec.visibleNamespaces.selector");
+    let bare = |s: &JSONSchemaProps| JSONSchemaProps {
+        description: None,
+        ..s.clone()
+    };
+    assert_eq!(bare(pods), bare(namespaces));
+    match &property(pods, "matchLabels").additional_properties {
+        Some(JSONSchemaPropsOrBool::Schema(v)) => assert_eq!(v.type_.as_deref(), Some("string")),
+        other => panic!("matchLabels: {other:?}"),
+    }
+    let expression = items(property(pods, "matchExpressions"));
+    assert_eq!(
+        expression.required.as_deref(),
+        Some(&["key".to_owned(), "operator".to_owned()][..])
+    );
+    assert_eq!(
+        enum_of(property(expression, "operator")),
+        json(&["In", "NotIn", "Exists", "DoesNotExist"])
+    );
+    assert_eq!(
+        items(property(expression, "values")).type_.as_deref(),
+        Some("string")
+    );
+    // What k8s-openapi writes for a LabelSelector passes as is.
+    let selector = LabelSelector {
+        match_labels: Some([("team".to_owned(), "a".to_owned())].into()),
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: "tier".to_owned(),
+            operator: "NotIn".to_owned(),
+            values: Some(vec!["batch".to_owned()]),
+        }]),
+    };
+    let mut errors = Vec::new();
+    schema_errors(
+        pods,
+        &serde_json::to_value(&selector).unwrap(),
+        ".spec.podSelector",
+        &mut errors,
+    );
+    assert!(errors.is_empty(), "{errors:#?}");
+
+    // The plain file is the chart's copy, and `template --include-crds` prints it first.
+    let plain = std::fs::read(root().join("deploy/dnspolicy-crd.yaml")).unwrap();
+    assert!(
+        plain == std::fs::read(root().join(DNSPOLICY_CRD)).unwrap(),
+        "deploy/dnspolicy-crd.yaml is not {DNSPOLICY_CRD}: run `python3 deploy/render.py generate`"
+    );
+    let with = render_py(&["template", "--include-crds"]).unwrap();
+    assert!(
+        with.starts_with(&format!(
+            "---\n# Source: cluster-dns/crds/dnspolicies.dns.cluster-dns.io.yaml\n{text}---\n"
+        )),
+        "{}",
+        &with[..with.len().min(300)]
+    );
+    assert!(
+        !render_py(&["template"])
+            .unwrap()
+            .contains("CustomResourceDefinition")
+    );
+}
+
+/// The example policies of deploy/examples pass the CRD's schema (as the API server would
+/// check them: types, enums, patterns, required fields, no field it would prune), and say what
+/// deploy/README.md says they do; the same check refuses an unknown field at any level, a bad
+/// enum value, a wrong type, a missing required field and an outside name that is not a name.
+#[test]
+fn the_example_policies_pass_the_crds_schema_and_bad_ones_do_not() {
+    let schema = dnspolicy_schema();
+    let check = |doc: &Value| {
+        let mut errors = Vec::new();
+        schema_errors(&schema, doc, "", &mut errors);
+        errors
+    };
+    let example = |file: &str| {
+        let docs = crate::deploy::docs_of(&format!("examples/{file}"));
+        assert_eq!(docs.len(), 1, "{file}");
+        let doc = docs.into_iter().next().unwrap();
+        assert_eq!(doc["apiVersion"], "dns.cluster-dns.io/v1alpha1", "{file}");
+        assert_eq!(doc["kind"], "DNSPolicy", "{file}");
+        assert!(doc["metadata"]["namespace"].is_string(), "{file}: namespaced");
+        let errors = check(&doc);
+        assert!(errors.is_empty(), "{file}: {errors:#?}");
+        doc
+    };
+
+    let isolate = example("dnspolicy-isolate.yaml");
+    assert_eq!(isolate["metadata"]["namespace"], "team-a");
+    let spec = &isolate["spec"];
+    assert_eq!(spec["podSelector"], serde_json::json!({}));
+    assert_eq!(
+        spec["visibleNamespaces"],
+        serde_json::json!({"names": ["team-a", "shared"]})
+    );
+    assert_eq!(
+        spec["external"],
+        serde_json::json!({"allow": ["*.pypi.org", "github.com"]})
+    );
+    assert_eq!(
+        (spec["action"].as_str(), spec["mode"].as_str()),
+        (Some("NXDOMAIN"), Some("Enforce"))
+    );
+
+    let audit = example("dnspolicy-audit.yaml");
+    assert_eq!(audit["spec"]["mode"], "Audit");
+    assert_eq!(audit["spec"]["external"], serde_json::json!({"allow": []}));
+    // Every namespace visible (no visibleNamespaces), the default action.
+    assert!(audit["spec"]["visibleNamespaces"].is_null() && audit["spec"]["action"].is_null());
+
+    // The full shape of the directive's contract passes too.
+    let full = serde_json::json!({
+        "apiVersion": "dns.cluster-dns.io/v1alpha1",
+        "kind": "DNSPolicy",
+        "metadata": {"name": "isolate", "namespace": "team-a", "labels": {"owner": "team-a"}},
+        "spec": {
+            "podSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+            "visibleNamespaces": {"names": ["team-a", "shared"], "selector": {"matchLabels": {}}},
+            "external": {"allow": ["*", "*.pypi.org", "github.com", "files.pythonhosted.org."]},
+            "action": "REFUSED",
+            "mode": "Audit"
+        }
+    });
+    assert_eq!(check(&full), Vec::<String>::new());
+
+    // What the check refuses, each from the isolate example with one change: (JSON pointer,
+    // the new value as JSON or "" to remove the field, the error wanted).
+    let broken = |pointer: &str, value: &str| {
+        let mut doc = isolate.clone();
+        let (parent, key) = pointer.rsplit_once('/').unwrap();
+        let at = if parent.is_empty() {
+            &mut doc
+        } else {
+            doc.pointer_mut(parent).unwrap()
+        };
+        if value.is_empty() {
+            at.as_object_mut().unwrap().remove(key);
+        } else {
+            let value: Value = serde_json::from_str(value).unwrap();
+            match at {
+                Value::Array(list) => list[key.parse::<usize>().unwrap()] = value,
+                at => drop(at.as_object_mut().unwrap().insert(key.to_owned(), value)),
+            }
+        }
+        check(&doc)
+    };
+    for (pointer, value, want) in [
+        // Unknown fields, at every level.
+        ("/status", "{}", ".status: unknown field"),
+        ("/spec/egress", "{}", ".spec.egress: unknown field"),
+        ("/spec/external/deny", "[]", ".spec.external.deny: unknown field"),
+        (
+            "/spec/visibleNamespaces/name",
+            "[]",
+            ".spec.visibleNamespaces.name: unknown field",
+        ),
+        (
+            "/spec/podSelector/matchLabel",
+            "{}",
+            ".spec.podSelector.matchLabel: unknown field",
+        ),
+        (
+            "/spec/podSelector/matchExpressions",
+            r#"[{"key": "app", "operator": "In", "values": ["a"], "value": "a"}]"#,
+            ".spec.podSelector.matchExpressions[0].value: unknown field",
+        ),
+        (
+            "/metadata/namspace",
+            r#""team-a""#,
+            ".metadata.namspace: unknown field",
+        ),
+        // Bad enum values.
+        (
+            "/spec/action",
+            r#""DROP""#,
+            r#".spec.action: "DROP" is not one of"#,
+        ),
+        (
+            "/spec/action",
+            r#""nxdomain""#,
+            r#".spec.action: "nxdomain" is not one of"#,
+        ),
+        ("/spec/mode", r#""audit""#, r#".spec.mode: "audit" is not one of"#),
+        (
+            "/spec/podSelector/matchExpressions",
+            r#"[{"key": "app", "operator": "Within", "values": ["a"]}]"#,
+            r#".spec.podSelector.matchExpressions[0].operator: "Within" is not one of"#,
+        ),
+        // Wrong types, missing required fields, names that are not names.
+        (
+            "/spec/external/allow",
+            r#""github.com""#,
+            r#".spec.external.allow: "github.com" is not of type array"#,
+        ),
+        (
+            "/spec/podSelector/matchLabels",
+            r#"{"tier": 1}"#,
+            ".spec.podSelector.matchLabels.tier: 1 is not of type string",
+        ),
+        (
+            "/spec/podSelector/matchExpressions",
+            r#"[{"key": "app"}]"#,
+            ".spec.podSelector.matchExpressions[0]: required field operator is missing",
+        ),
+        (
+            "/spec/podSelector",
+            "",
+            ".spec: required field podSelector is missing",
+        ),
+        ("/spec", "", ": required field spec is missing"),
+        (
+            "/spec/external/allow/0",
+            r#""*pypi.org""#,
+            r#".spec.external.allow[0]: "*pypi.org" does not match"#,
+        ),
+        (
+            "/spec/external/allow/1",
+            r#""https://github.com""#,
+            r#".spec.external.allow[1]: "https://github.com" does not match"#,
+        ),
+        (
+            "/spec/external/allow/1",
+            r#""*.pypi.org""#,
+            r#".spec.external.allow[1]: duplicate "*.pypi.org" in a set"#,
+        ),
+        (
+            "/spec/visibleNamespaces/names/1",
+            r#""Shared""#,
+            r#".spec.visibleNamespaces.names[1]: "Shared" does not match"#,
+        ),
+    ] {
+        let errors = broken(pointer, value);
+        assert!(
+            errors.iter().any(|e| e.starts_with(want)),
+            "{pointer} = {value}: want {want:?}, got {errors:?}"
+        );
+    }
+}
+
+/// The ClusterRole of every variation, and of deploy/cluster-dns.yaml, lets the server list and
+/// watch DNSPolicies and grants nothing but list and watch anywhere; the node agents, which do
+/// not run `dnspolicy` (kubeadm's Corefile, or forward only), get no DNSPolicy access.
+#[test]
+fn the_cluster_role_lists_and_watches_dnspolicies_and_nothing_more() {
+    let check = |what: &str, role: ClusterRole| {
+        let granted = crate::deploy::rules(role.rules.unwrap());
+        assert!(
+            granted
+                .iter()
+                .any(|g| g == "dns.cluster-dns.io/dnspolicies list,watch"),
+            "{what}: {granted:?}"
+        );
+        for g in &granted {
+            assert!(
+                g.ends_with(" list,watch"),
+                "{what}: {g} is more than list and watch"
+            );
+        }
+    };
+    let mut all = variations();
+    all.push((
+        "nodeLocal".to_owned(),
+        vec!["--set".to_owned(), "nodeLocal.enabled=true".to_owned()],
+    ));
+    for (name, args) in all {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let docs = template(&args);
+        check(
+            &name,
+            typed(find(&docs, "ClusterRole", "system:cluster-dns").unwrap()),
+        );
+        if let Some(node) = find(&docs, "ClusterRole", "system:cluster-dns-node") {
+            let node: ClusterRole = typed(node);
+            let granted = crate::deploy::rules(node.rules.unwrap());
+            assert!(
+                !granted.iter().any(|g| g.contains("dnspolicies")),
+                "{name}: {granted:?}"
+            );
+        }
+    }
+    let docs = crate::deploy::docs_of("cluster-dns.yaml");
+    check(
+        "deploy/cluster-dns.yaml",
+        typed(find(&docs, "ClusterRole", "system:cluster-dns").unwrap()),
     );
 }
