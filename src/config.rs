@@ -177,12 +177,14 @@ impl Config {
                 .directives
                 .iter()
                 .partition(|d| registry::sets_up_first(&d.name.text));
+            let names: Vec<&str> = block.directives.iter().map(|d| d.name.text.as_str()).collect();
             for d in first.into_iter().chain(rest) {
                 let at = plugins.iter().position(|(n, _)| *n == d.name.text);
                 let ctx = SetupCtx {
                     zones: &all_zones,
                     dir: &files_dir,
                     previous: at.and_then(|i| plugins.get(i)).map(|(_, c)| c.as_ref()),
+                    block: &names,
                 };
                 let value = registry::setup(d, &ctx)?;
                 if value.plain_dns_only()

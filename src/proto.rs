@@ -62,6 +62,50 @@ pub struct Question {
     /// The question's metadata (`metadata`): `None` unless its block has the directive, so a
     /// block without it pays nothing. Plugins publish into it ([`QueryMetadata::set`]).
     pub metadata: Option<QueryMetadata>,
+    /// What the client's DNS policy lets it see (`dnspolicy`, which sets it once as the
+    /// question reaches it; unset in blocks without the directive). Travels with the question's
+    /// copies (autopath's tries, a CNAME target's question), so every plugin that answers
+    /// cluster names or sends names out reads it ([`Question::view`]).
+    pub visibility: std::sync::OnceLock<VisibilityRef>,
+}
+
+/// What a tenant's DNS policy lets one client see and ask (the `dnspolicy` plugin sets it on
+/// the question; `kubernetes`, `k8s_external` and `forward` read it). A name it hides is
+/// answered exactly as a name that does not exist.
+pub trait Visibility: Send + Sync + std::fmt::Debug {
+    /// The same for every client that sees the same: answers made through this view are
+    /// replayed only to clients of the same class.
+    fn class(&self) -> u64;
+    /// True when some namespace is hidden from the client (a wildcard over namespaces and a
+    /// zone transfer of the cluster zone are then not answered).
+    fn restricted(&self) -> bool;
+    /// True when the client may see the names of `namespace` (lower-case).
+    fn sees_namespace(&self, namespace: &str) -> bool;
+    /// True when a question for `name`, outside the cluster's names, may be answered for the
+    /// client (and may leave the server). Pure: counts nothing.
+    fn may_ask_outside(&self, name: &Name) -> bool;
+    /// The rcode of a denied outside name (`action`: NXDOMAIN or REFUSED).
+    fn denial(&self) -> ResponseCode;
+}
+
+/// A question's [`Visibility`], shared by its copies.
+#[derive(Debug, Clone)]
+pub struct VisibilityRef(pub std::sync::Arc<dyn Visibility>);
+
+/// Two questions' views are equal when they are the same view.
+impl PartialEq for VisibilityRef {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for VisibilityRef {}
+
+impl std::ops::Deref for VisibilityRef {
+    type Target = dyn Visibility;
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
 }
 
 /// One EDNS option (RFC 6891) of a question: its code, and its data as on the wire.
@@ -144,7 +188,13 @@ impl Question {
             edns_options: Vec::new(),
             server: None,
             metadata: None,
+            visibility: std::sync::OnceLock::new(),
         }
+    }
+
+    /// What the client's DNS policy lets it see, once `dnspolicy` set it.
+    pub fn view(&self) -> Option<&dyn Visibility> {
+        self.visibility.get().map(|v| &*v.0)
     }
 
     /// True when the client asked over a stream (TCP, or TLS over TCP).
@@ -175,6 +225,7 @@ impl Question {
             edns_options: self.edns_options.clone(),
             server: self.server,
             metadata: self.metadata.clone(),
+            visibility: self.visibility.clone(),
         }
     }
 }

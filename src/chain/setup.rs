@@ -38,6 +38,10 @@ pub struct SetupCtx<'a> {
     /// What an earlier use of the same directive in this block configured (the plugins that
     /// may be used more than once, such as `rewrite`, fold it in; the others refuse).
     pub previous: Option<&'a dyn Configured>,
+    /// The names of the block's directives, as written (a plugin that fills what another
+    /// reads: `kubernetes` watches DNSPolicies when the block has `dnspolicy`, as CoreDNS's
+    /// setups look a plugin up by name).
+    pub block: &'a [&'a str],
 }
 
 impl SetupCtx<'_> {
@@ -219,6 +223,7 @@ pub fn set_up(text: &str, setup: Setup) -> Result<Arc<dyn Configured>, String> {
         zones: &[],
         dir: Path::new("."),
         previous: None,
+        block: &[],
     };
     setup(d, &ctx).map_err(|e| e.to_string())
 }

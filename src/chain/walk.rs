@@ -396,6 +396,17 @@ impl<'a> Next<'a> {
         }
     }
 
+    /// The reply the plugin asking returns was made through the question's
+    /// [`crate::proto::Visibility`] (what the client's DNS policy lets it see): no store before
+    /// the plugin keeps it ([`Next::decided_for_the_client`]). The memo still may: the plugin
+    /// that set the view (`dnspolicy`, before every store) made the whole reply one for the
+    /// view's class of clients ([`Next::for_clients_of`]).
+    pub fn depends_on_visibility(&self) {
+        self.trace
+            .for_client
+            .fetch_or(self.asking_bit(), Ordering::Relaxed);
+    }
+
     /// True when a plugin after the one asking, visited by this question, decided for its
     /// client (or its class of clients): [`Replay::Client`], [`Next::for_this_client_only`],
     /// [`Next::for_clients_of`]. A store of answers (the cache) keeps nothing the rest of the

@@ -252,6 +252,7 @@ impl DnsHandler {
                 .unwrap_or_default(),
             server: self.local,
             metadata: None,
+            visibility: Default::default(),
         };
         let Some((index, zone, block)) = router.route_question(&mut question) else {
             return Response::rcode(meta, ResponseCode::Refused);

@@ -74,6 +74,7 @@ mod tests {
             edns_options: Vec::new(),
             server: None,
             metadata: None,
+            visibility: Default::default(),
         };
         let Reply::Authoritative(a) = MinimalAny::answer(&q) else {
             panic!("authoritative")

@@ -122,6 +122,7 @@ mod tests {
             zones: &zones,
             dir: std::path::Path::new("."),
             previous: None,
+            block: &[],
         };
         let c = setup(d, &ctx).map_err(|e| e.to_string())?;
         let c = (c.as_ref() as &dyn std::any::Any)

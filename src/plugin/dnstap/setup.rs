@@ -356,10 +356,12 @@ mod tests {
             zones: &[],
             dir: std::path::Path::new("."),
             previous: None,
+            block: &[],
         };
         let first = setup(&ds[0], &ctx).unwrap();
         let ctx = SetupCtx {
             previous: Some(first.as_ref()),
+            block: &[],
             ..ctx
         };
         let both = setup(&ds[1], &ctx).unwrap();
