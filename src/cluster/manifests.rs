@@ -1,7 +1,7 @@
 //! The `manifests` source: loads the cluster's objects from Kubernetes YAML files (multi-document
 //! files or `kind: List`, as `kubectl get -o yaml` writes them) into a [`ClusterZone`].
 //!
-//! Namespaces, Services, EndpointSlices (discovery.k8s.io/v1), Pods, Nodes and ServiceImports
+//! Namespaces, Services, EndpointSlices (discovery.k8s.io/v1), Pods, Nodes, DNSPolicies and ServiceImports
 //! (multicluster.x-k8s.io/v1alpha1; slices labelled `multicluster.kubernetes.io/service-name`
 //! join them too) are read (endpoints with their node, zone and hints, for `topology` and
 //! `zonal`); other kinds are ignored. A file that cannot be read or is not YAML is an error; a malformed object is skipped
@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::cluster::policy::PolicyInfo;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde_json::Value;
@@ -123,8 +124,17 @@ fn apply_object(obj: Value, place: &str, zone: &ClusterZone, report: &mut LoadRe
     let result: Result<(), String> = match (kind.as_str(), api_version) {
         ("Namespace", "v1") => serde_json::from_value::<Namespace>(obj)
             .map_err(|e| e.to_string())
-            .and_then(|ns| namespace_name(&ns).map_err(|e| e.to_string()))
+            .and_then(|ns| {
+                let name = namespace_name(&ns).map_err(|e| e.to_string())?;
+                let labels = crate::cluster::policy::label_set(ns.metadata.labels.iter().flatten());
+                zone.policies().set_namespace(name.clone(), labels);
+                Ok(name)
+            })
             .map(|name| zone.apply_namespace(name)),
+        // A malformed policy is kept closed, never skipped (it must not widen anything).
+        (crate::cluster::policy::KIND, "dns.cluster-dns.io/v1alpha1") => PolicyInfo::from_json(&obj)
+            .map_err(|e| e.to_string())
+            .map(|p| zone.policies().apply(p)),
         ("Service", "v1") => serde_json::from_value::<Service>(obj)
             .map_err(|e| e.to_string())
             .and_then(|s| ServiceInfo::from_k8s(&s).map_err(|e| e.to_string()))
@@ -149,7 +159,7 @@ fn apply_object(obj: Value, place: &str, zone: &ClusterZone, report: &mut LoadRe
             .map(|i| zone.apply_import(i)),
         ("Pod", "v1") => serde_json::from_value::<Pod>(obj)
             .map_err(|e| e.to_string())
-            .and_then(|p| PodInfo::from_k8s(&p).map_err(|e| e.to_string()))
+            .and_then(|p| PodInfo::from_k8s_labelled(&p).map_err(|e| e.to_string()))
             .map(|p| zone.apply_pod(p)),
         ("Node", "v1") => serde_json::from_value::<Node>(obj)
             .map_err(|e| e.to_string())

@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod model;
 pub mod multicluster;
 pub mod pods;
+pub mod policy;
 pub mod rest_client;
 pub mod scope;
 pub mod source;

@@ -217,6 +217,8 @@ pub struct PodInfo {
     pub host_network: bool,
     /// `spec.nodeName` (the client's place for `topology`).
     pub node: Option<Arc<str>>,
+    /// Its labels, kept only for `dnspolicy` (whose `podSelector`s read them).
+    pub labels: Option<super::policy::LabelSet>,
 }
 
 fn lower(s: &str) -> Arc<str> {
@@ -526,7 +528,15 @@ impl PodInfo {
                 .and_then(|s| s.node_name.as_deref())
                 .filter(|n| !n.is_empty())
                 .map(Arc::from),
+            labels: None,
         })
+    }
+
+    /// [`PodInfo::from_k8s`], keeping the pod's labels (`dnspolicy`).
+    pub fn from_k8s_labelled(pod: &Pod) -> Result<Self, ObjectError> {
+        let mut info = Self::from_k8s(pod)?;
+        info.labels = Some(super::policy::label_set(pod.metadata.labels.iter().flatten()));
+        Ok(info)
     }
 }
 

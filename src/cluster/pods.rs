@@ -31,23 +31,28 @@ use std::hash::{BuildHasher, Hash};
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use super::policy::LabelSet;
 use super::topology::{ClientPlace, NO_PLACE, NONE, NodeTable};
 
 type Hasher = foldhash::fast::RandomState;
 
 /// A pod's place in an IP's holders: its namespace id, with the top bit set for host-network
-/// pods, and its node id ([`NONE`] when it has none).
+/// pods, its node id ([`NONE`] when it has none), and its label set's id (0: none kept; only
+/// `dnspolicy` keeps pod labels).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Member(u32, u32);
+struct Member(u32, u32, u32);
 
 const HOST_NETWORK: u32 = 1 << 31;
 /// In [`Family::by_ip`]: the IP has more than one holder, all of them in [`Family::shared`].
 /// Namespace ids stay below it.
-const SHARED: Member = Member(1 << 30, NONE);
+const SHARED: Member = Member(1 << 30, NONE, 0);
 
 impl Member {
-    fn new(ns: u32, host_network: bool, node: u32) -> Self {
-        Self(ns | if host_network { HOST_NETWORK } else { 0 }, node)
+    fn new(ns: u32, host_network: bool, node: u32, labels: u32) -> Self {
+        Self(ns | if host_network { HOST_NETWORK } else { 0 }, node, labels)
+    }
+    fn labels(self) -> u32 {
+        self.2
     }
     fn node(self) -> u32 {
         self.1
@@ -199,6 +204,11 @@ pub struct PodIndex {
     seed: Hasher,
     /// Node names and their zones.
     nodes: NodeTable,
+    /// Pod label sets by id (`dnspolicy`), and ids by set. Ids are never reused; sets no pod
+    /// holds any more are swept when they outnumber the pods.
+    label_sets: HashMap<u32, LabelSet, Hasher>,
+    label_ids: HashMap<LabelSet, u32, Hasher>,
+    next_labels: u32,
 }
 
 impl PodIndex {
@@ -234,6 +244,82 @@ impl PodIndex {
         self.set_on(namespace, name, ip, host_network, None)
     }
 
+    fn labels_id(&mut self, labels: Option<&LabelSet>) -> u32 {
+        let Some(labels) = labels else { return 0 };
+        if let Some(id) = self.label_ids.get(labels) {
+            return *id;
+        }
+        if self.label_sets.len() >= 1024 && self.label_sets.len() > 2 * self.len() {
+            self.sweep_label_sets();
+        }
+        self.next_labels = self.next_labels.max(1);
+        let id = self.next_labels;
+        self.next_labels = self.next_labels.wrapping_add(1).max(1);
+        self.label_sets.insert(id, labels.clone());
+        self.label_ids.insert(labels.clone(), id);
+        id
+    }
+
+    /// Forgets the label sets no pod holds.
+    fn sweep_label_sets(&mut self) {
+        let used: HashSet<u32> = self
+            .v4
+            .pods
+            .values()
+            .map(|(_, m)| m.labels())
+            .chain(self.v6.pods.values().map(|(_, m)| m.labels()))
+            .collect();
+        self.label_sets.retain(|id, _| used.contains(id));
+        let sets = &self.label_sets;
+        self.label_ids.retain(|_, id| sets.contains_key(id));
+    }
+
+    /// [`Self::set_on`] with the pod's labels (`dnspolicy`).
+    pub fn set_labelled(
+        &mut self,
+        namespace: &Arc<str>,
+        name: &str,
+        ip: Option<IpAddr>,
+        host_network: bool,
+        node: Option<&str>,
+        labels: Option<&LabelSet>,
+    ) -> bool {
+        let id = self.identity(namespace, name);
+        let Some(ip) = ip else {
+            return self.v4.take(id) | self.v6.take(id);
+        };
+        let node = node.map_or(NONE, |n| self.nodes.node_id(n));
+        let labels = self.labels_id(labels);
+        let m = Member::new(self.namespace_id(namespace), host_network, node, labels);
+        match Addr::from(ip) {
+            Addr::V4(k) => self.v6.take(id) | self.v4.put(id, k, m),
+            Addr::V6(k) => self.v4.take(id) | self.v6.put(id, k, m),
+        }
+    }
+
+    /// Who the client at `ip` is for `dnspolicy`: its namespace, and its label set (id and
+    /// labels), when every holder of `ip` is a pod-network pod of one namespace with the same
+    /// labels. `None` for node addresses, unknown addresses and mixed holders.
+    pub fn policy_key(&self, ip: IpAddr) -> Option<(Arc<str>, u32, LabelSet)> {
+        let holders = self.holders(ip);
+        let first = holders.first()?;
+        if holders
+            .iter()
+            .any(|m| m.host_network() || m.namespace() != first.namespace() || m.labels() != first.labels())
+        {
+            return None;
+        }
+        let labels = match first.labels() {
+            0 => LabelSet::from([]),
+            id => self.label_sets.get(&id)?.clone(),
+        };
+        Some((
+            self.names.get(first.namespace() as usize)?.clone(),
+            first.labels(),
+            labels,
+        ))
+    }
+
     /// [`Self::set`], with the pod's node (`spec.nodeName`).
     pub fn set_on(
         &mut self,
@@ -243,16 +329,7 @@ impl PodIndex {
         host_network: bool,
         node: Option<&str>,
     ) -> bool {
-        let id = self.identity(namespace, name);
-        let Some(ip) = ip else {
-            return self.v4.take(id) | self.v6.take(id);
-        };
-        let node = node.map_or(NONE, |n| self.nodes.node_id(n));
-        let m = Member::new(self.namespace_id(namespace), host_network, node);
-        match Addr::from(ip) {
-            Addr::V4(k) => self.v6.take(id) | self.v4.put(id, k, m),
-            Addr::V6(k) => self.v4.take(id) | self.v6.put(id, k, m),
-        }
+        self.set_labelled(namespace, name, ip, host_network, node, None)
     }
 
     /// The address pod `namespace/name` holds, if it holds one.
@@ -367,6 +444,12 @@ impl PodIndex {
             + self.names.iter().map(|n| n.len() + 16).sum::<usize>()
             + slots(self.ids.capacity()) * 21
             + self.nodes.heap_bytes()
+            + self
+                .label_sets
+                .values()
+                .map(|l| 16 + l.iter().map(|(k, v)| k.len() + v.len() + 32).sum::<usize>())
+                .sum::<usize>()
+            + (slots(self.label_sets.capacity()) + slots(self.label_ids.capacity())) * 21
     }
 
     /// Live pods with an IP.

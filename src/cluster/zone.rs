@@ -351,6 +351,10 @@ pub struct ClusterZone {
     writer: Mutex<()>,
     /// ServiceImports and their imported slices (`multicluster`; see [`super::multicluster`]).
     pub(super) clusterset: super::multicluster::ClusterSet,
+    /// Tenant DNS policies and the namespace labels they read (`dnspolicy`; see
+    /// [`super::policy`]). They change no record: a change bumps no counter here, since
+    /// every answer made through a policy is replayed only to clients of its view's class.
+    policies: super::policy::PolicyStore,
 }
 
 /// How many scope counters a zone keeps.
@@ -404,6 +408,7 @@ impl ClusterZone {
             scopes: (0..SCOPE_COUNTERS).map(|_| AtomicU64::new(0)).collect(),
             writer: Mutex::new(()),
             clusterset: Default::default(),
+            policies: Default::default(),
         }
     }
 
@@ -587,12 +592,13 @@ impl ClusterZone {
     pub fn apply_pod(&self, pod: PodInfo) {
         let _writer = self.write_lock();
         let old = self.read_pods().address_of(&pod.namespace, &pod.name);
-        let changed = self.write_pods().set_on(
+        let changed = self.write_pods().set_labelled(
             &pod.namespace,
             &pod.name,
             pod.ip,
             pod.host_network,
             pod.node.as_deref(),
+            pod.labels.as_ref(),
         );
         if changed {
             self.bump_serial();
@@ -634,6 +640,20 @@ impl ClusterZone {
             self.bump_structure();
         }
         removed
+    }
+
+    // ---------------------------------------------------------------- policies (`dnspolicy`)
+
+    /// The tenant DNS policies and the namespace labels they read.
+    pub fn policies(&self) -> &super::policy::PolicyStore {
+        &self.policies
+    }
+
+    /// The view of the client at `ip` (`dnspolicy`): `None` when no pod is known there
+    /// ([`super::pods::PodIndex::policy_key`]).
+    pub fn client_view(&self, ip: IpAddr) -> Option<Arc<super::policy::ClientView>> {
+        let (namespace, id, labels) = self.read_pods().policy_key(ip)?;
+        Some(self.policies.view(&namespace, id, &labels))
     }
 
     // ---------------------------------------------------------------- nodes (`topology`)
@@ -873,6 +893,7 @@ mod tests {
         let pod = |name: &str, ip: Option<IpAddr>| PodInfo {
             host_network: false,
             node: None,
+            labels: None,
             name: name.into(),
             namespace: "n".into(),
             ip,
@@ -1004,6 +1025,7 @@ mod tests {
                         ip: Some(std::net::IpAddr::from([10, w, hi, lo])),
                         host_network: false,
                         node: Some(Arc::from(format!("n{}", i % 20))),
+                        labels: None,
                     });
                     tokio::task::yield_now().await;
                 }

@@ -56,6 +56,9 @@ pub struct WatchOptions {
     pub limits: ApiLimits,
     /// ServiceImports and imported EndpointSlices are watched (`multicluster`).
     pub multicluster: bool,
+    /// DNSPolicies are watched, and Pods with their labels, and Namespaces' labels kept
+    /// (`dnspolicy` in the block).
+    pub policies: bool,
 }
 
 impl Default for WatchOptions {
@@ -73,6 +76,7 @@ impl Default for WatchOptions {
             endpoint_pod_names: false,
             limits: ApiLimits::default(),
             multicluster: false,
+            policies: false,
         }
     }
 }

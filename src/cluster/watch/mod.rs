@@ -1,7 +1,8 @@
 //! The Kubernetes API source: builds a `kube` client from the `kubernetes` plugin's connection
 //! options and keeps a [`ClusterZone`] in step with the API server through one kube-runtime
 //! watcher per resource (Namespaces, Services, EndpointSlices and, with `pods verified`, Pods;
-//! with `multicluster`, ServiceImports and the imported EndpointSlices).
+//! with `multicluster`, ServiceImports and the imported EndpointSlices; with `dnspolicy`,
+//! DNSPolicies, with pods' and namespaces' labels kept).
 //!
 //! What this module owns:
 //! - the connection: in-cluster service account (default), `endpoint URL` (http or https, with
@@ -182,6 +183,7 @@ pub async fn start_with_metrics(
             interner: HashSet::new(),
             keep_pod_names: config.endpoint_pod_names,
             keep_places: config.endpoint_places,
+            keep_labels: config.policies,
             metrics: metrics.clone(),
             live: false,
             retry: RetrySchedule::default(),

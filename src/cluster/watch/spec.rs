@@ -28,6 +28,8 @@ pub enum Resource {
     ClusterSlices,
     /// core/v1 Nodes, cluster-scoped (only with `topology`).
     Nodes,
+    /// dns.cluster-dns.io/v1alpha1 DNSPolicies (only with `dnspolicy`).
+    DnsPolicies,
 }
 
 impl Resource {
@@ -41,6 +43,7 @@ impl Resource {
             Self::ServiceImports => "serviceimports.multicluster.x-k8s.io",
             Self::ClusterSlices => "endpointslices.discovery.k8s.io",
             Self::Nodes => "nodes",
+            Self::DnsPolicies => "dnspolicies.dns.cluster-dns.io",
         }
     }
 
@@ -62,6 +65,7 @@ impl Resource {
             Self::Pods => "Pod",
             Self::ServiceImports => "ServiceImport",
             Self::Nodes => "Node",
+            Self::DnsPolicies => crate::cluster::policy::KIND,
         }
     }
 
@@ -73,6 +77,7 @@ impl Resource {
             Self::Pods => ApiResource::erase::<Pod>(&()),
             Self::ServiceImports => crate::cluster::multicluster::service_import_resource(),
             Self::Nodes => ApiResource::erase::<Node>(&()),
+            Self::DnsPolicies => crate::cluster::policy::dns_policy_resource(),
         }
     }
 }
@@ -104,11 +109,14 @@ impl WatchSpec {
 /// The watches `config` asks for, the Namespace watch first.
 pub(super) fn watch_specs(config: &WatchOptions) -> Vec<WatchSpec> {
     let mut resources = vec![Resource::Services, Resource::EndpointSlices];
-    if config.pods || config.topology {
+    if config.pods || config.topology || config.policies {
         resources.push(Resource::Pods);
     }
     if config.multicluster {
         resources.extend([Resource::ServiceImports, Resource::ClusterSlices]);
+    }
+    if config.policies {
+        resources.push(Resource::DnsPolicies);
     }
     let mut specs = vec![WatchSpec {
         resource: Resource::Namespaces,
@@ -117,8 +125,8 @@ pub(super) fn watch_specs(config: &WatchOptions) -> Vec<WatchSpec> {
     }];
     for resource in resources {
         let labels = match resource {
-            // Imports are not Services: `labels` does not select them.
-            Resource::ServiceImports => None,
+            // Imports and policies are not Services: `labels` does not select them.
+            Resource::ServiceImports | Resource::DnsPolicies => None,
             // Only the imported slices, and of them those `labels` selects.
             Resource::ClusterSlices => Some(match &config.labels {
                 Some(l) => format!("{},{l}", crate::cluster::multicluster::MC_SERVICE_NAME_LABEL),

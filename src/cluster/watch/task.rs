@@ -25,6 +25,7 @@ use crate::cluster::metrics::{
 };
 use crate::cluster::model::{PodInfo, ServiceInfo, SliceInfo, namespace_name};
 use crate::cluster::multicluster::{ClusterSlice, ImportInfo};
+use crate::cluster::policy::PolicyInfo;
 use crate::cluster::topology::NodeInfo;
 use crate::cluster::zone::ClusterZone;
 
@@ -45,6 +46,8 @@ pub(super) struct WatchTask {
     pub(super) keep_pod_names: bool,
     /// Keep endpoints' node, zone and hints (`topology`, `zonal`).
     pub(super) keep_places: bool,
+    /// Pods' and namespaces' labels are kept (`dnspolicy`: its selectors read them).
+    pub(super) keep_labels: bool,
     /// Where watch errors and (for the EndpointSlice watch) the DNS programming latency go.
     pub(super) metrics: Option<KubernetesMetrics>,
     /// True while the event being applied is a watch event after the first list (the only
@@ -242,7 +245,11 @@ impl WatchTask {
     /// Records and (once per distinct error) logs a failed attempt; returns how long to wait
     /// before the next one.
     fn failed(&mut self, e: &watcher::Error) -> Duration {
-        if self.spec.resource == Resource::ServiceImports && is_not_found(e) {
+        if matches!(
+            self.spec.resource,
+            Resource::ServiceImports | Resource::DnsPolicies
+        ) && is_not_found(e)
+        {
             return self.crd_absent();
         }
         let (verb, source) = match e {
@@ -307,11 +314,20 @@ impl WatchTask {
             return delay;
         }
         self.last_error = Some(CRD_ABSENT.to_owned());
-        tracing::error!(
-            target: "cluster_dns::watch",
-            retry_in = ?delay,
-            "multicluster: the ServiceImport CRD (serviceimports.multicluster.x-k8s.io/v1alpha1) is not installed (404 from the API server): clusterset names have no imports to answer; every other name is served; install an MCS API implementation's CRDs, or remove 'multicluster'"
-        );
+        if self.spec.resource == Resource::DnsPolicies {
+            // No DNSPolicy can exist without its CRD: there is nothing to enforce.
+            tracing::warn!(
+                target: "cluster_dns::watch",
+                retry_in = ?delay,
+                "dnspolicy: the DNSPolicy CRD (dnspolicies.dns.cluster-dns.io/v1alpha1) is not installed (404 from the API server): no policy exists, every client sees every name; apply deploy/dnspolicy-crd.yaml"
+            );
+        } else {
+            tracing::error!(
+                target: "cluster_dns::watch",
+                retry_in = ?delay,
+                "multicluster: the ServiceImport CRD (serviceimports.multicluster.x-k8s.io/v1alpha1) is not installed (404 from the API server): clusterset names have no imports to answer; every other name is served; install an MCS API implementation's CRDs, or remove 'multicluster'"
+            );
+        }
         if self.sync.mark(self.index) {
             self.zone.set_synced(true);
         }
@@ -367,6 +383,10 @@ impl WatchTask {
                 if self.allowed.as_ref().is_some_and(|a| !a.contains(&*name)) {
                     return Ok(());
                 }
+                if self.keep_labels {
+                    let labels = crate::cluster::policy::label_set(ns.metadata.labels.iter().flatten());
+                    self.zone.policies().set_namespace(name.clone(), labels);
+                }
                 self.zone.apply_namespace(name);
             }
             Resource::Services => {
@@ -396,7 +416,12 @@ impl WatchTask {
             }
             Resource::Pods => {
                 let pod: Pod = serde_json::from_value(value).map_err(|e| e.to_string())?;
-                let mut info = PodInfo::from_k8s(&pod).map_err(|e| e.to_string())?;
+                let mut info = if self.keep_labels {
+                    PodInfo::from_k8s_labelled(&pod)
+                } else {
+                    PodInfo::from_k8s(&pod)
+                }
+                .map_err(|e| e.to_string())?;
                 info.namespace = self.intern(&info.namespace);
                 self.zone.apply_pod(info);
             }
@@ -413,6 +438,11 @@ impl WatchTask {
                 let node: Node = serde_json::from_value(value).map_err(|e| e.to_string())?;
                 let info = NodeInfo::from_k8s(&node).map_err(|e| e.to_string())?;
                 self.zone.apply_node(&info);
+            }
+            // Never skipped: a malformed policy is kept closed (it must not widen anything).
+            Resource::DnsPolicies => {
+                let info = PolicyInfo::from_json(&value).map_err(|e| e.to_string())?;
+                self.zone.policies().apply(info);
             }
         }
         Ok(())
@@ -441,13 +471,17 @@ impl WatchTask {
 
     fn delete_key(&self, namespace: &str, name: &str) {
         match self.spec.resource {
-            Resource::Namespaces => self.zone.delete_namespace(name),
+            Resource::Namespaces => {
+                self.zone.policies().delete_namespace(name);
+                self.zone.delete_namespace(name);
+            }
             Resource::Services => self.zone.delete_service(namespace, name),
             Resource::EndpointSlices => self.zone.delete_slice(namespace, name),
             Resource::Pods => self.zone.delete_pod(namespace, name),
             Resource::ServiceImports => self.zone.delete_import(namespace, name),
             Resource::ClusterSlices => self.zone.delete_cluster_slice(namespace, name),
             Resource::Nodes => self.zone.delete_node(name),
+            Resource::DnsPolicies => self.zone.policies().delete(namespace, name),
         }
     }
 
@@ -472,6 +506,7 @@ impl WatchTask {
             Resource::Pods => Vec::new(),
             Resource::ServiceImports => self.zone.import_keys(),
             Resource::ClusterSlices => self.zone.cluster_slice_keys(),
+            Resource::DnsPolicies => self.zone.policies().keys(),
             Resource::Nodes => self
                 .zone
                 .node_names()
@@ -530,6 +565,7 @@ mod tests {
             interner: HashSet::new(),
             keep_pod_names: false,
             keep_places: false,
+            keep_labels: false,
             metrics: None,
             live: false,
             retry: RetrySchedule::default(),
