@@ -50,6 +50,10 @@ impl Plugin for Forwards {
                 if !forward.handles(&q.name) {
                     continue;
                 }
+                if let Some(denied) = super::handler::denied_by_policy(q) {
+                    next.for_this_client_only();
+                    return denied;
+                }
                 let reply = match forward.admit(q) {
                     Ok(ticket) => forward.serve_admitted(q, ticket).await,
                     Err(refusal) => {

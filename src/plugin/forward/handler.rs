@@ -636,6 +636,10 @@ impl Plugin for Forward {
             if !self.handles(&q.name) {
                 return next.serve(q).await;
             }
+            if let Some(denied) = denied_by_policy(q) {
+                next.for_this_client_only();
+                return denied;
+            }
             match self.admit(q) {
                 Ok(ticket) => self.serve_admitted(q, ticket).await,
                 Err(refusal) => {
@@ -649,6 +653,15 @@ impl Plugin for Forward {
     fn upstreams(&self) -> Option<&dyn Upstreams> {
         Some(self)
     }
+}
+
+/// The reply to a question the client's DNS policy (`dnspolicy`'s view) does not let leave the
+/// server, or `None` when it may: such a name is never sent upstream, nor joined to another
+/// client's question in flight. (The `dnspolicy` plugin refused it already when the client
+/// asked it; this holds for every name asked on the client's behalf too.)
+pub fn denied_by_policy(q: &Question) -> Option<Reply> {
+    let view = q.view()?;
+    (!view.may_ask_outside(&q.name)).then(|| Reply::Rcode(view.denial()))
 }
 
 impl Upstreams for Forward {

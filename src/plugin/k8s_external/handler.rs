@@ -314,7 +314,14 @@ impl K8sExternal {
             .ok()?;
         let keep = labels.len().checked_sub(usize::from(zone.num_labels()))?;
         let zone_spelt = q.name.trim_to(usize::from(zone.num_labels()));
-        let (rcode, answers, additional) = match self.find(&q.name, &labels[..keep], q.qtype, zone) {
+        // A namespace the client's DNS policy hides (`dnspolicy`) holds no name.
+        let hidden = keep >= 2 && q.view().is_some_and(|v| !v.sees_namespace(labels[keep - 1]));
+        let found = if hidden {
+            Found::NxDomain
+        } else {
+            self.find(&q.name, &labels[..keep], q.qtype, zone)
+        };
+        let (rcode, answers, additional) = match found {
             Found::Records(records, glue) => (ResponseCode::NoError, records, glue),
             Found::NoData => (ResponseCode::NoError, Vec::new(), Vec::new()),
             Found::NxDomain => {
@@ -366,7 +373,11 @@ impl Plugin for K8sExternal {
         vec![self.zone.clone() as Arc<dyn ChangeCounter>]
     }
 
-    fn serve_now(&self, q: &Question, _next: &Next<'_>) -> Now {
+    /// Through the client's DNS policy, when it has one (never kept by a cache then).
+    fn serve_now(&self, q: &Question, next: &Next<'_>) -> Now {
+        if q.view().is_some() {
+            next.depends_on_visibility();
+        }
         self.answer(q).map_or(Now::Pass, Now::Reply)
     }
 

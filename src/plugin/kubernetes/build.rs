@@ -30,6 +30,7 @@ impl Configured for KubernetesConfig {
     /// with `pods verified` the namespaces of client addresses (`fairness` groups by them).
     fn offers(&self, capability: TypeId) -> bool {
         capability == TypeId::of::<ClusterSource>()
+            || capability == TypeId::of::<crate::cluster::policy::ClusterNames>()
             || (capability == TypeId::of::<PodNamespaces>() && self.pods == PodMode::Verified)
     }
 
@@ -68,6 +69,18 @@ impl Configured for KubernetesConfig {
                     source: source.value.clone(),
                 }))));
             }
+            // The names its zone answers, for `dnspolicy` (every other name is "outside").
+            let names = |reverse: bool| {
+                self.zones
+                    .iter()
+                    .filter(|z| crate::corefile::is_reverse_zone(z) == reverse)
+                    .filter_map(|z| hickory_proto::rr::Name::from_ascii(z).ok())
+                    .collect()
+            };
+            offered.offer(Arc::new(crate::cluster::policy::ClusterNames {
+                zones: names(false),
+                reverse_zones: names(true),
+            }));
             offered.offer(Arc::new(ClusterFamilies(Arc::new(FamiliesOf {
                 source: source.value.clone(),
             }))));

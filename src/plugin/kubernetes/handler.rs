@@ -120,12 +120,18 @@ impl Kubernetes {
         self.answerer.answer_as(&q.name, q.qtype, q.probe)
     }
 
-    /// [`Kubernetes::serve`] for `q`'s client (`topology`): an answer made for it alone is
-    /// marked so on `next` (never replayed or cached for another client), and counted.
+    /// [`Kubernetes::serve`] for `q`'s client (`topology`) and through its DNS policy
+    /// (`dnspolicy`'s view): an answer made for it alone is marked so on `next` (never replayed
+    /// or cached for another client), and counted; one made through a view is never cached
+    /// (the memo replays it to the view's class only).
     fn serve_client(&self, q: &Question, next: &Next<'_>) -> Outcome {
-        let (outcome, used) = self
-            .answerer
-            .answer_for(&q.name, q.qtype, q.probe, Some(q.client.ip()));
+        let view = q.view();
+        if view.is_some() {
+            next.depends_on_visibility();
+        }
+        let (outcome, used) =
+            self.answerer
+                .answer_through(&q.name, q.qtype, q.probe, Some(q.client.ip()), view);
         if used.dependent {
             match used.class {
                 // The same for every client of its place: replayed to those alone.

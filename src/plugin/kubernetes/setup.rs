@@ -70,6 +70,8 @@ pub struct KubernetesConfig {
     pub files: Vec<NamedFile>,
     /// `multicluster ZONES...`: those of `zones` answered from ServiceImports (normalized).
     pub multicluster: Vec<String>,
+    /// The block has `dnspolicy`: DNSPolicies are watched, and pod and namespace labels kept.
+    pub policies: bool,
 }
 
 /// The TTL when `ttl` is not given.
@@ -102,6 +104,7 @@ impl Default for KubernetesConfig {
             apiserver_max_inflight: None,
             files: Vec::new(),
             multicluster: Vec::new(),
+            policies: false,
         }
     }
 }
@@ -125,6 +128,7 @@ impl KubernetesConfig {
                 max_inflight: self.apiserver_max_inflight.filter(|m| *m > 0),
             },
             multicluster: !self.multicluster.is_empty(),
+            policies: self.policies,
         }
     }
 }
@@ -277,7 +281,9 @@ fn is_subzone(zone: &str, parent: &str) -> bool {
 /// The `kubernetes` directive's setup (one per block).
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
     ctx.refuse_twice(d)?;
-    Ok(Arc::new(parse(d, ctx.zones, ctx.dir)?))
+    let mut config = parse(d, ctx.zones, ctx.dir)?;
+    config.policies = ctx.block.contains(&"dnspolicy");
+    Ok(Arc::new(config))
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! (rcode, sections) or that the name is not ours ([`Outcome::Fallthrough`]) so the next
 //! handler takes it.
 
+use crate::proto::Visibility;
 use std::borrow::Cow;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -421,10 +422,24 @@ impl ClusterAnswerer {
         probe: bool,
         client: Option<IpAddr>,
     ) -> (Outcome, ClientUse) {
+        self.answer_through(qname, qtype, probe, client, None)
+    }
+
+    /// [`ClusterAnswerer::answer_for`] through what the client's DNS policy lets it see
+    /// (`view`, `dnspolicy`): a name of a namespace it does not see, an address such a
+    /// namespace holds, a CNAME target in one, are answered as names that do not exist.
+    pub fn answer_through(
+        &self,
+        qname: &Name,
+        qtype: RecordType,
+        probe: bool,
+        client: Option<IpAddr>,
+        view: Option<&dyn Visibility>,
+    ) -> (Outcome, ClientUse) {
         // Most clients ask in lower case: the name is copied only when it is not.
         let found = with_lower_labels(qname, |labels| {
             let zone = self.zone_index(labels)?;
-            Some((zone, self.resolve(qname, labels, zone, qtype, 0, client)))
+            Some((zone, self.resolve(qname, labels, zone, qtype, 0, client, view)))
         });
         let Some((zone, res)) = found else {
             return (Outcome::Fallthrough, ClientUse::default());
@@ -503,6 +518,7 @@ impl ClusterAnswerer {
 
     /// Resolves `owner` (client spelling) whose labels, lower-cased, are `lower`, inside the
     /// zone `zone_index` (of `settings.zones`, as [`Self::zone_index`] found it).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn resolve(
         &self,
         owner: &Name,
@@ -511,6 +527,7 @@ impl ClusterAnswerer {
         qtype: RecordType,
         depth: usize,
         client: Option<IpAddr>,
+        view: Option<&dyn Visibility>,
     ) -> Resolution {
         let zone = &self.settings.zones[zone_index];
         let ZoneLabels {
@@ -549,7 +566,15 @@ impl ClusterAnswerer {
         // The zone as the client spelt it: SRV and NS targets are built in it.
         let zone_spelt = || spelt_zone(owner, zone);
         if *reverse {
-            return self.resolve_reverse(owner, labels, keep, zone, qtype);
+            return self.resolve_reverse(owner, labels, keep, zone, qtype, view);
+        }
+        // What the client's policy hides is a name that does not exist.
+        let hidden = |ns: &str| view.is_some_and(|v| !v.sees_namespace(ns));
+        if self.zone_labels[zone_index].multicluster
+            && let [.., namespace, "svc"] = &labels[..keep]
+            && hidden(namespace)
+        {
+            return Resolution::nxdomain();
         }
         if self.zone_labels[zone_index].multicluster
             && let Some(res) = self.resolve_clusterset(owner, &labels[..keep], &zone_spelt(), qtype)
@@ -561,9 +586,22 @@ impl ClusterAnswerer {
             && !self.zone_labels[zone_index].multicluster
             && let Some(zonal) = ZonalName::parse(&labels[..keep])
         {
+            if hidden(zonal.namespace) {
+                return Resolution::nxdomain();
+            }
             return self.resolve_zonal(owner, zone, &zonal, qtype);
         }
         let node = ClusterName::parse(&labels[..keep]);
+        if let ClusterName::Namespace(ns)
+        | ClusterName::PodNamespace(ns)
+        | ClusterName::PodAddress { namespace: ns, .. }
+        | ClusterName::Service { namespace: ns, .. }
+        | ClusterName::Endpoint { namespace: ns, .. }
+        | ClusterName::Port { namespace: ns, .. } = node
+            && hidden(ns)
+        {
+            return Resolution::nxdomain();
+        }
         match node {
             ClusterName::Apex => match qtype {
                 RecordType::SOA => Resolution::records(vec![self.soa(zone, owner)]),
@@ -608,7 +646,7 @@ impl ClusterAnswerer {
                 self.resolve_pod(owner, namespace, address, qtype)
             }
             ClusterName::Service { namespace, service } => {
-                self.resolve_service(owner, zone, namespace, service, qtype, depth, client)
+                self.resolve_service(owner, zone, namespace, service, qtype, depth, client, view)
             }
             ClusterName::Endpoint {
                 namespace,

@@ -1,6 +1,7 @@
 //! Reverse names: PTR for ClusterIPs and endpoint addresses under `in-addr.arpa.` and
 //! `ip6.arpa.`.
 
+use crate::proto::Visibility;
 use std::net::IpAddr;
 
 use hickory_proto::rr::rdata::PTR;
@@ -18,6 +19,7 @@ impl ClusterAnswerer {
         keep: usize,
         zone: &Name,
         qtype: RecordType,
+        view: Option<&dyn Visibility>,
     ) -> Resolution {
         if keep == 0 {
             return match qtype {
@@ -29,7 +31,7 @@ impl ClusterAnswerer {
         let Some(ip) = parse_reverse(labels) else {
             return Resolution::nxdomain();
         };
-        let targets = self.ptr_targets(ip);
+        let targets = self.ptr_targets(ip, view);
         if targets.is_empty() {
             return Resolution::nxdomain();
         }
@@ -46,9 +48,12 @@ impl ClusterAnswerer {
 
     /// PTR targets for `ip` (§4.5): the first service owning it as a ClusterIP, else every
     /// (service, endpoint name) owning it as a ready endpoint address.
-    pub(super) fn ptr_targets(&self, ip: IpAddr) -> Vec<Name> {
+    /// An address a namespace hidden by the client's policy (`view`) holds is one no Service
+    /// holds for it.
+    pub(super) fn ptr_targets(&self, ip: IpAddr, view: Option<&dyn Visibility>) -> Vec<Name> {
         let allowed = |ns: &str| {
-            self.settings.namespaces.is_empty() || self.settings.namespaces.iter().any(|n| n == ns)
+            (self.settings.namespaces.is_empty() || self.settings.namespaces.iter().any(|n| n == ns))
+                && view.is_none_or(|v| v.sees_namespace(ns))
         };
         let primary = self.primary();
         let owners = self.zone.reverse(&ip);

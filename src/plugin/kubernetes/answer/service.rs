@@ -2,6 +2,7 @@
 //! headless), ExternalName CNAMEs and their in-zone chase, endpoint hostnames, and SRV for its
 //! ports.
 
+use crate::proto::Visibility;
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -87,6 +88,7 @@ impl ClusterAnswerer {
         qtype: RecordType,
         depth: usize,
         client: Option<IpAddr>,
+        view: Option<&dyn Visibility>,
     ) -> Resolution {
         let Some(entry) = self.visible_service(namespace, service) else {
             return Resolution::nxdomain();
@@ -135,7 +137,7 @@ impl ClusterAnswerer {
                 }
             }
             (ServiceKind::ExternalName(Some(target)), RecordType::A | RecordType::AAAA) => {
-                self.chase(owner, target, qtype, depth)
+                self.chase(owner, target, qtype, depth, view)
             }
             _ => Resolution::nodata(),
         }
@@ -143,7 +145,14 @@ impl ClusterAnswerer {
 
     /// CNAME to an ExternalName target, followed by the target's records when it is in one of
     /// our zones (RFC 1034 rules: the target's rcode, NODATA when it lacks the type).
-    pub(super) fn chase(&self, owner: &Name, target: &str, qtype: RecordType, depth: usize) -> Resolution {
+    pub(super) fn chase(
+        &self,
+        owner: &Name,
+        target: &str,
+        qtype: RecordType,
+        depth: usize,
+        view: Option<&dyn Visibility>,
+    ) -> Resolution {
         let Ok(target) = Name::from_ascii(target) else {
             return Resolution::nxdomain();
         };
@@ -157,7 +166,7 @@ impl ClusterAnswerer {
             let zone = self.zone_index(lower)?;
             Some(
                 (depth < MAX_CNAME_CHAIN && target != *owner)
-                    .then(|| self.resolve(&target, lower, zone, qtype, depth + 1, None)),
+                    .then(|| self.resolve(&target, lower, zone, qtype, depth + 1, None, view)),
             )
         });
         match in_zone {
