@@ -12,6 +12,7 @@ pub mod cancel;
 pub mod chaos;
 pub mod debug;
 pub mod dns64;
+pub mod dnspolicy;
 pub mod dnstap;
 pub mod errors;
 pub mod fairness;

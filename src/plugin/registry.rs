@@ -12,10 +12,10 @@
 use std::sync::Arc;
 
 use super::{
-    acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, dnstap, errors, fairness, file,
-    forward, header, health, hosts, k8s_external, kubernetes, loadbalance, local, log, loop_detect, metadata,
-    metrics, minimal, multisocket, noaaaa, nsid, pprof, proxyproto, quic, ready, reload, rewrite, root, rrl,
-    shed, template, timeouts, tls, transfer, tsig, view, whoami,
+    acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, dnspolicy, dnstap, errors,
+    fairness, file, forward, header, health, hosts, k8s_external, kubernetes, loadbalance, local, log,
+    loop_detect, metadata, metrics, minimal, multisocket, noaaaa, nsid, pprof, proxyproto, quic, ready,
+    reload, rewrite, root, rrl, shed, template, timeouts, tls, transfer, tsig, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -129,6 +129,9 @@ pub const PLUGINS: &[Entry] = &[
     // Before the cache: its answers depend on the client, the tries it makes below do not.
     with_families("autopath", autopath::setup::setup, autopath::families),
     with_families("acl", acl::setup::setup, acl::families),
+    // Tenant DNS policy: after rewrite and autopath (it sees every name they ask for the
+    // client), before cache (it decides again for every client before a store is asked).
+    with_families("dnspolicy", dnspolicy::setup::setup, dnspolicy::families),
     with_families("cache", cache::setup::setup, cache::families),
     // After the cache, as in CoreDNS: the cache keeps the replies it edited.
     entry("header", header::setup::setup),
