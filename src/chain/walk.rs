@@ -179,6 +179,10 @@ pub struct Trace {
     /// ([`Next::for_clients_of`]). Only set, never cleared: no store before plugin `i` keeps
     /// the reply ([`Next::decided_for_the_client`]).
     for_client: AtomicU32,
+    /// Bit `i`: plugin `i` made its part of the reply through the question's view
+    /// ([`Next::depends_on_visibility`]): a decision for the view's class of clients, which the
+    /// plugin that set the view pushed as the reply's class.
+    through_view: AtomicU32,
     /// The plugin that made the reply for a class of clients, and the class
     /// ([`Next::for_clients_of`]); set at most once (a second, different one forbids the
     /// replay).
@@ -402,9 +406,9 @@ impl<'a> Next<'a> {
     /// that set the view (`dnspolicy`, before every store) made the whole reply one for the
     /// view's class of clients ([`Next::for_clients_of`]).
     pub fn depends_on_visibility(&self) {
-        self.trace
-            .for_client
-            .fetch_or(self.asking_bit(), Ordering::Relaxed);
+        let bit = self.asking_bit();
+        self.trace.for_client.fetch_or(bit, Ordering::Relaxed);
+        self.trace.through_view.fetch_or(bit, Ordering::Relaxed);
     }
 
     /// True when a plugin after the one asking, visited by this question, decided for its
@@ -687,9 +691,16 @@ impl Chain {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         // Decided for this client: replayed to no one, but for a reply made for a class of
-        // clients, which the memo replays to that class only.
+        // clients, which the memo replays to that class only. A part made through the
+        // question's view is one for the view's class: only `dnspolicy` sets a view, and it
+        // makes every reply one for its class ([`Next::depends_on_visibility`]).
         let class_bit = class.map_or(0, |c| 1 << c.plugin);
-        if trace.for_client.load(Ordering::Relaxed) & !class_bit != 0 {
+        let view_bits = if class.is_some() {
+            trace.through_view.load(Ordering::Relaxed)
+        } else {
+            0
+        };
+        if trace.for_client.load(Ordering::Relaxed) & !class_bit & !view_bits != 0 {
             return None;
         }
         for (i, p) in self.plugins.iter().enumerate() {

@@ -373,9 +373,10 @@ impl Plugin for K8sExternal {
         vec![self.zone.clone() as Arc<dyn ChangeCounter>]
     }
 
-    /// Through the client's DNS policy, when it has one (never kept by a cache then).
+    /// Through the client's DNS policy, when it has one: a name of its zones is then never
+    /// kept by a cache.
     fn serve_now(&self, q: &Question, next: &Next<'_>) -> Now {
-        if q.view().is_some() {
+        if q.view().is_some() && self.config.zones.iter().any(|z| z.zone_of(&q.name)) {
             next.depends_on_visibility();
         }
         self.answer(q).map_or(Now::Pass, Now::Reply)

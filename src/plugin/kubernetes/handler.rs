@@ -126,7 +126,9 @@ impl Kubernetes {
     /// (the memo replays it to the view's class only).
     fn serve_client(&self, q: &Question, next: &Next<'_>) -> Outcome {
         let view = q.view();
-        if view.is_some() {
+        // A name of its zones (answered, or passed on from them) is made through the view;
+        // any other name is none of its business, and a cache may keep what answers it.
+        if view.is_some() && self.answerer.matching_zone(&q.name).is_some() {
             next.depends_on_visibility();
         }
         let (outcome, used) =
