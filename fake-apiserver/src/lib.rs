@@ -1,7 +1,8 @@
 //! A fake Kubernetes API server for cluster-dns's tests and benchmarks. It speaks the real
 //! list/watch HTTP protocol (as kube-rs's watcher and client-go use it) for core/v1 Namespaces,
 //! Services, Pods and Nodes, discovery.k8s.io/v1 EndpointSlices and multicluster.x-k8s.io/v1alpha1
-//! ServiceImports (the MCS API's CRD; a missing CRD is `fail_resource(ServiceImports, 404)`),
+//! ServiceImports (the MCS API's CRD; a missing CRD is `fail_resource(ServiceImports, 404)`)
+//! and dns.cluster-dns.io/v1alpha1 DNSPolicies (cluster-dns's own CRD),
 //! over a real TCP socket on
 //! 127.0.0.1, and gives tests a handle ([`FakeApiServer`]) to change objects and inject faults.
 //!
@@ -74,10 +75,12 @@ pub enum Resource {
     ServiceImports,
     /// core/v1 Nodes (cluster-scoped).
     Nodes,
+    /// dns.cluster-dns.io/v1alpha1 DNSPolicies (cluster-dns's CRD).
+    DnsPolicies,
 }
 
 /// How many kinds of object the server holds (one store, event channel and byte counter each).
-const KINDS: usize = 6;
+const KINDS: usize = 7;
 
 impl Resource {
     /// Every resource.
@@ -88,6 +91,7 @@ impl Resource {
         Self::Pods,
         Self::ServiceImports,
         Self::Nodes,
+        Self::DnsPolicies,
     ];
 
     /// True for the cluster-scoped resources (Namespaces, Nodes).
@@ -103,6 +107,7 @@ impl Resource {
             Self::Pods => 3,
             Self::ServiceImports => 4,
             Self::Nodes => 5,
+            Self::DnsPolicies => 6,
         }
     }
 
@@ -115,6 +120,7 @@ impl Resource {
             Self::Pods => "Pod",
             Self::ServiceImports => "ServiceImport",
             Self::Nodes => "Node",
+            Self::DnsPolicies => "DNSPolicy",
         }
     }
 
@@ -123,6 +129,7 @@ impl Resource {
         match self {
             Self::EndpointSlices => "discovery.k8s.io/v1",
             Self::ServiceImports => "multicluster.x-k8s.io/v1alpha1",
+            Self::DnsPolicies => "dns.cluster-dns.io/v1alpha1",
             _ => "v1",
         }
     }
@@ -136,6 +143,7 @@ impl Resource {
             Self::Pods => "pods",
             Self::ServiceImports => "serviceimports",
             Self::Nodes => "nodes",
+            Self::DnsPolicies => "dnspolicies",
         }
     }
 
@@ -148,6 +156,7 @@ impl Resource {
         match self {
             Self::EndpointSlices => "discovery.k8s.io",
             Self::ServiceImports => "multicluster.x-k8s.io",
+            Self::DnsPolicies => "dns.cluster-dns.io",
             _ => "",
         }
     }
@@ -816,6 +825,7 @@ fn route(path: &str) -> Option<(Resource, Option<String>)> {
         ["api", "v1", rest @ ..] => ("", rest),
         ["apis", "discovery.k8s.io", "v1", rest @ ..] => ("discovery.k8s.io", rest),
         ["apis", "multicluster.x-k8s.io", "v1alpha1", rest @ ..] => ("multicluster.x-k8s.io", rest),
+        ["apis", "dns.cluster-dns.io", "v1alpha1", rest @ ..] => ("dns.cluster-dns.io", rest),
         _ => return None,
     };
     let (ns, plural) = match rest {

@@ -82,6 +82,16 @@ spec:
 status:
   phase: Running
   podIP: 127.0.0.3
+---
+apiVersion: dns.cluster-dns.io/v1alpha1
+kind: DNSPolicy
+metadata:
+  name: isolate
+  namespace: a
+spec:
+  podSelector: {}
+  visibleNamespaces: {names: []}
+  external: {allow: ['*.example.org', example.net]}
 ";
 
 const ZONE: &str = "$ORIGIN example.org.\n@ 3600 IN SOA ns.example.org. admin.example.org. 42 7200 3600 1209600 300\n@ 3600 IN NS ns\nns 3600 IN A 192.0.2.53\nwww 3600 IN A 192.0.2.80\nwww 3600 IN A 192.0.2.81\n";
@@ -163,6 +173,18 @@ const CASES: &[Case] = &[
     case("rewrite", "rewrite name exact alias.example.org www.example.org"),
     case("autopath", "autopath @kubernetes"),
     case("acl", "acl example.org {\n  allow net 127.0.0.2/32\n  block\n }"),
+    // Client A's pod may see only its own namespace and few outside names; B sees all.
+    Case {
+        directive: "dnspolicy",
+        lines: "dnspolicy {\n  unmapped deny\n }\n forward . {upstream}",
+        a_args: &[],
+        asks: &[
+            &["web.b.svc.cluster.local", "A"],
+            &["10.0.96.10.in-addr.arpa", "PTR"],
+            &["who.example.com", "A"],
+            &["www.example.org.b.svc.cluster.local", "A"],
+        ],
+    },
     case("header", "header {\n  response set ra\n }"),
     case("minimal", "minimal"),
     case(

@@ -20,6 +20,7 @@ mod corefiles;
 mod deploy;
 mod differential;
 mod dns64;
+mod dnspolicy;
 mod dnstap;
 mod docs;
 mod doq;
