@@ -1101,3 +1101,66 @@ fn the_oracle_combines_policies_as_the_readme_says() {
     assert_eq!(b.denial(), ResponseCode::Refused);
     assert!(!world.view(1, 0).restricted(), "audit changes nothing");
 }
+
+/// DNS over TLS, HTTPS and QUIC: the client the policy decides for is the pod at the
+/// connection's source address, as over UDP. From the pod, a hidden namespace's Service is a
+/// name that does not exist and a denied outside name is refused; from 127.0.0.1 (not a pod,
+/// `unmapped allow`) both answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn encrypted_transports_are_decided_for_the_pod_that_connects() {
+    let dir = support::temp_dir("dnspolicy-encrypted");
+    crate::doq::certificates(&dir);
+    let policy = "---\napiVersion: dns.cluster-dns.io/v1alpha1\nkind: DNSPolicy\nmetadata: {name: isolate, namespace: a}\nspec: {podSelector: {}, visibleNamespaces: {names: []}, external: {allow: []}, action: REFUSED}\n";
+    std::fs::write(dir.join("cluster.yaml"), small_cluster(policy)).unwrap();
+    let ports = [
+        crate::upstream::free_port(),
+        crate::upstream::free_port(),
+        crate::upstream::free_port(),
+    ];
+    let block = |scheme: &str, port: u16| {
+        format!(
+            "{scheme}://.:{port} {{\n bind 127.0.0.1\n tls cert.pem key.pem\n kubernetes cluster.local {{\n  manifests cluster.yaml\n  pods verified\n }}\n dnspolicy {{\n  unmapped allow\n }}\n template IN A example.net {{\n  answer \"{{{{ .Name }}}} 60 IN A 192.0.2.7\"\n }}\n}}\n"
+        )
+    };
+    let corefile = format!(
+        "{}{}{}",
+        block("tls", ports[0]),
+        block("https", ports[1]),
+        block("quic", ports[2])
+    );
+    let running = support::start(&corefile, &dir).await;
+    let at = |port: u16| SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let (dot, doh, quic) = (at(ports[0]), at(ports[1]), at(ports[2]));
+    let ca = format!("+tls-ca={}", dir.join("ca.pem").display());
+    let dig = |addr: SocketAddr, from: &str, how: &str, name: &str| {
+        let out = support::dig(addr, &["-b", from, &ca, how, "+tls-hostname=dns.test", "A", name]);
+        support::dig_status(&out)
+    };
+    for (addr, how) in [(dot, "+tls"), (doh, "+https")] {
+        assert_eq!(
+            dig(addr, POD, how, "web.b.svc.cluster.local"),
+            "NXDOMAIN",
+            "{how}"
+        );
+        assert_eq!(dig(addr, POD, how, "www.example.net"), "REFUSED", "{how}");
+        assert_eq!(
+            dig(addr, "127.0.0.1", how, "web.b.svc.cluster.local"),
+            "NOERROR",
+            "{how}"
+        );
+        assert_eq!(dig(addr, "127.0.0.1", how, "www.example.net"), "NOERROR", "{how}");
+    }
+    for (from, hidden, outside) in [
+        (POD, ResponseCode::NXDomain, ResponseCode::Refused),
+        ("127.0.0.1", ResponseCode::NoError, ResponseCode::NoError),
+    ] {
+        let endpoint =
+            crate::doq::client_bound(&dir, b"doq", false, SocketAddr::new(from.parse().unwrap(), 0));
+        let conn = crate::doq::connect(&endpoint, quic).await.unwrap();
+        let m = crate::doq::ask(&conn, "web.b.svc.cluster.local.", RecordType::A).await;
+        assert_eq!(m.metadata.response_code, hidden, "DoQ from {from}");
+        let m = crate::doq::ask(&conn, "www.example.net.", RecordType::A).await;
+        assert_eq!(m.metadata.response_code, outside, "DoQ from {from}");
+    }
+    running.stop().await.unwrap();
+}

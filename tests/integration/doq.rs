@@ -23,7 +23,7 @@ use crate::support;
 use crate::upstream::{Mode, Scripted};
 
 /// Writes the test CA and a server certificate for `dns.test` and 127.0.0.1 into `dir`.
-fn certificates(dir: &Path) {
+pub(crate) fn certificates(dir: &Path) {
     let pki = TestPki::new("doq test CA").unwrap();
     let server = pki.server(&["dns.test", "127.0.0.1"]).unwrap();
     std::fs::write(dir.join("ca.pem"), &pki.ca_pem).unwrap();
@@ -47,6 +47,11 @@ fn client(dir: &Path, alpn: &[u8]) -> Endpoint {
 
 /// [`client`], with keep-alive PINGs or without.
 fn client_with(dir: &Path, alpn: &[u8], keep_alive: bool) -> Endpoint {
+    client_bound(dir, alpn, keep_alive, "127.0.0.1:0".parse().unwrap())
+}
+
+/// [`client_with`], its socket bound at `bind` (a pod's address, for `dnspolicy`).
+pub(crate) fn client_bound(dir: &Path, alpn: &[u8], keep_alive: bool, bind: SocketAddr) -> Endpoint {
     let ca = std::fs::read(dir.join("ca.pem")).unwrap();
     let mut roots = rustls::RootCertStore::empty();
     roots.add(CertificateDer::from_pem_slice(&ca).unwrap()).unwrap();
@@ -63,12 +68,12 @@ fn client_with(dir: &Path, alpn: &[u8], keep_alive: bool) -> Endpoint {
     // Connections held open by the cap test outlive the server's idle timeout.
     transport.keep_alive_interval(keep_alive.then_some(Duration::from_secs(1)));
     config.transport_config(Arc::new(transport));
-    let mut endpoint = Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    let mut endpoint = Endpoint::client(bind).unwrap();
     endpoint.set_default_client_config(config);
     endpoint
 }
 
-async fn connect(endpoint: &Endpoint, addr: SocketAddr) -> Result<Connection, ConnectionError> {
+pub(crate) async fn connect(endpoint: &Endpoint, addr: SocketAddr) -> Result<Connection, ConnectionError> {
     tokio::time::timeout(
         Duration::from_secs(5),
         endpoint.connect(addr, "dns.test").unwrap(),
@@ -99,7 +104,7 @@ fn framed(name: &str, qtype: RecordType, id: u16) -> Vec<u8> {
 }
 
 /// Asks `name` `qtype` on a new stream of `conn` and decodes the length-prefixed reply.
-async fn ask(conn: &Connection, name: &str, qtype: RecordType) -> Message {
+pub(crate) async fn ask(conn: &Connection, name: &str, qtype: RecordType) -> Message {
     let reply = exchange(conn, &framed(name, qtype, 0)).await.unwrap();
     let len = usize::from(u16::from_be_bytes([reply[0], reply[1]]));
     assert_eq!(len, reply.len() - 2, "one message, with its length");
