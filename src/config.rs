@@ -210,14 +210,17 @@ impl Config {
                 warnings.extend(c.warnings(&plugins));
                 c.configure(&mut settings);
             }
-            // DNS over QUIC is always encrypted: CoreDNS cannot start a quic:// block without
-            // a certificate either.
+            // DNS over QUIC and over HTTP/3 are always encrypted: CoreDNS cannot start such a
+            // block without a certificate either.
             if settings.tls.is_none()
-                && let Some((_, _, _, key)) = keys.iter().find(|(_, s, _, _)| *s == Scheme::Quic)
+                && let Some((_, scheme, _, key)) = keys
+                    .iter()
+                    .find(|(_, s, _, _)| matches!(s, Scheme::Quic | Scheme::Https3))
             {
-                return Err(key.error(
-                    "a quic:// server block needs a 'tls CERT KEY' directive (DNS over QUIC is always encrypted)",
-                ));
+                return Err(key.error(format!(
+                    "a {}:// server block needs a 'tls CERT KEY' directive (it is always encrypted)",
+                    scheme.as_str()
+                )));
             }
             for &(scheme, port) in &listens {
                 let zones = keys

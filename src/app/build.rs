@@ -273,6 +273,11 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
                 quic.entry(*key).or_insert(q);
             }
         }
+        if let Some(q) = block.settings.https3 {
+            for key in keys.iter().filter(|k| k.2 == Scheme::Https3) {
+                quic.entry(*key).or_insert(q);
+            }
+        }
         let mut capabilities = Capabilities::default();
         for (_, configured) in &block.plugins {
             let ctx = AcquireCtx {

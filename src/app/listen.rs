@@ -30,8 +30,8 @@ fn stream_protocol(key: &ListenKey, tls: Option<&tokio_rustls::rustls::ServerCon
             tracing::warn!(server = %server_label(key), "https:// block without a 'tls' directive: serving DNS over plain HTTP (for a TLS-terminating proxy), as CoreDNS does");
             StreamProtocol::doh(None)
         }
-        // Not a stream listener (see `listen_quic`).
-        (Scheme::Quic, _) => StreamProtocol::Tcp,
+        // Not stream listeners (see `listen_quic`).
+        (Scheme::Quic | Scheme::Https3, _) => StreamProtocol::Tcp,
     }
 }
 
@@ -49,8 +49,9 @@ async fn bind_dns(
                     None => server::bind(addr).await,
                 },
                 Scheme::Tls | Scheme::Https => server::bind_stream(addr, protocol).await,
-                Scheme::Quic => Err(ServerError::Serve(format!(
-                    "{addr}: a quic:// listener is not a stream listener"
+                Scheme::Quic | Scheme::Https3 => Err(ServerError::Serve(format!(
+                    "{addr}: a {}:// listener is not a stream listener",
+                    key.2.as_str()
                 ))),
             }
         }
@@ -72,7 +73,7 @@ pub(super) async fn listen(
     options: ListenOptions,
     shared: &Shared,
 ) -> Result<Listener, ServerError> {
-    if key.2 == Scheme::Quic {
+    if matches!(key.2, Scheme::Quic | Scheme::Https3) {
         return listen_quic(key, router, options, shared);
     }
     let protocol = stream_protocol(&key, options.tls.as_deref());
@@ -91,6 +92,7 @@ pub(super) async fn listen(
         Scheme::Tls => "TLS",
         Scheme::Https => "HTTPS",
         Scheme::Quic => "QUIC",
+        Scheme::Https3 => "HTTP/3",
     };
     tracing::info!(%addr, zones = %zone_list.join(" "), "serving DNS over {over}");
     let cell = server::router_cell(router);
@@ -148,22 +150,27 @@ pub(super) async fn listen(
     })
 }
 
-/// Binds the UDP socket of `quic://` listen address `key` and serves DNS over QUIC on it
-/// with `router`, its block's certificate, its `quic` stream bounds and its `timeouts`.
+/// Binds the UDP socket of `quic://` (or `https3://`) listen address `key` and serves DNS over
+/// QUIC (or over HTTP/3) on it with `router`, its block's certificate, its `quic` (or
+/// `https3`) stream bounds and its `timeouts`.
 fn listen_quic(
     key: ListenKey,
     router: Router,
     options: ListenOptions,
     shared: &Shared,
 ) -> Result<Listener, ServerError> {
+    use crate::server::h3::{bind_h3, serve_h3};
     use crate::server::quic::{QuicLimits, bind_quic, serve_quic};
     let label = server_label(&key);
+    let (scheme, h3) = (key.2.as_str(), key.2 == Scheme::Https3);
     if options.proxy.is_some() {
-        tracing::warn!(server = %label, "proxyproto has no effect on quic:// listeners (CoreDNS applies it to their datagrams)");
+        tracing::warn!(server = %label, "proxyproto has no effect on {scheme}:// listeners (CoreDNS applies it to their datagrams)");
     }
-    // The configuration refuses a quic:// block without `tls`; kept as an error, not a panic.
+    // The configuration refuses such a block without `tls`; kept as an error, not a panic.
     let tls = options.tls.as_deref().ok_or_else(|| {
-        ServerError::Serve(format!("{label}: a quic:// server block needs a 'tls' directive"))
+        ServerError::Serve(format!(
+            "{label}: a {scheme}:// server block needs a 'tls' directive"
+        ))
     })?;
     let mut limits = QuicLimits {
         metrics: Some(shared.quic.listener(&label)),
@@ -179,13 +186,16 @@ fn listen_quic(
         limits.idle_timeout = t.idle.unwrap_or(limits.idle_timeout);
     }
     let ip = key.0.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
-    let listener = match bind_quic(SocketAddr::new(ip, key.1), tls, &limits) {
+    let bind = |addr| {
+        if h3 {
+            bind_h3(addr, tls, &limits)
+        } else {
+            bind_quic(addr, tls, &limits)
+        }
+    };
+    let listener = match bind(SocketAddr::new(ip, key.1)) {
         // All interfaces: dual-stack where the host has IPv6, else IPv4 only.
-        Err(_) if key.0.is_none() => bind_quic(
-            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), key.1),
-            tls,
-            &limits,
-        )?,
+        Err(_) if key.0.is_none() => bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), key.1))?,
         other => other?,
     };
     let addr = listener.local_addr().map_err(|source| ServerError::Bind {
@@ -197,12 +207,18 @@ fn listen_quic(
         .iter()
         .flat_map(|b| b.zones.iter().map(|z| z.to_string()))
         .collect();
-    tracing::info!(%addr, zones = %zone_list.join(" "), "serving DNS over QUIC");
+    let over = if h3 { "HTTP/3" } else { "QUIC" };
+    tracing::info!(%addr, zones = %zone_list.join(" "), "serving DNS over {over}");
     let cell = server::router_cell(router);
     let (stop, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve_quic(cell.clone(), listener.clone(), limits, async move {
+    let stopped = async move {
         let _ = rx.await;
-    }));
+    };
+    let task = if h3 {
+        tokio::spawn(serve_h3(cell.clone(), listener.clone(), limits, stopped))
+    } else {
+        tokio::spawn(serve_quic(cell.clone(), listener.clone(), limits, stopped))
+    };
     Ok(Listener {
         addr,
         cell,

@@ -187,6 +187,8 @@ pub struct BlockSettings {
     /// Its `quic://` listeners' stream bounds (`quic`); the first block of a listen address
     /// that sets them decides.
     pub quic: Option<QuicOptions>,
+    /// `https3 { max_streams }`: the DNS-over-HTTP/3 bounds of its `https3://` listeners.
+    pub https3: Option<QuicOptions>,
     /// Its listeners' PROXY protocol handling (`proxyproto`); the first block of a listen
     /// address that has it decides.
     pub proxy: Option<Arc<ProxyProtocol>>,
@@ -211,6 +213,7 @@ impl Default for BlockSettings {
             metadata: None,
             auth: None,
             quic: None,
+            https3: None,
             proxy: None,
         }
     }

@@ -17,6 +17,8 @@ pub enum Scheme {
     Https,
     /// `quic://`: DNS over QUIC (RFC 9250), UDP only.
     Quic,
+    /// `https3://`: DNS over HTTP/3 (RFC 8484 over RFC 9114, CoreDNS 1.13.2+), UDP only.
+    Https3,
 }
 
 impl Scheme {
@@ -27,6 +29,7 @@ impl Scheme {
             Self::Tls => "tls",
             Self::Https => "https",
             Self::Quic => "quic",
+            Self::Https3 => "https3",
         }
     }
 
@@ -36,7 +39,7 @@ impl Scheme {
         match self {
             Self::Dns => dns_port,
             Self::Tls => 853,
-            Self::Https => 443,
+            Self::Https | Self::Https3 => 443,
             Self::Quic => 853,
         }
     }
@@ -45,8 +48,8 @@ impl Scheme {
     /// plain DNS takes UDP and TCP, DNS over TLS and HTTPS take TCP, DNS over QUIC takes UDP
     /// (so `tls://` and `quic://` share port 853, as in CoreDNS).
     pub fn shares_sockets_with(self, other: Self) -> bool {
-        let udp = |s: Self| matches!(s, Self::Dns | Self::Quic);
-        let tcp = |s: Self| !matches!(s, Self::Quic);
+        let udp = |s: Self| matches!(s, Self::Dns | Self::Quic | Self::Https3);
+        let tcp = |s: Self| !matches!(s, Self::Quic | Self::Https3);
         (udp(self) && udp(other)) || (tcp(self) && tcp(other))
     }
 }
@@ -83,15 +86,16 @@ pub fn parse_zone_key(t: &Token) -> Result<ZoneKey, CorefileError> {
         "tls" => Scheme::Tls,
         "https" => Scheme::Https,
         "quic" => Scheme::Quic,
+        "https3" => Scheme::Https3,
         "grpc" | "grpcs" | "h3" => {
             return Err(bad(format!(
-                "{scheme}:// servers are not supported by cluster-dns (dns://, tls://, https:// and quic:// are)"
+                "{scheme}:// servers are not supported by cluster-dns (dns://, tls://, https://, quic:// and https3:// are)"
             )));
         }
         "" => return Err(bad("missing scheme before '://'".into())),
         other => {
             return Err(bad(format!(
-                "unknown scheme '{other}://' (dns://, tls://, https:// and quic:// are supported)"
+                "unknown scheme '{other}://' (dns://, tls://, https://, quic:// and https3:// are supported)"
             )));
         }
     };

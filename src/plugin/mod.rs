@@ -21,6 +21,7 @@ pub mod forward;
 pub mod header;
 pub mod health;
 pub mod hosts;
+pub mod https3;
 pub mod k8s_external;
 pub mod kubernetes;
 pub mod loadbalance;

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use super::{
     acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, dnspolicy, dnstap, errors,
-    fairness, file, forward, header, health, hosts, k8s_external, kubernetes, loadbalance, local, log,
-    loop_detect, metadata, metrics, minimal, multisocket, noaaaa, nsid, pprof, proxyproto, quic, ready,
+    fairness, file, forward, header, health, hosts, https3, k8s_external, kubernetes, loadbalance, local,
+    log, loop_detect, metadata, metrics, minimal, multisocket, noaaaa, nsid, pprof, proxyproto, quic, ready,
     reload, rewrite, root, rrl, shed, template, timeouts, tls, transfer, tsig, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
@@ -94,6 +94,7 @@ pub const PLUGINS: &[Entry] = &[
     entry("timeouts", timeouts::setup),
     entry("multisocket", multisocket::setup),
     entry("quic", quic::setup),
+    entry("https3", https3::setup),
     entry("proxyproto", proxyproto::setup),
     entry("reload", reload::setup),
     entry("nsid", nsid::setup),

@@ -11,6 +11,7 @@
 
 mod compress;
 pub mod fit;
+pub mod h3;
 mod listen;
 pub mod memo;
 pub mod observe;

@@ -98,9 +98,11 @@ impl Default for QuicLimits {
 /// (so a reload can bring new certificates).
 #[derive(Debug, Clone)]
 pub struct QuicListener {
-    endpoint: Endpoint,
+    pub(super) endpoint: Endpoint,
     transport: Arc<quinn::TransportConfig>,
     max_connections: usize,
+    /// The ALPN protocol it offers: `doq`, or `h3` for DNS over HTTP/3 (`super::h3`).
+    alpn: &'static [u8],
 }
 
 impl QuicListener {
@@ -111,7 +113,7 @@ impl QuicListener {
 
     /// Puts `tls` in place of the listener's certificate for new connections.
     pub fn update_tls(&self, tls: &rustls::ServerConfig) -> Result<(), ServerError> {
-        let config = server_config(tls, self.transport.clone(), self.max_connections)?;
+        let config = server_config(tls, self.transport.clone(), self.max_connections, self.alpn)?;
         self.endpoint.set_server_config(Some(config));
         Ok(())
     }
@@ -122,9 +124,10 @@ fn server_config(
     tls: &rustls::ServerConfig,
     transport: Arc<quinn::TransportConfig>,
     max_connections: usize,
+    alpn: &[u8],
 ) -> Result<quinn::ServerConfig, ServerError> {
     let mut tls = tls.clone();
-    tls.alpn_protocols = vec![ALPN.to_vec()];
+    tls.alpn_protocols = vec![alpn.to_vec()];
     // No 0-RTT: RFC 9250 §4.5 forbids answering replayable queries in it, and a server cannot
     // tell which are.
     tls.max_early_data_size = 0;
@@ -147,6 +150,18 @@ pub fn bind_quic(
     tls: &rustls::ServerConfig,
     limits: &QuicLimits,
 ) -> Result<QuicListener, ServerError> {
+    bind_quic_with(addr, tls, limits, ALPN, 0)
+}
+
+/// Binds a QUIC listener offering `alpn`, whose clients may open `uni_streams`
+/// unidirectional streams (DoQ none; HTTP/3 its control and QPACK streams).
+pub(super) fn bind_quic_with(
+    addr: SocketAddr,
+    tls: &rustls::ServerConfig,
+    limits: &QuicLimits,
+    alpn: &'static [u8],
+    uni_streams: u32,
+) -> Result<QuicListener, ServerError> {
     let err = |source| ServerError::Bind {
         addr: addr.to_string(),
         source,
@@ -154,7 +169,7 @@ pub fn bind_quic(
     let mut transport = quinn::TransportConfig::default();
     transport
         .max_concurrent_bidi_streams(VarInt::from_u32(limits.max_streams))
-        .max_concurrent_uni_streams(VarInt::from_u32(0))
+        .max_concurrent_uni_streams(VarInt::from_u32(uni_streams))
         .stream_receive_window(VarInt::from_u32(STREAM_WINDOW))
         .receive_window(VarInt::from_u32(CONNECTION_WINDOW))
         .send_window(u64::from(CONNECTION_WINDOW))
@@ -163,7 +178,7 @@ pub fn bind_quic(
                 .map_err(|_| ServerError::Serve("the QUIC idle timeout is too long".into()))?,
         ));
     let transport = Arc::new(transport);
-    let config = server_config(tls, transport.clone(), limits.max_connections)?;
+    let config = server_config(tls, transport.clone(), limits.max_connections, alpn)?;
     let socket = std::net::UdpSocket::bind(addr).map_err(err)?;
     let endpoint = Endpoint::new(
         quinn::EndpointConfig::default(),
@@ -176,6 +191,7 @@ pub fn bind_quic(
         endpoint,
         transport,
         max_connections: limits.max_connections,
+        alpn,
     })
 }
 

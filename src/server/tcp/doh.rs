@@ -41,7 +41,7 @@ pub const DNS_MESSAGE: &str = "application/dns-message";
 /// Requests of one connection answered at once (HTTP/2 streams).
 pub const MAX_STREAMS: u32 = 32;
 /// The largest DNS message.
-const MAX_MESSAGE: usize = 65_535;
+pub(crate) const MAX_MESSAGE: usize = 65_535;
 
 /// The requests of one connection: how many are being answered, and when the last finished.
 ///
@@ -243,7 +243,7 @@ async fn answer(req: Request<Incoming>, src: SocketAddr, shared: &Shared) -> Res
 }
 
 /// The DNS message of `GET /dns-query?dns=...`: base64url, padding optional.
-fn get_query(query: &str) -> Result<Vec<u8>, &'static str> {
+pub(crate) fn get_query(query: &str) -> Result<Vec<u8>, &'static str> {
     let value = query
         .split('&')
         .find_map(|kv| kv.strip_prefix("dns="))
@@ -284,7 +284,7 @@ async fn read_body(
 
 /// The smallest TTL of the answer's records (RFC 8484 §5.1 asks for a freshness lifetime no
 /// longer than it); `None` when the message has none.
-fn least_ttl(msg: &[u8]) -> Option<u32> {
+pub(crate) fn least_ttl(msg: &[u8]) -> Option<u32> {
     use hickory_proto::serialize::binary::BinDecodable;
     let m = hickory_proto::op::Message::from_bytes(msg).ok()?;
     m.answers.iter().chain(m.authorities.iter()).map(|r| r.ttl).min()

@@ -35,7 +35,7 @@
 mod accept;
 mod budget;
 mod connection;
-mod doh;
+pub(crate) mod doh;
 mod limits;
 mod protocol;
 mod reader;
