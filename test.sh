@@ -80,5 +80,15 @@ if ! python3 -c 'import helm_python' >/dev/null 2>&1; then
         python3 -m pip install -q --break-system-packages helm-python-sdk==0.2.2
 fi
 
+# DNS over HTTP/3 (https3:// blocks) is asked by an HTTP/3 client no one here wrote: PyPI's
+# aioquic, through tests/data/doh3_client.py (tests/integration/doh3.rs).
+if ! python3 -c 'import aioquic' >/dev/null 2>&1; then
+    python3 -m pip --version >/dev/null 2>&1 || {
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip
+    }
+    python3 -m pip install -q aioquic==1.7.2 ||
+        python3 -m pip install -q --break-system-packages aioquic==1.7.2
+fi
+
 # --workspace: also the fake API server crate (fake-apiserver/) the watch tests use.
 cargo test --workspace "$@"

@@ -139,6 +139,7 @@ const CASES: &[Case] = &[
     case("timeouts", "timeouts {\n  read 5s\n }"),
     case("multisocket", "multisocket 2"),
     case("quic", "quic {\n  max_streams 10\n }"),
+    case("https3", "https3 {\n  max_streams 10\n }"),
     case("proxyproto", "proxyproto {\n  allow 127.0.0.9/32\n }"),
     case("reload", "reload 2s"),
     case("nsid", "nsid contract"),

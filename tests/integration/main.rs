@@ -23,6 +23,7 @@ mod dns64;
 mod dnspolicy;
 mod dnstap;
 mod docs;
+mod doh3;
 mod doq;
 mod dot;
 mod drain;
