@@ -1,11 +1,14 @@
-//! The process's own log lines (stderr), in the format the operator picks with `--log-format`:
-//! - `text` (the default): tracing's line, with a timestamp, the level and `key=value` fields;
-//! - `coredns`: CoreDNS's `[LEVEL] plugin/NAME: message` lines, so log alerts and parsers written
-//!   for CoreDNS (`[ERROR] plugin/errors: 2 example.org. A: ...`) match unchanged;
+//! The process's own log lines, on stdout as CoreDNS writes them (one stream with the `log`
+//! plugin's query lines), in the format the operator picks with `--log-format`:
+//! - `coredns` (the default): CoreDNS's `[LEVEL] plugin/NAME: message` lines, so log alerts and
+//!   parsers written for CoreDNS (`[ERROR] plugin/errors: 2 example.org. A: ...`,
+//!   `[INFO] plugin/reload: ...`) match unchanged;
+//! - `text`: tracing's line, with a timestamp, the level and `key=value` fields;
 //! - `json`: one JSON object a line (`time`, `level`, `target`, `plugin` when a plugin wrote it,
-//!   `message` and the event's fields), for log pipelines that parse JSON.
+//!   `message` and the event's fields), for log pipelines that parse JSON; the `log` plugin's
+//!   query lines too (see `telemetry::logs`).
 //!
-//! The `log` plugin's query lines go to stdout and are not affected.
+//! Errors before logging is set up (a Corefile that does not parse) go to stderr.
 
 use std::fmt;
 use std::str::FromStr;
@@ -21,9 +24,9 @@ use tracing_subscriber::registry::LookupSpan;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LogFormat {
     /// tracing's own line.
-    #[default]
     Text,
     /// CoreDNS's `[LEVEL] plugin/NAME: message`.
+    #[default]
     CoreDns,
     /// One JSON object a line.
     Json,
@@ -177,11 +180,12 @@ pub fn init(debug: bool, format: LogFormat) {
         }
     }
     use std::io::IsTerminal;
-    let ansi = std::io::stderr().is_terminal() && format == LogFormat::Text;
+    let ansi = std::io::stdout().is_terminal() && format == LogFormat::Text;
+    crate::telemetry::logs::set_json(format == LogFormat::Json);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stdout);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::CoreDns => builder.event_format(CoreDnsLines).init(),

@@ -19,10 +19,11 @@ Options:
   -conf, --conf PATH       Corefile to load (default: ./Corefile)
   -dns.port, -p N          port for server blocks whose keys name none (default: 53)
   -pidfile PATH            write the process id there once serving; removed on exit
-  -quiet                   no initialization output (cluster-dns prints none on stdout; its
-                           logs go to stderr, see RUST_LOG)
-  --log-format FORMAT      text (default), coredns ([LEVEL] plugin/NAME: message, as CoreDNS
-                           writes its log) or json (one object a line)
+  -quiet                   no initialization output (cluster-dns prints no banner; its log
+                           lines go to stdout as CoreDNS's do, see RUST_LOG)
+  --log-format FORMAT      coredns (default: [LEVEL] plugin/NAME: message, as CoreDNS writes
+                           its log), text (tracing's lines) or json (one object a line, the
+                           log plugin's query lines too)
   --check, -check          validate the Corefile and exit (non-zero with the error)
   -version, --version      print the version as CoreDNS does and exit
   -plugins, --plugins      list the directives, as CoreDNS does, and exit

@@ -7,6 +7,7 @@
 //! Prometheus exposition format 0.0.4, as CoreDNS serves it. The `prometheus` directive that
 //! turns it on is the plugin in `plugin/metrics`. Imports only `proto`.
 
+pub mod logs;
 #[cfg(target_os = "linux")]
 pub mod memo;
 pub mod process;

@@ -626,7 +626,7 @@ fn the_pod_values_reach_the_server_pod_over_the_defaults() {
         Some(&["NET_BIND_SERVICE".to_owned()][..])
     );
 
-    // The defaults: no --log-format (text), the probes as before.
+    // The defaults: no --log-format (coredns), the probes as before.
     let docs = template(&[]);
     let d: Deployment = typed(find(&docs, "Deployment", "cluster-dns").unwrap());
     let c = d.spec.unwrap().template.spec.unwrap().containers.remove(0);

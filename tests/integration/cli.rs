@@ -532,7 +532,7 @@ fn kubeadm_corefile_outside_a_cluster_says_what_to_add() {
 
 /// The binary run with `--log-format FORMAT` on a Corefile whose only upstream refuses: one
 /// question outside the cluster (answered SERVFAIL, which `errors` logs), then SIGTERM. Its
-/// stderr.
+/// stdout (where its log lines go, as CoreDNS's).
 fn log_of_a_failed_forward(format: &str) -> String {
     log_of_failed_forwards(format, "errors", &["outside.example."], Duration::ZERO)
 }
@@ -551,13 +551,17 @@ fn log_of_failed_forwards(format: &str, errors: &str, names: &[&str], linger: Du
         format!(".:{port} {{\n bind 127.0.0.1\n {errors}\n forward . 127.0.0.1:9\n}}\n"),
     )
     .unwrap();
-    let stderr = std::fs::File::create(dir.join("stderr")).unwrap();
-    let mut child = bin()
-        .args(["--log-format", format, "-conf"])
+    let stdout = std::fs::File::create(dir.join("stdout")).unwrap();
+    let mut cmd = bin();
+    if !format.is_empty() {
+        cmd.args(["--log-format", format]);
+    }
+    let mut child = cmd
+        .arg("-conf")
         .arg(dir.join("Corefile"))
         .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(stderr)
+        .stdout(stdout)
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -579,7 +583,7 @@ fn log_of_failed_forwards(format: &str, errors: &str, names: &[&str], linger: Du
         .args(["-TERM", &child.id().to_string()])
         .status();
     let _ = child.wait();
-    let log = std::fs::read_to_string(dir.join("stderr")).unwrap();
+    let log = std::fs::read_to_string(dir.join("stdout")).unwrap();
     assert_eq!(answered, names.len(), "not all answered; log:\n{log}");
     log
 }
@@ -607,7 +611,8 @@ fn errors_consolidate_show_first_logs_the_first_and_the_count() {
 /// `[ERROR] plugin/errors: ...` matches cluster-dns's; `json` writes one object a line.
 #[test]
 fn log_formats_coredns_and_json() {
-    let log = log_of_a_failed_forward("coredns");
+    // CoreDNS's format is the default.
+    let log = log_of_a_failed_forward("");
     assert!(
         log.lines()
             .any(|l| l.starts_with("[ERROR] plugin/errors: 2 outside.example. A: no upstream answered")),
@@ -719,4 +724,38 @@ fn p_quiet_and_pidfile_flags() {
     assert_eq!(text, format!("{}\n", server.pid()));
     assert!(server.stop());
     assert!(!pidfile.exists(), "the pidfile is removed on exit");
+}
+
+/// `--log-format json` covers the `log` plugin's query lines too: every line on stdout is one
+/// JSON object, the query's with CoreDNS's common log fields as keys; by default the query line
+/// is CoreDNS's `[INFO] ` line.
+#[test]
+fn json_logs_cover_the_query_log() {
+    let log = log_of_failed_forwards("json", "log", &["outside.example."], Duration::ZERO);
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let query = lines
+        .iter()
+        .find(|l| l["plugin"] == "log")
+        .unwrap_or_else(|| panic!("no query line in {log}"));
+    assert_eq!(query["name"], "outside.example.", "{query}");
+    assert_eq!(query["type"], "A");
+    assert_eq!(query["rcode"], "SERVFAIL");
+    assert_eq!(query["proto"], "udp");
+    assert!(
+        query["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"A IN outside.example. udp"),
+        "{query}"
+    );
+    let log = log_of_failed_forwards("", "log", &["outside.example."], Duration::ZERO);
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("[INFO] 127.0.0.1:") && l.contains("\"A IN outside.example. udp")),
+        "{log}"
+    );
+    assert!(log.lines().all(|l| l.starts_with('[')), "{log}");
 }

@@ -868,7 +868,7 @@ fn log_and_errors_lines() {
     let mut lines = Vec::new();
     for _ in 0..100 {
         lines = server.log_lines();
-        if lines.iter().any(|l| l.contains("plugin::errors"))
+        if lines.iter().any(|l| l.contains("plugin/errors: "))
             && lines
                 .iter()
                 .filter(|l| l.starts_with("[INFO] 127.0.0.1:"))
@@ -916,7 +916,7 @@ fn log_and_errors_lines() {
     );
     let error_line = lines
         .iter()
-        .find(|l| l.contains("plugin::errors"))
+        .find(|l| l.contains("plugin/errors: "))
         .unwrap_or_else(|| panic!("no errors line in {lines:#?}"));
     assert!(
         error_line.contains("2 nothing.example. MX: no upstream answered"),
@@ -947,7 +947,7 @@ fn errors_logs_upstream_failures_not_cached_servfails() {
         server
             .log_lines()
             .into_iter()
-            .filter(|l| l.contains("plugin::errors"))
+            .filter(|l| l.contains("plugin/errors: "))
             .collect()
     };
     for _ in 0..40 {

@@ -107,7 +107,7 @@ Pods and Nodes watches every node would then open. */}}
 LIST). */}}
 {{- define "cluster-dns.args" -}}
 {{- $args := list "-conf" "/etc/cluster-dns/Corefile" -}}
-{{- if ne .root.Values.logFormat "text" -}}
+{{- if ne .root.Values.logFormat "coredns" -}}
 {{- $args = concat $args (list "--log-format" .root.Values.logFormat) -}}
 {{- end -}}
 {{- $quoted := list -}}

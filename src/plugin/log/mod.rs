@@ -185,12 +185,18 @@ impl QueryLog {
         format_entry(&self.config.format, e)
     }
 
-    /// Writes the line for `e` to stdout.
+    /// Writes the line for `e` to stdout: CoreDNS's `[INFO] ` line, or with
+    /// `--log-format json` one JSON object ([`json_line`]).
     pub fn write(&self, e: &LogEntry<'_>) {
         use std::io::Write as _;
-        let mut line = String::with_capacity(160);
-        line.push_str("[INFO] ");
-        line.push_str(&self.line(e));
+        let mut line = if crate::telemetry::logs::json() {
+            json_line(e, &self.line(e))
+        } else {
+            let mut line = String::with_capacity(160);
+            line.push_str("[INFO] ");
+            line.push_str(&self.line(e));
+            line
+        };
         line.push('\n');
         let _ = std::io::stdout().lock().write_all(line.as_bytes());
     }
@@ -240,6 +246,46 @@ impl Observer for QueryLog {
             metadata: x.metadata,
         });
     }
+}
+
+/// The query line for `e` as a JSON object, in the shape of the process's other JSON lines
+/// (`time`, `level`, `target`, `plugin`, `message`: the line `format` makes) with each field
+/// of CoreDNS's common log format as its own key.
+pub fn json_line(e: &LogEntry<'_>, message: &str) -> String {
+    let time = humantime_now();
+    serde_json::json!({
+        "time": time,
+        "level": "info",
+        "target": "cluster_dns::plugin::log",
+        "plugin": "log",
+        "message": message,
+        "remote": e.remote.ip().to_string(),
+        "port": e.remote.port(),
+        "id": e.id,
+        "type": e.qtype,
+        "class": e.qclass,
+        "name": e.name,
+        "proto": e.proto,
+        "size": e.size,
+        "do": e.dnssec_ok,
+        "bufsize": e.bufsize,
+        "rcode": e.rcode,
+        "rflags": e.rflags,
+        "rsize": e.rsize,
+        "duration": e.duration.as_secs_f64(),
+        "opcode": e.opcode,
+    })
+    .to_string()
+}
+
+/// The time now as RFC 3339 UTC with microseconds (as the process's other JSON lines write it).
+fn humantime_now() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    k8s_openapi::jiff::Timestamp::from_microsecond(i64::try_from(now.as_micros()).unwrap_or(0))
+        .map(|t| t.to_string())
+        .unwrap_or_default()
 }
 
 /// CoreDNS's `log/type` of a response (its `response.Typify`, for the responses this server
