@@ -297,10 +297,10 @@ impl PodIndex {
         }
     }
 
-    /// Who the client at `ip` is for `dnspolicy`: its namespace, and its label set (id and
-    /// labels), when every holder of `ip` is a pod-network pod of one namespace with the same
-    /// labels. `None` for node addresses, unknown addresses and mixed holders.
-    pub fn policy_key(&self, ip: IpAddr) -> Option<(Arc<str>, u32, LabelSet)> {
+    /// Who the client at `ip` is for `dnspolicy`: its namespace id and label set id, when every
+    /// holder of `ip` is a pod-network pod of one namespace with the same labels. `None` for
+    /// node addresses, unknown addresses and mixed holders. Ids are never reused.
+    pub fn policy_ids(&self, ip: IpAddr) -> Option<(u32, u32)> {
         let holders = self.holders(ip);
         let first = holders.first()?;
         if holders
@@ -309,15 +309,16 @@ impl PodIndex {
         {
             return None;
         }
-        let labels = match first.labels() {
+        Some((first.namespace(), first.labels()))
+    }
+
+    /// The namespace and the labels [`Self::policy_ids`] named.
+    pub fn policy_names(&self, namespace: u32, labels: u32) -> Option<(Arc<str>, LabelSet)> {
+        let labels = match labels {
             0 => LabelSet::from([]),
             id => self.label_sets.get(&id)?.clone(),
         };
-        Some((
-            self.names.get(first.namespace() as usize)?.clone(),
-            first.labels(),
-            labels,
-        ))
+        Some((self.names.get(namespace as usize)?.clone(), labels))
     }
 
     /// [`Self::set`], with the pod's node (`spec.nodeName`).

@@ -650,10 +650,16 @@ impl ClusterZone {
     }
 
     /// The view of the client at `ip` (`dnspolicy`): `None` when no pod is known there
-    /// ([`super::pods::PodIndex::policy_key`]).
+    /// ([`super::pods::PodIndex::policy_ids`]).
     pub fn client_view(&self, ip: IpAddr) -> Option<Arc<super::policy::ClientView>> {
-        let (namespace, id, labels) = self.read_pods().policy_key(ip)?;
-        Some(self.policies.view(&namespace, id, &labels))
+        let pods = self.read_pods();
+        let key = pods.policy_ids(ip)?;
+        if let Some(v) = self.policies.cached(key) {
+            return Some(v);
+        }
+        let (namespace, labels) = pods.policy_names(key.0, key.1)?;
+        drop(pods);
+        Some(self.policies.view(key, &namespace, &labels))
     }
 
     // ---------------------------------------------------------------- nodes (`topology`)

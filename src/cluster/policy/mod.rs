@@ -87,6 +87,18 @@ pub struct ClusterNames {
     pub reverse_zones: Vec<Name>,
 }
 
+/// True when `name` is `zone` or a name under it, its labels compared without regard to ASCII
+/// case and without a copy of either name (hickory's `Name::zone_of` lower-cases both: two
+/// allocations a call, on every question `dnspolicy` checks).
+pub fn zone_of_ci(zone: &Name, name: &Name) -> bool {
+    zone.num_labels() <= name.num_labels()
+        && zone
+            .iter()
+            .rev()
+            .zip(name.iter().rev())
+            .all(|(a, b)| a.eq_ignore_ascii_case(b))
+}
+
 /// The address a reverse name names (`4.3.2.1.in-addr.arpa.`, 32 nibbles under `ip6.arpa.`).
 pub fn reverse_address(name: &Name) -> Option<std::net::IpAddr> {
     let labels: Vec<String> = name
@@ -375,8 +387,8 @@ pub struct PolicySummary {
     pub stats: Arc<PolicyStats>,
 }
 
-/// Views are kept by the pod's namespace and label set id.
-type ViewKey = (Arc<str>, u32);
+/// Views are kept by the pod's namespace id and label set id (the pod index's; never reused).
+pub type ViewKey = (u32, u32);
 
 #[derive(Debug, Default)]
 struct Objects {
@@ -394,7 +406,7 @@ pub struct PolicyStore {
     /// Moves after every change of `objects`.
     generation: AtomicU64,
     /// Views by (namespace, pod label set id).
-    views: RwLock<HashMap<ViewKey, Arc<ClientView>>>,
+    views: RwLock<HashMap<ViewKey, Arc<ClientView>, foldhash::fast::RandomState>>,
     /// Classes by the canonical text of a view's content, and the next id (from 2 on; ids are
     /// never reused: past [`CLASSES_MAX`] texts the map is emptied and numbering goes on).
     classes: Mutex<(HashMap<String, u64>, u64)>,
@@ -509,21 +521,24 @@ impl PolicyStore {
         self.len() == 0
     }
 
-    /// The view of a pod of `namespace` whose labels are `labels` (interned as `labels_id`).
-    pub fn view(
-        &self,
-        namespace: &Arc<str>,
-        labels_id: u32,
-        labels: &[(Arc<str>, Arc<str>)],
-    ) -> Arc<ClientView> {
-        let key = (namespace.clone(), labels_id);
-        if let Some(v) = self
-            .views
+    /// The view kept for `key`, if one is.
+    pub fn cached(&self, key: ViewKey) -> Option<Arc<ClientView>> {
+        self.views
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&key)
-        {
-            return v.clone();
+            .cloned()
+    }
+
+    /// The view of a pod of `namespace` whose labels are `labels` (`key`: their ids).
+    pub fn view(
+        &self,
+        key: ViewKey,
+        namespace: &Arc<str>,
+        labels: &[(Arc<str>, Arc<str>)],
+    ) -> Arc<ClientView> {
+        if let Some(v) = self.cached(key) {
+            return v;
         }
         let at = self.generation.load(Ordering::SeqCst);
         let view = Arc::new(self.compute(namespace, labels));
@@ -666,6 +681,24 @@ mod tests {
     }
 
     #[test]
+    fn zone_of_ci_is_hickorys_zone_of_without_copies() {
+        for (zone, name) in [
+            ("example.org.", "a.B.Example.ORG."),
+            ("example.org.", "example.org."),
+            ("example.org.", "org."),
+            ("example.org.", "xexample.org."),
+            (".", "a."),
+            ("b.a.", "b.a.c."),
+        ] {
+            assert_eq!(
+                zone_of_ci(&n(zone), &n(name)),
+                n(zone).zone_of(&n(name)),
+                "{zone} {name}"
+            );
+        }
+    }
+
+    #[test]
     fn reverse_names_give_their_address() {
         assert_eq!(
             reverse_address(&n("4.3.2.10.in-addr.arpa.")),
@@ -722,7 +755,7 @@ mod tests {
             assert!(p.rule.is_err(), "{spec}");
             let store = PolicyStore::default();
             store.apply(p);
-            let v = store.view(&Arc::from("a"), 1, &labels(&[("app", "x")]));
+            let v = store.view((0, 1), &Arc::from("a"), &labels(&[("app", "x")]));
             assert!(v.sees_namespace("a"));
             assert!(!v.sees_namespace("b"), "{spec}");
             assert!(!v.may_ask_outside(&n("example.com.")), "{spec}");
@@ -736,7 +769,7 @@ mod tests {
         let ns: Arc<str> = Arc::from("a");
         let web = labels(&[("app", "web")]);
         let db = labels(&[("app", "db")]);
-        assert_eq!(store.view(&ns, 1, &web).class(), OPEN_CLASS);
+        assert_eq!(store.view((0, 1), &ns, &web).class(), OPEN_CLASS);
         store.apply(policy(
             "a",
             "all",
@@ -751,8 +784,8 @@ mod tests {
         ));
         store.set_namespace(Arc::from("blue1"), labels(&[("team", "blue")]));
         store.set_namespace(Arc::from("red"), labels(&[("team", "red")]));
-        let w = store.view(&ns, 1, &web);
-        let d = store.view(&ns, 2, &db);
+        let w = store.view((0, 1), &ns, &web);
+        let d = store.view((0, 2), &ns, &db);
         for ns in ["a", "shared", "blue1"] {
             assert!(w.sees_namespace(ns), "{ns}");
         }
@@ -765,7 +798,7 @@ mod tests {
         assert_ne!(w.class(), d.class());
         // A namespace label change is seen at once.
         store.set_namespace(Arc::from("red"), labels(&[("team", "blue")]));
-        assert!(store.view(&ns, 1, &web).sees_namespace("red"));
+        assert!(store.view((0, 1), &ns, &web).sees_namespace("red"));
         // Audit: answers unchanged, counted, names recorded. (Enforced, it would join the
         // union: where an Enforce policy allows a name already, it denies nothing more.)
         store.apply(policy(
@@ -773,11 +806,11 @@ mod tests {
             "audit",
             json!({"mode": "Audit", "external": {"allow": []}, "visibleNamespaces": {"names": []}}),
         ));
-        let c = store.view(&Arc::from("c"), 1, &web);
+        let c = store.view((2, 1), &Arc::from("c"), &web);
         assert!(c.audited());
         assert!(c.decide_outside(&n("files.pypi.org.")));
         assert!(c.sees_namespace("a"), "audit changes no answer");
-        assert!(!store.view(&ns, 1, &web).audited());
+        assert!(!store.view((0, 1), &ns, &web).audited());
         let audit = store
             .policies()
             .into_iter()
@@ -790,7 +823,7 @@ mod tests {
         for (nsn, name) in store.keys() {
             store.delete(&nsn, &name);
         }
-        assert_eq!(store.view(&ns, 1, &web).class(), OPEN_CLASS);
+        assert_eq!(store.view((0, 1), &ns, &web).class(), OPEN_CLASS);
     }
 
     /// Concurrent writers and readers on a multi-threaded runtime: every view read after the
@@ -818,7 +851,7 @@ mod tests {
             let ns = ns.clone();
             tasks.push(tokio::spawn(async move {
                 for _ in 0..400 {
-                    let _ = store.view(&ns, 1, &labels(&[]));
+                    let _ = store.view((0, 1), &ns, &labels(&[]));
                     tokio::task::yield_now().await;
                 }
             }));
@@ -826,7 +859,7 @@ mod tests {
         for t in tasks {
             t.await.unwrap();
         }
-        let v = store.view(&ns, 1, &labels(&[]));
+        let v = store.view((0, 1), &ns, &labels(&[]));
         for w in 0..4 {
             assert!(v.sees_namespace("n199"), "writer {w}");
         }

@@ -165,8 +165,8 @@ impl Pattern {
     pub fn matches(&self, name: &Name) -> bool {
         match self {
             Self::Any => true,
-            Self::Exact(n) => n == name,
-            Self::Under(n) => n.zone_of(name) && name.num_labels() > n.num_labels(),
+            Self::Exact(n) => n.num_labels() == name.num_labels() && super::zone_of_ci(n, name),
+            Self::Under(n) => name.num_labels() > n.num_labels() && super::zone_of_ci(n, name),
         }
     }
 }

@@ -19,7 +19,7 @@ use super::metrics::PolicyMetrics;
 use super::setup::Unmapped;
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
 use crate::cluster::ClusterSource;
-use crate::cluster::policy::{CLOSED_CLASS, ClientView, ClusterNames, reverse_address};
+use crate::cluster::policy::{CLOSED_CLASS, ClientView, ClusterNames, reverse_address, zone_of_ci};
 use crate::proto::{Question, Reply, Visibility, VisibilityRef};
 
 /// The `dnspolicy` plugin in a server block's chain.
@@ -73,10 +73,10 @@ impl DnsPolicy {
     /// True when `name` is not one the cluster zone answers: outside its forward zones, and in
     /// its reverse zones unless it names an address a Service or endpoint of the zone holds.
     pub fn is_outside(&self, name: &Name) -> bool {
-        if self.names.zones.iter().any(|z| z.zone_of(name)) {
+        if self.names.zones.iter().any(|z| zone_of_ci(z, name)) {
             return false;
         }
-        if self.names.reverse_zones.iter().any(|z| z.zone_of(name)) {
+        if self.names.reverse_zones.iter().any(|z| zone_of_ci(z, name)) {
             return match reverse_address(name) {
                 Some(ip) => self.source.zone().reverse(&ip).is_empty(),
                 None => true,

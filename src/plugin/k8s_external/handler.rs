@@ -376,7 +376,13 @@ impl Plugin for K8sExternal {
     /// Through the client's DNS policy, when it has one: a name of its zones is then never
     /// kept by a cache.
     fn serve_now(&self, q: &Question, next: &Next<'_>) -> Now {
-        if q.view().is_some() && self.config.zones.iter().any(|z| z.zone_of(&q.name)) {
+        if q.view().is_some()
+            && self
+                .config
+                .zones
+                .iter()
+                .any(|z| crate::cluster::policy::zone_of_ci(z, &q.name))
+        {
             next.depends_on_visibility();
         }
         self.answer(q).map_or(Now::Pass, Now::Reply)
