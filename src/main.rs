@@ -154,23 +154,31 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Action, String> 
     Ok(Action::Run(cli))
 }
 
-async fn shutdown_signal() {
+/// SIGTERM or SIGINT: the handlers are installed when this is called (before the server
+/// starts, so a signal that comes as soon as the server logs that it serves is not lost to the
+/// default action, exit 143); the future it returns completes at the first of them.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
-            (Ok(mut term), Ok(mut int)) => {
-                tokio::select! {
-                    _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
-                    _ = int.recv() => tracing::info!("SIGINT received, shutting down"),
+        let handlers = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
+        async move {
+            match handlers {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+                        _ = int.recv() => tracing::info!("SIGINT received, shutting down"),
+                    }
                 }
+                _ => std::future::pending::<()>().await,
             }
-            _ => std::future::pending::<()>().await,
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
@@ -202,7 +210,7 @@ fn nodecache_main(args: Vec<String>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(nodecache::run(params, shutdown_signal())) {
+    match runtime.block_on(async { nodecache::run(params, shutdown_signal()).await }) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
@@ -292,6 +300,7 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async {
+        let stop = shutdown_signal();
         let running = match cluster_dns::app::start_with_port(&config, cli.dns_port).await {
             Ok(r) => r,
             Err(e) => {
@@ -309,7 +318,7 @@ fn main() -> ExitCode {
             let _ = running.shutdown().await;
             return ExitCode::FAILURE;
         }
-        shutdown_signal().await;
+        stop.await;
         // Lameduck: /ready turns 503 at once, DNS keeps answering for `health { lameduck }`,
         // then the listeners stop and the process exits 0.
         let result = running.shutdown().await;
