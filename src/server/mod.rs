@@ -10,6 +10,7 @@
 //! the server cleanly.
 
 mod compress;
+mod error;
 pub mod fit;
 pub mod h3;
 mod listen;
@@ -23,9 +24,11 @@ pub mod tcp;
 pub mod udp;
 mod xfr;
 
+pub use error::ServerError;
 pub use listen::{Listeners, TCP_DRAIN_LIMIT, bind, bind_stream, bind_with, serve, serve_with};
 use request::{Parsed, cookies_well_formed, parse_body};
 pub use route::{BlockRoute, Router, RouterCell, router_cell};
+pub use tcp::TCP_IDLE_TIMEOUT;
 pub use udp::{SHED_DEPTH, Shed, UdpLimits};
 
 use std::net::SocketAddr;
@@ -42,52 +45,6 @@ use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, B
 use crate::chain::{Answered, ReplayPlan, ResponseSigner, SignedRequest, Verdict};
 use crate::proto::{FlagEdit, MAX_UDP_PAYLOAD, PLAIN_UDP_LIMIT, Question, Records, Reply, Transport};
 use observe::{Exchange, Observers};
-
-/// How long an idle TCP connection is kept.
-pub const TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Errors of the serving layer.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ServerError {
-    /// A socket could not be bound (with what to do when a port below 1024 is refused).
-    #[error("cannot listen on {addr}: {source}{}", privileged_port_hint(addr, source))]
-    Bind {
-        /// The address.
-        addr: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The server stopped with an error.
-    #[error("dns server failed: {0}")]
-    Serve(String),
-}
-
-/// What to do when binding `addr` was refused for want of privilege: ports below 1024 need
-/// CAP_NET_BIND_SERVICE, which a non-root process gets only from a file capability on the
-/// binary or a lowered `net.ipv4.ip_unprivileged_port_start`. Empty for other errors.
-fn privileged_port_hint(addr: &str, error: &std::io::Error) -> String {
-    let port = addr.rsplit(':').next().and_then(|p| {
-        p.trim_end_matches(|c: char| !c.is_ascii_digit())
-            .parse::<u16>()
-            .ok()
-    });
-    match port {
-        Some(port) if port < 1024 && error.kind() == std::io::ErrorKind::PermissionDenied => {
-            let binary = std::env::current_exe()
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|_| "cluster-dns".to_owned());
-            format!(
-                "; port {port} needs the NET_BIND_SERVICE capability, which a non-root process gets \
-                 from a file capability on the binary (`setcap cap_net_bind_service=+ep {binary}`, as \
-                 the image is built) or when the pod sets the sysctl \
-                 net.ipv4.ip_unprivileged_port_start={port} (securityContext.sysctls); \
-                 capabilities.add alone does not reach a non-root process on containerd 1.x or CRI-O"
-            )
-        }
-        _ => String::new(),
-    }
-}
 
 /// Decides and encodes the response to every request, whatever the transport.
 #[derive(Debug, Clone)]
