@@ -36,7 +36,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::rustls;
 
 use super::error::ServerError;
-use super::{DnsHandler, RouterCell};
+use super::handler::DnsHandler;
+use super::route::RouterCell;
 use crate::proto::Transport;
 use crate::telemetry::quic::{DoqCode, ListenerQuicMetrics};
 
