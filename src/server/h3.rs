@@ -29,9 +29,11 @@ use quinn::VarInt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::rustls;
 
+use super::error::ServerError;
+use super::handler::DnsHandler;
 use super::quic::{QuicLimits, QuicListener, bind_quic_with};
+use super::route::RouterCell;
 use super::tcp::doh::{DNS_MESSAGE, MAX_MESSAGE, PATH, get_query, least_ttl};
-use super::{DnsHandler, RouterCell, ServerError};
 use crate::proto::Transport;
 
 /// The ALPN protocol of HTTP/3 (RFC 9114 §3.1).

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use super::{DnsHandler, RouterCell, ServerError, tcp, udp};
+use super::error::ServerError;
+use super::handler::DnsHandler;
+use super::route::RouterCell;
+use super::{tcp, udp};
 
 /// The most a stopping server waits for its TCP connections to send the answers in flight
 /// (a forwarded question takes at most 4.5 s, its answer's write at most the message

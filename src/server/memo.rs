@@ -353,21 +353,10 @@ impl AnswerMemo {
         }) = info.lifetime
         {
             // Kept as the store took them in; each hit counts them down again.
-            let Some(at) = ttl_offsets(response) else {
+            let Some(at) = unaged(response, &mut body, aged_by) else {
                 return;
             };
-            for &a in &at {
-                let Some(w) = usize::from(a).checked_sub(2).and_then(|i| word(&mut body, i)) else {
-                    return;
-                };
-                let ttl = u32::from_be_bytes(*w);
-                if ttl == 0 {
-                    // Counted down to nothing: which TTL it had cannot be told.
-                    return;
-                }
-                *w = ttl.saturating_add(aged_by).to_be_bytes();
-            }
-            ttl_at = at.into();
+            ttl_at = at;
         }
         let entry = Entry {
             role: Role::Plain,
@@ -377,40 +366,9 @@ impl AnswerMemo {
             ttl_at,
             info,
         };
-        let Some(class) = info.class else {
-            inner.put(key, entry);
-            return;
-        };
-        // Made for a class of clients: kept by the request and the class, and the request's
-        // marker says so (and which plugin classifies).
-        let mut buf = [0u8; CLASSED_KEY_MAX];
-        let Some(classed) = classed_key(key, class.class, &mut buf) else {
-            return;
-        };
-        inner.put(
-            classed,
-            Entry {
-                role: Role::Classed(class.class),
-                ..entry
-            },
-        );
-        // Looked for after the classed put, which may have emptied the memo. (`try_get`: a
-        // shard being written reads as unmarked, and the marker is put again.)
-        let marked = inner.entries.try_get(key).try_unwrap().is_some_and(|e| {
-            e.role == Role::Marker
-                && e.info.block == info.block
-                && e.info.class.map(|c| c.plugin) == Some(class.plugin)
-        });
-        if !marked {
-            let marker = Entry {
-                role: Role::Marker,
-                generation: entry_generation,
-                scope_generation,
-                response: Box::default(),
-                ttl_at: Box::default(),
-                info,
-            };
-            inner.put(key, marker);
+        match info.class {
+            None => inner.put(key, entry),
+            Some(class) => inner.put_classed(key, entry, class),
         }
     }
 
@@ -469,6 +427,23 @@ pub fn ttl_offsets(msg: &[u8]) -> Option<Vec<u16>> {
 /// The offset just past the name that starts at `at` in `msg`.
 fn skip_name(msg: &[u8], at: usize) -> Option<usize> {
     super::request::name_end(msg, at).map(|(end, _)| end)
+}
+
+/// Where the TTLs of `response` are (from its start), each in `body` (the response past its
+/// ID) raised by `aged_by`: back to what the store took in, as each hit counts them down again.
+/// `None` when a TTL cannot be found or was counted down to nothing (which TTL it had cannot
+/// be told).
+fn unaged(response: &[u8], body: &mut [u8], aged_by: u32) -> Option<Box<[u16]>> {
+    let at = ttl_offsets(response)?;
+    for &a in &at {
+        let w = usize::from(a).checked_sub(2).and_then(|i| word(body, i))?;
+        let ttl = u32::from_be_bytes(*w);
+        if ttl == 0 {
+            return None;
+        }
+        *w = ttl.saturating_add(aged_by).to_be_bytes();
+    }
+    Some(at.into())
 }
 
 /// The four bytes at `at` of `buf` (a TTL or a SOA serial, big-endian), if it holds them.
@@ -534,6 +509,41 @@ impl Inner {
         }
         drop(held);
         self.report();
+    }
+
+    /// Keeps `entry`, made for a class of clients: by the request's `key` and the `class`,
+    /// and the request's marker says so (and which plugin classifies).
+    fn put_classed(&self, key: &[u8], entry: Entry, class: ClientClass) {
+        let (generation, scope_generation, info) = (entry.generation, entry.scope_generation, entry.info);
+        let mut buf = [0u8; CLASSED_KEY_MAX];
+        let Some(classed) = classed_key(key, class.class, &mut buf) else {
+            return;
+        };
+        self.put(
+            classed,
+            Entry {
+                role: Role::Classed(class.class),
+                ..entry
+            },
+        );
+        // Looked for after the classed put, which may have emptied the memo. (`try_get`: a
+        // shard being written reads as unmarked, and the marker is put again.)
+        let marked = self.entries.try_get(key).try_unwrap().is_some_and(|e| {
+            e.role == Role::Marker
+                && e.info.block == info.block
+                && e.info.class.map(|c| c.plugin) == Some(class.plugin)
+        });
+        if !marked {
+            let marker = Entry {
+                role: Role::Marker,
+                generation,
+                scope_generation,
+                response: Box::default(),
+                ttl_at: Box::default(),
+                info,
+            };
+            self.put(key, marker);
+        }
     }
 
     /// Sets the listener's gauges to what it holds now (a no-op before metrics are attached).

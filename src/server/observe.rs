@@ -1,16 +1,21 @@
-//! What the server reports about each answered request, for the server block that answered
-//! it: the `prometheus` metrics, and each observing plugin ([`Observer`]: the `log` plugin's
-//! query line, the `errors` plugin's line for a failure the chain produced itself). One call
-//! per request, after the response is encoded, so sizes and times are what the client got.
+//! Stage 7 of the answer path, observe: what the server reports about each answered request
+//! ([`Served`]), for the server block that answered it: the `prometheus` metrics, and each
+//! observing plugin ([`Observer`]: the `log` plugin's query line, the `errors` plugin's line
+//! for a failure the chain produced itself). One call per request, after the response is
+//! encoded, so sizes and times are what the client got.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use hickory_proto::op::ResponseCode;
+use hickory_proto::op::{Metadata, ResponseCode};
 use hickory_proto::rr::{Name, RecordType};
 
+use super::map::Response;
+use super::request::Parsed;
 pub use crate::chain::Exchange;
 use crate::chain::Observer;
+use crate::proto::{PLAIN_UDP_LIMIT, Transport};
 use crate::telemetry::{BlockMetrics, RequestRecord};
 
 /// The observers a server block has configured: its `prometheus` recorders, and the plugins
@@ -54,6 +59,68 @@ impl Observers {
             p.observe(x);
         }
     }
+}
+
+/// What one answered request was: for metrics and the query log, which observe every response
+/// after it is encoded (see [`DnsHandler::answer_into`](crate::server::DnsHandler::answer_into)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Served {
+    /// Size of the request.
+    pub request_len: usize,
+    /// Size of the encoded response.
+    pub response_len: usize,
+    /// The rcode sent.
+    pub rcode: ResponseCode,
+    /// The type asked, when the request had a readable question.
+    pub qtype: Option<RecordType>,
+    /// The transport.
+    pub protocol: Transport,
+    /// The client.
+    pub src: SocketAddr,
+    /// From the request bytes to the encoded response.
+    pub elapsed: Duration,
+    /// `out` holds several messages, each with its two-byte length already (a zone transfer
+    /// over a stream,
+    /// [`DnsHandler::answer_stream_into`](crate::server::DnsHandler::answer_stream_into));
+    /// otherwise one message, bare.
+    pub framed: bool,
+}
+
+/// Reports one answered request to `observers`, under the zone that matched (`None`: no block
+/// took it; `Router::observers_of` says who observes which request).
+/// `wire`: the request and response bytes (the response empty when it is not one message).
+pub(super) fn request(
+    observers: &Observers,
+    zone: Option<&Name>,
+    req: &Parsed<'_>,
+    resp: &Response,
+    sent: &Metadata,
+    served: &Served,
+    wire: (&[u8], &[u8]),
+) {
+    observers.observe(
+        zone,
+        &Exchange {
+            client: canonical_client(served.src),
+            proto: served.protocol,
+            request: &req.meta,
+            query: resp.question.as_ref().map(|q| (&q.name, q.qtype, q.qclass)),
+            qtype: served.qtype,
+            dnssec_ok: req.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok),
+            bufsize: req.edns.as_ref().map_or(PLAIN_UDP_LIMIT, |e| e.max_payload()),
+            request_size: served.request_len,
+            response: sent,
+            rcode: served.rcode,
+            response_size: served.response_len,
+            answers: resp.answers.len(),
+            elapsed: served.elapsed,
+            plugin: resp.plugin,
+            failure: resp.failure,
+            metadata: resp.question.as_ref().and_then(|q| q.metadata.as_ref()),
+            request_wire: wire.0,
+            response_wire: wire.1,
+        },
+    );
 }
 
 /// A client address as the labels and log lines show it: an IPv4 client reaching a dual-stack

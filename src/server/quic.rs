@@ -35,7 +35,9 @@ use quinn::{Connection, Endpoint, RecvStream, SendStream, VarInt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::rustls;
 
-use super::{DnsHandler, RouterCell, ServerError};
+use super::error::ServerError;
+use super::handler::DnsHandler;
+use super::route::RouterCell;
 use crate::proto::Transport;
 use crate::telemetry::quic::{DoqCode, ListenerQuicMetrics};
 

@@ -1,6 +1,9 @@
-//! Routing: the server blocks that share one listen address, chosen by the longest zone that
-//! matches the question, and the cell a reload swaps the whole table through.
+//! Stage 2 of the answer path, route: the server blocks that share one listen address, the
+//! one that takes a question chosen by the longest zone that matches it
+//! ([`Router::route_question`]), and the cell a reload swaps the whole table through. Also
+//! which block's observers see a request, routed or not.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -10,6 +13,7 @@ use super::memo;
 use super::observe::Observers;
 use crate::chain::Chain;
 use crate::proto::{QueryMetadata, Question};
+use crate::telemetry::BlockMetrics;
 
 /// One server block as the router sees it: its zones (lower-case, absolute), its chain and
 /// what it observes of each request.
@@ -159,6 +163,36 @@ impl Router {
             }
         }
         best
+    }
+
+    /// The metrics of the first block that has them (`prometheus`): they count what no block
+    /// answered (a request no block took, a plugin's panic).
+    pub(super) fn any_metrics(&self) -> Option<&BlockMetrics> {
+        self.blocks.iter().find_map(|b| b.observers.metrics.as_ref())
+    }
+
+    /// Who observes a request answered by `block` (its index and the index of the zone that
+    /// matched; `None`: no block took it), and the zone it is reported under: the block's
+    /// observers. A request no block took is counted (metrics only) under the zone `dropped`,
+    /// by the first block of the address that has metrics. `None` when nobody observes it.
+    pub(super) fn observers_of(
+        &self,
+        block: Option<(usize, usize)>,
+    ) -> Option<(Cow<'_, Observers>, Option<&Name>)> {
+        let routed = block.and_then(|(i, zone)| {
+            let b = self.blocks.get(i)?;
+            Some((b, b.zones.get(zone)?))
+        });
+        match routed {
+            Some((b, zone)) => (!b.observers.is_empty()).then_some((Cow::Borrowed(&b.observers), Some(zone))),
+            None => {
+                let fallback = Observers {
+                    metrics: Some(self.any_metrics()?.clone()),
+                    ..Observers::default()
+                };
+                Some((Cow::Owned(fallback), None))
+            }
+        }
     }
 
     /// True when some block's chain may await I/O while answering (a plugin declares it); the

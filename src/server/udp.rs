@@ -34,8 +34,8 @@ use nix::errno::Errno;
 use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, sendmmsg};
 use socket2::{Domain, Socket, Type};
 
-use super::DnsHandler;
-use crate::proto::Transport;
+use super::handler::DnsHandler;
+use crate::proto::{MAX_UDP_PAYLOAD, Transport};
 use crate::telemetry::shed::ListenerShed;
 
 /// The environment variable that sets the number of UDP workers (default: the CPUs this process
@@ -280,7 +280,7 @@ impl Worker {
             stop,
             bufs: (0..BATCH).map(|_| vec![0; MAX_DATAGRAM]).collect(),
             outs: (0..BATCH)
-                .map(|_| Vec::with_capacity(usize::from(super::MAX_UDP_PAYLOAD)))
+                .map(|_| Vec::with_capacity(usize::from(MAX_UDP_PAYLOAD)))
                 .collect(),
             shed,
             proxy: None,
@@ -425,7 +425,7 @@ impl Worker {
                 reply
             }
             Poll::Pending => {
-                self.outs[i] = Vec::with_capacity(usize::from(super::MAX_UDP_PAYLOAD));
+                self.outs[i] = Vec::with_capacity(usize::from(MAX_UDP_PAYLOAD));
                 // With `shed`, at its depth the query is dropped: no answer, so the client's
                 // resolver retries (another server), and nothing more piles up here.
                 let waiting = match &self.shed {

@@ -18,6 +18,11 @@
 //! module it names; a `mod.rs` re-exporting its children with `pub use` is not). Every file
 //! under `src/` says what it owns in a `//!` first line and holds at most [`MAX_LINES`] lines
 //! before its tests.
+//!
+//! And the server's answer path stays named stages (issue 43): no function under
+//! `src/server/` spans more than [`MAX_SERVER_FN_LINES`] lines (tests left out: the lines
+//! before a file's `#[cfg(test)]`), and `src/server/mod.rs` holds at most
+//! [`MAX_SERVER_MOD_LINES`] before its tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -596,4 +601,229 @@ fn the_file_checks_catch_mutual_imports_and_resolve_paths() {
         ),
     );
     assert_eq!(mutual_imports(&sources), ["server/doh.rs <-> server/tcp.rs"]);
+}
+
+/// The most lines a function under `src/server/` spans (its `fn` line to its closing brace),
+/// tests left out: the answer path is named stages, each small enough to read at once.
+const MAX_SERVER_FN_LINES: usize = 80;
+
+/// The most lines `src/server/mod.rs` holds before its tests: it declares the modules and
+/// re-exports them, and the stages live in files of their own.
+const MAX_SERVER_MOD_LINES: usize = 150;
+
+/// `line` with comments, string and character literals left out (`state`: inside a block
+/// comment or a string that goes on to the next line). Raw strings are read as plain ones.
+fn code_of(line: &str, state: &mut (bool, bool)) -> String {
+    let (in_comment, in_string) = state;
+    let chars: Vec<char> = line.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if *in_comment {
+            if c == '*' && next == Some('/') {
+                *in_comment = false;
+                i += 2;
+            } else {
+                i += 1;
+            }
+            continue;
+        }
+        if *in_string {
+            match c {
+                '\\' => i += 2,
+                '"' => {
+                    *in_string = false;
+                    i += 1;
+                }
+                _ => i += 1,
+            }
+            continue;
+        }
+        match (c, next) {
+            ('/', Some('/')) => break,
+            ('/', Some('*')) => {
+                *in_comment = true;
+                i += 2;
+            }
+            ('"', _) => {
+                *in_string = true;
+                i += 1;
+            }
+            // A character literal ('{', '\'', '\u{7b}'); a lifetime ('a) has no closing quote.
+            ('\'', Some('\\')) => {
+                let close = chars.get(i + 3..).and_then(|r| r.iter().position(|&c| c == '\''));
+                i += close.map_or(1, |at| at + 4);
+            }
+            ('\'', Some(_)) if chars.get(i + 2) == Some(&'\'') => i += 3,
+            _ => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The name of the function a line declares (`pub(crate) async fn name<...>(`), if it does.
+fn declared_fn(line: &str) -> Option<&str> {
+    let mut rest = line.trim_start();
+    loop {
+        let word = ident(rest);
+        rest = match word {
+            "pub" => {
+                let after = rest["pub".len()..].trim_start();
+                match after.strip_prefix('(') {
+                    Some(inner) => inner.split_once(')').map_or("", |(_, r)| r).trim_start(),
+                    None => after,
+                }
+            }
+            "const" | "async" | "unsafe" | "default" => rest[word.len()..].trim_start(),
+            "extern" => {
+                let after = rest["extern".len()..].trim_start();
+                match after.strip_prefix('"') {
+                    Some(abi) => abi.split_once('"').map_or("", |(_, r)| r).trim_start(),
+                    None => after,
+                }
+            }
+            "fn" => {
+                let name = ident(rest["fn".len()..].trim_start());
+                return (!name.is_empty() && rest["fn".len()..].starts_with(char::is_whitespace))
+                    .then_some(name);
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// Every function with a body in `text` before its `#[cfg(test)]` module: its name, the line
+/// of its `fn` (from 1) and how many lines it spans, through its closing brace. A nested
+/// function counts on its own and in the one around it.
+fn function_lengths(text: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("#[cfg(test)]"))
+        .collect();
+    let mut out = Vec::new();
+    for (at, line) in lines.iter().enumerate() {
+        let mut state = (false, false);
+        let code = code_of(line, &mut state);
+        let Some(name) = declared_fn(&code).map(str::to_owned) else {
+            continue;
+        };
+        // The body opens at the first `{` outside the signature's brackets; a `;` first means
+        // a declaration without one (a trait's).
+        let (mut depth, mut brackets, mut opened) = (0usize, 0usize, false);
+        let mut state = (false, false);
+        let end = lines[at..].iter().enumerate().find_map(|(n, l)| {
+            for c in code_of(l, &mut state).chars() {
+                match c {
+                    '(' | '[' => brackets += 1,
+                    ')' | ']' => brackets = brackets.saturating_sub(1),
+                    '{' => {
+                        opened |= brackets == 0;
+                        depth += 1;
+                    }
+                    '}' => {
+                        depth = depth.saturating_sub(1);
+                        if opened && depth == 0 {
+                            return Some(Some(n));
+                        }
+                    }
+                    ';' if !opened && brackets == 0 && depth == 0 => return Some(None),
+                    _ => {}
+                }
+            }
+            None
+        });
+        if let Some(Some(last)) = end {
+            out.push((name, at + 1, last + 1));
+        }
+    }
+    out
+}
+
+/// What `text`, the file `file` under `src/server/`, breaks of the length rules.
+fn server_length_violations(file: &str, text: &str) -> Vec<String> {
+    let mut bad: Vec<String> = function_lengths(text)
+        .into_iter()
+        .filter(|(_, _, lines)| *lines > MAX_SERVER_FN_LINES)
+        .map(|(name, line, lines)| {
+            format!("{file}:{line}: fn {name} is {lines} lines (at most {MAX_SERVER_FN_LINES})")
+        })
+        .collect();
+    if file == "server/mod.rs" {
+        let lines = text
+            .lines()
+            .take_while(|l| !l.starts_with("#[cfg(test)]"))
+            .count();
+        if lines > MAX_SERVER_MOD_LINES {
+            bad.push(format!(
+                "{file}: {lines} lines before its tests (at most {MAX_SERVER_MOD_LINES}: it declares \
+                 and re-exports the server's modules; the stages live in files of their own)"
+            ));
+        }
+    }
+    bad
+}
+
+#[test]
+fn the_server_answers_in_stages_of_short_functions() {
+    let mut bad = Vec::new();
+    for (file, text) in sources().values() {
+        if file.starts_with("server/") {
+            bad.extend(server_length_violations(file, text));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The length checker catches what it is for.
+#[test]
+fn the_length_check_counts_bodies_not_strings_or_declarations() {
+    let text = "\
+pub(crate) async fn a<'x>(s: &'x str) -> [u8; 2] {
+    let c = '{';
+    let s = \"}}} { \\\" }\";
+    /* } */ let e = '\\'';
+    [0; 2] // }
+}
+fn declared(&self) -> u8;
+    fn nested() {
+        fn inner() {}
+    }
+fn raw(x: [u8; 3])
+where
+    u8: Copy,
+{
+}
+#[cfg(test)]
+mod tests {
+    fn long() {}
+}
+";
+    assert_eq!(
+        function_lengths(text),
+        [
+            ("a".to_owned(), 1, 6),
+            ("nested".to_owned(), 8, 3),
+            ("inner".to_owned(), 9, 1),
+            ("raw".to_owned(), 11, 5),
+        ]
+    );
+    let long = format!("fn long() {{\n{}}}\n", "    x();\n".repeat(79));
+    assert_eq!(
+        server_length_violations("server/stage.rs", &long),
+        ["server/stage.rs:1: fn long is 81 lines (at most 80)"]
+    );
+    assert!(server_length_violations("server/stage.rs", &long.replacen("    x();\n", "", 1)).is_empty());
+    let module = format!("//! m\n{}", "mod x;\n".repeat(150));
+    assert_eq!(
+        server_length_violations("server/mod.rs", &module),
+        [
+            "server/mod.rs: 151 lines before its tests (at most 150: it declares and re-exports the \
+          server's modules; the stages live in files of their own)"
+        ]
+    );
 }

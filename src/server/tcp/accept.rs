@@ -17,7 +17,7 @@ use super::limits::{TcpLimits, current_nofile, descriptor_ceiling};
 use super::protocol::{StreamProtocol, TlsCell};
 use super::shared::Shared;
 use super::slots::{Admission, Slot, Slots};
-use crate::server::DnsHandler;
+use crate::server::handler::DnsHandler;
 use crate::server::proxy::{Rewound, read_stream_header};
 use crate::telemetry::tcp::CloseReason;
 

@@ -13,9 +13,11 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::budget::Reservation;
 use super::reader::{MessageReader, ReadError};
 use super::shared::Shared;
 use super::slots::Slot;
+use crate::server::handler::DnsHandler;
 use crate::telemetry::tcp::CloseReason;
 
 /// Most queries of one connection answered at the same time; reading waits beyond that.
@@ -64,20 +66,7 @@ where
                 Ok(Some((msg, held))) => {
                     let still_open = slot.busy();
                     let handler = shared.handler.clone();
-                    let wr = wr.clone();
-                    let write_deadline = limits.write_timeout;
-                    in_flight.spawn(async move {
-                        let mut out = Vec::with_capacity(512);
-                        let answered = handler.answer_stream_into(&msg, src, &mut out).await;
-                        drop(msg);
-                        drop(held);
-                        match answered {
-                            // A zone transfer: its messages carry their lengths already.
-                            Some(served) if served.framed => write_raw(&wr, &out, write_deadline).await,
-                            Some(_) => write_framed(&wr, &out, write_deadline).await,
-                            None => Stalled(false),
-                        }
-                    });
+                    in_flight.spawn(answer(handler, msg, held, src, wr.clone(), limits.write_timeout));
                     if !still_open {
                         break Some(CloseReason::Limit);
                     }
@@ -106,6 +95,28 @@ where
         if matches!(done, Ok(Stalled(true))) {
             in_flight.abort_all();
         }
+    }
+}
+
+/// Answers `msg` from `src` (its bytes beyond the first chunk `held` out of the listener's
+/// budget until it is answered) and writes the answer to `wr` within `write_deadline`.
+async fn answer<W: AsyncWrite + Unpin>(
+    handler: DnsHandler,
+    msg: Vec<u8>,
+    held: Reservation,
+    src: SocketAddr,
+    wr: Arc<tokio::sync::Mutex<W>>,
+    write_deadline: Duration,
+) -> Stalled {
+    let mut out = Vec::with_capacity(512);
+    let answered = handler.answer_stream_into(&msg, src, &mut out).await;
+    drop(msg);
+    drop(held);
+    match answered {
+        // A zone transfer: its messages carry their lengths already.
+        Some(served) if served.framed => write_raw(&wr, &out, write_deadline).await,
+        Some(_) => write_framed(&wr, &out, write_deadline).await,
+        None => Stalled(false),
     }
 }
 

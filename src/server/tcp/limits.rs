@@ -6,11 +6,12 @@
 use std::io;
 use std::time::Duration;
 
-use crate::server::TCP_IDLE_TIMEOUT;
 use crate::telemetry::tcp::ListenerTcpMetrics;
 
 /// The environment variable that sets the most TCP connections per listener.
 pub const MAX_CONNECTIONS_ENV: &str = "CLUSTER_DNS_TCP_MAX_CONNECTIONS";
+/// How long an idle TCP connection is kept.
+pub const TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default most TCP connections per listener.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;
 /// How long a message may take to arrive whole, from its first byte (RFC 7766 §6.2.3 asks

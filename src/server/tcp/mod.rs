@@ -45,8 +45,8 @@ mod slots;
 pub use accept::serve_protocol_until;
 pub use budget::{Budget, FIRST_CHUNK, Reservation};
 pub use limits::{
-    DEFAULT_BUFFER_BUDGET, DEFAULT_MAX_CONNECTIONS, MAX_CONNECTIONS_ENV, MESSAGE_DEADLINE, TcpLimits,
-    descriptor_ceiling, raise_nofile_limit,
+    DEFAULT_BUFFER_BUDGET, DEFAULT_MAX_CONNECTIONS, MAX_CONNECTIONS_ENV, MESSAGE_DEADLINE, TCP_IDLE_TIMEOUT,
+    TcpLimits, descriptor_ceiling, raise_nofile_limit,
 };
 pub use protocol::{StreamProtocol, TlsCell};
 pub use reader::{MessageReader, ReadError};

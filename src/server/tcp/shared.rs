@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::budget::Budget;
 use super::limits::{MAX_CONNECTIONS_ENV, TcpLimits};
 use super::protocol::StreamProtocol;
-use crate::server::DnsHandler;
+use crate::server::handler::DnsHandler;
 use crate::telemetry::tcp::CloseReason;
 
 /// What one listener's connections share.
