@@ -133,6 +133,88 @@ fn wide_headless_yaml(n: u8) -> String {
     y
 }
 
+/// 2,000 namespaces with a Service and a pod each, and five DNSPolicies in each (10,000): the
+/// client 127.0.0.1 is the pod of `n0`, which all five cover (`bench/dnspolicy-instructions.sh`
+/// builds the same world).
+fn policy_world_yaml() -> String {
+    let mut y = String::new();
+    for i in 0..2000 {
+        let ip = if i == 0 {
+            "127.0.0.1".to_owned()
+        } else {
+            format!("10.244.{}.{}", i / 250, i % 250 + 1)
+        };
+        y.push_str(&format!(
+            "---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: n{i}, labels: {{group: g{}}}}}\n\
+             ---\napiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: n{i}}}\n\
+             spec: {{clusterIP: 10.96.{}.{}, ports: [{{name: http, port: 80}}]}}\n\
+             ---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: n{i}, labels: {{app: web}}}}\n\
+             spec: {{containers: [{{name: c, image: x}}]}}\nstatus: {{phase: Running, podIP: {ip}}}\n",
+            i % 10,
+            i / 250,
+            i % 250 + 1
+        ));
+        for k in 0..5 {
+            let selector = if k % 2 == 1 {
+                "{matchLabels: {app: web}}"
+            } else {
+                "{}"
+            };
+            let names: Vec<String> = (1..4).map(|j| format!("n{}", (i + j) % 2000)).collect();
+            y.push_str(&format!(
+                "---\napiVersion: dns.cluster-dns.io/v1alpha1\nkind: DNSPolicy\nmetadata: {{name: p{k}, namespace: n{i}}}\n\
+                 spec: {{podSelector: {selector}, visibleNamespaces: {{names: [{}], selector: {{matchLabels: {{group: g{k}}}}}}}, \
+                 external: {{allow: ['*.example.org', '*.team{k}.example.com']}}}}\n",
+                names.join(", ")
+            ));
+        }
+    }
+    y
+}
+
+/// Tenant DNS policy's cost (issue 42): the policy world's block with and without `dnspolicy`,
+/// the full path and the memo, a visible Service and an allowed outside name (`template`).
+fn policy_cases(mode: Mode, filter: Option<&str>, src: SocketAddr, out: &mut Vec<u8>) {
+    if filter.is_some_and(|f| !f.contains("policy")) {
+        return;
+    }
+    let yaml = policy_world_yaml();
+    let block = |policy: &str| {
+        format!(
+            ".:53 {{\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n  pods verified\n  fallthrough in-addr.arpa ip6.arpa\n }}\n{policy} template IN A example.org {{\n  answer \"{{{{ .Name }}}} 60 IN A 192.0.2.1\"\n }}\n}}\n"
+        )
+    };
+    let zone = cluster_dns::testing::zone_from_yaml(&yaml).expect("policy world");
+    let questions = [
+        (
+            "cluster A",
+            query_bytes("web.n1.svc.cluster.local.", RecordType::A),
+        ),
+        ("outside A", query_bytes("www.example.org.", RecordType::A)),
+    ];
+    for (label, policy) in [
+        ("with dnspolicy", " dnspolicy {\n  unmapped allow\n }\n"),
+        ("without dnspolicy", ""),
+    ] {
+        for memo in [false, true] {
+            let h =
+                cluster_dns::testing::handler_on_zone(&block(policy), &zone, memo).expect("policy handler");
+            for (what, q) in &questions {
+                check(&h, src, q, ResponseCode::NoError, 1);
+                let path = if memo { "memo hit" } else { "answer" };
+                bench(
+                    &format!("policy {path} {what} {label}"),
+                    mode,
+                    filter,
+                    &mut || {
+                        black_box(h.answer_inline(black_box(q), src, out, Instant::now()));
+                    },
+                );
+            }
+        }
+    }
+}
+
 /// Checks the handler's reply to `q` once, so a case measures the answer it claims to.
 fn check(h: &DnsHandler, src: SocketAddr, q: &[u8], rcode: ResponseCode, min_answers: usize) {
     let reply = h.answer_wire(q, src, Transport::Udp).expect("a reply");
@@ -257,6 +339,8 @@ fn main() {
             black_box(memoized.answer_inline(black_box(q), src, &mut out, Instant::now()));
         });
     }
+
+    policy_cases(mode, filter, src, &mut out);
 
     let owner = Name::from_ascii("big.testns.svc.cluster.local.").expect("name");
     let mut big = Message::new(0x1234, MessageType::Response, OpCode::Query);

@@ -42,6 +42,8 @@ impl ClusterSource {
         let watch = match &options.source {
             ApiSource::Manifests(paths) => {
                 let report = manifests::load_files(paths, &zone)?;
+                // The decoded documents are gone: their pages go back, as after a watch's list.
+                super::heap::release_freed_heap();
                 tracing::info!(
                     applied = report.applied,
                     ignored = report.ignored,
