@@ -25,15 +25,14 @@ use h3::server::RequestStream;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::{Buf, Bytes};
-use quinn::VarInt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::rustls;
 
 use super::error::ServerError;
 use super::handler::DnsHandler;
-use super::quic::{QuicLimits, QuicListener, bind_quic_with};
+use super::quic::{QuicLimits, QuicListener, accept_until, bind_quic_with};
 use super::route::RouterCell;
-use super::tcp::doh::{DNS_MESSAGE, MAX_MESSAGE, PATH, get_query, least_ttl};
+use super::tcp::doh::{DNS_MESSAGE, MAX_MESSAGE, PATH, get_query, is_dns_message, least_ttl};
 use crate::proto::Transport;
 
 /// The ALPN protocol of HTTP/3 (RFC 9114 §3.1).
@@ -43,8 +42,6 @@ pub const ALPN: &[u8] = b"h3";
 const UNI_STREAMS: u32 = 8;
 /// The largest header section read (HTTP/3's SETTINGS_MAX_FIELD_SECTION_SIZE).
 const MAX_FIELD_SECTION: u64 = 16 << 10;
-/// How long a stopping listener lets its connections learn they are closed.
-const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Binds an `https3://` listener on `addr` with `tls` and `limits`.
 pub fn bind_h3(
@@ -75,26 +72,18 @@ pub async fn serve_h3(
         workers: Arc::new(Semaphore::new(limits.workers)),
         limits,
     });
-    let endpoint = listener.endpoint;
-    let mut shutdown = std::pin::pin!(shutdown);
-    // Bounded by the endpoint: it ends when the endpoint is closed, or at shutdown.
-    loop {
-        let incoming = tokio::select! {
-            () = &mut shutdown => break,
-            i = endpoint.accept() => match i {
-                Some(i) => i,
-                None => break,
-            },
-        };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            incoming.refuse();
-            continue;
-        };
-        tokio::spawn(connection(incoming, permit, shared.clone()));
-    }
-    // H3_NO_ERROR (RFC 9114 §8.1).
-    endpoint.close(VarInt::from_u32(0x100), b"");
-    let _ = tokio::time::timeout(CLOSE_WAIT, endpoint.wait_idle()).await;
+    // H3_NO_ERROR (RFC 9114 §8.1) when the listener stops.
+    accept_until(
+        listener.endpoint,
+        &connections,
+        0x100,
+        shutdown,
+        || {},
+        |incoming, permit| {
+            tokio::spawn(connection(incoming, permit, shared.clone()));
+        },
+    )
+    .await;
     Ok(())
 }
 
@@ -199,16 +188,7 @@ where
             get_query(req.uri().query().unwrap_or("")).map_err(|why| (StatusCode::BAD_REQUEST, why))
         }
         Method::POST => {
-            let is_dns = req
-                .headers()
-                .get(CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| {
-                    v.split(';')
-                        .next()
-                        .is_some_and(|t| t.trim().eq_ignore_ascii_case(DNS_MESSAGE))
-                });
-            if !is_dns {
+            if !is_dns_message(req.headers().get(CONTENT_TYPE)) {
                 return Err((
                     StatusCode::UNSUPPORTED_MEDIA_TYPE,
                     "the body must be application/dns-message",

@@ -229,7 +229,37 @@ pub async fn serve_quic(
         workers: Arc::new(Semaphore::new(limits.workers)),
         limits,
     });
-    let endpoint = listener.endpoint;
+    let metrics = shared.limits.metrics.clone();
+    accept_until(
+        listener.endpoint,
+        &connections,
+        DoqCode::NoError.code(),
+        shutdown,
+        || {
+            if let Some(m) = &metrics {
+                m.refused();
+            }
+        },
+        |incoming, permit| {
+            tokio::spawn(connection(incoming, permit, shared.clone()));
+        },
+    )
+    .await;
+    Ok(())
+}
+
+/// Accepts `endpoint`'s connections until `shutdown` completes: each is handed to `serve` with
+/// a permit of `connections` (the listener's cap), or refused before its handshake when none
+/// is left (`refused` is told); then the endpoint is closed with application `code` and given a
+/// moment to tell its peers. (The `quic://` and `https3://` listeners' one accept loop.)
+pub(super) async fn accept_until(
+    endpoint: Endpoint,
+    connections: &Arc<Semaphore>,
+    code: u32,
+    shutdown: impl std::future::Future<Output = ()>,
+    mut refused: impl FnMut(),
+    mut serve: impl FnMut(quinn::Incoming, OwnedSemaphorePermit),
+) {
     let mut shutdown = std::pin::pin!(shutdown);
     // Bounded by the endpoint: it ends when the endpoint is closed, or at shutdown.
     loop {
@@ -241,17 +271,14 @@ pub async fn serve_quic(
             },
         };
         let Ok(permit) = connections.clone().try_acquire_owned() else {
-            if let Some(m) = &shared.limits.metrics {
-                m.refused();
-            }
+            refused();
             incoming.refuse();
             continue;
         };
-        tokio::spawn(connection(incoming, permit, shared.clone()));
+        serve(incoming, permit);
     }
-    endpoint.close(VarInt::from_u32(DoqCode::NoError.code()), b"");
+    endpoint.close(VarInt::from_u32(code), b"");
     let _ = tokio::time::timeout(CLOSE_WAIT, endpoint.wait_idle()).await;
-    Ok(())
 }
 
 /// Counts an admitted connection open until dropped.

@@ -251,12 +251,13 @@ fn view_corefile(store: &str, port: u16) -> String {
 
 /// dig's answer to `ask` from `from`, as what a client can tell apart: the rcode, the AA and
 /// TC flags, each section's records as a sorted set without TTLs (a cache counts them down),
-/// or how the exchange failed. whoami's port (dig's own, new each run) is left out.
+/// or how the exchange failed (no reply within 3 s: a loaded machine still answers within it).
+/// whoami's port (dig's own, new each run) is left out.
 fn ask(server: SocketAddr, from: &str, extra: &[&str], ask: &[&str]) -> String {
     let out = std::process::Command::new("dig")
         .arg(format!("@{}", server.ip()))
         .args(["-p", &server.port().to_string(), "-b", from])
-        .args(["+nocookie", "+time=1", "+tries=1"])
+        .args(["+nocookie", "+time=3", "+tries=1"])
         .args(extra)
         .args(ask)
         .output()

@@ -194,16 +194,7 @@ async fn answer(req: Request<Incoming>, src: SocketAddr, shared: &Shared) -> Res
             Err(why) => return status(StatusCode::BAD_REQUEST, why),
         },
         Method::POST => {
-            let is_dns = req
-                .headers()
-                .get(CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| {
-                    v.split(';')
-                        .next()
-                        .is_some_and(|t| t.trim().eq_ignore_ascii_case(DNS_MESSAGE))
-                });
-            if !is_dns {
+            if !is_dns_message(req.headers().get(CONTENT_TYPE)) {
                 return status(
                     StatusCode::UNSUPPORTED_MEDIA_TYPE,
                     "the body must be application/dns-message",
@@ -240,6 +231,15 @@ async fn answer(req: Request<Incoming>, src: SocketAddr, shared: &Shared) -> Res
         // The chain chose not to answer (acl's drop): no DNS message to send.
         None => status(StatusCode::FORBIDDEN, "no answer"),
     }
+}
+
+/// True when a POST's `content-type` is `application/dns-message` (parameters allowed).
+pub(crate) fn is_dns_message(content_type: Option<&HeaderValue>) -> bool {
+    content_type.and_then(|v| v.to_str().ok()).is_some_and(|v| {
+        v.split(';')
+            .next()
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case(DNS_MESSAGE))
+    })
 }
 
 /// The DNS message of `GET /dns-query?dns=...`: base64url, padding optional.
