@@ -90,5 +90,12 @@ if ! python3 -c 'import aioquic' >/dev/null 2>&1; then
         python3 -m pip install -q --break-system-packages aioquic==1.7.2
 fi
 
+# The release workflow (.github/workflows/release.yml) is linted by PyPI's check-jsonschema (the
+# GitHub workflow schema) and zizmor (tests/integration/release.rs).
+if ! command -v zizmor >/dev/null 2>&1 || ! command -v check-jsonschema >/dev/null 2>&1; then
+    python3 -m pip install -q check-jsonschema==0.39.0 zizmor==1.33.1 ||
+        python3 -m pip install -q --break-system-packages check-jsonschema==0.39.0 zizmor==1.33.1
+fi
+
 # --workspace: also the fake API server crate (fake-apiserver/) the watch tests use.
 cargo test --workspace "$@"

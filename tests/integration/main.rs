@@ -57,6 +57,7 @@ mod peers;
 mod pprof;
 mod privileges;
 mod proxyproto;
+mod release;
 mod rewrite;
 mod root;
 mod rrl;
