@@ -353,7 +353,7 @@ impl Forward {
 
     /// Forwards `q` if its client's share of the upstream allows ([`Forward::admit`]), as
     /// [`Forward::serve_admitted`] does; otherwise the share's reply.
-    pub async fn serve(&self, q: &Question) -> Reply {
+    pub async fn forward(&self, q: &Question) -> Reply {
         match self.admit(q) {
             Ok(ticket) => self.serve_admitted(q, ticket).await,
             Err(refusal) => refusal.reply(),
@@ -801,15 +801,15 @@ mod tests {
         assert!(text.contains(want), "missing {want} in\n{text}");
     }
 
-    /// Each UDP question in flight holds `Forward::serve`'s future: with the TLS, HTTPS and TCP
+    /// Each UDP question in flight holds `Forward::forward`'s future: with the TLS, HTTPS and TCP
     /// exchanges boxed inside it, it stays small whatever transports forward knows. Inline, they
     /// made it 9.6 KiB in the debug build (about 96 MiB at the default `max_concurrent`).
     #[test]
     fn a_question_in_flight_holds_a_small_future() {
         let f = forward("forward . 127.0.0.1:53 tls://127.0.0.1:853 https://127.0.0.1/dns-query");
         let q = Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A);
-        let size = std::mem::size_of_val(&Forward::serve(&f, &q));
-        assert!(size < 3 * 1024, "Forward::serve's future is {size} bytes");
+        let size = std::mem::size_of_val(&Forward::forward(&f, &q));
+        assert!(size < 3 * 1024, "Forward::forward's future is {size} bytes");
     }
 
     #[tokio::test]
@@ -823,13 +823,13 @@ mod tests {
         let q = Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A);
         let first = {
             let (f, q) = (f.clone(), q.clone());
-            tokio::spawn(async move { f.serve(&q).await })
+            tokio::spawn(async move { f.forward(&q).await })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
         // Another name is over max_concurrent (the same one would wait for the first's reply).
         let other = Question::new(Name::from_ascii("b.example.").unwrap(), RecordType::A);
         assert_eq!(
-            f.serve(&other).await,
+            f.forward(&other).await,
             Reply::Failed(crate::proto::Failure {
                 rcode: ResponseCode::Refused,
                 reason: crate::plugin::forward::TOO_MANY_IN_FLIGHT
@@ -845,7 +845,7 @@ mod tests {
         );
         // The permit is back: the next query is tried again (and fails again), not refused.
         assert_eq!(
-            f.serve(&q).await,
+            f.forward(&q).await,
             Reply::Failed(crate::proto::Failure {
                 rcode: ResponseCode::ServFail,
                 reason: crate::plugin::forward::NO_REPLY_IN_TIME
@@ -875,7 +875,7 @@ mod tests {
         let f = forward(&format!("forward . {addr}"));
         let q = Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A);
         assert_eq!(
-            f.serve(&q).await,
+            f.forward(&q).await,
             Reply::Failed(Failure {
                 rcode: ResponseCode::ServFail,
                 reason: NO_REPLY_REFUSED
@@ -897,7 +897,7 @@ mod tests {
         let f = forward(&format!("forward . {addr} {{\n read_timeout 100ms\n}}"));
         let q = Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A);
         assert_eq!(
-            f.serve(&q).await,
+            f.forward(&q).await,
             Reply::Failed(Failure {
                 rcode: ResponseCode::ServFail,
                 reason: NO_REPLY_IN_TIME
@@ -920,7 +920,7 @@ mod tests {
         let f = forward(&format!("forward . {up}")).with_metrics(m, "dns://:53");
         let ask = |name: &str| Question::new(Name::from_ascii(name).unwrap(), RecordType::A);
         for name in ["a.example.", "b.example.", "nx.example."] {
-            assert!(matches!(f.serve(&ask(name)).await, Reply::Forwarded(_)));
+            assert!(matches!(f.forward(&ask(name)).await, Reply::Forwarded(_)));
         }
         let text = render(&r);
         let to = up.to_string();
@@ -977,7 +977,7 @@ mod tests {
         let asks: Vec<_> = (0..20)
             .map(|_| {
                 let (f, q) = (f.clone(), q.clone());
-                tokio::spawn(async move { f.serve(&q).await })
+                tokio::spawn(async move { f.forward(&q).await })
             })
             .collect();
         for a in asks {
@@ -990,7 +990,7 @@ mod tests {
         );
         assert_eq!(f.stats().coalesced.load(Ordering::Relaxed), 19);
         // Once answered, the next one asks again.
-        assert_eq!(f.serve(&q).await.rcode(), ResponseCode::NXDomain);
+        assert_eq!(f.forward(&q).await.rcode(), ResponseCode::NXDomain);
         assert_eq!(seen.load(Ordering::Relaxed), 2);
     }
 
@@ -1008,7 +1008,7 @@ mod tests {
         let q = Question::new(Name::from_ascii("a.example.").unwrap(), RecordType::A);
         // The first query fails (SERVFAIL) and marks the upstream down; a probe starts.
         assert_eq!(
-            f.serve(&q).await,
+            f.forward(&q).await,
             Reply::Failed(crate::proto::Failure {
                 rcode: ResponseCode::ServFail,
                 reason: crate::plugin::forward::NO_REPLY_IN_TIME
@@ -1018,7 +1018,7 @@ mod tests {
         // With every upstream down, the next query is sprayed at it anyway: health check broken.
         let second = {
             let (f, q) = (f.clone(), q.clone());
-            tokio::spawn(async move { f.serve(&q).await })
+            tokio::spawn(async move { f.forward(&q).await })
         };
         // While that one is in flight, a third is over max_concurrent. (The test runtime has one
         // thread: after a yield the second query has taken its permit and waits for the reply.)
@@ -1027,7 +1027,7 @@ mod tests {
         }
         let other = Question::new(Name::from_ascii("b.example.").unwrap(), RecordType::A);
         assert_eq!(
-            f.serve(&other).await,
+            f.forward(&other).await,
             Reply::Failed(crate::proto::Failure {
                 rcode: ResponseCode::Refused,
                 reason: crate::plugin::forward::TOO_MANY_IN_FLIGHT

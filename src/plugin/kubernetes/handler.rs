@@ -116,11 +116,11 @@ impl Kubernetes {
 
     /// Answers `q`, or hands it on ([`Outcome::Fallthrough`]); a probe's NXDOMAIN comes
     /// without its SOA.
-    pub fn serve(&self, q: &Question) -> Outcome {
+    pub fn answer(&self, q: &Question) -> Outcome {
         self.answerer.answer_as(&q.name, q.qtype, q.probe)
     }
 
-    /// [`Kubernetes::serve`] for `q`'s client (`topology`) and through its DNS policy
+    /// [`Kubernetes::answer`] for `q`'s client (`topology`) and through its DNS policy
     /// (`dnspolicy`'s view): an answer made for it alone is marked so on `next` (never replayed
     /// or cached for another client), and counted; one made through a view is never cached
     /// (the memo replays it to the view's class only).

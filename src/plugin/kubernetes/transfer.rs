@@ -26,7 +26,7 @@ impl Kubernetes {
         if !self.zone().is_synced() {
             return None;
         }
-        let ask = |name: &Name, qtype: RecordType| match self.serve(&Question::new(name.clone(), qtype)) {
+        let ask = |name: &Name, qtype: RecordType| match self.answer(&Question::new(name.clone(), qtype)) {
             Outcome::Answer(a) => Some(a),
             Outcome::Fallthrough => None,
         };
