@@ -91,7 +91,7 @@ impl DnsHandler {
     }
 
     /// Answers one wire-format request: decides the response and encodes it into `out`
-    /// (cleared first), cut to the client's size limit in the same pass (see [`fit`]). `None`
+    /// (cleared first), cut to the client's size limit in the same pass (see [`fit`](super::fit)). `None`
     /// where nothing is sent: shorter than a header, or a response packet. Unparsable bodies
     /// get FORMERR. Every transport calls this, so the per-request observation (metrics, query
     /// log) belongs at its end, where [`Served`] is complete.
