@@ -179,8 +179,8 @@ async fn walks_in_one_round_trip(cache: Cache) {
     // them as bare rcodes.
     let metrics = running.http_addr("metrics").expect("/metrics listener");
     let denial_hits = async || {
-        crate::dropin::sum(
-            &crate::dropin::scrape(metrics).await,
+        crate::support::sum(
+            &crate::support::scrape(metrics).await,
             "coredns_cache_hits_total",
             &["type=\"denial\""],
         )
@@ -284,7 +284,7 @@ async fn walks_in_one_round_trip(cache: Cache) {
         ])
     );
 
-    let (success, text) = crate::dropin::counter(&running, "coredns_autopath_success_total").await;
+    let (success, text) = crate::support::counter(&running, "coredns_autopath_success_total").await;
     // web.ns-a, api.example.com A, AAAA (NODATA), the second pod ask, and after the move.
     assert_eq!(success, 5.0, "{text}");
     running.stop().await.unwrap();

@@ -218,7 +218,7 @@ fn dig_answers_the_demo_cluster() {
         .build()
         .unwrap();
     rt.block_on(async {
-        use crate::dropin::http_get;
+        use crate::support::http_get;
         assert_eq!(http_get(health, "/health").await, (200, "OK".to_owned()));
         assert_eq!(http_get(ready, "/ready").await, (200, "OK".to_owned()));
         let text = http_get(metrics, "/metrics").await.1;
@@ -234,7 +234,7 @@ fn dig_answers_the_demo_cluster() {
 
     let out = support::dig(a, &["+short", "web.default.svc.cluster.local"]);
     assert_eq!(out.trim(), "10.96.100.10");
-    let counted = rt.block_on(crate::dropin::http_get(metrics, "/metrics")).1;
+    let counted = rt.block_on(crate::support::http_get(metrics, "/metrics")).1;
     assert!(
         counted.contains("coredns_dns_requests_total{family=\"1\",proto=\"udp\",server=\"dns://127.0.0.1:0\",type=\"A\",view=\"\",zone=\".\"} 1"),
         "{counted}"

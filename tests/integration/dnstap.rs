@@ -510,7 +510,7 @@ async fn a_receiver_that_stops_reading_slows_no_answer_and_drops_are_counted() {
     let addr = running.dns_addrs()[0];
     let metrics = running.http_addr("metrics").expect("/metrics listener");
     let dropped = || async {
-        crate::dropin::scrape(metrics)
+        crate::support::scrape(metrics)
             .await
             .get("coredns_dnstap_dropped_total{}")
             .copied()
@@ -649,7 +649,7 @@ async fn a_tls_reader_gets_messages_with_skipverify_and_an_untrusted_one_none() 
         none.is_err(),
         "no messages without a trusted certificate: {none:?}"
     );
-    let dropped = crate::dropin::scrape(metrics)
+    let dropped = crate::support::scrape(metrics)
         .await
         .get("coredns_dnstap_dropped_total{}")
         .copied()

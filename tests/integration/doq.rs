@@ -118,8 +118,8 @@ fn addresses(m: &Message) -> Vec<String> {
 }
 
 async fn quic_responses(running: &cluster_dns::app::Running, status: &str) -> f64 {
-    let m = crate::dropin::scrape(running.http_addr("metrics").unwrap()).await;
-    crate::dropin::sum(
+    let m = crate::support::scrape(running.http_addr("metrics").unwrap()).await;
+    crate::support::sum(
         &m,
         "coredns_dns_quic_responses_total",
         &[&format!("status=\"{status}\"")],
@@ -275,13 +275,13 @@ async fn doq_refuses_connections_over_its_cap_of_200() {
     }
     let over = connect(&endpoint, addr).await;
     assert!(over.is_err(), "a 201st connection was admitted");
-    let m = crate::dropin::scrape(running.http_addr("metrics").unwrap()).await;
+    let m = crate::support::scrape(running.http_addr("metrics").unwrap()).await;
     assert_eq!(
-        crate::dropin::sum(&m, "cluster_dns_quic_connections_open", &[]),
+        crate::support::sum(&m, "cluster_dns_quic_connections_open", &[]),
         200.0
     );
     assert_eq!(
-        crate::dropin::sum(&m, "cluster_dns_quic_connections_refused_total", &[]),
+        crate::support::sum(&m, "cluster_dns_quic_connections_refused_total", &[]),
         1.0
     );
     // The admitted ones still answer.
@@ -330,8 +330,8 @@ async fn doq_closes_idle_connections_after_timeouts_idle() {
     let metrics = running.http_addr("metrics").unwrap();
     let mut open = -1.0;
     for _ in 0..40 {
-        let m = crate::dropin::scrape(metrics).await;
-        open = crate::dropin::sum(&m, "cluster_dns_quic_connections_open", &[]);
+        let m = crate::support::scrape(metrics).await;
+        open = crate::support::sum(&m, "cluster_dns_quic_connections_open", &[]);
         if open == 0.0 {
             break;
         }

@@ -96,10 +96,10 @@ async fn forward_over_tls_verifies_the_upstream_and_answers() {
                 assert_eq!(got.1, ["www.example.com. 300 IN A 192.0.2.10"], "{options:?}");
             }
             // The second question reused the first one's connection.
-            let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+            let m = crate::support::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
             let to = format!("to=\"{up}\"");
             let tls = "proto=\"tcp-tls\"";
-            let count = |name: &str| crate::dropin::sum(&m, name, &[&to, tls]);
+            let count = |name: &str| crate::support::sum(&m, name, &[&to, tls]);
             assert_eq!(count("coredns_proxy_conn_cache_misses_total"), 1.0, "{options:?}");
             assert_eq!(count("coredns_proxy_conn_cache_hits_total"), 1.0, "{options:?}");
         } else {
@@ -160,12 +160,12 @@ async fn a_burst_leaves_at_most_sixteen_idle_connections() {
             "{reply:?}"
         );
     }
-    let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+    let m = crate::support::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
     let to = format!("to=\"{up}\"");
-    let idle = crate::dropin::sum(&m, "cluster_dns_forward_tls_idle_connections", &[&to]);
+    let idle = crate::support::sum(&m, "cluster_dns_forward_tls_idle_connections", &[&to]);
     let tls = "proto=\"tcp-tls\"";
-    let opened = crate::dropin::sum(&m, "coredns_proxy_conn_cache_misses_total", &[&to, tls]);
-    let reused = crate::dropin::sum(&m, "coredns_proxy_conn_cache_hits_total", &[&to, tls]);
+    let opened = crate::support::sum(&m, "coredns_proxy_conn_cache_misses_total", &[&to, tls]);
+    let reused = crate::support::sum(&m, "coredns_proxy_conn_cache_hits_total", &[&to, tls]);
     assert_eq!(opened + reused, 40.0, "one exchange a question");
     assert!((1.0..=16.0).contains(&idle), "idle {idle}, opened {opened}");
     if opened > 16.0 {

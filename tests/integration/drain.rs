@@ -12,8 +12,8 @@ use hickory_proto::rr::RecordType;
 use serde_json::{Value, json};
 
 use crate::cli::{Server, bin};
-use crate::dropin::http_get;
 use crate::support;
+use crate::support::http_get;
 
 const POD_IP: &str = "127.0.0.53";
 const MARGIN: Duration = Duration::from_secs(1);

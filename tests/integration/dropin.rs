@@ -4,7 +4,6 @@
 //! moved by real queries), SIGTERM's lameduck under a query loop with the real binary, and
 //! Corefile reload through a ConfigMap-style symlink swap while queries run.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -17,169 +16,14 @@ use fake_apiserver::FakeApiServer;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{RData, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
-use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cli::Server;
-use crate::support::{self, show};
+use crate::support::{self, fixture, http_get, parse_exposition, scrape, show, sum};
 use crate::upstream::Unbound;
-
-/// The value of the first series of the counter `family` on `running`'s `/metrics`, and the
-/// whole text (for the failure message).
-pub(crate) async fn counter(running: &cluster_dns::app::Running, family: &str) -> (f64, String) {
-    let metrics = running.http_addr("metrics").expect("/metrics listener");
-    let (_, text) = http_get(metrics, "/metrics").await;
-    let value = text
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(family)?
-                .strip_prefix('{')?
-                .split(' ')
-                .nth(1)?
-                .parse()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("no {family} in\n{text}"));
-    (value, text)
-}
-
-/// `GET path` over HTTP/1.0; the status code and the body.
-pub(crate) async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("http connect");
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut raw = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut raw))
-        .await
-        .expect("http reply in time")
-        .unwrap();
-    let text = String::from_utf8(raw).expect("utf-8 reply");
-    let (head, body) = text.split_once("\r\n\r\n").expect("http head");
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status code");
-    (status, body.to_owned())
-}
-
-/// Parses Prometheus text exposition format 0.0.4 strictly: every line is blank, a `# HELP` /
-/// `# TYPE` comment, or `name{labels} value` with a valid name, quoted label values and a
-/// number, and every sample's family was typed first. Returns `series -> value`, with the
-/// series written `name{k="v",...}` in sorted label order.
-pub(crate) fn parse_exposition(text: &str) -> BTreeMap<String, f64> {
-    let valid_name = |n: &str| {
-        !n.is_empty()
-            && n.chars().enumerate().all(|(i, c)| {
-                c.is_ascii_alphabetic() || c == '_' || c == ':' || (i > 0 && c.is_ascii_digit())
-            })
-    };
-    let mut typed: Vec<String> = Vec::new();
-    let mut out = BTreeMap::new();
-    for line in text.lines() {
-        if line.is_empty() {
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("# ") {
-            let mut parts = rest.splitn(3, ' ');
-            let kind = parts.next().unwrap();
-            let name = parts.next().unwrap_or("");
-            assert!(valid_name(name), "bad metric name in {line:?}");
-            if kind == "TYPE" {
-                let t = parts.next().unwrap_or("");
-                assert!(
-                    ["counter", "gauge", "histogram", "summary", "untyped"].contains(&t),
-                    "bad type in {line:?}"
-                );
-                typed.push(name.to_owned());
-            } else {
-                assert_eq!(kind, "HELP", "unknown comment {line:?}");
-            }
-            continue;
-        }
-        let (series, value) = line
-            .rsplit_once(' ')
-            .unwrap_or_else(|| panic!("no value in {line:?}"));
-        let value: f64 = match value {
-            "+Inf" => f64::INFINITY,
-            "-Inf" => f64::NEG_INFINITY,
-            v => v.parse().unwrap_or_else(|_| panic!("bad value in {line:?}")),
-        };
-        let (name, labels) = match series.split_once('{') {
-            None => (series, Vec::new()),
-            Some((name, rest)) => {
-                let body = rest
-                    .strip_suffix('}')
-                    .unwrap_or_else(|| panic!("unclosed labels in {line:?}"));
-                let mut labels = Vec::new();
-                let mut chars = body.chars().peekable();
-                while chars.peek().is_some() {
-                    let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
-                    assert!(valid_name(&key), "bad label name {key:?} in {line:?}");
-                    assert_eq!(chars.next(), Some('"'), "unquoted label value in {line:?}");
-                    let mut val = String::new();
-                    loop {
-                        match chars.next() {
-                            Some('\\') => val.push(chars.next().expect("escape")),
-                            Some('"') => break,
-                            Some(c) => val.push(c),
-                            None => panic!("unterminated label value in {line:?}"),
-                        }
-                    }
-                    labels.push((key, val));
-                    if chars.peek() == Some(&',') {
-                        chars.next();
-                    }
-                }
-                labels.sort();
-                (name, labels)
-            }
-        };
-        assert!(valid_name(name), "bad sample name in {line:?}");
-        let family = ["_bucket", "_sum", "_count"]
-            .iter()
-            .find_map(|s| name.strip_suffix(s).filter(|f| typed.iter().any(|t| t == f)))
-            .unwrap_or(name);
-        assert!(
-            typed.iter().any(|t| t == family),
-            "sample before its # TYPE: {line:?}"
-        );
-        let key = format!(
-            "{name}{{{}}}",
-            labels
-                .iter()
-                .map(|(k, v)| format!("{k}=\"{v}\""))
-                .collect::<Vec<_>>()
-                .join(",")
-        );
-        out.insert(key, value);
-    }
-    out
-}
-
-/// The sum of every series of `name` whose labels include all of `labels` (`k="v"` strings).
-pub(crate) fn sum(m: &BTreeMap<String, f64>, name: &str, labels: &[&str]) -> f64 {
-    m.iter()
-        .filter(|(k, _)| k.starts_with(&format!("{name}{{")) && labels.iter().all(|l| k.contains(l)))
-        .map(|(_, v)| *v)
-        .sum()
-}
-
-pub(crate) async fn scrape(addr: SocketAddr) -> BTreeMap<String, f64> {
-    let (status, body) = http_get(addr, "/metrics").await;
-    assert_eq!(status, 200);
-    parse_exposition(&body)
-}
 
 async fn ask(addr: SocketAddr, name: &str, qtype: RecordType) -> Message {
     support::udp(addr, &support::query(name, qtype)).await.0
-}
-
-pub(crate) fn fixture() -> Vec<Value> {
-    let text = std::fs::read_to_string(support::data_dir().join("conformance-fixture.yaml")).unwrap();
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
-    docs.into_iter().filter(|d| !d.is_null()).collect()
 }
 
 /// A temporary directory holding a copy of the demo cluster (`demo-cluster.yaml`).

@@ -182,13 +182,13 @@ async fn a_flood_of_unanswered_names_leaves_the_upstream_to_the_others() {
         silent <= 150,
         "the upstream got {silent} of the flood's questions"
     );
-    let m = crate::dropin::scrape(running.http_addr("metrics").unwrap()).await;
-    let by = |labels: &[&str]| crate::dropin::sum(&m, "cluster_dns_fairness_decisions_total", labels);
+    let m = crate::support::scrape(running.http_addr("metrics").unwrap()).await;
+    let by = |labels: &[&str]| crate::support::sum(&m, "cluster_dns_fairness_decisions_total", labels);
     assert!(by(&["stage=\"upstream\"", "reason=\"address_inflight\""]) >= 900.0);
     assert_eq!(by(&["stage=\"upstream\"", "decision=\"admitted\""]), 150.0);
     assert!(by(&["stage=\"upstream\"", "decision=\"slipped\""]) >= 400.0);
     // Two addresses and their /24 are held.
-    assert!(crate::dropin::sum(&m, "cluster_dns_fairness_clients", &[]) >= 3.0);
+    assert!(crate::support::sum(&m, "cluster_dns_fairness_clients", &[]) >= 3.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -214,8 +214,8 @@ async fn a_client_over_its_rate_gets_slips_and_silence_and_the_others_are_answer
         tcp_rcode("127.0.0.6", dns, "v.example.com.").await,
         ResponseCode::NoError
     );
-    let m = crate::dropin::scrape(running.http_addr("metrics").unwrap()).await;
-    let by = |labels: &[&str]| crate::dropin::sum(&m, "cluster_dns_fairness_decisions_total", labels);
+    let m = crate::support::scrape(running.http_addr("metrics").unwrap()).await;
+    let by = |labels: &[&str]| crate::support::sum(&m, "cluster_dns_fairness_decisions_total", labels);
     assert_eq!(by(&["stage=\"question\"", "decision=\"admitted\""]), 71.0);
     assert_eq!(
         by(&["stage=\"question\"", "decision=\"slipped\"", "reason=\"address\""]),
@@ -281,8 +281,8 @@ async fn pods_share_their_namespace_budget_and_other_namespaces_keep_theirs() {
     // Same /24 as the noisy pods, another namespace: its own budgets.
     let q = burst("127.0.0.2", dns, &names("d", 10), wait).await;
     assert_eq!(q.answered, 10, "{q:?}");
-    let m = crate::dropin::scrape(running.http_addr("metrics").unwrap()).await;
-    let by = |labels: &[&str]| crate::dropin::sum(&m, "cluster_dns_fairness_decisions_total", labels);
+    let m = crate::support::scrape(running.http_addr("metrics").unwrap()).await;
+    let by = |labels: &[&str]| crate::support::sum(&m, "cluster_dns_fairness_decisions_total", labels);
     // n3's first 10 pass its own budget and find the namespace's spent; every pod's last 5
     // are over its own.
     assert_eq!(by(&["decision=\"dropped\"", "reason=\"namespace\""]), 10.0);

@@ -913,9 +913,9 @@ async fn identical_questions_in_flight_share_one_upstream_query() {
         1,
         "one upstream query for 20 identical questions"
     );
-    let m = crate::dropin::scrape(running.http_addr("metrics").unwrap()).await;
+    let m = crate::support::scrape(running.http_addr("metrics").unwrap()).await;
     assert_eq!(
-        crate::dropin::sum(&m, "cluster_dns_forward_coalesced_total", &[]),
+        crate::support::sum(&m, "cluster_dns_forward_coalesced_total", &[]),
         19.0
     );
     // Different names are separate exchanges.

@@ -56,9 +56,9 @@ async fn dig_a(addr: SocketAddr, name: &'static str) -> (String, Vec<String>) {
 }
 
 async fn https_conns(running: &cluster_dns::app::Running, up: SocketAddr) -> (f64, f64) {
-    let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+    let m = crate::support::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
     let to = format!("to=\"{up}\"");
-    let count = |name: &str| crate::dropin::sum(&m, name, &[&to, "proto=\"https\""]);
+    let count = |name: &str| crate::support::sum(&m, name, &[&to, "proto=\"https\""]);
     (
         count("coredns_proxy_conn_cache_misses_total"),
         count("coredns_proxy_conn_cache_hits_total"),
@@ -124,8 +124,8 @@ async fn a_burst_shares_one_https_connection() {
         assert_eq!(a.await.unwrap().answers.len(), 1);
     }
     assert_eq!(https_conns(&running, up).await, (1.0, 7.0));
-    let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
-    let kept = crate::dropin::sum(
+    let m = crate::support::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+    let kept = crate::support::sum(
         &m,
         "cluster_dns_forward_https_idle_connections",
         &[&format!("to=\"{up}\"")],
@@ -220,9 +220,9 @@ async fn a_doh_upstream_that_does_not_answer_is_passed_over() {
     assert_eq!(status, "NOERROR");
     assert_eq!(records, ["www.example.org. 60 IN A 192.0.2.53"]);
     assert!(t.elapsed() < Duration::from_millis(1900), "{:?}", t.elapsed());
-    let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+    let m = crate::support::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
     let answered = |to: SocketAddr| {
-        crate::dropin::sum(
+        crate::support::sum(
             &m,
             "coredns_proxy_request_duration_seconds_count",
             &[&format!("to=\"{to}\"")],

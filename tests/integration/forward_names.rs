@@ -47,10 +47,10 @@ async fn a_hostname_upstream_is_resolved_with_the_resolver_at_start() {
     );
     assert_eq!(resolver.udp_queries(), 2, "nothing more is asked of the resolver");
     // The upstream is labelled by the address it resolved to.
-    let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+    let m = crate::support::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
     let to = format!("to=\"{}\"", upstream.addr);
     assert_eq!(
-        crate::dropin::sum(&m, "coredns_proxy_request_duration_seconds_count", &[&to]),
+        crate::support::sum(&m, "coredns_proxy_request_duration_seconds_count", &[&to]),
         1.0
     );
     running.stop().await.unwrap();
@@ -215,9 +215,9 @@ async fn max_age_closes_a_busy_tls_connection() {
         tokio::time::sleep(Duration::from_millis(pause)).await;
         assert_eq!(dig_a(addr, "A", "www.example.org").await.0, "NOERROR");
     }
-    let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+    let m = crate::support::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
     let to = format!("to=\"{up}\"");
-    let count = |name: &str| crate::dropin::sum(&m, name, &[&to, "proto=\"tcp-tls\""]);
+    let count = |name: &str| crate::support::sum(&m, name, &[&to, "proto=\"tcp-tls\""]);
     // Opened at 0 s, reused at 0.9 s and 1.8 s, too old at 2.7 s: a new one.
     assert_eq!(count("coredns_proxy_conn_cache_misses_total"), 2.0);
     assert_eq!(count("coredns_proxy_conn_cache_hits_total"), 2.0);
@@ -264,10 +264,10 @@ async fn max_idle_conns_bounds_the_tls_connections_kept() {
         )
         .await;
         burst(addr).await;
-        let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+        let m = crate::support::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
         let to = format!("to=\"{up}\"");
         assert_eq!(
-            crate::dropin::sum(
+            crate::support::sum(
                 &m,
                 "coredns_proxy_conn_cache_misses_total",
                 &[&to, "proto=\"tcp-tls\""]
@@ -276,7 +276,7 @@ async fn max_idle_conns_bounds_the_tls_connections_kept() {
             "{option:?}"
         );
         assert_eq!(
-            crate::dropin::sum(&m, "cluster_dns_forward_tls_idle_connections", &[&to]),
+            crate::support::sum(&m, "cluster_dns_forward_tls_idle_connections", &[&to]),
             kept,
             "{option:?}"
         );
@@ -295,10 +295,10 @@ async fn max_idle_conns_bounds_the_sockets_kept() {
     for (option, kept) in [("", 6.0), ("  max_idle_conns 2\n", 2.0)] {
         let (running, addr) = forwarder(&dir, &format!(" forward . {} {{\n{option} }}", up.addr)).await;
         burst(addr).await;
-        let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+        let m = crate::support::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
         let to = format!("to=\"{}\"", up.addr);
         assert_eq!(
-            crate::dropin::sum(
+            crate::support::sum(
                 &m,
                 "coredns_proxy_conn_cache_misses_total",
                 &[&to, "proto=\"udp\""]
@@ -307,7 +307,7 @@ async fn max_idle_conns_bounds_the_sockets_kept() {
             "{option:?}"
         );
         assert_eq!(
-            crate::dropin::sum(&m, "cluster_dns_forward_udp_idle_sockets", &[&to]),
+            crate::support::sum(&m, "cluster_dns_forward_udp_idle_sockets", &[&to]),
             kept,
             "{option:?}"
         );
@@ -443,9 +443,9 @@ async fn plain_tcp_connections_are_reused_and_bounded() {
         let (status, records) = dig_a(addr, "A", "www.example.com").await;
         assert_eq!((status.as_str(), records.len()), ("NOERROR", 1));
     }
-    let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+    let m = crate::support::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
     let to = format!("to=\"{}\"", ub.addr);
-    let count = |name: &str| crate::dropin::sum(&m, name, &[&to, "proto=\"tcp\""]);
+    let count = |name: &str| crate::support::sum(&m, name, &[&to, "proto=\"tcp\""]);
     assert_eq!(
         (
             count("coredns_proxy_conn_cache_misses_total"),
@@ -463,10 +463,10 @@ async fn plain_tcp_connections_are_reused_and_bounded() {
         )
         .await;
         burst(addr).await;
-        let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+        let m = crate::support::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
         let to = format!("to=\"{}\"", slow.addr);
         assert_eq!(
-            crate::dropin::sum(&m, "cluster_dns_forward_tcp_idle_connections", &[&to]),
+            crate::support::sum(&m, "cluster_dns_forward_tcp_idle_connections", &[&to]),
             kept,
             "{option:?}"
         );

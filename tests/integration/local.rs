@@ -25,7 +25,7 @@ async fn localhost_names_and_the_loopback_zones_are_answered_here() {
     let addr = running.dns_addrs()[0];
     let metrics = running.http_addr("metrics").expect("/metrics listener");
     let counted = || async {
-        crate::dropin::scrape(metrics)
+        crate::support::scrape(metrics)
             .await
             .get("coredns_local_localhost_requests_total{}")
             .copied()

@@ -77,9 +77,9 @@ async fn a_view_routes_by_the_client_pods_namespace() {
     assert_eq!(got[2], "\"default\"", "nor does a client that is no pod");
     assert_eq!(got[3], "\"ns-a-view\"", "every time");
     assert_eq!(got[4], "10.96.0.10");
-    let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+    let m = crate::support::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
     let requests =
-        |view: &str| crate::dropin::sum(&m, "coredns_dns_requests_total", &[&format!("view=\"{view}\"")]);
+        |view: &str| crate::support::sum(&m, "coredns_dns_requests_total", &[&format!("view=\"{view}\"")]);
     assert_eq!(requests("ns-a"), 3.0);
     assert_eq!(requests(""), 2.0);
     running.stop().await.unwrap();
@@ -109,7 +109,7 @@ async fn log_lines_carry_the_client_namespace_and_the_upstream() {
     let dns = server.addr;
     let ready = server.wait_http("/ready");
     for _ in 0..500 {
-        if crate::dropin::http_get(ready, "/ready").await.0 == 200 {
+        if crate::support::http_get(ready, "/ready").await.0 == 200 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -115,7 +115,7 @@ async fn outside_aaaa_is_nodata_here_while_a_and_cluster_names_are_answered() {
     assert_eq!(r.metadata.response_code, ResponseCode::NXDomain);
     assert_eq!(upstream.udp_queries(), before + 1);
 
-    let m = crate::dropin::scrape(metrics).await;
+    let m = crate::support::scrape(metrics).await;
     assert_eq!(metric(&m, "cluster_dns_noaaaa_answers_total"), 5.0);
     assert_eq!(metric(&m, "cluster_dns_noaaaa_active"), 1.0);
     running.stop().await.unwrap();
@@ -139,7 +139,10 @@ async fn auto_follows_the_clusters_ipv6_services_live() {
         "an IPv6 Service: off"
     );
     assert_eq!(
-        metric(&crate::dropin::scrape(metrics).await, "cluster_dns_noaaaa_active"),
+        metric(
+            &crate::support::scrape(metrics).await,
+            "cluster_dns_noaaaa_active"
+        ),
         0.0
     );
 

@@ -436,7 +436,7 @@ async fn the_forward_agent_answers_cluster_names_from_the_central_server() {
 
     let dir = support::temp_dir("node-local-forward");
     let fake = FakeApiServer::start().await.unwrap();
-    fake.load(crate::dropin::fixture()).unwrap();
+    fake.load(crate::support::fixture()).unwrap();
     let central_dir = dir.join("central");
     std::fs::create_dir_all(&central_dir).unwrap();
     let upstream: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();

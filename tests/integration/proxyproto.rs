@@ -232,8 +232,8 @@ async fn udp_sessions_carry_the_client_of_a_header_only_datagram() {
     let metrics = running.http_addr("metrics").unwrap();
     let mut sessions = 0.0;
     for _ in 0..20 {
-        let m = crate::dropin::scrape(metrics).await;
-        sessions = crate::dropin::sum(&m, "cluster_dns_proxyproto_udp_sessions", &[]);
+        let m = crate::support::scrape(metrics).await;
+        sessions = crate::support::sum(&m, "cluster_dns_proxyproto_udp_sessions", &[]);
         if sessions == 2.0 {
             break;
         }

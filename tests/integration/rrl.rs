@@ -120,7 +120,7 @@ async fn a_source_over_its_rate_gets_slips_and_silence_while_others_are_answered
     let metrics = running.http_addr("metrics").expect("/metrics listener");
 
     let noisy = burst(dns, "127.0.0.2", "www.example.org.", 40, 0).await;
-    let m = crate::dropin::scrape(metrics).await;
+    let m = crate::support::scrape(metrics).await;
     let slipped = limited(&m, "responses", "slipped");
     let dropped = limited(&m, "responses", "dropped");
     let over = slipped + dropped;
@@ -153,7 +153,7 @@ async fn a_source_over_its_rate_gets_slips_and_silence_while_others_are_answered
     // Outside its zones nothing is limited.
     let outside = burst(dns, "127.0.0.2", "other.example.net.", 10, 0).await;
     assert_eq!(outside.slipped, 0);
-    let m2 = crate::dropin::scrape(metrics).await;
+    let m2 = crate::support::scrape(metrics).await;
     assert_eq!(limited(&m2, "", "slipped"), slipped);
     // Two accounts: (127.0.0.2, responses, www A) and (127.0.0.3, ...); none outside its zones.
     assert_eq!(metric(&m2, "cluster_dns_rrl_table_entries", &[]), 2.0);
@@ -175,11 +175,11 @@ async fn the_table_stays_within_its_bound_whatever_the_number_of_sources() {
             "{from} is answered in full (one question, under its allowance)"
         );
         if i % 25 == 24 {
-            let m = crate::dropin::scrape(metrics).await;
+            let m = crate::support::scrape(metrics).await;
             peak = peak.max(metric(&m, "cluster_dns_rrl_table_entries", &[]));
         }
     }
-    let m = crate::dropin::scrape(metrics).await;
+    let m = crate::support::scrape(metrics).await;
     assert!(peak <= 50.0, "the gauge never exceeds max-table-size: {peak}");
     assert_eq!(metric(&m, "cluster_dns_rrl_table_entries", &[]), 50.0);
     assert_eq!(metric(&m, "cluster_dns_rrl_table_evictions_total", &[]), 150.0);
@@ -215,7 +215,7 @@ async fn report_only_answers_everything_and_counts() {
     let metrics = running.http_addr("metrics").expect("/metrics listener");
     let got = burst(dns, "127.0.0.2", "www.example.org.", 40, 0).await;
     assert_eq!((got.full, got.slipped), (40, 0), "{got:?}");
-    let m = crate::dropin::scrape(metrics).await;
+    let m = crate::support::scrape(metrics).await;
     let reported = limited(&m, "", "reported");
     assert!(reported >= 20.0, "{reported}");
     assert_eq!(limited(&m, "", "dropped"), 0.0);
@@ -236,7 +236,7 @@ async fn limited_requests_never_reach_the_upstream() {
     let dns = running.dns_addrs()[0];
     let metrics = running.http_addr("metrics").expect("/metrics listener");
     let got = burst(dns, "127.0.0.2", "www.example.com.", 30, 0).await;
-    let m = crate::dropin::scrape(metrics).await;
+    let m = crate::support::scrape(metrics).await;
     let dropped = limited(&m, "requests", "dropped");
     assert!(got.full >= 2 && dropped >= 15.0, "{got:?} {dropped}");
     assert_eq!(got.slipped, 0, "slip-ratio 0: silence");
@@ -298,7 +298,7 @@ async fn amplification_for_a_limited_source_is_at_most_one() {
         let dns = running.dns_addrs()[0];
         let metrics = running.http_addr("metrics").expect("/metrics listener");
         let got = burst(dns, "127.0.0.9", "big.example.org.", 2000, 1232).await;
-        let m = crate::dropin::scrape(metrics).await;
+        let m = crate::support::scrape(metrics).await;
         // What the server says it sent (the source's socket may lose replies when they come
         // faster than it reads them; dropped questions are in no size metric).
         let server_out = metric(&m, "coredns_dns_response_size_bytes_sum", &[]);

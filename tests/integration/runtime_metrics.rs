@@ -3,8 +3,8 @@
 //! figures: `go_goroutines` (tokio's alive tasks), `go_threads`, `go_sched_gomaxprocs_threads`
 //! (the runtime's workers) and `cluster_dns_runtime_*`. Without the option they are absent.
 
-use crate::dropin::scrape;
 use crate::support;
+use crate::support::scrape;
 
 const RUNTIME: &[&str] = &[
     "go_goroutines",

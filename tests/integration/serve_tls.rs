@@ -75,8 +75,8 @@ async fn dns_over_tls_answers_dig_with_a_verified_certificate() {
     // A DNS-over-TLS port does not speak plain TCP.
     assert!(!plain.contains("192.0.2.53"), "{plain}");
     // The questions are counted under CoreDNS's label for the listener.
-    let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics")).await;
-    let asked = crate::dropin::sum(
+    let m = crate::support::scrape(running.http_addr("metrics").expect("/metrics")).await;
+    let asked = crate::support::sum(
         &m,
         "coredns_dns_requests_total",
         &["server=\"tls://127.0.0.1:0\""],
@@ -389,7 +389,7 @@ async fn a_doh_request_whose_stream_is_reset_stops_counting() {
         std::future::pending(),
     ));
     let in_flight = || {
-        crate::dropin::parse_exposition(&metrics.render())
+        crate::support::parse_exposition(&metrics.render())
             .get("cluster_dns_doh_requests_in_flight{server=\"dns://test\"}")
             .copied()
             .unwrap_or(-1.0)
@@ -437,7 +437,7 @@ async fn a_doh_request_waiting_upstream_whose_stream_is_reset_stops_counting() {
     let (dir, _upstream, running) = doh_forwarding_to_a_dropping_upstream("serve-doh-reset-upstream").await;
     let addr = running.dns_addrs()[0];
     let in_flight = || {
-        crate::dropin::parse_exposition(&running.metrics().render())
+        crate::support::parse_exposition(&running.metrics().render())
             .iter()
             .filter(|(k, _)| k.starts_with("cluster_dns_doh_requests_in_flight{"))
             .map(|(_, v)| *v)

@@ -52,8 +52,8 @@ async fn flood_with(shed: bool) -> (f64, String) {
     let mut dropped = 0.0;
     let metrics = running.http_addr("metrics").expect("/metrics listener");
     for _ in 0..20 {
-        let m = crate::dropin::scrape(metrics).await;
-        let now = crate::dropin::sum(&m, "coredns_shed_dropped_total", &["reason=\"query\""]);
+        let m = crate::support::scrape(metrics).await;
+        let now = crate::support::sum(&m, "coredns_shed_dropped_total", &["reason=\"query\""]);
         if now == dropped && now > 0.0 {
             break;
         }

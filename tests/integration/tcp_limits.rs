@@ -18,8 +18,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::cli::{self, Server};
-use crate::dropin::{http_get, parse_exposition};
 use crate::support;
+use crate::support::{http_get, parse_exposition};
 
 /// The TCP transport alone, in process, over an empty router (every query REFUSED), with its
 /// metrics in a registry of its own.

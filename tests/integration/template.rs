@@ -200,7 +200,7 @@ async fn every_match_is_counted_beside_the_memo() {
     for g in &got {
         assert_eq!(lines(g), ["www.example.org. 60 IN A 192.0.2.80"], "{g}");
     }
-    let (matches, text) = crate::dropin::counter(&running, "coredns_template_matches_total").await;
+    let (matches, text) = crate::support::counter(&running, "coredns_template_matches_total").await;
     assert_eq!(matches, 4.0, "{text}");
     running.stop().await.unwrap();
 }

@@ -94,9 +94,9 @@ async fn maxtcpqueries_closes_after_its_queries_and_idle_closes_silent_connectio
     let read = tokio::time::timeout(Duration::from_secs(8), silent.read(&mut buf)).await;
     assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{read:?}");
 
-    let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+    let m = crate::support::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
     let closed = |reason: &str| {
-        crate::dropin::sum(
+        crate::support::sum(
             &m,
             "cluster_dns_tcp_connections_closed_total",
             &[&format!("reason=\"{reason}\"")],

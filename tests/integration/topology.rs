@@ -372,9 +372,9 @@ async fn headless_answers_follow_traffic_distribution_and_the_clients_place() {
 
     // The answers narrowed, by reason.
     let metrics = running.http_addr("metrics").expect("/metrics listener");
-    let text = crate::dropin::scrape(metrics).await;
+    let text = crate::support::scrape(metrics).await;
     for reason in ["node", "zone", "fallback"] {
-        let n = crate::dropin::sum(
+        let n = crate::support::sum(
             &text,
             "cluster_dns_topology_answers_total",
             &[&format!("reason=\"{reason}\"")],

@@ -71,9 +71,9 @@ async fn blocks_of_one_zone_are_told_apart_by_their_views() {
     assert_eq!(got[3], "\"from-the-txt-view\"");
     assert_eq!(got[4], "");
     // Each block's requests are counted under its view's name (`view=""` without one).
-    let m = crate::dropin::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
+    let m = crate::support::scrape(running.http_addr("metrics").expect("/metrics listener")).await;
     let requests =
-        |view: &str| crate::dropin::sum(&m, "coredns_dns_requests_total", &[&format!("view=\"{view}\"")]);
+        |view: &str| crate::support::sum(&m, "coredns_dns_requests_total", &[&format!("view=\"{view}\"")]);
     assert_eq!(requests("internal"), 2.0);
     assert_eq!(requests(""), 2.0);
     running.stop().await.unwrap();

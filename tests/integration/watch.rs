@@ -431,7 +431,7 @@ async fn apiserver_limits_space_the_requests_and_the_watches_still_sync() {
     let m = ask(addr, "kubernetes.default.svc.cluster.local.", RecordType::A).await;
     assert_eq!(answers(&m), ["kubernetes.default.svc.cluster.local. A 10.96.0.1"]);
     let metrics = running.http_addr("/metrics").expect("metrics listener");
-    let scrape = crate::dropin::http_get(metrics, "/metrics").await.1;
+    let scrape = crate::support::http_get(metrics, "/metrics").await.1;
     let host = api_host(&fake);
     let value = |series: &str| series_value(&scrape, series);
     let waits = "coredns_kubernetes_rest_client_rate_limiter_duration_seconds";
@@ -893,7 +893,7 @@ async fn failing_first_lists_back_off_say_why_and_recover() {
 
     // The metrics say the same as /ready: four watches pending, each resource's failed
     // attempts counted, and every request the API client made labelled with its status code.
-    let scrape = crate::dropin::http_get(metrics, "/metrics").await.1;
+    let scrape = crate::support::http_get(metrics, "/metrics").await.1;
     let host = api_host(&fake);
     let value = |series: &str| series_value(&scrape, series);
     assert_eq!(value("cluster_dns_kubernetes_watches_pending"), 4.0);
@@ -925,7 +925,7 @@ async fn failing_first_lists_back_off_say_why_and_recover() {
             "{resource}: {n} lists in 12 s of failures, want 2 to 5 (backoff 1, 2, 4, 8 s): {counts:?}"
         );
     }
-    let (status, body) = crate::dropin::http_get(ready, "/ready").await;
+    let (status, body) = crate::support::http_get(ready, "/ready").await;
     assert_eq!(status, 503, "{body}");
     let lines: Vec<&str> = body.lines().collect();
     assert_eq!(lines.len(), 4, "one line per waiting watch: {body}");
@@ -1012,10 +1012,10 @@ async fn failing_first_lists_back_off_say_why_and_recover() {
     )
     .await;
     assert_eq!(
-        crate::dropin::http_get(ready, "/ready").await,
+        crate::support::http_get(ready, "/ready").await,
         (200, "OK".to_owned())
     );
-    let scrape = crate::dropin::http_get(metrics, "/metrics").await.1;
+    let scrape = crate::support::http_get(metrics, "/metrics").await.1;
     assert!(
         scrape.contains("cluster_dns_kubernetes_watches_pending 0\n"),
         "{scrape}"
@@ -1209,7 +1209,7 @@ async fn tls_failures_name_their_cause_once_and_ready_says_why() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     for (tag, cause, fake, server) in &mut runs {
         let ready = server.wait_http("/ready");
-        let (status, body) = crate::dropin::http_get(ready, "/ready").await;
+        let (status, body) = crate::support::http_get(ready, "/ready").await;
         assert_eq!(status, 503, "{tag}: {body}");
         let lines: Vec<&str> = body.lines().collect();
         assert_eq!(lines.len(), 3, "{tag}: {body}");
