@@ -75,3 +75,8 @@ fn forward_reply_seed_is_accepted_and_another_id_is_not() {
     assert!(cluster_dns::plugin::forward::exchange::accept_reply(&seed, 0x2b1e, &q).is_none());
     cluster_dns::plugin::forward::fuzz::forward_reply(&seed);
 }
+
+#[test]
+fn doq_framing_corpus() {
+    replay("doq_framing", cluster_dns::server::quic::fuzz::doq_framing);
+}
