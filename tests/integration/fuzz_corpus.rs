@@ -86,6 +86,11 @@ fn tsig_verify_corpus() {
     replay("tsig_verify", cluster_dns::plugin::tsig::fuzz::tsig_verify);
 }
 
+#[test]
+fn rewrite_edns0_corpus() {
+    replay("rewrite_edns0", cluster_dns::plugin::rewrite::fuzz::rewrite_edns0);
+}
+
 /// The tsig_verify seeds reach the MAC: the signed ones verify, the near misses are refused
 /// for the right reason (so the fuzzer starts on both sides of the check).
 #[test]
