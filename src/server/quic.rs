@@ -411,7 +411,10 @@ fn protocol_error(conn: &Connection, shared: &Shared) {
 
 /// Reads one length-prefixed query and checks it as §4.2 and §4.3.3 say. Does not wait for
 /// the stream's FIN (as CoreDNS).
-async fn read_query(recv: &mut RecvStream) -> Result<Vec<u8>, Malformed> {
+/// Generic over the stream so that the `doq_framing` fuzz target ([`fuzz::doq_framing`]) reads
+/// a byte slice through the same code.
+async fn read_query<R: tokio::io::AsyncRead + Unpin>(recv: &mut R) -> Result<Vec<u8>, Malformed> {
+    use tokio::io::AsyncReadExt as _;
     let mut len = [0u8; 2];
     recv.read_exact(&mut len)
         .await
@@ -442,6 +445,65 @@ fn check_query(buf: &[u8]) -> Result<(), Malformed> {
         return Err(Malformed::Keepalive);
     }
     Ok(())
+}
+
+/// The body of the `doq_framing` fuzz target (`fuzz/`), kept beside the code it drives so
+/// `cargo test` replays its committed corpus (`tests/integration/fuzz_corpus.rs`). Not part
+/// of the server.
+pub mod fuzz {
+    use hickory_proto::op::Message;
+    use hickory_proto::serialize::binary::BinDecodable;
+
+    use super::{Malformed, read_query};
+
+    /// Arbitrary bytes as the whole content of one DoQ stream, read by [`read_query`] (the
+    /// 2-byte length, the message, the checks of RFC 9250 §4.2 and §4.3.3). Invariants: no
+    /// panic; an accepted query is the message the length prefix framed, parses, has ID 0 and
+    /// no `edns-tcp-keepalive` option; a refusal has the reason the bytes give.
+    pub fn doq_framing(data: &[u8]) {
+        let mut stream = data;
+        let read = std::pin::pin!(read_query(&mut stream));
+        // A byte slice is always ready: the read ends on its first poll.
+        let std::task::Poll::Ready(read) = std::future::Future::poll(
+            read,
+            &mut std::task::Context::from_waker(std::task::Waker::noop()),
+        ) else {
+            panic!("reading a byte slice did not finish at once");
+        };
+        let stated = data
+            .get(..2)
+            .map(|l| usize::from(u16::from_be_bytes([l[0], l[1]])));
+        match read {
+            Ok(query) => {
+                assert_eq!(Some(query.len()), stated, "the length prefix");
+                assert_eq!(query, data[2..2 + query.len()], "the framed message");
+                let msg = Message::from_bytes(&query).expect("an accepted query parses");
+                assert_eq!(msg.metadata.id, 0, "an accepted query has ID 0");
+                assert!(
+                    !msg.edns.as_ref().is_some_and(|e| e
+                        .options()
+                        .as_ref()
+                        .iter()
+                        .any(|(code, _)| u16::from(*code) == 11)),
+                    "an accepted query carries edns-tcp-keepalive"
+                );
+            }
+            Err(why) => match stated {
+                None => assert!(matches!(why, Malformed::Incomplete), "{why:?}"),
+                Some(0) => assert!(matches!(why, Malformed::Empty), "{why:?}"),
+                Some(len) if data.len() < 2 + len => {
+                    assert!(matches!(why, Malformed::Incomplete), "{why:?}");
+                }
+                Some(_) => assert!(
+                    matches!(
+                        why,
+                        Malformed::Unparsable | Malformed::NonZeroId | Malformed::Keepalive
+                    ),
+                    "{why:?}"
+                ),
+            },
+        }
+    }
 }
 
 #[cfg(test)]

@@ -25,6 +25,12 @@ pub const SUBNET: u16 = 8;
 /// payload size with room for the question.
 pub const MAX_LOCAL_DATA: usize = 1024;
 
+/// The most bytes of EDNS options (each with its code and length) a rule may grow a question's
+/// options to: what the query `forward` sends with them holds beside its header, the longest
+/// question and the OPT record's fixed part, in a DNS message (65,535 bytes). A client's
+/// request over a stream can carry more options than that leaves room for a rule's data.
+pub const MAX_OPTIONS_WIRE: usize = 65_535 - 12 - (255 + 4) - 11;
+
 /// What an `edns0` rule does with the option it names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Edns0Action {
@@ -180,9 +186,13 @@ impl Edns0Rule {
             Edns0Kind::Nsid => Vec::new(),
             Edns0Kind::Subnet { v4, v6 } => subnet_data(q.client.ip(), *v4, *v6),
         };
+        // A change that would grow the options past what a query can carry is not made (the
+        // rule does not match); the client's own options, however large, fit its request.
+        let size: usize = q.edns_options.iter().map(|o| 4 + o.data.len()).sum();
+        let fits = |grown: usize| grown <= size.max(MAX_OPTIONS_WIRE);
         if let Some(existing) = q.edns_options.iter_mut().find(|o| o.code == code) {
             return match self.action {
-                Edns0Action::Set | Edns0Action::Replace => {
+                Edns0Action::Set | Edns0Action::Replace if fits(size - existing.data.len() + data.len()) => {
                     existing.data = data;
                     true
                 }
@@ -190,7 +200,7 @@ impl Edns0Rule {
             };
         }
         match self.action {
-            Edns0Action::Set | Edns0Action::Append => {
+            Edns0Action::Set | Edns0Action::Append if fits(size + 4 + data.len()) => {
                 q.edns_options.push(EdnsOpt { code, data });
                 true
             }

@@ -11,6 +11,7 @@
 mod build;
 pub mod edns0;
 mod fields;
+pub mod fuzz;
 pub mod handler;
 pub mod rule;
 pub mod setup;

@@ -4,6 +4,7 @@
 //! (through [`crate::chain::RequestAuth`]): the chain never sees the signature. See this
 //! folder's README.
 
+pub mod fuzz;
 pub mod mac;
 pub mod setup;
 pub mod verify;
