@@ -456,7 +456,7 @@ pub mod fuzz {
 
     use super::{Malformed, read_query};
 
-    /// Arbitrary bytes as the whole content of one DoQ stream, read by [`read_query`] (the
+    /// Arbitrary bytes as the whole content of one DoQ stream, read by `read_query` (the
     /// 2-byte length, the message, the checks of RFC 9250 §4.2 and §4.3.3). Invariants: no
     /// panic; an accepted query is the message the length prefix framed, parses, has ID 0 and
     /// no `edns-tcp-keepalive` option; a refusal has the reason the bytes give.

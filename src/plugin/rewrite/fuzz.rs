@@ -1,7 +1,7 @@
 //! The body of the `rewrite_edns0` fuzz target (`fuzz/`), kept beside the code it drives so
 //! `cargo test` replays its committed corpus through the same code
 //! (`tests/integration/fuzz_corpus.rs`): a request's EDNS options rewritten by one of a few
-//! `rewrite edns0 ...` rules, then made into the query `forward` sends. Not part of the
+//! `rewrite edns0 ...` rules, then made into the query a forwarder sends. Not part of the
 //! server.
 
 use std::net::SocketAddr;
@@ -148,11 +148,31 @@ pub fn rewrite_edns0(data: &[u8]) {
         size <= usize::from(u16::MAX),
         "options of {size} bytes after the rewrite"
     );
-    let upstream =
-        crate::plugin::forward::exchange::build_query(&out, 0).expect("the upstream query is made");
+    let upstream = upstream_query(&out).expect("the upstream query is made");
     assert!(
         upstream.len() <= usize::from(u16::MAX),
         "an upstream query of {} bytes",
         upstream.len()
     );
+}
+
+/// The query a forwarder sends for `q`: its question and RD bit, and an OPT record carrying
+/// its EDNS options as the rule left them (what `forward` builds; plugins do not import each
+/// other, so the harness writes it out).
+fn upstream_query(q: &Question) -> Result<Vec<u8>, hickory_proto::ProtoError> {
+    use hickory_proto::op::{Edns, MessageType, OpCode, Query};
+    use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
+    let mut msg = Message::new(0, MessageType::Query, OpCode::Query);
+    msg.metadata.recursion_desired = q.recursion_desired;
+    msg.add_query(Query::query(q.name.clone(), q.qtype));
+    let mut edns = Edns::new();
+    edns.set_max_payload(crate::proto::MAX_UDP_PAYLOAD);
+    for o in &q.edns_options {
+        edns.options_mut().as_mut().push((
+            EdnsCode::from(o.code),
+            EdnsOption::Unknown(o.code, o.data.clone()),
+        ));
+    }
+    msg.set_edns(edns);
+    msg.to_bytes()
 }
