@@ -16,6 +16,7 @@
 //! `flight` identical questions in flight sharing one exchange, `metrics` the families, `dnstap` what it reports to the block's `dnstap` outputs, `fuzz`
 //! the body of the `forward_reply` fuzz target.
 
+mod build;
 pub mod chained;
 pub mod dnstap;
 pub mod doh;

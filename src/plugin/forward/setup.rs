@@ -16,7 +16,7 @@ pub use super::targets::MAX_UPSTREAMS;
 use super::targets::parse_resolv_conf;
 use super::targets::{To, Transport, dedup, parse_addr_or, read_to};
 use super::tls::{TlsSettings, client_config};
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx, previous};
+use crate::chain::{Configured, SetupCtx, previous};
 use crate::corefile::{
     CorefileError, Directive, Token, normalize_zone, normalize_zone_or_cidr, parse_duration,
 };
@@ -481,41 +481,6 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
         .unwrap_or_default();
     configs.push(parse(d, ctx.dir)?);
     Ok(Arc::new(ForwardBlock { configs }))
-}
-
-impl Configured for ForwardBlock {
-    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
-        let families = ctx
-            .metrics
-            .and_then(|m| m.families::<super::ForwardMetrics>().ok());
-        let taps: Vec<Arc<dyn crate::chain::Tap>> = ctx
-            .capabilities
-            .all::<crate::chain::TapSink>()
-            .into_iter()
-            .map(|s| s.0.clone())
-            .collect();
-        let share = ctx
-            .capabilities
-            .get::<crate::chain::FairShare>()
-            .map(|s| (*s).clone());
-        let mut forwards: Vec<super::Forward> = self
-            .configs
-            .iter()
-            .map(|c| {
-                let forward = super::Forward::new(c)
-                    .with_taps(taps.clone())
-                    .with_share(share.clone());
-                match &families {
-                    Some(f) => forward.with_metrics(f.clone(), ctx.server),
-                    None => forward,
-                }
-            })
-            .collect();
-        match forwards.len() {
-            1 => Built::Plugin(Arc::new(forwards.remove(0))),
-            _ => Built::Plugin(Arc::new(super::Forwards::new(forwards))),
-        }
-    }
 }
 
 #[cfg(test)]
