@@ -121,6 +121,24 @@ pub struct EdnsOpt {
 /// TCP keepalive (11), padding (12).
 pub const HOP_BY_HOP_OPTIONS: [u16; 3] = [10, 11, 12];
 
+/// A request's EDNS options that travel with its question (see `Question::edns_options`): all
+/// but the hop-by-hop ones, as code and wire data. No allocation when there are none (a `dig`
+/// query carries only a COOKIE).
+pub fn travelling_options(edns: &hickory_proto::op::Edns) -> Vec<EdnsOpt> {
+    use hickory_proto::serialize::binary::BinEncodable;
+    edns.options()
+        .as_ref()
+        .iter()
+        .filter(|(code, _)| !HOP_BY_HOP_OPTIONS.contains(&u16::from(*code)))
+        .filter_map(|(code, option)| {
+            Some(EdnsOpt {
+                code: u16::from(*code),
+                data: option.to_bytes().ok()?,
+            })
+        })
+        .collect()
+}
+
 /// The labels and values the plugins publish about one query when its block has `metadata`
 /// (`kubernetes/client-namespace`, `forward/upstream`), read by `log`, `view` and `dnstap`. Shared by
 /// the question's copies (a rewritten question, autopath's tries), so a value a plugin sets

@@ -30,7 +30,7 @@ use tokio_rustls::rustls;
 
 use super::error::ServerError;
 use super::handler::DnsHandler;
-use super::quic::{QuicLimits, QuicListener, accept_until, bind_quic_with};
+use super::quic::{QuicLimits, QuicListener, accept_until, bind_quic_with, handshake};
 use super::route::RouterCell;
 use super::tcp::doh::{DNS_MESSAGE, MAX_MESSAGE, PATH, get_query, is_dns_message, least_ttl};
 use crate::proto::Transport;
@@ -90,18 +90,8 @@ pub async fn serve_h3(
 /// One connection: its handshake and HTTP/3 setup, then a task per request while a worker is
 /// free.
 async fn connection(incoming: quinn::Incoming, _permit: OwnedSemaphorePermit, shared: Arc<Shared>) {
-    let conn = match incoming.accept() {
-        Ok(connecting) => match connecting.await {
-            Ok(c) => c,
-            Err(error) => {
-                tracing::trace!(%error, "DNS-over-HTTP/3 handshake failed");
-                return;
-            }
-        },
-        Err(error) => {
-            tracing::trace!(%error, "DNS-over-HTTP/3 connection not accepted");
-            return;
-        }
+    let Some(conn) = handshake(incoming, "DNS-over-HTTP/3").await else {
+        return;
     };
     let src = conn.remote_address();
     let built = h3::server::builder()

@@ -281,6 +281,25 @@ pub(super) async fn accept_until(
     let _ = tokio::time::timeout(CLOSE_WAIT, endpoint.wait_idle()).await;
 }
 
+/// The handshake of an admitted connection (bounded by the idle timeout); `None`, logged at
+/// trace level under `what`, when it is not accepted or fails. (The `quic://` and `https3://`
+/// listeners' one handshake.)
+pub(super) async fn handshake(incoming: quinn::Incoming, what: &str) -> Option<Connection> {
+    match incoming.accept() {
+        Ok(connecting) => match connecting.await {
+            Ok(c) => Some(c),
+            Err(error) => {
+                tracing::trace!(%error, "{what} handshake failed");
+                None
+            }
+        },
+        Err(error) => {
+            tracing::trace!(%error, "{what} connection not accepted");
+            None
+        }
+    }
+}
+
 /// Counts an admitted connection open until dropped.
 struct Admitted<'a>(Option<&'a ListenerQuicMetrics>);
 
@@ -299,19 +318,8 @@ async fn connection(incoming: quinn::Incoming, _permit: OwnedSemaphorePermit, sh
         m.opened();
     }
     let _admitted = Admitted(metrics);
-    // The handshake is bounded by the idle timeout.
-    let conn = match incoming.accept() {
-        Ok(connecting) => match connecting.await {
-            Ok(c) => c,
-            Err(error) => {
-                tracing::trace!(%error, "DNS-over-QUIC handshake failed");
-                return;
-            }
-        },
-        Err(error) => {
-            tracing::trace!(%error, "DNS-over-QUIC connection not accepted");
-            return;
-        }
+    let Some(conn) = handshake(incoming, "DNS-over-QUIC").await else {
+        return;
     };
     // Bounded by the connection: accept_bi fails once it is closed or idles out.
     loop {

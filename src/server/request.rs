@@ -7,7 +7,6 @@ use hickory_proto::op::{Edns, Header, Message, Metadata, Query};
 use hickory_proto::rr::RData;
 use hickory_proto::rr::rdata::opt::EdnsCode;
 
-use crate::proto::{EdnsOpt, HOP_BY_HOP_OPTIONS};
 use hickory_proto::serialize::binary::{
     BinDecodable, BinDecoder, BinEncodable, BinEncoder, DecodeError, NameEncoding,
 };
@@ -126,21 +125,4 @@ pub(super) fn cookies_well_formed(edns: &Edns) -> bool {
         .get_all(EdnsCode::Cookie)
         .iter()
         .all(|o| matches!(o.len(), 8 | 16..=40))
-}
-
-/// The request's EDNS options that travel with its question (see `Question::edns_options`):
-/// all but the hop-by-hop ones, as code and wire data. No allocation when there are none (a
-/// `dig` query carries only a COOKIE).
-pub(super) fn travelling_options(edns: &Edns) -> Vec<EdnsOpt> {
-    edns.options()
-        .as_ref()
-        .iter()
-        .filter(|(code, _)| !HOP_BY_HOP_OPTIONS.contains(&u16::from(*code)))
-        .filter_map(|(code, option)| {
-            Some(EdnsOpt {
-                code: u16::from(*code),
-                data: option.to_bytes().ok()?,
-            })
-        })
-        .collect()
 }

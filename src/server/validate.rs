@@ -10,7 +10,7 @@ use hickory_proto::rr::RecordType;
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 
 use super::observe::canonical_client;
-use super::request::{self, Parsed, cookies_well_formed, parse_body};
+use super::request::{Parsed, cookies_well_formed, parse_body};
 use crate::proto::{Question, Transport};
 
 /// `req` read: `None` when nothing is sent (shorter than a header, or a response packet);
@@ -75,7 +75,7 @@ pub(super) fn question(
         edns_options: req
             .edns
             .as_ref()
-            .map(request::travelling_options)
+            .map(crate::proto::travelling_options)
             .unwrap_or_default(),
         server,
         metadata: None,

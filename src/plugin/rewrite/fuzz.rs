@@ -14,7 +14,7 @@ use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 
 use super::Rewrite;
 use crate::corefile::Corefile;
-use crate::proto::{EdnsOpt, HOP_BY_HOP_OPTIONS, Question, Transport};
+use crate::proto::{EdnsOpt, Question, Transport};
 
 /// The rules the first byte of an input chooses from (as written in a Corefile).
 pub fn rule_lines() -> Vec<String> {
@@ -62,23 +62,12 @@ fn rewrites() -> &'static [Rewrite] {
 /// The code of the filler option an input asks for (an experimental code, RFC 6891 §9).
 pub const FILLER: u16 = 65001;
 
-/// The EDNS options of a request as the server passes them on with its question (all but the
-/// hop-by-hop ones: `server::request::travelling_options`).
+/// The EDNS options of a request as the server passes them on with its question.
 fn travelling(msg: &Message) -> Vec<EdnsOpt> {
-    let Some(edns) = &msg.edns else {
-        return Vec::new();
-    };
-    edns.options()
+    msg.edns
         .as_ref()
-        .iter()
-        .filter(|(code, _)| !HOP_BY_HOP_OPTIONS.contains(&u16::from(*code)))
-        .filter_map(|(code, option)| {
-            Some(EdnsOpt {
-                code: u16::from(*code),
-                data: option.to_bytes().ok()?,
-            })
-        })
-        .collect()
+        .map(crate::proto::travelling_options)
+        .unwrap_or_default()
 }
 
 /// The wire size of `options` in an OPT record's data.
