@@ -26,9 +26,14 @@ command -v unshare >/dev/null 2>&1 || need_apt+=(util-linux)
 # uid 65532 (setpriv, util-linux) in a private network namespace.
 command -v setcap >/dev/null 2>&1 || need_apt+=(libcap2-bin)
 command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
-# The image test builds an OCI image offline from the tested binary (buildah, no registry),
-# unpacks it into a runtime bundle (umoci) and runs it as the pod does (runc).
+# The image test builds Dockerfile offline (buildah, no registry) for amd64 and arm64, unpacks
+# the images (umoci), runs amd64's as the pod does (runc) and arm64's binary under qemu-user.
+# Its binaries are static builds (deploy/image/binaries.sh, below), arm64's cross-compiled with
+# Debian's gcc-aarch64-linux-gnu; the image carries the host's CA bundle (ca-certificates).
 command -v buildah >/dev/null 2>&1 || need_apt+=(buildah)
+command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need_apt+=(gcc-aarch64-linux-gnu)
+command -v qemu-aarch64-static >/dev/null 2>&1 || need_apt+=(qemu-user-static)
+[ -f /etc/ssl/certs/ca-certificates.crt ] || need_apt+=(ca-certificates)
 command -v umoci >/dev/null 2>&1 || need_apt+=(umoci)
 command -v runc >/dev/null 2>&1 || need_apt+=(runc)
 # The dnstap test reads the server's output with golang-dnstap's reader, the `dnstap` command.
@@ -96,6 +101,14 @@ if ! command -v zizmor >/dev/null 2>&1 || ! command -v check-jsonschema >/dev/nu
     python3 -m pip install -q check-jsonschema==0.39.0 zizmor==1.33.1 ||
         python3 -m pip install -q --break-system-packages check-jsonschema==0.39.0 zizmor==1.33.1
 fi
+
+# The image's binaries and SBOM (tests/integration/image.rs): static builds for both
+# architectures with the unoptimised `image-check` profile (Cargo.toml), and the CycloneDX SBOM
+# by the CycloneDX project's cargo-cyclonedx.
+rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu ||
+    rustup target add aarch64-unknown-linux-gnu
+command -v cargo-cyclonedx >/dev/null 2>&1 || cargo install --locked cargo-cyclonedx --version 0.5.9
+deploy/image/binaries.sh image-check
 
 # --workspace: also the fake API server crate (fake-apiserver/) the watch tests use.
 cargo test --workspace "$@"

@@ -1,127 +1,69 @@
-//! The container image (`Dockerfile`) ships the binary the tests and benchmarks run: the glibc
-//! `cargo build --release` on `gcr.io/distroless/cc-debian12`, and that binary needs no shared
-//! library, and no glibc symbol version, the base lacks. (Docker cannot run here; the
-//! binary's dynamic section is read with binutils' `readelf`.) And the image, built offline
-//! from the tested binary with buildah and run with runc under the pod's securityContext,
-//! binds :53 as uid 65532 and answers.
+//! The container image: `Dockerfile` is one static binary per architecture on `scratch`, built
+//! offline by `buildah bud` from what deploy/image/binaries.sh leaves in dist/ (test.sh runs it
+//! with the `image-check` profile before the tests). The amd64 image runs with runc under the
+//! pod's securityContext, binds :53 as uid 65532 and answers dig; the arm64 image's binary,
+//! cross-compiled, answers dig under qemu-user. Both carry the SBOM, the license, the CA
+//! bundle and the OCI labels.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// What `gcr.io/distroless/cc-debian12` ships in /lib/x86_64-linux-gnu (glibc 2.36 and
-/// libgcc_s from Debian 12; libstdc++ too, which Rust does not use).
-const BASE_LIBS: &[&str] = &[
-    "libc.so.6",
-    "libm.so.6",
-    "libgcc_s.so.1",
-    "ld-linux-x86-64.so.2",
-    "libdl.so.2",
-    "libpthread.so.0",
-    "librt.so.1",
-];
-
-/// glibc of Debian 12 (bookworm), the base's.
-const BASE_GLIBC: (u32, u32) = (2, 36);
-
 fn readelf(args: &[&str], bin: &Path) -> String {
-    let out = Command::new("readelf")
-        .args(args)
-        .arg(bin)
-        .output()
-        .expect("readelf runs (binutils; test.sh installs it)");
-    assert!(
-        out.status.success(),
-        "readelf {args:?} {}: {}",
-        bin.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    run("readelf", &[args, &[bin.to_str().unwrap()]].concat(), "binutils")
 }
 
-fn check_runs_on_the_base(bin: &Path) {
-    let dynamic = readelf(&["-d", "--wide"], bin);
-    let needed: Vec<&str> = dynamic
-        .lines()
-        .filter(|l| l.contains("(NEEDED)"))
-        .filter_map(|l| l.split('[').nth(1)?.split(']').next())
-        .collect();
-    assert!(needed.contains(&"libc.so.6"), "a glibc binary: {needed:?}");
-    let missing: Vec<_> = needed.iter().filter(|l| !BASE_LIBS.contains(l)).collect();
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// dist/linux-ARCH/cluster-dns, which deploy/image/binaries.sh builds (test.sh runs it).
+fn dist_binary(arch: &str) -> PathBuf {
+    let bin = root().join(format!("dist/linux-{arch}/cluster-dns"));
     assert!(
-        missing.is_empty(),
-        "{} needs {missing:?}, which distroless/cc-debian12 lacks",
+        bin.exists(),
+        "{} is missing: run `deploy/image/binaries.sh image-check` (./test.sh does)",
         bin.display()
     );
-
-    let versions = readelf(&["-V", "--wide"], bin);
-    let mut newest = (0, 0);
-    for word in versions.split_whitespace() {
-        let Some(v) = word.strip_prefix("GLIBC_") else {
-            continue;
-        };
-        let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-        let ver = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-        newest = newest.max(ver);
-    }
-    assert!(
-        newest <= BASE_GLIBC,
-        "{} needs GLIBC_{}.{}, the base has {}.{}",
-        bin.display(),
-        newest.0,
-        newest.1,
-        BASE_GLIBC.0,
-        BASE_GLIBC.1
-    );
+    bin
 }
 
-#[test]
-fn dockerfile_ships_the_benchmarked_glibc_release_build_on_distroless_cc() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Dockerfile")).unwrap();
-    let lines: Vec<&str> = text
+/// The Dockerfile's instructions, comments and blank lines left out.
+fn dockerfile_lines(file: &str) -> Vec<String> {
+    std::fs::read_to_string(root().join(file))
+        .unwrap()
         .lines()
         .map(str::trim)
         .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .collect();
-    let froms: Vec<&str> = lines.iter().filter(|l| l.starts_with("FROM ")).copied().collect();
-    assert_eq!(
-        froms,
-        [
-            "FROM rust:1-bookworm AS build",
-            "FROM gcr.io/distroless/cc-debian12:nonroot"
-        ],
-        "build on Debian 12, run on distroless/cc of Debian 12 (same glibc)"
-    );
-    // The benchmarks' build (bench/run.sh: `cargo build --release --bin cluster-dns`): the host
-    // target (glibc, no --target musl) with the default allocator.
-    assert!(
-        lines.contains(&"RUN cargo build --release --locked --bin cluster-dns \\"),
-        "{text}"
-    );
-    assert!(!text.contains("musl"), "{text}");
-    // The shipped binary: its debug sections split off, the file capability for port 53 as
-    // uid 65532 (tests/integration/privileges.rs), copied with it into the base.
+        .map(str::to_owned)
+        .collect()
+}
+
+/// One stage on `scratch`: nothing to pull, no base digest to pin, no RUN (so no emulation
+/// for arm64); the binary of the platform being built, the CA bundle, the SBOM and the
+/// license; uid 65532; the OCI labels with the Cargo.toml version and the git revision.
+#[test]
+fn dockerfile_is_the_static_binary_of_each_platform_on_scratch() {
+    let lines = dockerfile_lines("Dockerfile");
+    let text = lines.join("\n");
+    let froms: Vec<_> = lines.iter().filter(|l| l.starts_with("FROM ")).collect();
+    assert_eq!(froms, ["FROM scratch"], "{text}");
+    assert!(!lines.iter().any(|l| l.starts_with("RUN ")), "{text}");
     for step in [
-        "&& cp target/release/cluster-dns /cluster-dns \\",
-        "&& objcopy --strip-debug --add-gnu-debuglink=/cluster-dns.debug /cluster-dns \\",
-        "&& setcap cap_net_bind_service=+ep /cluster-dns",
-        "COPY --from=build /cluster-dns /cluster-dns",
+        "ARG TARGETARCH",
+        "COPY dist/linux-${TARGETARCH}/cluster-dns /cluster-dns",
+        "COPY dist/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt",
+        "COPY dist/sbom.cdx.json /usr/share/doc/cluster-dns/sbom.cdx.json",
+        "COPY LICENSE /usr/share/doc/cluster-dns/LICENSE",
+        "USER 65532:65532",
+        "ENTRYPOINT [\"/cluster-dns\"]",
     ] {
-        assert!(lines.contains(&step), "no '{step}' in:\n{text}");
+        assert!(lines.iter().any(|l| l == step), "no '{step}' in:\n{text}");
     }
-    assert!(lines.contains(&"USER 65532:65532"));
-    // The revision for coredns_build_info, which build.rs reads (the context has no .git).
-    let build = lines.iter().position(|l| l.starts_with("RUN cargo build"));
-    let arg = lines.iter().position(|l| *l == "ARG CLUSTER_DNS_REVISION");
-    assert!(arg.is_some() && arg < build, "{text}");
-    let script = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/build.rs")).unwrap();
-    assert!(script.contains("std::env::var(\"CLUSTER_DNS_REVISION\")"));
-    // The license Cargo.toml names ships as LICENSE, in the tree and in the image, and the
-    // image says so in the OCI annotation keys, with its version and revision (issue 45).
-    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).unwrap();
+    // The license Cargo.toml names ships as LICENSE, in the tree and in the image.
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
     assert!(manifest.contains("license = \"Apache-2.0\""));
-    let license = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/LICENSE")).unwrap();
+    let license = std::fs::read_to_string(root().join("LICENSE")).unwrap();
     assert!(license.contains("Apache License") && license.contains("Version 2.0, January 2004"));
-    assert!(lines.contains(&"COPY LICENSE /LICENSE"), "{text}");
     let version = manifest
         .lines()
         .find_map(|l| l.strip_prefix("version = \""))
@@ -135,19 +77,243 @@ fn dockerfile_ships_the_benchmarked_glibc_release_build_on_distroless_cc() {
     ] {
         assert!(text.contains(&label), "no {label} in:\n{text}");
     }
+    // The node-local image copies the same binaries.
+    let node_local = dockerfile_lines("Dockerfile.node-local");
+    assert!(
+        node_local
+            .iter()
+            .any(|l| l == "COPY dist/linux-${TARGETARCH}/cluster-dns /cluster-dns")
+    );
+    // The context is dist/'s files and LICENSE, nothing else (not target/, not .git).
+    let ignore = std::fs::read_to_string(root().join(".dockerignore")).unwrap();
+    let rules: Vec<_> = ignore.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(rules.first(), Some(&"*"), "{ignore}");
 }
 
-/// The debug binary of this test run has the same NEEDED set and glibc symbol versions as the
-/// release build (same target, same crates; profiles differ only in optimisation and debug
-/// info). The release binary is checked too when an earlier step built it (`.ci/run`'s bench
-/// smoke, `bench/run.sh`); the test does not build it itself (minutes on two cores).
+/// Both binaries are static (no program interpreter, no shared library: `scratch` has none),
+/// of their architecture, with debug info split off behind a debuglink and the file
+/// capability for port 53; the SBOM lists the crates of Cargo.lock the binary is built from.
 #[test]
-fn the_binary_needs_only_what_distroless_cc_ships() {
-    check_runs_on_the_base(Path::new(env!("CARGO_BIN_EXE_cluster-dns")));
-    let release = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/cluster-dns");
-    if release.exists() {
-        check_runs_on_the_base(&release);
+fn the_image_binaries_are_static_for_amd64_and_arm64_with_an_sbom() {
+    for (arch, machine) in [("amd64", "Advanced Micro Devices X86-64"), ("arm64", "AArch64")] {
+        let bin = dist_binary(arch);
+        let header = readelf(&["-h", "-l", "-d", "--wide"], &bin);
+        assert!(header.contains(machine), "{arch}: {header}");
+        assert!(
+            !header.contains("(NEEDED)"),
+            "{arch} needs a shared library:\n{header}"
+        );
+        assert!(
+            !header.contains("INTERP"),
+            "{arch} has a program interpreter:\n{header}"
+        );
+        let sections = readelf(&["-S", "--wide"], &bin);
+        assert!(!sections.contains(".debug_info"), "{arch}: debug info shipped");
+        assert!(sections.contains(".gnu_debuglink"), "{arch}: {sections}");
+        let debug = bin.with_file_name("cluster-dns.debug");
+        assert!(readelf(&["-S", "--wide"], &debug).contains(".debug_"), "{arch}");
+        let caps = run("getcap", &[bin.to_str().unwrap()], "libcap2-bin");
+        assert!(caps.contains("cap_net_bind_service=ep"), "{arch}: {caps:?}");
     }
+
+    let sbom: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("dist/sbom.cdx.json")).unwrap()).unwrap();
+    assert_eq!(sbom["bomFormat"], "CycloneDX");
+    assert_eq!(sbom["specVersion"], "1.5");
+    assert_eq!(sbom["metadata"]["component"]["name"], "cluster-dns");
+    let lock = std::fs::read_to_string(root().join("Cargo.lock")).unwrap();
+    let locked = |name: &str| -> Vec<String> {
+        let at = format!("name = \"{name}\"\nversion = \"");
+        lock.match_indices(&at)
+            .map(|(i, _)| lock[i + at.len()..].split('"').next().unwrap().to_owned())
+            .collect()
+    };
+    let components = sbom["components"].as_array().unwrap();
+    for name in [
+        "hickory-server",
+        "hickory-proto",
+        "kube",
+        "tokio",
+        "rustls",
+        "ring",
+    ] {
+        let c = components
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is not in the SBOM"));
+        let v = c["version"].as_str().unwrap();
+        assert!(
+            locked(name).iter().any(|l| l == v),
+            "{name} {v}: Cargo.lock has {:?}",
+            locked(name)
+        );
+        assert!(
+            c["hashes"][0]["content"].as_str().is_some_and(|h| h.len() == 64),
+            "{c}"
+        );
+    }
+}
+
+/// `buildah bud --platform linux/ARCH` of the Dockerfile with the repository as context, in
+/// buildah's own storage under `dir`, committed to an OCI layout and unpacked by umoci into a
+/// runtime bundle; the bundle's path and the image's config.
+fn build_image(dir: &Path, arch: &str) -> (PathBuf, serde_json::Value) {
+    let (store, runroot) = (dir.join("store"), dir.join("buildah-run"));
+    let buildah = |args: &[&str]| {
+        let mut all = vec![
+            "--root",
+            store.to_str().unwrap(),
+            "--runroot",
+            runroot.to_str().unwrap(),
+            "--storage-driver",
+            "vfs",
+        ];
+        all.extend_from_slice(args);
+        run("buildah", &all, "buildah")
+    };
+    let tag = format!("cluster-dns-test:{arch}");
+    let platform = format!("linux/{arch}");
+    buildah(&[
+        "bud",
+        "--quiet",
+        "--platform",
+        &platform,
+        "--build-arg",
+        "CLUSTER_DNS_REVISION=test",
+        "-t",
+        &tag,
+        "-f",
+        root().join("Dockerfile").to_str().unwrap(),
+        root().to_str().unwrap(),
+    ]);
+    let layout = format!("{}:cluster-dns", dir.join(format!("oci-{arch}")).display());
+    buildah(&["push", "--quiet", &tag, &format!("oci:{layout}")]);
+    let inspect: serde_json::Value =
+        serde_json::from_str(&buildah(&["inspect", "--type", "image", &tag])).unwrap();
+    let config = inspect["OCIv1"].clone();
+    let bundle = dir.join(format!("bundle-{arch}"));
+    run(
+        "umoci",
+        &["unpack", "--image", &layout, bundle.to_str().unwrap()],
+        "umoci",
+    );
+    (bundle, config)
+}
+
+/// What both images hold besides the binary, and what their config says.
+fn check_image_contents(arch: &str, bundle: &Path, config: &serde_json::Value) {
+    assert_eq!(config["architecture"], arch, "{config}");
+    assert_eq!(config["os"], "linux");
+    let labels = &config["config"]["Labels"];
+    assert_eq!(labels["org.opencontainers.image.revision"], "test", "{config}");
+    assert_eq!(labels["org.opencontainers.image.licenses"], "Apache-2.0");
+    let rootfs = bundle.join("rootfs");
+    let mut files: Vec<String> = Vec::new();
+    let mut stack = vec![rootfs.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                files.push(p.strip_prefix(&rootfs).unwrap().display().to_string());
+            }
+        }
+    }
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "cluster-dns",
+            "etc/ssl/certs/ca-certificates.crt",
+            "usr/share/doc/cluster-dns/LICENSE",
+            "usr/share/doc/cluster-dns/sbom.cdx.json",
+        ],
+        "{arch}: the image holds exactly these files"
+    );
+    let shipped = std::fs::read(rootfs.join("cluster-dns")).unwrap();
+    assert!(
+        shipped == std::fs::read(dist_binary(arch)).unwrap(),
+        "{arch}: not dist's binary"
+    );
+    let caps = run(
+        "getcap",
+        &[rootfs.join("cluster-dns").to_str().unwrap()],
+        "libcap2-bin",
+    );
+    assert!(
+        caps.contains("cap_net_bind_service=ep"),
+        "{arch}: the image lost the file capability: {caps:?}"
+    );
+}
+
+/// The arm64 image, built from the same Dockerfile: its binary, cross-compiled, runs under
+/// qemu-user (qemu-user-static) and answers dig from the image's own root.
+#[test]
+fn the_arm64_image_answers_dig_under_qemu_user() {
+    let dir = crate::support::temp_dir("image-arm64");
+    let _cleanup = Cleanup {
+        dir: dir.clone(),
+        containers: Vec::new(),
+    };
+    let (bundle, config) = build_image(&dir, "arm64");
+    check_image_contents("arm64", &bundle, &config);
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let corefile = dir.join("Corefile");
+    std::fs::write(
+        &corefile,
+        format!(".:{port} {{\n bind 127.0.0.1\n hosts {{\n  192.0.2.64 arm64.example.org\n }}\n}}\n"),
+    )
+    .unwrap();
+    let child = Command::new("timeout")
+        .args(["120", "qemu-aarch64-static"])
+        .arg(bundle.join("rootfs/cluster-dns"))
+        .arg("-conf")
+        .arg(&corefile)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("qemu-aarch64-static runs (qemu-user-static; test.sh installs it)");
+    let mut answer = String::new();
+    for _ in 0..100 {
+        // (dig fails with "connection refused" until the server listens.)
+        let out = Command::new("dig")
+            .args([
+                "@127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "+short",
+                "+time=1",
+                "+tries=1",
+            ])
+            .args(["arm64.example.org", "A"])
+            .output()
+            .expect("dig runs (bind9-dnsutils; test.sh installs it)");
+        answer = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        if answer == "192.0.2.64" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    let status = out.status;
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(answer, "192.0.2.64", "{log}");
+    assert!(
+        status.success(),
+        "it did not stop cleanly on SIGTERM ({status}): {log}"
+    );
 }
 
 /// Runs `program args`, panicking with its output when it fails (or cannot start: `hint` says
@@ -164,21 +330,6 @@ fn run(program: &str, args: &[&str], hint: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The shared libraries `bin` loads and its program interpreter, as `ldd` resolves them on
-/// this host (the distroless/cc set on Debian 12: libc, libm, libgcc_s, ld.so).
-fn shared_libraries(bin: &Path) -> Vec<std::path::PathBuf> {
-    let out = run("ldd", &[bin.to_str().unwrap()], "libc-bin");
-    let libs: Vec<_> = out
-        .lines()
-        .filter_map(|l| {
-            let path = l.split("=>").last()?.split_whitespace().next()?;
-            path.starts_with('/').then(|| std::path::PathBuf::from(path))
-        })
-        .collect();
-    assert!(libs.iter().any(|l| l.ends_with("libc.so.6")), "{out}");
-    libs
 }
 
 /// Removes the image test's runc container and files, also when an assertion failed.
@@ -201,25 +352,21 @@ impl Drop for Cleanup {
     }
 }
 
-/// The image built and run as the Deployment runs it. From the binary this test run built
-/// (`CARGO_BIN_EXE_cluster-dns`), as the Dockerfile does: debug sections split off with
-/// objcopy, `setcap cap_net_bind_service=+ep`, the shared libraries the base ships; a tar made
-/// with `--xattrs` (which keeps the file capability) added to `buildah from scratch`, with the
-/// Dockerfile's USER, ENTRYPOINT and CMD, committed to an OCI layout (no registry, no
-/// network). `umoci unpack` gives the runtime bundle; its config.json gets the pod's
-/// securityContext as containerd's CRI turns it into an OCI spec for a non-root container:
-/// uid/gid 65532, read-only root, NET_BIND_SERVICE alone in the bounding, permitted and
-/// effective sets and nothing inheritable or ambient (`drop: [ALL]`, `add: [NET_BIND_SERVICE]`;
-/// without ambient capabilities the kernel clears the permitted set when a non-root process
-/// execs, so the file capability is what gives it back), and no_new_privs
-/// (`allowPrivilegeEscalation: false`: the file capability then grants no more than the
-/// permitted set runc left, which holds NET_BIND_SERVICE). The Corefile is mounted read-only
-/// at /etc/cluster-dns as the ConfigMap is. `runc run` starts it in a private network
-/// namespace (`unshare -n`, loopback only, ip_unprivileged_port_start left at 1024), where it
-/// binds :53 and dig gets answers. Then the same bundle with the capability removed from the
-/// binary stops with the error that names the fix.
+/// The amd64 image built from `Dockerfile` by `buildah bud` and run as the Deployment runs it.
+/// `umoci unpack` gives the runtime bundle; its config.json gets the pod's securityContext as
+/// containerd's CRI turns it into an OCI spec for a non-root container: uid/gid 65532,
+/// read-only root, NET_BIND_SERVICE alone in the bounding, permitted and effective sets and
+/// nothing inheritable or ambient (`drop: [ALL]`, `add: [NET_BIND_SERVICE]`; without ambient
+/// capabilities the kernel clears the permitted set when a non-root process execs, so the file
+/// capability is what gives it back), and no_new_privs (`allowPrivilegeEscalation: false`: the
+/// file capability then grants no more than the permitted set runc left, which holds
+/// NET_BIND_SERVICE). The Corefile is mounted read-only at /etc/cluster-dns as the ConfigMap
+/// is. `runc run` starts it in a private network namespace (`unshare -n`, loopback only,
+/// ip_unprivileged_port_start left at 1024), where it binds :53 and dig gets answers. Then the
+/// same bundle with the capability removed from the binary stops with the error that names
+/// the fix.
 #[test]
-fn the_image_built_from_the_tested_binary_runs_as_the_pod_and_answers_on_port_53() {
+fn the_amd64_image_runs_as_the_pod_and_answers_on_port_53() {
     assert!(
         crate::privileges::nix_is_root(),
         "building and running the image (umoci unpack, runc, unshare) needs root, as CI has"
@@ -229,116 +376,15 @@ fn the_image_built_from_the_tested_binary_runs_as_the_pod_and_answers_on_port_53
         dir: dir.clone(),
         containers: Vec::new(),
     };
-    let rootfs = dir.join("rootfs");
-    std::fs::create_dir_all(&rootfs).unwrap();
-    let tested = Path::new(env!("CARGO_BIN_EXE_cluster-dns"));
-    let bin = rootfs.join("cluster-dns");
-    let debug = dir.join("cluster-dns.debug");
-    let (b, d) = (bin.to_str().unwrap(), debug.to_str().unwrap());
-    std::fs::copy(tested, &bin).unwrap();
-
-    // Debug info split out of the shipped binary, which keeps a debuglink to it.
-    run("objcopy", &["--only-keep-debug", b, d], "binutils");
-    let link = format!("--add-gnu-debuglink={d}");
-    run("objcopy", &["--strip-debug", &link, b], "binutils");
-    let sections = readelf(&["-S", "--wide"], &bin);
-    for debug_info in [".debug_info", ".debug_line"] {
-        assert!(
-            !sections.contains(debug_info),
-            "{debug_info} shipped:\n{sections}"
-        );
-    }
-    assert!(sections.contains(".gnu_debuglink"), "{sections}");
-    assert!(readelf(&["-S", "--wide"], &debug).contains(".debug_line"));
-    let (before, after) = (
-        std::fs::metadata(tested).unwrap().len(),
-        std::fs::metadata(&bin).unwrap().len(),
-    );
-    assert!(after < before, "{after} bytes shipped of {before}");
-
-    run("setcap", &["cap_net_bind_service=+ep", b], "libcap2-bin");
-    for lib in shared_libraries(tested) {
-        let to = rootfs.join(lib.strip_prefix("/").unwrap());
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(&lib, &to).unwrap();
-    }
-    // The ConfigMap's mount point (distroless has /etc; the root is read-only at run time).
-    std::fs::create_dir_all(rootfs.join("etc/cluster-dns")).unwrap();
-    let config = dir.join("config");
-    std::fs::create_dir_all(&config).unwrap();
+    let (bundle, config) = build_image(&dir, "amd64");
+    check_image_contents("amd64", &bundle, &config);
+    let config_dir = dir.join("config");
+    std::fs::create_dir_all(&config_dir).unwrap();
     std::fs::write(
-        config.join("Corefile"),
+        config_dir.join("Corefile"),
         ".:53 {\n bind 127.0.0.1\n hosts {\n  192.0.2.53 image.example.org\n }\n}\n",
     )
     .unwrap();
-
-    // The layer: a tar that keeps the security.capability xattr and root ownership.
-    let tar = dir.join("rootfs.tar");
-    run(
-        "tar",
-        &[
-            "--xattrs",
-            "--xattrs-include=security.capability",
-            "--numeric-owner",
-            "--owner=0",
-            "--group=0",
-            "-C",
-            rootfs.to_str().unwrap(),
-            "-cf",
-            tar.to_str().unwrap(),
-            ".",
-        ],
-        "tar",
-    );
-    // buildah with its own storage (vfs) under the test's folder: nothing shared is touched.
-    let (store, runroot) = (dir.join("store"), dir.join("buildah-run"));
-    let buildah = |args: &[&str]| {
-        let mut all = vec![
-            "--root",
-            store.to_str().unwrap(),
-            "--runroot",
-            runroot.to_str().unwrap(),
-            "--storage-driver",
-            "vfs",
-        ];
-        all.extend_from_slice(args);
-        run("buildah", &all, "buildah")
-    };
-    let container = buildah(&["from", "scratch"]).trim().to_owned();
-    buildah(&["add", &container, tar.to_str().unwrap(), "/"]);
-    buildah(&[
-        "config",
-        "--user",
-        "65532:65532",
-        "--entrypoint",
-        r#"["/cluster-dns"]"#,
-        "--cmd",
-        "-conf /etc/cluster-dns/Corefile",
-        "--port",
-        "53/udp",
-        "--port",
-        "53/tcp",
-        &container,
-    ]);
-    let layout = format!("{}:cluster-dns", dir.join("oci").display());
-    buildah(&["commit", "-q", &container, &format!("oci:{layout}")]);
-    buildah(&["rm", &container]);
-
-    let bundle = dir.join("bundle");
-    run(
-        "umoci",
-        &["unpack", "--image", &layout, bundle.to_str().unwrap()],
-        "umoci",
-    );
-    let caps = run(
-        "getcap",
-        &[bundle.join("rootfs/cluster-dns").to_str().unwrap()],
-        "libcap2-bin",
-    );
-    assert!(
-        caps.contains("cap_net_bind_service=ep"),
-        "the image lost the file capability: {caps:?}"
-    );
     let spec_path = bundle.join("config.json");
     let mut spec: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&spec_path).unwrap()).unwrap();
@@ -363,7 +409,7 @@ fn the_image_built_from_the_tested_binary_runs_as_the_pod_and_answers_on_port_53
     spec["root"]["readonly"] = true.into();
     spec["mounts"].as_array_mut().unwrap().push(serde_json::json!({
         "destination": "/etc/cluster-dns", "type": "bind",
-        "source": config, "options": ["rbind", "ro"]
+        "source": config_dir, "options": ["rbind", "ro"]
     }));
     // The pod's network namespace: the one runc starts in (unshare -n, below).
     spec["linux"]["namespaces"]
