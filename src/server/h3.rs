@@ -8,7 +8,8 @@
 //! What a client can make the server hold, and its bound (the `quic://` listener's, from
 //! [`QuicLimits`]; CoreDNS caps DoH3 connections as it caps DoQ's, #8187):
 //! * Connections: at most [`QuicLimits::max_connections`] open or in their handshake; past it a
-//!   new one is refused before its handshake.
+//!   new one is refused before its handshake. Counted as `quic://`'s are, under the listener's
+//!   `server` label: `cluster_dns_quic_connections_{open,limit,refused_total}`.
 //! * Requests: at most [`QuicLimits::max_streams`] open at once per connection (QUIC stream
 //!   credit); a client's control and QPACK streams are the only unidirectional ones it gets.
 //! * Requests being answered: at most [`QuicLimits::workers`] per listener.
@@ -30,7 +31,7 @@ use tokio_rustls::rustls;
 
 use super::error::ServerError;
 use super::handler::DnsHandler;
-use super::quic::{QuicLimits, QuicListener, accept_until, bind_quic_with, handshake};
+use super::quic::{Admitted, QuicLimits, QuicListener, accept_until, bind_quic_with, handshake};
 use super::route::RouterCell;
 use super::tcp::doh::{DNS_MESSAGE, MAX_MESSAGE, PATH, get_query, is_dns_message, least_ttl};
 use crate::proto::Transport;
@@ -67,18 +68,26 @@ pub async fn serve_h3(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let connections = Arc::new(Semaphore::new(limits.max_connections));
+    if let Some(m) = &limits.metrics {
+        m.set_limit(limits.max_connections);
+    }
     let shared = Arc::new(Shared {
         handler: DnsHandler::new(router),
         workers: Arc::new(Semaphore::new(limits.workers)),
         limits,
     });
+    let metrics = shared.limits.metrics.clone();
     // H3_NO_ERROR (RFC 9114 §8.1) when the listener stops.
     accept_until(
         listener.endpoint,
         &connections,
         0x100,
         shutdown,
-        || {},
+        || {
+            if let Some(m) = &metrics {
+                m.refused();
+            }
+        },
         |incoming, permit| {
             tokio::spawn(connection(incoming, permit, shared.clone()));
         },
@@ -90,6 +99,7 @@ pub async fn serve_h3(
 /// One connection: its handshake and HTTP/3 setup, then a task per request while a worker is
 /// free.
 async fn connection(incoming: quinn::Incoming, _permit: OwnedSemaphorePermit, shared: Arc<Shared>) {
+    let _admitted = Admitted::count(shared.limits.metrics.as_ref());
     let Some(conn) = handshake(incoming, "DNS-over-HTTP/3").await else {
         return;
     };

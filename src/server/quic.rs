@@ -300,8 +300,18 @@ pub(super) async fn handshake(incoming: quinn::Incoming, what: &str) -> Option<C
     }
 }
 
-/// Counts an admitted connection open until dropped.
-struct Admitted<'a>(Option<&'a ListenerQuicMetrics>);
+/// Counts an admitted connection open until dropped (`quic://` and `https3://` alike).
+pub(super) struct Admitted<'a>(Option<&'a ListenerQuicMetrics>);
+
+impl<'a> Admitted<'a> {
+    /// Counts the connection open now.
+    pub(super) fn count(metrics: Option<&'a ListenerQuicMetrics>) -> Self {
+        if let Some(m) = metrics {
+            m.opened();
+        }
+        Self(metrics)
+    }
+}
 
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {
@@ -313,11 +323,7 @@ impl Drop for Admitted<'_> {
 
 /// One connection: its handshake, then a task per stream while a worker is free.
 async fn connection(incoming: quinn::Incoming, _permit: OwnedSemaphorePermit, shared: Arc<Shared>) {
-    let metrics = shared.limits.metrics.as_ref();
-    if let Some(m) = metrics {
-        m.opened();
-    }
-    let _admitted = Admitted(metrics);
+    let _admitted = Admitted::count(shared.limits.metrics.as_ref());
     let Some(conn) = handshake(incoming, "DNS-over-QUIC").await else {
         return;
     };

@@ -136,3 +136,61 @@ fn https3_blocks_need_tls_and_take_the_https3_directive() {
             .is_ok()
     );
 }
+
+/// The series `name` of the https3 listener on 127.0.0.1:`port`.
+async fn quic_gauge(metrics: SocketAddr, name: &str, port: u16) -> f64 {
+    let m = support::scrape(metrics).await;
+    let label = format!("server=\"https3://127.0.0.1:{port}\"");
+    support::sum(&m, name, &[&label])
+}
+
+/// An `https3://` listener keeps at most CoreDNS's 200 connections, as `quic://` does: the
+/// 201st is refused before its handshake, and the connections open, the limit and the
+/// refusals are counted under the listener's label; closed connections leave the count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https3_refuses_connections_over_its_cap_of_200_and_counts_them() {
+    let dir = support::temp_dir("doh3-cap");
+    crate::doq::certificates(&dir);
+    let port = free_port();
+    let corefile = format!(
+        "https3://.:{port} {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n tls cert.pem key.pem\n whoami\n}}\n"
+    );
+    let running = support::start(&corefile, &dir).await;
+    let metrics = running.http_addr("metrics").unwrap();
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let endpoint = crate::doq::client_bound(&dir, b"h3", true, "127.0.0.1:0".parse().unwrap());
+    let mut open = Vec::new();
+    for i in 0..200 {
+        let conn = crate::doq::connect(&endpoint, addr)
+            .await
+            .unwrap_or_else(|e| panic!("connection {i} refused: {e}"));
+        open.push(conn);
+    }
+    assert!(
+        crate::doq::connect(&endpoint, addr).await.is_err(),
+        "a 201st connection was admitted"
+    );
+    let open_now = "cluster_dns_quic_connections_open";
+    assert_eq!(quic_gauge(metrics, open_now, port).await, 200.0);
+    assert_eq!(
+        quic_gauge(metrics, "cluster_dns_quic_connections_limit", port).await,
+        200.0
+    );
+    assert_eq!(
+        quic_gauge(metrics, "cluster_dns_quic_connections_refused_total", port).await,
+        1.0
+    );
+    for conn in open.drain(..) {
+        conn.close(quinn::VarInt::from_u32(0x100), b"");
+    }
+    let mut now = -1.0;
+    for _ in 0..50 {
+        now = quic_gauge(metrics, open_now, port).await;
+        if now == 0.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(now, 0.0, "closed connections are still counted open");
+    running.stop().await.unwrap();
+}
