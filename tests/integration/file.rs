@@ -378,3 +378,32 @@ async fn dname_is_loaded_and_substitutes() {
     assert_eq!((seen.rcode.as_str(), seen.aa), ("YXDOMAIN", true), "{seen}");
     running.stop().await.unwrap();
 }
+
+/// A CNAME with other data at its name (here a DNAME, then a TXT) is refused at load, as NSD's
+/// own checker refuses the same file (RFC 1034 §3.6.2, RFC 6672 §2.4); the Corefile check names
+/// the file and the name.
+#[test]
+fn a_cname_with_other_data_is_refused_as_nsd_refuses_it() {
+    let dir = support::temp_dir("file-cname-other");
+    for other in ["alias IN DNAME example.net.", "alias IN TXT \"also\""] {
+        let text = format!("{}alias IN CNAME www\n{other}\n", zone(1, "127.0.0.1"));
+        std::fs::write(dir.join("db.example.org"), &text).unwrap();
+        let nsd = std::process::Command::new("nsd-checkzone")
+            .args(["example.org"])
+            .arg(dir.join("db.example.org"))
+            .output()
+            .expect("nsd-checkzone runs (Debian's nsd; test.sh installs it)");
+        let said = String::from_utf8_lossy(&nsd.stderr);
+        assert!(
+            !nsd.status.success() && said.contains("CNAME and other data"),
+            "{other}: NSD loads it: {said}"
+        );
+        let e = support::check_corefile(&dir, "example.org {\n file db.example.org\n}\n").unwrap_err();
+        assert!(
+            e.contains("Corefile:2: file: ")
+                && e.contains("alias.example.org. has a CNAME and")
+                && e.contains("RFC 1034"),
+            "{other}: {e}"
+        );
+    }
+}

@@ -124,7 +124,8 @@ fn tsig_verify_seeds_reach_the_mac() {
 }
 
 /// The zone_file_dname seeds are zones (after the target's prefix), so the fuzzer starts from
-/// lookups under DNAMEs rather than from parse errors.
+/// lookups under DNAMEs rather than from parse errors; all but the one that puts a CNAME beside
+/// a DNAME, which is refused.
 #[test]
 fn zone_file_dname_seeds_are_zones() {
     use cluster_dns::plugin::file::fuzz::DNAME_PREFIX;
@@ -137,6 +138,13 @@ fn zone_file_dname_seeds_are_zones() {
         }
         let text = format!("{DNAME_PREFIX}{}", std::str::from_utf8(&data).unwrap());
         let zone = ZoneData::parse(&text, std::path::Path::new("db"), &origin);
+        if name == "dname-with-cname-same-owner" {
+            // The one seed NSD refuses too: a CNAME must be alone at its name.
+            let e = zone.unwrap_err().to_string();
+            assert!(e.contains("has a CNAME and DNAME data"), "{e}");
+            named += 1;
+            continue;
+        }
         assert!(zone.is_ok(), "fuzz/corpus/zone_file_dname/{name}: {zone:?}");
         named += 1;
     }

@@ -60,6 +60,17 @@ pub enum ZoneError {
         /// The zone.
         origin: String,
     },
+    /// A name holds a CNAME and other data (RFC 1034 §3.6.2, RFC 2181 §10.1; with a DNAME,
+    /// RFC 6672 §2.4), which NSD and Knot refuse to load too.
+    #[error("{}: {name} has a CNAME and {other} data; a CNAME must be alone at its name (RFC 1034 section 3.6.2)", path.display())]
+    CnameAndOtherData {
+        /// The zone file.
+        path: PathBuf,
+        /// The name.
+        name: String,
+        /// One other type at it.
+        other: RecordType,
+    },
 }
 
 /// One zone's records.
@@ -202,8 +213,18 @@ impl ZoneData {
                 records += 1;
             }
         }
-        for node in nodes.values_mut() {
+        for (name, node) in &mut nodes {
             node.sort_by_key(|r| u16::from(r.record_type()));
+            let types = || node.iter().map(|r| r.record_type());
+            if types().any(|t| t == RecordType::CNAME)
+                && let Some(other) = types().find(|t| *t != RecordType::CNAME && *t != RecordType::NSEC)
+            {
+                return Err(ZoneError::CnameAndOtherData {
+                    path: path.to_owned(),
+                    name: name.to_string(),
+                    other,
+                });
+            }
         }
         let soa = nodes
             .get(&origin)
@@ -1038,5 +1059,20 @@ ns.child IN A 192.0.2.77
             unreachable!()
         };
         assert_eq!(answers[0].ttl, DEFAULT_TTL);
+    }
+
+    #[test]
+    fn a_cname_with_other_data_is_refused() {
+        for other in ["x IN TXT \"hi\"", "x IN DNAME other.example.", "x IN A 192.0.2.9"] {
+            let text = format!("@ IN SOA a. b. 1 2 3 4 5\nx IN CNAME www\n{other}\nwww IN A 192.0.2.1\n");
+            let e = ZoneData::parse(&text, Path::new("db"), &n("example.org.")).unwrap_err();
+            assert!(
+                e.to_string().starts_with("db: x.example.org. has a CNAME and "),
+                "{other}: {e}"
+            );
+        }
+        // Alone, or with other data at another name, it loads.
+        let text = "@ IN SOA a. b. 1 2 3 4 5\nx IN CNAME www\nwww IN A 192.0.2.1\nwww IN TXT \"t\"\n";
+        ZoneData::parse(text, Path::new("db"), &n("example.org.")).unwrap();
     }
 }
