@@ -956,6 +956,14 @@ async fn audit_allowlist_read_back_applies_and_changes_take_effect() {
         audited.is_some_and(|n| n >= 4.0),
         "three outside names and a hidden namespace, audited: {audited:?}"
     );
+    // The client's view is kept, and counted (bounded: 65,536; unit-tested at a small bound).
+    let views = metric(&metrics, "cluster_dns_dnspolicy_cached{cache=\"views\"}");
+    assert!(views.is_some_and(|n| n >= 1.0), "{views:?}");
+    let flushes = metric(
+        &metrics,
+        "cluster_dns_dnspolicy_cache_flushes_total{cache=\"views\"}",
+    );
+    assert_eq!(flushes, Some(0.0));
     // The patch, applied, with Enforce: the observed names still answer, others do not leave.
     let mut enforced = audit.clone();
     enforced["spec"]["external"] = line["patch"]["spec"]["external"].clone();

@@ -363,6 +363,36 @@ const VIEWS_MAX: usize = 65_536;
 /// The most view contents whose class is remembered.
 const CLASSES_MAX: usize = 262_144;
 
+/// How many views and classes a store keeps ([`VIEWS_MAX`], [`CLASSES_MAX`]; smaller in tests).
+#[derive(Debug, Clone, Copy)]
+struct CacheBounds {
+    views: usize,
+    classes: usize,
+}
+
+impl Default for CacheBounds {
+    fn default() -> Self {
+        Self {
+            views: VIEWS_MAX,
+            classes: CLASSES_MAX,
+        }
+    }
+}
+
+/// What the store's two caches hold now, and how often each was emptied at its bound
+/// (`cluster_dns_dnspolicy_cached` and `cluster_dns_dnspolicy_cache_flushes_total`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheCounts {
+    /// Views kept.
+    pub views: usize,
+    /// View contents whose class is remembered.
+    pub classes: usize,
+    /// Times the views were emptied because they reached [`VIEWS_MAX`].
+    pub view_flushes: u64,
+    /// Times the classes were emptied because they reached [`CLASSES_MAX`].
+    pub class_flushes: u64,
+}
+
 /// A policy as the store keeps it: its rule (the closed one when malformed), why it is
 /// malformed, and its stats.
 #[derive(Debug)]
@@ -412,9 +442,27 @@ pub struct PolicyStore {
     classes: Mutex<(HashMap<String, u64>, u64)>,
     /// Malformed policies seen (applies of a malformed object).
     pub malformed_seen: AtomicU64,
+    bounds: CacheBounds,
+    view_flushes: AtomicU64,
+    class_flushes: AtomicU64,
 }
 
 impl PolicyStore {
+    /// What the view and class caches hold, and how often they were emptied at their bounds.
+    pub fn cache_counts(&self) -> CacheCounts {
+        CacheCounts {
+            views: self.views.read().unwrap_or_else(PoisonError::into_inner).len(),
+            classes: self
+                .classes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .0
+                .len(),
+            view_flushes: self.view_flushes.load(Ordering::Relaxed),
+            class_flushes: self.class_flushes.load(Ordering::Relaxed),
+        }
+    }
+
     fn changed(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
         self.views.write().unwrap_or_else(PoisonError::into_inner).clear();
@@ -544,8 +592,9 @@ impl PolicyStore {
         let view = Arc::new(self.compute(namespace, labels));
         let mut views = self.views.write().unwrap_or_else(PoisonError::into_inner);
         if self.generation.load(Ordering::SeqCst) == at {
-            if views.len() >= VIEWS_MAX {
+            if views.len() >= self.bounds.views {
                 views.clear();
+                self.view_flushes.fetch_add(1, Ordering::Relaxed);
             }
             views.insert(key, view.clone());
         }
@@ -608,8 +657,9 @@ impl PolicyStore {
         let class = {
             let mut held = self.classes.lock().unwrap_or_else(PoisonError::into_inner);
             let (classes, next) = &mut *held;
-            if classes.len() >= CLASSES_MAX {
+            if classes.len() >= self.bounds.classes {
                 classes.clear();
+                self.class_flushes.fetch_add(1, Ordering::Relaxed);
             }
             *next = (*next).max(CLOSED_CLASS + 1);
             match classes.get(&key) {
@@ -761,6 +811,35 @@ mod tests {
             assert!(!v.may_ask_outside(&n("example.com.")), "{spec}");
             assert_eq!(store.malformed_seen.load(Ordering::Relaxed), 1);
         }
+    }
+
+    /// Both caches stay within their bounds, emptied when full, and say so in their counts.
+    #[test]
+    fn the_view_and_class_caches_are_bounded_and_counted() {
+        let store = PolicyStore {
+            bounds: CacheBounds { views: 4, classes: 2 },
+            ..PolicyStore::default()
+        };
+        for i in 0..3 {
+            store.apply(policy(
+                "a",
+                &format!("p{i}"),
+                json!({"podSelector": {"matchLabels": {"app": format!("x{i}")}},
+                       "visibleNamespaces": {"names": [format!("n{i}")]}}),
+            ));
+        }
+        let ns: Arc<str> = Arc::from("a");
+        for id in 0..10u32 {
+            let app = format!("x{}", id % 3);
+            let v = store.view((0, id), &ns, &labels(&[("app", &app)]));
+            assert!(v.sees_namespace(&format!("n{}", id % 3)));
+            let c = store.cache_counts();
+            assert!(c.views <= 4 && c.classes <= 2, "{c:?}");
+        }
+        let c = store.cache_counts();
+        // Ten views into four places: emptied at the fifth and the ninth.
+        assert_eq!((c.views, c.view_flushes), (2, 2), "{c:?}");
+        assert!(c.class_flushes >= 1, "{c:?}");
     }
 
     #[test]

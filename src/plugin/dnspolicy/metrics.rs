@@ -9,6 +9,8 @@
 //! | `cluster_dns_dnspolicy_observed_names` | gauge | namespace, policy |
 //! | `cluster_dns_dnspolicy_observed_dropped_total` | counter | namespace, policy |
 //! | `cluster_dns_dnspolicy_unmapped_total` | counter | decision (`allowed`, `denied`) |
+//! | `cluster_dns_dnspolicy_cached` | gauge | cache (`views`: one per namespace and pod label set asking, at most 65,536; `classes`: distinct view contents, at most 262,144) |
+//! | `cluster_dns_dnspolicy_cache_flushes_total` | counter | cache (`views`, `classes`): times the cache was emptied at its bound |
 //!
 //! `denied`: questions an `Enforce` policy covering the client answered as hidden or denied
 //! (counted under every `Enforce` policy covering it: they decide together); `audited`:
@@ -91,6 +93,28 @@ fn observed_dropped() -> IntCounterVec {
     .expect("valid metric")
 }
 
+fn cached() -> IntGaugeVec {
+    IntGaugeVec::new(
+        Opts::new(
+            "cluster_dns_dnspolicy_cached",
+            "Client views (per namespace and pod label set) and view classes kept.",
+        ),
+        &["cache"],
+    )
+    .expect("valid metric")
+}
+
+fn cache_flushes() -> IntCounterVec {
+    IntCounterVec::new(
+        Opts::new(
+            "cluster_dns_dnspolicy_cache_flushes_total",
+            "Times the view or class cache was emptied because it reached its bound.",
+        ),
+        &["cache"],
+    )
+    .expect("valid metric")
+}
+
 impl StoreCollector {
     fn new() -> Self {
         let mut descs = Vec::new();
@@ -99,6 +123,8 @@ impl StoreCollector {
         descs.extend(malformed().desc().into_iter().cloned());
         descs.extend(observed().desc().into_iter().cloned());
         descs.extend(observed_dropped().desc().into_iter().cloned());
+        descs.extend(cached().desc().into_iter().cloned());
+        descs.extend(cache_flushes().desc().into_iter().cloned());
         Self {
             sources: Arc::default(),
             descs: Arc::new(descs),
@@ -125,9 +151,20 @@ impl Collector for StoreCollector {
             observed(),
             observed_dropped(),
         );
+        let (c, cf) = (cached(), cache_flushes());
+        for cache in ["views", "classes"] {
+            c.with_label_values(&[cache]).set(0);
+            cf.with_label_values(&[cache]).inc_by(0);
+        }
         for source in self.live() {
             let store = source.zone().policies();
             m.inc_by(store.malformed_seen.load(std::sync::atomic::Ordering::Relaxed));
+            let counts = store.cache_counts();
+            let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+            c.with_label_values(&["views"]).add(gauge(counts.views));
+            c.with_label_values(&["classes"]).add(gauge(counts.classes));
+            cf.with_label_values(&["views"]).inc_by(counts.view_flushes);
+            cf.with_label_values(&["classes"]).inc_by(counts.class_flushes);
             for policy in store.policies() {
                 let (ns, name, stats) = (&policy.namespace, &policy.name, &policy.stats);
                 let mode = match policy.mode {
@@ -159,6 +196,8 @@ impl Collector for StoreCollector {
         out.extend(m.collect());
         out.extend(o.collect());
         out.extend(od.collect());
+        out.extend(c.collect());
+        out.extend(cf.collect());
         out
     }
 }
