@@ -1,7 +1,8 @@
 //! The body of the `rewrite_edns0` fuzz target (`fuzz/`), kept beside the code it drives so
 //! `cargo test` replays its committed corpus through the same code
 //! (`tests/integration/fuzz_corpus.rs`): a request's EDNS options rewritten by one of a few
-//! `rewrite edns0 ...` rules, then made into the query a forwarder sends. Not part of the
+//! `rewrite edns0 ...` rules (or its name by a `rewrite name` rule that lengthens it), then made
+//! into the query a forwarder sends. Not part of the
 //! server.
 
 use std::net::SocketAddr;
@@ -41,6 +42,12 @@ pub fn rule_lines() -> Vec<String> {
     let most = "a".repeat(super::edns0::MAX_LOCAL_DATA);
     lines.push(format!("rewrite edns0 local set 0xfff0 {most}"));
     lines.push(format!("rewrite edns0 local append 0xfff0 {most}"));
+    // A name rule that grows the question's name to 249 bytes: beside a client's options that
+    // fill its request, the upstream query would not fit.
+    let long = ["a", "b", "c"].map(|c| c.repeat(63)).join(".");
+    lines.push(format!(
+        "rewrite name exact www.example.org. www.{long}.d.example.org."
+    ));
     lines
 }
 
@@ -81,8 +88,8 @@ fn wire_size(options: &[EdnsOpt]) -> usize {
 /// data. The request (`www.example.org. A` with that OPT record, at most 65,535 bytes) is read
 /// by hickory-proto as the server reads it, the rule applied to its question, and the query
 /// `forward` sends made from the result. Invariants: no panic; the options after the rewrite
-/// fit an OPT record (65,535 bytes of data), and the query sent upstream is made and fits a
-/// DNS message (65,535 bytes), as the request did.
+/// fit an OPT record (65,535 bytes of data), and the query sent upstream is made, fits a DNS
+/// message (65,535 bytes), as the request did, and carries the question and options whole.
 pub fn rewrite_edns0(data: &[u8]) {
     let [pick, hi, lo, flags, rest @ ..] = data else {
         return;
@@ -142,6 +149,17 @@ pub fn rewrite_edns0(data: &[u8]) {
         upstream.len() <= usize::from(u16::MAX),
         "an upstream query of {} bytes",
         upstream.len()
+    );
+    // Whole: hickory-proto drops what does not fit (the OPT record) rather than fail, so the
+    // query read back carries the question and every option the rewrite left, untruncated.
+    let sent = Message::from_bytes(&upstream).expect("the upstream query parses");
+    assert!(!sent.metadata.truncation, "the upstream query was cut");
+    assert_eq!(sent.queries.len(), 1);
+    assert_eq!(sent.queries[0].name(), &out.name);
+    assert_eq!(
+        travelling(&sent),
+        out.edns_options,
+        "the upstream query lost options"
     );
 }
 

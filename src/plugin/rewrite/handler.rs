@@ -150,6 +150,13 @@ impl Plugin for Rewrite {
     }
 }
 
+/// Whether a query for `name` carrying `options` fits a DNS message: header, question (name,
+/// type, class), the OPT record's fixed part and its options, in 65,535 bytes.
+fn query_fits(name: &Name, options: &[crate::proto::EdnsOpt]) -> bool {
+    let options: usize = options.iter().map(|o| 4 + o.data.len()).sum();
+    12 + name.len() + 4 + 11 + options <= usize::from(u16::MAX)
+}
+
 impl Rewrite {
     /// The rules, applied in this order.
     pub fn new(rules: Vec<RewriteRule>) -> Self {
@@ -224,6 +231,13 @@ impl Rewrite {
                         );
                         return None;
                     };
+                    // A name that would not leave room for the question's options in the query
+                    // sent on (a client's request over a stream may fill 64 KiB) is not made:
+                    // the rule does not match, as an edns0 rule that would not fit.
+                    if !query_fits(&new, &out.edns_options) {
+                        tracing::debug!(rule = %rule.at, qname = %q.name, "rewrite: the new name does not fit a query beside the options; rule skipped");
+                        continue;
+                    }
                     steps.push(Step {
                         rule: i,
                         before: out.name.clone(),
