@@ -1,11 +1,9 @@
-//! What plugins offer one another without naming each other: the upstreams a question can be
-//! sent to ([`Upstreams`], `forward`'s, probed by `loop`), the search paths of the clients
-//! ([`SearchPaths`], the kubernetes plugin's, walked by `autopath`), who tells secondaries of a
-//! changed zone ([`Notifier`], `transfer`'s, called by `file`), whether this server's own
-//! endpoint is still listed ([`EndpointWatch`], `kubernetes`'s, read at SIGTERM), and, while a server
-//! block is built, the long-lived values its plugins acquired ([`Capabilities`], the cluster
-//! source `kubernetes` shares with `k8s_external`), found by their type; and whether any
-//! Service has an IPv6 address ([`ClusterFamilies`], `kubernetes`'s, read by `noaaaa auto`).
+//! What plugins and the runtime find by type: the values a server block's plugins acquired
+//! ([`Capabilities`], the cluster source `kubernetes` shares with `k8s_external`), and among
+//! them the one the runtime reads itself: whether this server's own endpoint is still listed
+//! ([`EndpointWatch`], `kubernetes`'s, read at SIGTERM). What plugins offer only one another
+//! (upstreams, search paths, a zone notifier, the cluster's address families) is in the plugin
+//! kit (`plugin::kit`).
 
 use std::any::Any;
 use std::future::Future;
@@ -36,18 +34,6 @@ pub trait SearchPaths: Send + Sync {
     fn search_path(&self, client: std::net::IpAddr) -> Option<Vec<Name>>;
 }
 
-/// What tells a block's secondaries that a zone changed (RFC 1996 NOTIFY to `transfer`'s `to`
-/// addresses). A plugin whose zone data changes (`file`, when it loads and reloads a zone)
-/// calls it through the [`Notifier`] its block offers.
-pub trait ZoneNotifier: Send + Sync + std::fmt::Debug {
-    /// `zone` (its apex) has new data: its secondaries are told, in the background.
-    fn zone_changed(&self, zone: &Name);
-}
-
-/// The block's [`ZoneNotifier`], as offered in its [`Capabilities`] (found by this type).
-#[derive(Debug, Clone)]
-pub struct Notifier(pub Arc<dyn ZoneNotifier>);
-
 /// What knows whether clients are still sent to this server: whether its own address (`POD_IP`)
 /// is a ready endpoint of a Service, as the cluster's EndpointSlices say (the `kubernetes`
 /// plugin's watches). SIGTERM's drain keeps answering while it is.
@@ -65,25 +51,6 @@ pub struct EndpointWatch(pub Arc<dyn OwnEndpoint>);
 impl std::fmt::Debug for EndpointWatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EndpointWatch").finish_non_exhaustive()
-    }
-}
-
-/// What knows the address families of the cluster's Services (the `kubernetes` plugin's zone):
-/// `noaaaa auto` answers AAAA locally only while no Service has an IPv6 address.
-pub trait ServiceFamilies: Send + Sync {
-    /// `Some(true)` while some Service has an IPv6 ClusterIP or endpoint address,
-    /// `Some(false)` while none has; `None` when it cannot tell (the zone has not synced
-    /// yet). Cheap: read on every question it matters to.
-    fn has_ipv6(&self) -> Option<bool>;
-}
-
-/// A block's [`ServiceFamilies`], as offered in its [`Capabilities`] (found by this type).
-#[derive(Clone)]
-pub struct ClusterFamilies(pub Arc<dyn ServiceFamilies>);
-
-impl std::fmt::Debug for ClusterFamilies {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClusterFamilies").finish_non_exhaustive()
     }
 }
 

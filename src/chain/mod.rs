@@ -20,40 +20,32 @@
 //! | --- | --- |
 //! | `walk.rs` | the [`Plugin`] trait, [`Next`], the [`Chain`] and its traced walk |
 //! | `replay.rs` | the answer memo's contract: [`Replay`], [`Scope`], [`Lifetime`], [`ReplayPlan`] |
-//! | `capability.rs` | what plugins offer each other by type: [`Upstreams`], [`SearchPaths`], [`Notifier`], [`ClusterFamilies`], [`Capabilities`] |
+//! | `capability.rs` | what a block's plugins acquired, found by type ([`Capabilities`]), and the one the runtime reads ([`EndpointWatch`]) |
 //! | `observer.rs` | [`Observer`] and the [`Exchange`] it sees |
 //! | `setup.rs` | the setup contract: [`Setup`], [`Configured`], [`BuildCtx`], [`Built`] |
 //! | `settings.rs` | [`BlockSettings`], [`HttpRoute`], [`BlockFilter`] |
 //! | `resources.rs` | [`Resources`]: the typed store that outlives configurations |
 //! | `ready.rs` | [`Readiness`]: what `/ready` reads |
 //! | `auth.rs` | [`RequestAuth`]: a block's check of signed requests and the signing of replies |
-//! | `tap.rs` | [`Tap`]: dnstap's hook for `forward`'s upstream exchanges |
-//! | `share.rs` | who a client is ([`ClientDirectory`]) and its share of the upstream ([`UpstreamShare`]) |
+//!
+//! What plugins share only with one another (upstreams, search paths, taps, shares, ...) is
+//! not here: it is the plugin kit, `plugin::kit`.
 //!
 //! Imports `proto`, `corefile` and `telemetry`.
 
 mod auth;
 mod capability;
-mod fallthrough;
 mod observer;
-mod periodic;
 mod ready;
 mod replay;
 mod resources;
 mod settings;
 mod setup;
-mod share;
-mod tap;
 mod walk;
 
 pub use auth::{RequestAuth, ResponseSigner, SignedRequest, Verdict};
-pub use capability::{
-    Capabilities, ClusterFamilies, EndpointWatch, Notifier, OwnEndpoint, SearchPaths, ServiceFamilies,
-    Upstreams, ZoneNotifier,
-};
-pub use fallthrough::Fallthrough;
+pub use capability::{Capabilities, EndpointWatch, OwnEndpoint, SearchPaths, Upstreams};
 pub use observer::{Exchange, Observer};
-pub use periodic::reload_every;
 pub use ready::{Readiness, ReadinessCheck};
 pub use replay::{ClientClass, Lifetime, Replay, ReplayPlan, Replayed, Scope, ZoneMark, reorder, reorders};
 pub use resources::{Acquired, Resources};
@@ -67,8 +59,6 @@ pub use setup::{
     AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Configured, NamedFile, Setup, SetupCtx,
     find_configured, previous,
 };
-pub use share::{ClientDirectory, FairShare, PodNamespaces, Refusal, UpstreamShare, UpstreamTicket};
-pub use tap::{Tap, TapKind, TapMessage, TapSink};
 pub use walk::{
     Answered, Chain, Detached, DetachedNext, MAX_CHASES, MAX_PLUGINS, Next, Now, Plugin, ReplyFuture, Trace,
 };

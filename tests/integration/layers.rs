@@ -5,11 +5,15 @@
 //!   setup contracts) on `proto`, `corefile` and `telemetry`;
 //! - `cluster` (the zone and its sources) on `proto` and `telemetry`: no Corefile, no plugin;
 //! - `plugin` on everything below it, and no plugin imports another (only `plugin/mod.rs` and
-//!   the registry name them);
+//!   the registry name them); every plugin may import the plugin kit (`plugin/kit/`: what
+//!   plugins share with one another and the server never reads, as CoreDNS's `plugin/pkg`), and
+//!   the kit imports no plugin;
 //! - `server` on `chain`, `proto` and `telemetry`: it never imports a plugin;
 //! - the runtime (`app`, `config`, `http`, `main`, and the harnesses `testing` and `fuzzing`,
 //!   `lib`) on anything but plugins: of `plugin`, `app`, `config` and the harnesses import only
 //!   the registry, so a plugin is a folder and a line in the registry, never a runtime edit.
+//!   No runtime file imports the plugin kit: none must (what the runtime reads of plugins,
+//!   such as the `EndpointWatch` SIGTERM reads, is in `chain`); the server imports no plugin.
 //!
 //! Every `crate::NAME` path counts, in `use` lines and inline, tests included.
 //!
@@ -46,6 +50,10 @@ const RUNTIME: &[&str] = &[
 
 /// The runtime files that name no plugin: of `plugin` they import the registry alone.
 const PLUGIN_BLIND: &[&str] = &["app", "config", "testing", "fuzzing"];
+
+/// The plugin kit: a folder under `plugin/` that every plugin may import and that imports no
+/// plugin; no runtime file imports it.
+const KIT: &str = "kit";
 
 /// Node management (node-cache mode), beside the runtime: of `app` it imports only what
 /// `app`'s root exports (never one of its modules), and nothing but `main` imports it.
@@ -117,6 +125,15 @@ fn violations(layer: &str, sub: &str, text: &str) -> Vec<String> {
             "{layer} imports {NODE_ROOM} (node management is not the runtime's)"
         )];
     }
+    if RUNTIME.contains(&layer)
+        && crate_paths(text)
+            .iter()
+            .any(|(first, next)| first == "plugin" && next == KIT)
+    {
+        return vec![format!(
+            "{layer} imports the plugin kit (the runtime reads no plugin helper)"
+        )];
+    }
     if PLUGIN_BLIND.contains(&layer) {
         return crate_paths(text)
             .into_iter()
@@ -174,7 +191,7 @@ fn violations(layer: &str, sub: &str, text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (first, next) in crate_paths(text) {
         if first == layer {
-            let names_a_plugin = layer == "plugin" && !next.is_empty() && next != sub;
+            let names_a_plugin = layer == "plugin" && !next.is_empty() && next != sub && next != KIT;
             if names_a_plugin && !["mod", "registry"].contains(&sub) {
                 out.push(format!("plugin '{sub}' imports plugin '{next}'"));
             }
@@ -252,6 +269,20 @@ fn the_layer_check_catches_a_server_importing_a_plugin() {
         ["plugin 'cache' imports plugin 'forward'"]
     );
     assert!(violations("plugin", "registry", "use crate::plugin::forward::Forward;").is_empty());
+    // Every plugin may import the kit; the kit imports no plugin, and no runtime file the kit.
+    assert!(violations("plugin", "forward", "use crate::plugin::kit::TapSink;").is_empty());
+    assert_eq!(
+        violations("plugin", "kit", "use crate::plugin::dnstap::Dnstap;"),
+        ["plugin 'kit' imports plugin 'dnstap'"]
+    );
+    assert_eq!(
+        violations("app", "drain", "use crate::plugin::kit::Notifier;"),
+        ["app imports the plugin kit (the runtime reads no plugin helper)"]
+    );
+    assert_eq!(
+        violations("main", "", "use crate::plugin::kit::Notifier;"),
+        ["main imports the plugin kit (the runtime reads no plugin helper)"]
+    );
     assert!(
         violations(
             "server",

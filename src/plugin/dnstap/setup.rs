@@ -12,9 +12,10 @@ use std::sync::Arc;
 
 use crate::chain::{
     AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, Configured, Exchange, Observer,
-    SetupCtx, TapSink, previous,
+    SetupCtx, previous,
 };
 use crate::corefile::{CorefileError, Directive, Token};
+use crate::plugin::kit::TapSink;
 
 use super::encode::Header;
 use super::extra::Extra;

@@ -14,7 +14,8 @@ use hickory_proto::rr::{Name, Record, RecordType};
 
 use super::setup::{FileConfig, ZoneFile};
 use super::zone::{Lookup, ZoneData};
-use crate::chain::{Chain, Fallthrough, Next, Notifier, Plugin, Replay, ReplyFuture};
+use crate::chain::{Chain, Next, Plugin, Replay, ReplyFuture};
+use crate::plugin::kit::{Fallthrough, Notifier};
 use crate::proto::{Answer, Failure, FlagEdit, Forwarded, Question, Reply};
 
 /// One zone and what serves it now.
@@ -208,7 +209,7 @@ impl File {
             return;
         };
         let weak = Arc::downgrade(&self.inner);
-        tokio::spawn(crate::chain::reload_every(
+        tokio::spawn(crate::plugin::kit::reload_every(
             weak,
             every,
             "file",

@@ -5,11 +5,12 @@
 use super::options::PodMode;
 use super::setup::KubernetesConfig;
 use crate::chain::{
-    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, ClientDirectory, ClusterFamilies,
-    Configured, EndpointWatch, NamedFile, OwnEndpoint, PodNamespaces, ServiceFamilies,
+    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, Configured, EndpointWatch,
+    NamedFile, OwnEndpoint,
 };
 use crate::cluster::ClusterSource;
 use crate::cluster::metrics::KubernetesMetrics;
+use crate::plugin::kit::{ClientDirectory, ClusterFamilies, PodNamespaces, ServiceFamilies};
 use std::any::TypeId;
 use std::sync::Arc;
 

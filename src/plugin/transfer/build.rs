@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use super::notify::NotifySender;
 use super::setup::TransferConfig;
-use crate::chain::{AcquireCtx, AcquireFuture, BuildCtx, Built, Capabilities, Configured, Notifier};
+use crate::chain::{AcquireCtx, AcquireFuture, BuildCtx, Built, Capabilities, Configured};
+use crate::plugin::kit::Notifier;
 
 impl Configured for TransferConfig {
     fn build(&self, _ctx: &BuildCtx<'_>) -> Built {

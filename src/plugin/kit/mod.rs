@@ -1,0 +1,25 @@
+//! The plugin kit: what plugins share with one another and the server never reads (as
+//! CoreDNS's `plugin/pkg`). Every plugin may import it; it imports no plugin, and the runtime
+//! does not import it.
+//!
+//! | file | what it holds |
+//! | --- | --- |
+//! | `capability.rs` | what plugins offer each other by type: [`Notifier`], [`ClusterFamilies`] |
+//! | `share.rs` | who a client is ([`ClientDirectory`]) and its share of the upstream ([`UpstreamShare`]) |
+//! | `tap.rs` | [`Tap`]: dnstap's hook for `forward`'s upstream exchanges |
+//! | `fallthrough.rs` | [`Fallthrough`]: the names a plugin's `fallthrough` hands on |
+//! | `periodic.rs` | [`reload_every`]: the timer that checks a plugin's files for changes |
+//!
+//! Imports `proto` and `chain`.
+
+mod capability;
+mod fallthrough;
+mod periodic;
+mod share;
+mod tap;
+
+pub use capability::{ClusterFamilies, Notifier, ServiceFamilies, ZoneNotifier};
+pub use fallthrough::Fallthrough;
+pub use periodic::reload_every;
+pub use share::{ClientDirectory, FairShare, PodNamespaces, Refusal, UpstreamShare, UpstreamTicket};
+pub use tap::{Tap, TapKind, TapMessage, TapSink};
