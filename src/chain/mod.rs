@@ -8,8 +8,15 @@
 //! plugin keep it, or was it decided for the client who asked?). The safe default is "decided for
 //! this client": a plugin that forgets to declare costs speed, never a leak. Every store of
 //! answers honours it (the memo, the cache and its prefetch and serve_stale); the test
-//! `tests/integration/contract.rs` asks every registered directive from two clients. The server never names a
-//! plugin; which plugins exist and their order is the registry's business (`plugin::registry`).
+//! `tests/integration/contract.rs` asks every registered directive from two clients. The server
+//! never names a plugin; which plugins exist and their order is the registry's business
+//! (`plugin::registry`).
+//!
+//! [`Plugin`] holds only what the server calls on every plugin. What some plugins have and
+//! others use (upstreams, search paths, zone transfers, EDNS options, metadata, client classes,
+//! a startup wait) a plugin offers by type ([`Plugin::offers`]), found one way:
+//! [`Chain::offered`] and [`Next::offered`]. The chain collects the offers once when it is
+//! built, and picks out those the server reads per question, so no question looks one up.
 //!
 //! The runtime reads only what a directive's setup gives it ([`Configured`]): the server
 //! settings it writes ([`BlockSettings`], HTTP routes among them), the long-lived resources it
@@ -20,7 +27,7 @@
 //! | --- | --- |
 //! | `walk.rs` | the [`Plugin`] trait, [`Next`], the [`Chain`] and its traced walk |
 //! | `replay.rs` | the answer memo's contract: [`Replay`], [`Scope`], [`Lifetime`], [`ReplayPlan`] |
-//! | `capability.rs` | what a block's plugins acquired, found by type ([`Capabilities`]), and the one the runtime reads ([`EndpointWatch`]) |
+//! | `capability.rs` | what plugins offer, found by type ([`Capabilities`]), and the offers the server and the runtime read ([`EdnsOptions`], [`MetadataSource`], [`ClientClasses`], [`StartupWait`], [`AnswersTransfers`], [`EndpointWatch`]) |
 //! | `observer.rs` | [`Observer`] and the [`Exchange`] it sees |
 //! | `setup.rs` | the setup contract: [`Setup`], [`Configured`], [`BuildCtx`], [`Built`] |
 //! | `settings.rs` | [`BlockSettings`], [`HttpRoute`], [`BlockFilter`] |
@@ -44,7 +51,10 @@ mod setup;
 mod walk;
 
 pub use auth::{RequestAuth, ResponseSigner, SignedRequest, Verdict};
-pub use capability::{Capabilities, EndpointWatch, OwnEndpoint, SearchPaths, Upstreams};
+pub use capability::{
+    AnswersTransfers, Capabilities, ClientClasses, EdnsOptions, EndpointWatch, MetadataSource, OwnEndpoint,
+    StartupWait,
+};
 pub use observer::{Exchange, Observer};
 pub use ready::{Readiness, ReadinessCheck};
 pub use replay::{ClientClass, Lifetime, Replay, ReplayPlan, Replayed, Scope, ZoneMark, reorder, reorders};
@@ -59,6 +69,4 @@ pub use setup::{
     AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Configured, NamedFile, Setup, SetupCtx,
     find_configured, previous,
 };
-pub use walk::{
-    Answered, Chain, Detached, DetachedNext, MAX_CHASES, MAX_PLUGINS, Next, Now, Plugin, ReplyFuture, Trace,
-};
+pub use walk::{Answered, Chain, Detached, DetachedNext, Next, Now, Plugin, ReplyFuture};

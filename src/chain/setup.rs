@@ -186,7 +186,7 @@ pub trait Configured: Any + Send + Sync + fmt::Debug {
     }
 
     /// Whether the plugin it builds will know its clients' search paths
-    /// ([`Plugin::search_paths`]): `None` when it never does, `Some(Err(why))` when it would
+    /// (the `SearchPaths` of the plugin kit it offers, [`Plugin::offers`]): `None` when it never does, `Some(Err(why))` when it would
     /// with other options.
     fn offers_search_paths(&self) -> Option<Result<(), String>> {
         None

@@ -25,7 +25,8 @@ use super::metrics::{ForwardMetrics, PluginInstruments, Pool, UpstreamInstrument
 use super::setup::{ForwardConfig, Policy};
 use super::targets::{To, Transport};
 use super::{tls, udp};
-use crate::chain::{Next, Plugin, Replay, ReplyFuture, Upstreams};
+use crate::chain::{Capabilities, Next, Plugin, Replay, ReplyFuture};
+use crate::plugin::kit::Upstreams;
 use crate::plugin::kit::{FairShare, Tap};
 use crate::proto::{Failure, FlagEdit, Forwarded, Question, Reply};
 
@@ -658,8 +659,9 @@ impl Plugin for Forward {
         })
     }
 
-    fn upstreams(&self) -> Option<&dyn Upstreams> {
-        Some(self)
+    /// Its upstreams, which `loop` probes.
+    fn offers(self: Arc<Self>) -> Capabilities {
+        Capabilities::default().with(self as Arc<dyn Upstreams>)
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! | file | what it holds |
 //! | --- | --- |
-//! | `capability.rs` | what plugins offer each other by type: [`Notifier`], [`ClusterFamilies`] |
+//! | `capability.rs` | what plugins offer each other by type: [`Upstreams`], [`SearchPaths`], [`ZoneTransfer`], [`Notifier`], [`ClusterFamilies`] |
 //! | `share.rs` | who a client is ([`ClientDirectory`]) and its share of the upstream ([`UpstreamShare`]) |
 //! | `tap.rs` | [`Tap`]: dnstap's hook for `forward`'s upstream exchanges |
 //! | `fallthrough.rs` | [`Fallthrough`]: the names a plugin's `fallthrough` hands on |
@@ -18,7 +18,9 @@ mod periodic;
 mod share;
 mod tap;
 
-pub use capability::{ClusterFamilies, Notifier, ServiceFamilies, ZoneNotifier};
+pub use capability::{
+    ClusterFamilies, Notifier, SearchPaths, ServiceFamilies, Upstreams, ZoneNotifier, ZoneTransfer,
+};
 pub use fallthrough::Fallthrough;
 pub use periodic::reload_every;
 pub use share::{ClientDirectory, FairShare, PodNamespaces, Refusal, UpstreamShare, UpstreamTicket};
