@@ -9,7 +9,7 @@
 //! ([`MetadataSource`]), the class of clients its answers are made for ([`ClientClasses`],
 //! for the memo), how long the server waits for it at start ([`StartupWait`]), that it answers
 //! zone transfers ([`AnswersTransfers`]), and whether this server's own endpoint is still listed
-//! ([`EndpointWatch`], read at SIGTERM). The chain finds the ones read per question once, when it
+//! ([`OwnEndpoint`], read at SIGTERM). The chain finds the ones read per question once, when it
 //! is built. What plugins offer only one another (upstreams, search paths, zone transfers, a
 //! zone notifier, taps, shares, ...) is in the plugin kit (`plugin::kit`).
 
@@ -25,22 +25,13 @@ use crate::proto::{QueryMetadata, Question};
 
 /// What knows whether clients are still sent to this server: whether its own address (`POD_IP`)
 /// is a ready endpoint of a Service, as the cluster's EndpointSlices say (the `kubernetes`
-/// plugin's watches). SIGTERM's drain keeps answering while it is.
+/// plugin's watches). SIGTERM's drain keeps answering while it is. Offered as
+/// `Arc<dyn OwnEndpoint>` in what a block's plugins acquire ([`Capabilities`]).
 pub trait OwnEndpoint: Send + Sync {
     /// `Some(true)` while the server's own address is a ready endpoint of some Service;
     /// `Some(false)` once it is not; `None` when it cannot tell (no `POD_IP`, no watch of the
     /// API server, or the watch is failing or not synced yet).
     fn listed(&self) -> Option<bool>;
-}
-
-/// A block's [`OwnEndpoint`], as offered in its [`Capabilities`] (found by this type).
-#[derive(Clone)]
-pub struct EndpointWatch(pub Arc<dyn OwnEndpoint>);
-
-impl std::fmt::Debug for EndpointWatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EndpointWatch").finish_non_exhaustive()
-    }
 }
 
 /// Typed values offered by type: what the plugins of one server block acquired

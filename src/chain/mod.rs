@@ -27,7 +27,7 @@
 //! | --- | --- |
 //! | `walk.rs` | the [`Plugin`] trait, [`Next`], the [`Chain`] and its traced walk |
 //! | `replay.rs` | the answer memo's contract: [`Replay`], [`Scope`], [`Lifetime`], [`ReplayPlan`] |
-//! | `capability.rs` | what plugins offer, found by type ([`Capabilities`]), and the offers the server and the runtime read ([`EdnsOptions`], [`MetadataSource`], [`ClientClasses`], [`StartupWait`], [`AnswersTransfers`], [`EndpointWatch`]) |
+//! | `capability.rs` | what plugins offer, found by type ([`Capabilities`]), and the offers the server and the runtime read ([`EdnsOptions`], [`MetadataSource`], [`ClientClasses`], [`StartupWait`], [`AnswersTransfers`], [`OwnEndpoint`]) |
 //! | `observer.rs` | [`Observer`] and the [`Exchange`] it sees |
 //! | `setup.rs` | the setup contract: [`Setup`], [`Configured`], [`BuildCtx`], [`Built`] |
 //! | `settings.rs` | [`BlockSettings`], [`HttpRoute`], [`BlockFilter`] |
@@ -52,8 +52,7 @@ mod walk;
 
 pub use auth::{RequestAuth, ResponseSigner, SignedRequest, Verdict};
 pub use capability::{
-    AnswersTransfers, Capabilities, ClientClasses, EdnsOptions, EndpointWatch, MetadataSource, OwnEndpoint,
-    StartupWait,
+    AnswersTransfers, Capabilities, ClientClasses, EdnsOptions, MetadataSource, OwnEndpoint, StartupWait,
 };
 pub use observer::{Exchange, Observer};
 pub use ready::{Readiness, ReadinessCheck};
@@ -67,6 +66,5 @@ pub use settings::{
 pub use setup::set_up;
 pub use setup::{
     AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Configured, NamedFile, Setup, SetupCtx,
-    find_configured, previous,
 };
 pub use walk::{Answered, Chain, Detached, DetachedNext, Next, Now, Plugin, ReplyFuture};

@@ -193,20 +193,6 @@ pub trait Configured: Any + Send + Sync + fmt::Debug {
     }
 }
 
-/// The configured value of type `T` among a block's directives.
-pub fn find_configured<'a, T: Configured>(
-    configured: &'a [(&'static str, Arc<dyn Configured>)],
-) -> Option<&'a T> {
-    configured
-        .iter()
-        .find_map(|(_, c)| (c.as_ref() as &dyn Any).downcast_ref::<T>())
-}
-
-/// The `previous` use of a directive whose setup folds repeated uses, as its own type.
-pub fn previous<'a, T: Configured>(ctx: &SetupCtx<'a>) -> Option<&'a T> {
-    ctx.previous.and_then(|p| (p as &dyn Any).downcast_ref::<T>())
-}
-
 /// For setups' unit tests: `text` (a directive line, maybe with its block) set up by `setup`
 /// as the only directive of a `.:53` block in `Corefile`, with no zones, the folder `.` and
 /// no earlier use; the configured value, or the error as a user reads it.

@@ -13,7 +13,7 @@
 //!   `lib`) on anything but plugins: of `plugin`, `app`, `config` and the harnesses import only
 //!   the registry, so a plugin is a folder and a line in the registry, never a runtime edit.
 //!   No runtime file imports the plugin kit: none must (what the runtime reads of plugins,
-//!   such as the `EndpointWatch` SIGTERM reads, is in `chain`); the server imports no plugin.
+//!   such as the `OwnEndpoint` SIGTERM reads, is in `chain`); the server imports no plugin.
 //!
 //! Every `crate::NAME` path counts, in `use` lines and inline, tests included.
 //!

@@ -9,12 +9,14 @@
 //! | `tap.rs` | [`Tap`]: dnstap's hook for `forward`'s upstream exchanges |
 //! | `fallthrough.rs` | [`Fallthrough`]: the names a plugin's `fallthrough` hands on |
 //! | `periodic.rs` | [`reload_every`]: the timer that checks a plugin's files for changes |
+//! | `setup.rs` | [`previous`]: the earlier use of a directive whose setup folds repeated uses |
 //!
 //! Imports `proto` and `chain`.
 
 mod capability;
 mod fallthrough;
 mod periodic;
+mod setup;
 mod share;
 mod tap;
 
@@ -23,5 +25,6 @@ pub use capability::{
 };
 pub use fallthrough::Fallthrough;
 pub use periodic::reload_every;
+pub use setup::previous;
 pub use share::{ClientDirectory, FairShare, PodNamespaces, Refusal, UpstreamShare, UpstreamTicket};
 pub use tap::{Tap, TapKind, TapMessage, TapSink};
