@@ -321,6 +321,7 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
                     .as_ref()
                     .map(|zs| if zs.is_empty() { zones.clone() } else { zs.clone() }),
                 auth: block.settings.auth.clone(),
+                transfers: block.settings.transfers,
                 observers: observers(block, &zones, env.metrics, &server, &observing),
             });
         }

@@ -7,9 +7,8 @@
 //! The offers the server and the runtime read are defined here: the EDNS options a plugin adds
 //! to replies ([`EdnsOptions`], `nsid`'s), what it publishes about a question for `metadata`
 //! ([`MetadataSource`]), the class of clients its answers are made for ([`ClientClasses`],
-//! for the memo), how long the server waits for it at start ([`StartupWait`]), that it answers
-//! zone transfers ([`AnswersTransfers`]), and whether this server's own endpoint is still listed
-//! ([`OwnEndpoint`], read at SIGTERM). The chain finds the ones read per question once, when it
+//! for the memo), how long the server waits for it at start ([`StartupWait`]), and whether
+//! this server's own endpoint is still listed ([`OwnEndpoint`], read at SIGTERM). The chain finds the ones read per question once, when it
 //! is built. What plugins offer only one another (upstreams, search paths, zone transfers, a
 //! zone notifier, taps, shares, ...) is in the plugin kit (`plugin::kit`).
 
@@ -128,8 +127,3 @@ pub trait ClientClasses: Send + Sync {
 /// CoreDNS holds its server until the informers have synced. Zero: not at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StartupWait(pub Duration);
-
-/// Offered by a plugin that answers zone transfer questions (`transfer`): the server refuses
-/// AXFR and IXFR in blocks where none does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AnswersTransfers;

@@ -27,9 +27,9 @@
 //! | --- | --- |
 //! | `walk.rs` | the [`Plugin`] trait, [`Next`], the [`Chain`] and its traced walk |
 //! | `replay.rs` | the answer memo's contract: [`Replay`], [`Scope`], [`Lifetime`], [`ReplayPlan`] |
-//! | `capability.rs` | what plugins offer, found by type ([`Capabilities`]), and the offers the server and the runtime read ([`EdnsOptions`], [`MetadataSource`], [`ClientClasses`], [`StartupWait`], [`AnswersTransfers`], [`OwnEndpoint`]) |
+//! | `capability.rs` | what plugins offer, found by type ([`Capabilities`]), and the offers the server and the runtime read ([`EdnsOptions`], [`MetadataSource`], [`ClientClasses`], [`StartupWait`], [`OwnEndpoint`]) |
 //! | `observer.rs` | [`Observer`] and the [`Exchange`] it sees |
-//! | `setup.rs` | the setup contract: [`Setup`], [`Configured`], [`BuildCtx`], [`Built`] |
+//! | `setup.rs` | the setup contract: [`SetupCtx`], [`Configured`], [`BuildCtx`], [`Built`] |
 //! | `settings.rs` | [`BlockSettings`], [`HttpRoute`], [`BlockFilter`] |
 //! | `resources.rs` | [`Resources`]: the typed store that outlives configurations |
 //! | `ready.rs` | [`Readiness`]: what `/ready` reads |
@@ -51,20 +51,16 @@ mod setup;
 mod walk;
 
 pub use auth::{RequestAuth, ResponseSigner, SignedRequest, Verdict};
-pub use capability::{
-    AnswersTransfers, Capabilities, ClientClasses, EdnsOptions, MetadataSource, OwnEndpoint, StartupWait,
-};
+pub use capability::{Capabilities, ClientClasses, EdnsOptions, MetadataSource, OwnEndpoint, StartupWait};
 pub use observer::{Exchange, Observer};
 pub use ready::{Readiness, ReadinessCheck};
 pub use replay::{ClientClass, Lifetime, Replay, ReplayPlan, Replayed, Scope, ZoneMark, reorder, reorders};
 pub use resources::{Acquired, Resources};
 pub use settings::{
-    Beside, BlockFilter, BlockSettings, HttpCtx, HttpRoute, MakeRouter, ProxyPolicy, ProxyProtocol,
-    QuicOptions, ReloadSettings, StreamTimeouts,
+    BlockFilter, BlockSettings, HttpCtx, HttpRoute, ProxyPolicy, ProxyProtocol, QuicOptions, ReloadSettings,
+    StreamTimeouts,
 };
 #[cfg(test)]
 pub use setup::set_up;
-pub use setup::{
-    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Configured, NamedFile, Setup, SetupCtx,
-};
+pub use setup::{AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Configured, NamedFile, SetupCtx};
 pub use walk::{Answered, Chain, Detached, DetachedNext, Next, Now, Plugin, ReplyFuture};

@@ -21,7 +21,7 @@ use hickory_proto::op::{Edns, ResponseCode};
 use hickory_proto::rr::rdata::opt::EdnsOption;
 use hickory_proto::rr::{DNSClass, Name, RecordType};
 
-use super::capability::{AnswersTransfers, Capabilities, ClientClasses, EdnsOptions, MetadataSource};
+use super::capability::{Capabilities, ClientClasses, EdnsOptions, MetadataSource};
 use super::replay::{ClientClass, Lifetime, Replay, ReplayPlan, Replayed, Scope, ZoneMark};
 use crate::proto::{Answer, ChangeCounter, Failure, NO_PLUGIN_ANSWERED, QueryMetadata, Question, Reply};
 
@@ -483,8 +483,6 @@ struct Offers {
     metadata: Box<[Arc<dyn MetadataSource>]>,
     /// Plugin `i`'s classes of clients ([`ClientClasses`]), if it offers them.
     classes: Box<[Option<Arc<dyn ClientClasses>>]>,
-    /// Some plugin answers zone transfers ([`AnswersTransfers`]).
-    transfers: bool,
 }
 
 impl Offers {
@@ -503,7 +501,6 @@ impl Offers {
                 .iter()
                 .map(|c| c.first::<Arc<dyn ClientClasses>>().cloned())
                 .collect(),
-            transfers: each.iter().any(|c| c.first::<AnswersTransfers>().is_some()),
             each,
         }
     }
@@ -571,11 +568,6 @@ impl Chain {
     /// ([`Plugin::classes`]).
     pub fn answers_class(&self, class: DNSClass) -> bool {
         class == DNSClass::IN || self.plugins.iter().any(|p| p.classes().contains(&class))
-    }
-
-    /// True when a plugin answers zone transfers ([`AnswersTransfers`]).
-    pub fn answers_transfers(&self) -> bool {
-        self.offers.transfers
     }
 
     /// The zones the plugins' answers depend on.

@@ -7,7 +7,7 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, RecordType};
 
 use super::setup::{Allowed, TransferConfig};
-use crate::chain::{AnswersTransfers, Capabilities, Next, Now, Plugin, Replay, ReplyFuture};
+use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
 use crate::plugin::kit::ZoneTransfer;
 use crate::proto::{Answer, Failure, FlagEdit, Question, Reply};
 
@@ -81,11 +81,6 @@ impl Plugin for Transfer {
         } else {
             Replay::Same
         }
-    }
-
-    /// That it answers zone transfers (the server refuses them in blocks without one).
-    fn offers(self: Arc<Self>) -> Capabilities {
-        Capabilities::default().with(AnswersTransfers)
     }
 
     fn serve_now(&self, q: &Question, next: &Next<'_>) -> Now {
