@@ -46,7 +46,9 @@ impl BlockConfig {
     /// The configured directive of type `T`, if the block has it (for tests and tools; the
     /// runtime reads [`BlockConfig::settings`]).
     pub fn get<T: Configured>(&self) -> Option<&T> {
-        crate::chain::find_configured(&self.plugins)
+        self.plugins
+            .iter()
+            .find_map(|(_, c)| (c.as_ref() as &dyn std::any::Any).downcast_ref::<T>())
     }
 
     /// The plugins this block configures, by directive name, in chain order (for

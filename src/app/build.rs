@@ -17,7 +17,7 @@ use hickory_proto::rr::Name;
 
 use crate::chain::{
     AcquireCtx, AcquireError, BuildCtx, Capabilities, Chain, Observer, Plugin, ProxyProtocol, QuicOptions,
-    ReadinessCheck, Resources, StreamTimeouts,
+    ReadinessCheck, Resources, StartupWait, StreamTimeouts,
 };
 use crate::config::{BlockConfig, Config};
 use crate::corefile::Scheme;
@@ -139,17 +139,18 @@ impl Generation {
         }
     }
 
-    /// Holds until every plugin that asks for it ([`Plugin::startup_wait`]) is ready, each
+    /// Holds until every plugin that asks for it ([`StartupWait`]) is ready, each
     /// for at most its own wait: called at start, before the listeners are bound, so the first
     /// answers come from synced data when the data comes in time.
     pub async fn wait_for_startup(&self) {
-        let plugins: Vec<&Arc<dyn Plugin>> = self
+        let plugins: Vec<(&Arc<dyn Plugin>, Duration)> = self
             .chains
             .iter()
-            .flat_map(|c| c.plugins().iter())
-            .filter(|p| !p.startup_wait().is_zero())
+            .flat_map(|c| c.offered::<StartupWait>())
+            .filter(|(_, wait)| !wait.0.is_zero())
+            .map(|(p, wait)| (p, wait.0))
             .collect();
-        let Some(longest) = plugins.iter().map(|p| p.startup_wait()).max() else {
+        let Some(longest) = plugins.iter().map(|(_, wait)| *wait).max() else {
             return;
         };
         let started = tokio::time::Instant::now();
@@ -159,8 +160,8 @@ impl Generation {
             let waited = started.elapsed();
             let waiting: Vec<String> = plugins
                 .iter()
-                .filter(|p| waited < p.startup_wait())
-                .flat_map(|p| p.not_ready())
+                .filter(|(_, wait)| waited < *wait)
+                .flat_map(|(p, _)| p.not_ready())
                 .collect();
             if waiting.is_empty() {
                 break;
@@ -171,7 +172,7 @@ impl Generation {
             }
             tokio::time::sleep(STARTUP_POLL).await;
         }
-        let late: Vec<String> = plugins.iter().flat_map(|p| p.not_ready()).collect();
+        let late: Vec<String> = plugins.iter().flat_map(|(p, _)| p.not_ready()).collect();
         if !late.is_empty() {
             tracing::warn!(waited = ?started.elapsed(), waiting = %late.join("; "), "serving before every plugin is ready");
         } else if logged {
@@ -320,6 +321,7 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
                     .as_ref()
                     .map(|zs| if zs.is_empty() { zones.clone() } else { zs.clone() }),
                 auth: block.settings.auth.clone(),
+                transfers: block.settings.transfers,
                 observers: observers(block, &zones, env.metrics, &server, &observing),
             });
         }

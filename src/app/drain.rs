@@ -1,17 +1,18 @@
 //! SIGTERM's drain: how long DNS keeps answering after `/ready` turned 503. CoreDNS's `lameduck`
 //! is a guess (answer for a fixed time and hope every node stopped sending); here the server
-//! watches its own endpoint in the cluster's EndpointSlices ([`EndpointWatch`], offered by the
+//! watches its own endpoint in the cluster's EndpointSlices ([`OwnEndpoint`], offered by the
 //! `kubernetes` plugin): it answers while the endpoint is ready in a Service, then a
 //! propagation margin for kube-proxy on every node to follow, and stops. `lameduck` stays the
 //! upper bound, and is the whole wait when the endpoint cannot be followed (no `POD_IP`, no
 //! API watch, a failing watch). Each step is logged with its timing and shown in
 //! `cluster_dns_shutdown_phase`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::chain::EndpointWatch;
+use crate::chain::OwnEndpoint;
 use crate::telemetry::shutdown::{ShutdownMetrics, ShutdownPhase};
 
 /// How often the endpoint is looked at while it is listed.
@@ -28,10 +29,10 @@ enum Seen {
     Unknown,
 }
 
-fn look(watches: &[EndpointWatch]) -> Seen {
+fn look(watches: &[Arc<dyn OwnEndpoint>]) -> Seen {
     let mut seen = Seen::Unknown;
     for w in watches {
-        match w.0.listed() {
+        match w.listed() {
             Some(true) => return Seen::Listed,
             Some(false) => seen = Seen::Gone,
             None => {}
@@ -44,7 +45,7 @@ fn look(watches: &[EndpointWatch]) -> Seen {
 /// `margin` (within what is left of `lameduck`); the whole `lameduck` when the endpoint cannot
 /// be followed. Returns at once when `lameduck` is zero (no `health { lameduck }`).
 pub(super) async fn drain(
-    watches: &[EndpointWatch],
+    watches: &[Arc<dyn OwnEndpoint>],
     lameduck: Duration,
     margin: Duration,
     phases: Option<&ShutdownMetrics>,

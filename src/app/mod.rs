@@ -41,7 +41,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::chain::{Chain, EndpointWatch, Readiness};
+use crate::chain::{Chain, OwnEndpoint, Readiness};
 use crate::config::Config;
 use crate::server::ServerError;
 use crate::telemetry::DnsMetrics;
@@ -147,8 +147,8 @@ impl Running {
     /// here (see `drain`), never longer than the lameduck duration; then every listener stops.
     pub async fn shutdown(self) -> Result<(), ServerError> {
         self.inner.shared.readiness.set_shutting_down();
-        let watches: Vec<EndpointWatch> = self
-            .acquired::<EndpointWatch>()
+        let watches: Vec<Arc<dyn OwnEndpoint>> = self
+            .acquired::<Arc<dyn OwnEndpoint>>()
             .iter()
             .map(|w| (**w).clone())
             .collect();

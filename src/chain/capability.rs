@@ -1,56 +1,31 @@
-//! What plugins offer one another without naming each other: the upstreams a question can be
-//! sent to ([`Upstreams`], `forward`'s, probed by `loop`), the search paths of the clients
-//! ([`SearchPaths`], the kubernetes plugin's, walked by `autopath`), who tells secondaries of a
-//! changed zone ([`Notifier`], `transfer`'s, called by `file`), whether this server's own
-//! endpoint is still listed ([`EndpointWatch`], `kubernetes`'s, read at SIGTERM), and, while a server
-//! block is built, the long-lived values its plugins acquired ([`Capabilities`], the cluster
-//! source `kubernetes` shares with `k8s_external`), found by their type; and whether any
-//! Service has an IPv6 address ([`ClusterFamilies`], `kubernetes`'s, read by `noaaaa auto`).
+//! What plugins offer by type, found ONE way: a bag of typed values ([`Capabilities`]), which
+//! a directive returns when it acquires its resources ([`crate::chain::Configured::acquire`],
+//! the cluster source `kubernetes` shares with `k8s_external`) and a built plugin when its chain
+//! is built ([`crate::chain::Plugin::offers`]; found with [`crate::chain::Chain::offered`] and
+//! [`crate::chain::Next::offered`]).
+//!
+//! The offers the server and the runtime read are defined here: the EDNS options a plugin adds
+//! to replies ([`EdnsOptions`], `nsid`'s), what it publishes about a question for `metadata`
+//! ([`MetadataSource`]), the class of clients its answers are made for ([`ClientClasses`],
+//! for the memo), how long the server waits for it at start ([`StartupWait`]), and whether
+//! this server's own endpoint is still listed ([`OwnEndpoint`], read at SIGTERM). The chain finds the ones read per question once, when it
+//! is built. What plugins offer only one another (upstreams, search paths, zone transfers, a
+//! zone notifier, taps, shares, ...) is in the plugin kit (`plugin::kit`).
 
 use std::any::Any;
-use std::future::Future;
-use std::net::SocketAddr;
-use std::pin::Pin;
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use hickory_proto::rr::Name;
+use hickory_proto::op::Edns;
+use hickory_proto::rr::rdata::opt::EdnsOption;
 
-/// Upstream servers a question can be sent to, one by one (what `forward` offers, and what the
-/// `loop` plugin probes through).
-pub trait Upstreams: Send + Sync {
-    /// How many upstreams there are.
-    fn count(&self) -> usize;
-    /// True when the upstreams would be asked for `name`.
-    fn handles(&self, name: &Name) -> bool;
-    /// Sends a loop probe (`HINFO name`) to upstream `index`; true when any reply came.
-    fn probe(&self, index: usize, name: Name) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
-    /// Stops using upstream `index` for good (it loops back to this server); its address when
-    /// this call took it out of use.
-    fn mark_looping(&self, index: usize) -> Option<SocketAddr>;
-}
-
-/// What knows each client's resolv.conf search path (CoreDNS's AutoPather).
-pub trait SearchPaths: Send + Sync {
-    /// The search domains a client at `client` walks, in order (without the bare name); `None`
-    /// when it is not known (the client is not a pod this source knows).
-    fn search_path(&self, client: std::net::IpAddr) -> Option<Vec<Name>>;
-}
-
-/// What tells a block's secondaries that a zone changed (RFC 1996 NOTIFY to `transfer`'s `to`
-/// addresses). A plugin whose zone data changes (`file`, when it loads and reloads a zone)
-/// calls it through the [`Notifier`] its block offers.
-pub trait ZoneNotifier: Send + Sync + std::fmt::Debug {
-    /// `zone` (its apex) has new data: its secondaries are told, in the background.
-    fn zone_changed(&self, zone: &Name);
-}
-
-/// The block's [`ZoneNotifier`], as offered in its [`Capabilities`] (found by this type).
-#[derive(Debug, Clone)]
-pub struct Notifier(pub Arc<dyn ZoneNotifier>);
+use crate::proto::{QueryMetadata, Question};
 
 /// What knows whether clients are still sent to this server: whether its own address (`POD_IP`)
 /// is a ready endpoint of a Service, as the cluster's EndpointSlices say (the `kubernetes`
-/// plugin's watches). SIGTERM's drain keeps answering while it is.
+/// plugin's watches). SIGTERM's drain keeps answering while it is. Offered as
+/// `Arc<dyn OwnEndpoint>` in what a block's plugins acquire ([`Capabilities`]).
 pub trait OwnEndpoint: Send + Sync {
     /// `Some(true)` while the server's own address is a ready endpoint of some Service;
     /// `Some(false)` once it is not; `None` when it cannot tell (no `POD_IP`, no watch of the
@@ -58,37 +33,10 @@ pub trait OwnEndpoint: Send + Sync {
     fn listed(&self) -> Option<bool>;
 }
 
-/// A block's [`OwnEndpoint`], as offered in its [`Capabilities`] (found by this type).
-#[derive(Clone)]
-pub struct EndpointWatch(pub Arc<dyn OwnEndpoint>);
-
-impl std::fmt::Debug for EndpointWatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EndpointWatch").finish_non_exhaustive()
-    }
-}
-
-/// What knows the address families of the cluster's Services (the `kubernetes` plugin's zone):
-/// `noaaaa auto` answers AAAA locally only while no Service has an IPv6 address.
-pub trait ServiceFamilies: Send + Sync {
-    /// `Some(true)` while some Service has an IPv6 ClusterIP or endpoint address,
-    /// `Some(false)` while none has; `None` when it cannot tell (the zone has not synced
-    /// yet). Cheap: read on every question it matters to.
-    fn has_ipv6(&self) -> Option<bool>;
-}
-
-/// A block's [`ServiceFamilies`], as offered in its [`Capabilities`] (found by this type).
-#[derive(Clone)]
-pub struct ClusterFamilies(pub Arc<dyn ServiceFamilies>);
-
-impl std::fmt::Debug for ClusterFamilies {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClusterFamilies").finish_non_exhaustive()
-    }
-}
-
-/// The values the plugins of one server block acquired ([`crate::chain::Configured::acquire`]),
-/// offered to every plugin of the block when it is built, found by their type.
+/// Typed values offered by type: what the plugins of one server block acquired
+/// ([`crate::chain::Configured::acquire`]), offered to every plugin of the block when it is
+/// built, and what a built plugin offers ([`crate::chain::Plugin::offers`]). A value is any
+/// `'static` type, often an `Arc<dyn Trait>`.
 #[derive(Clone, Default)]
 pub struct Capabilities {
     items: Vec<Arc<dyn Any + Send + Sync>>,
@@ -106,6 +54,19 @@ impl Capabilities {
     /// Offers `value` to the block's plugins.
     pub fn offer<T: Any + Send + Sync>(&mut self, value: Arc<T>) {
         self.items.push(value);
+    }
+
+    /// `self` with `value` offered too (a plugin's [`crate::chain::Plugin::offers`]:
+    /// `Capabilities::default().with(self as Arc<dyn EdnsOptions>)`).
+    #[must_use]
+    pub fn with<T: Any + Send + Sync>(mut self, value: T) -> Self {
+        self.items.push(Arc::new(value));
+        self
+    }
+
+    /// The first value of type `T` offered, borrowed.
+    pub(super) fn first<T: Any>(&self) -> Option<&T> {
+        self.items.iter().find_map(|v| v.as_ref().downcast_ref::<T>())
     }
 
     /// Adds what `other` offers.
@@ -131,3 +92,38 @@ impl Capabilities {
         &self.items
     }
 }
+
+/// The EDNS options a plugin adds to the reply's OPT (`nsid`), offered as
+/// `Arc<dyn EdnsOptions>`.
+pub trait EdnsOptions: Send + Sync {
+    /// Its options for a reply to a request with `request` as its OPT (`nsid`: its NSID when
+    /// the request carries one). Asked for every reply of its block to a request with an OPT,
+    /// after the chain answered; they must depend on the request alone (the answer memo
+    /// replays them with the reply).
+    fn edns_options(&self, request: &Edns) -> Vec<EdnsOption>;
+}
+
+/// What a plugin publishes about each question for `metadata` (`kubernetes/client-namespace`),
+/// offered as `Arc<dyn MetadataSource>`.
+pub trait MetadataSource: Send + Sync {
+    /// Publishes what it knows of `q` into `md`; called once per question before routing
+    /// decides on its block, only in blocks with `metadata` whose zones cover the name. Must be
+    /// quick and touch no I/O.
+    fn metadata(&self, q: &Question, md: &QueryMetadata);
+}
+
+/// The class of clients a plugin's answers depend on, offered as `Arc<dyn ClientClasses>` by a
+/// plugin that marks answers with [`crate::chain::Next::for_clients_of`] (`kubernetes`'s
+/// `topology`, `dnspolicy`'s views).
+pub trait ClientClasses: Send + Sync {
+    /// The class of `client` now, as its answer would read it. The answer memo asks it before
+    /// replaying such an answer, and replays only one made for the same class. Must be quick
+    /// and touch no I/O. `None`: no class (no replay).
+    fn client_class(&self, client: IpAddr) -> Option<u64>;
+}
+
+/// How long the server may hold off serving at start until the plugin offering it is ready
+/// ([`crate::chain::Plugin::not_ready`] empty): the kubernetes plugin's `startup_timeout`, as
+/// CoreDNS holds its server until the informers have synced. Zero: not at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartupWait(pub Duration);

@@ -8,8 +8,15 @@
 //! plugin keep it, or was it decided for the client who asked?). The safe default is "decided for
 //! this client": a plugin that forgets to declare costs speed, never a leak. Every store of
 //! answers honours it (the memo, the cache and its prefetch and serve_stale); the test
-//! `tests/integration/contract.rs` asks every registered directive from two clients. The server never names a
-//! plugin; which plugins exist and their order is the registry's business (`plugin::registry`).
+//! `tests/integration/contract.rs` asks every registered directive from two clients. The server
+//! never names a plugin; which plugins exist and their order is the registry's business
+//! (`plugin::registry`).
+//!
+//! [`Plugin`] holds only what the server calls on every plugin. What some plugins have and
+//! others use (upstreams, search paths, zone transfers, EDNS options, metadata, client classes,
+//! a startup wait) a plugin offers by type ([`Plugin::offers`]), found one way:
+//! [`Chain::offered`] and [`Next::offered`]. The chain collects the offers once when it is
+//! built, and picks out those the server reads per question, so no question looks one up.
 //!
 //! The runtime reads only what a directive's setup gives it ([`Configured`]): the server
 //! settings it writes ([`BlockSettings`], HTTP routes among them), the long-lived resources it
@@ -20,55 +27,40 @@
 //! | --- | --- |
 //! | `walk.rs` | the [`Plugin`] trait, [`Next`], the [`Chain`] and its traced walk |
 //! | `replay.rs` | the answer memo's contract: [`Replay`], [`Scope`], [`Lifetime`], [`ReplayPlan`] |
-//! | `capability.rs` | what plugins offer each other by type: [`Upstreams`], [`SearchPaths`], [`Notifier`], [`ClusterFamilies`], [`Capabilities`] |
+//! | `capability.rs` | what plugins offer, found by type ([`Capabilities`]), and the offers the server and the runtime read ([`EdnsOptions`], [`MetadataSource`], [`ClientClasses`], [`StartupWait`], [`OwnEndpoint`]) |
 //! | `observer.rs` | [`Observer`] and the [`Exchange`] it sees |
-//! | `setup.rs` | the setup contract: [`Setup`], [`Configured`], [`BuildCtx`], [`Built`] |
+//! | `setup.rs` | the setup contract: [`SetupCtx`], [`Configured`], [`BuildCtx`], [`Built`] |
 //! | `settings.rs` | [`BlockSettings`], [`HttpRoute`], [`BlockFilter`] |
 //! | `resources.rs` | [`Resources`]: the typed store that outlives configurations |
 //! | `ready.rs` | [`Readiness`]: what `/ready` reads |
 //! | `auth.rs` | [`RequestAuth`]: a block's check of signed requests and the signing of replies |
-//! | `tap.rs` | [`Tap`]: dnstap's hook for `forward`'s upstream exchanges |
-//! | `share.rs` | who a client is ([`ClientDirectory`]) and its share of the upstream ([`UpstreamShare`]) |
+//!
+//! What plugins share only with one another (upstreams, search paths, taps, shares, ...) is
+//! not here: it is the plugin kit, `plugin::kit`.
 //!
 //! Imports `proto`, `corefile` and `telemetry`.
 
 mod auth;
 mod capability;
-mod fallthrough;
 mod observer;
-mod periodic;
 mod ready;
 mod replay;
 mod resources;
 mod settings;
 mod setup;
-mod share;
-mod tap;
 mod walk;
 
 pub use auth::{RequestAuth, ResponseSigner, SignedRequest, Verdict};
-pub use capability::{
-    Capabilities, ClusterFamilies, EndpointWatch, Notifier, OwnEndpoint, SearchPaths, ServiceFamilies,
-    Upstreams, ZoneNotifier,
-};
-pub use fallthrough::Fallthrough;
+pub use capability::{Capabilities, ClientClasses, EdnsOptions, MetadataSource, OwnEndpoint, StartupWait};
 pub use observer::{Exchange, Observer};
-pub use periodic::reload_every;
 pub use ready::{Readiness, ReadinessCheck};
 pub use replay::{ClientClass, Lifetime, Replay, ReplayPlan, Replayed, Scope, ZoneMark, reorder, reorders};
 pub use resources::{Acquired, Resources};
 pub use settings::{
-    Beside, BlockFilter, BlockSettings, HttpCtx, HttpRoute, MakeRouter, ProxyPolicy, ProxyProtocol,
-    QuicOptions, ReloadSettings, StreamTimeouts,
+    BlockFilter, BlockSettings, HttpCtx, HttpRoute, ProxyPolicy, ProxyProtocol, QuicOptions, ReloadSettings,
+    StreamTimeouts,
 };
 #[cfg(test)]
 pub use setup::set_up;
-pub use setup::{
-    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Configured, NamedFile, Setup, SetupCtx,
-    find_configured, previous,
-};
-pub use share::{ClientDirectory, FairShare, PodNamespaces, Refusal, UpstreamShare, UpstreamTicket};
-pub use tap::{Tap, TapKind, TapMessage, TapSink};
-pub use walk::{
-    Answered, Chain, Detached, DetachedNext, MAX_CHASES, MAX_PLUGINS, Next, Now, Plugin, ReplyFuture, Trace,
-};
+pub use setup::{AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Configured, NamedFile, SetupCtx};
+pub use walk::{Answered, Chain, Detached, DetachedNext, Next, Now, Plugin, ReplyFuture};

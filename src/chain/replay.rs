@@ -138,7 +138,7 @@ pub struct ReplayPlan {
 /// A reply made for every client of one class ([`crate::chain::Next::for_clients_of`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientClass {
-    /// The plugin that classifies clients ([`crate::chain::Plugin::client_class`]): its index
+    /// The plugin that classifies clients ([`crate::chain::ClientClasses`]): its index
     /// in the chain.
     pub plugin: usize,
     /// The class the reply was made for.

@@ -113,11 +113,10 @@ pub struct HttpCtx<'a> {
 }
 
 /// Makes a route's handler when its listener starts.
-pub type MakeRouter = Arc<dyn Fn(HttpCtx<'_>) -> axum::Router + Send + Sync>;
+type MakeRouter = Arc<dyn Fn(HttpCtx<'_>) -> axum::Router + Send + Sync>;
 
 /// Work that runs beside a listener while it serves, given the address it is bound to.
-pub type Beside =
-    Arc<dyn Fn(SocketAddr, HttpCtx<'_>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+type Beside = Arc<dyn Fn(SocketAddr, HttpCtx<'_>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
 /// A path a plugin serves over HTTP on an address (`/health` on `:8080`). Routes of every
 /// block on one address share one listener, as in CoreDNS.
@@ -192,6 +191,9 @@ pub struct BlockSettings {
     /// Its listeners' PROXY protocol handling (`proxyproto`); the first block of a listen
     /// address that has it decides.
     pub proxy: Option<Arc<ProxyProtocol>>,
+    /// A plugin answers zone transfers (`transfer`): the server refuses AXFR and IXFR in
+    /// blocks without one.
+    pub transfers: bool,
 }
 
 impl Default for BlockSettings {
@@ -215,6 +217,7 @@ impl Default for BlockSettings {
             quic: None,
             https3: None,
             proxy: None,
+            transfers: false,
         }
     }
 }

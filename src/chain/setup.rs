@@ -1,4 +1,5 @@
-//! The setup contract: every directive is parsed by one [`Setup`] into a [`Configured`] value.
+//! The setup contract: every directive is parsed by one setup (a function of the directive and
+//! its [`SetupCtx`], listed in the registry) into a [`Configured`] value.
 //! What that value does for its server block, in the order the runtime asks:
 //! 1. [`Configured::configure`]: the settings of the server that runs the block (listen
 //!    addresses, UDP size, TLS, HTTP routes, ...; see [`BlockSettings`]);
@@ -61,9 +62,6 @@ impl SetupCtx<'_> {
         d.expect_no_block()
     }
 }
-
-/// A plugin's setup: parses one directive.
-pub type Setup = fn(&Directive, &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError>;
 
 /// What a plugin acquiring its resources may use ([`Configured::acquire`]).
 #[derive(Debug, Clone, Copy)]
@@ -186,32 +184,22 @@ pub trait Configured: Any + Send + Sync + fmt::Debug {
     }
 
     /// Whether the plugin it builds will know its clients' search paths
-    /// ([`Plugin::search_paths`]): `None` when it never does, `Some(Err(why))` when it would
+    /// (the `SearchPaths` of the plugin kit it offers, [`Plugin::offers`]): `None` when it never does, `Some(Err(why))` when it would
     /// with other options.
     fn offers_search_paths(&self) -> Option<Result<(), String>> {
         None
     }
 }
 
-/// The configured value of type `T` among a block's directives.
-pub fn find_configured<'a, T: Configured>(
-    configured: &'a [(&'static str, Arc<dyn Configured>)],
-) -> Option<&'a T> {
-    configured
-        .iter()
-        .find_map(|(_, c)| (c.as_ref() as &dyn Any).downcast_ref::<T>())
-}
-
-/// The `previous` use of a directive whose setup folds repeated uses, as its own type.
-pub fn previous<'a, T: Configured>(ctx: &SetupCtx<'a>) -> Option<&'a T> {
-    ctx.previous.and_then(|p| (p as &dyn Any).downcast_ref::<T>())
-}
+/// A setup, as the registry lists them (`plugin::registry::Setup`).
+#[cfg(test)]
+type SetupFn = fn(&Directive, &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError>;
 
 /// For setups' unit tests: `text` (a directive line, maybe with its block) set up by `setup`
 /// as the only directive of a `.:53` block in `Corefile`, with no zones, the folder `.` and
 /// no earlier use; the configured value, or the error as a user reads it.
 #[cfg(test)]
-pub fn set_up(text: &str, setup: Setup) -> Result<Arc<dyn Configured>, String> {
+pub fn set_up(text: &str, setup: SetupFn) -> Result<Arc<dyn Configured>, String> {
     let cf = crate::corefile::Corefile::parse_str(&format!(".:53 {{\n{text}\n}}\n"), Path::new("Corefile"))
         .map_err(|e| e.to_string())?;
     let d = cf

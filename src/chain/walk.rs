@@ -5,7 +5,7 @@
 //! A plugin that can answer without awaiting says so per question ([`Plugin::serve_now`]): the
 //! walk runs through such plugins as plain calls and builds a future only for the first that
 //! needs one, so an answer from memory costs no boxed future.
-//! The walk is traced ([`Trace`]): which plugins the question visited and which one wrote the
+//! The walk is traced (`Trace`): which plugins the question visited and which one wrote the
 //! reply, so the reply can be labelled and judged for replay ([`crate::chain::ReplayPlan`]).
 //!
 //! The trait, [`Next`] and [`Chain`] share this file: each is written in terms of the others.
@@ -16,13 +16,12 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 use hickory_proto::op::{Edns, ResponseCode};
 use hickory_proto::rr::rdata::opt::EdnsOption;
-use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
+use hickory_proto::rr::{DNSClass, Name, RecordType};
 
-use super::capability::{SearchPaths, Upstreams};
+use super::capability::{Capabilities, ClientClasses, EdnsOptions, MetadataSource};
 use super::replay::{ClientClass, Lifetime, Replay, ReplayPlan, Replayed, Scope, ZoneMark};
 use crate::proto::{Answer, ChangeCounter, Failure, NO_PLUGIN_ANSWERED, QueryMetadata, Question, Reply};
 
@@ -30,7 +29,7 @@ use crate::proto::{Answer, ChangeCounter, Failure, NO_PLUGIN_ANSWERED, QueryMeta
 pub type ReplyFuture<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
 
 /// The most plugins one chain holds (the trace is a bit set).
-pub const MAX_PLUGINS: usize = 32;
+const MAX_PLUGINS: usize = 32;
 
 /// What a plugin answers to a question without awaiting anything ([`Plugin::serve_now`]).
 #[derive(Debug)]
@@ -45,9 +44,11 @@ pub enum Now {
     Later,
 }
 
-/// One plugin in a chain. See the module docs for what the server reads. (`Any`: the runtime
-/// and tests may look a concrete plugin up with [`Chain::find`]; the server never does.)
-pub trait Plugin: Any + Send + Sync + fmt::Debug {
+/// One plugin in a chain: what the server calls on every plugin. See the module docs for what
+/// the server reads. What only some plugins have (upstreams, search paths, zone transfers,
+/// EDNS options, metadata, client classes, a startup wait, ...) they offer by type
+/// ([`Plugin::offers`]).
+pub trait Plugin: Send + Sync + fmt::Debug {
     /// The Corefile directive, and the `plugin` label of the replies it writes.
     fn name(&self) -> &'static str;
 
@@ -81,26 +82,9 @@ pub trait Plugin: Any + Send + Sync + fmt::Debug {
         Now::Later
     }
 
-    /// EDNS options it adds to the reply's OPT, given the request's OPT (`nsid`: its NSID
-    /// when the request carries one). Called for every reply of its block to a request with an
-    /// OPT, after the chain answered; they must depend on the request alone (the answer memo
-    /// replays them with the reply).
-    fn edns_options(&self, _request: &Edns) -> Vec<EdnsOption> {
-        Vec::new()
-    }
-
     /// A reply it declared [`Replay::Counted`] or [`Replay::Timed`] for was sent again from
     /// the memo.
     fn replayed(&self, _replay: Replayed) {}
-
-    /// For a plugin whose answers depend on the client only through a class of clients (its
-    /// answer marked with [`Next::for_clients_of`]): the class of `client` now, as its answer
-    /// would read it. The answer memo asks it before replaying such an answer, and replays
-    /// only one made for the same class. Must be quick and touch no I/O. `None`: no class
-    /// (no replay). Default: none.
-    fn client_class(&self, _client: std::net::IpAddr) -> Option<u64> {
-        None
-    }
 
     /// The zones whose change counters its answers depend on (the cluster zone).
     fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {
@@ -120,54 +104,26 @@ pub trait Plugin: Any + Send + Sync + fmt::Debug {
     /// Background work, started once the listeners are up; `chain` is the chain it is in.
     fn start(&self, _chain: &Chain) {}
 
-    /// The upstreams it sends questions to, if it does.
-    fn upstreams(&self) -> Option<&dyn Upstreams> {
-        None
-    }
-
     /// Why it is not ready to serve, one line each as `/ready` lists them (`loop`, or
     /// `kubernetes: services: 401 Unauthorized`); empty when it is ready.
     fn not_ready(&self) -> Vec<String> {
         Vec::new()
     }
 
-    /// True when it answers zone transfer questions (`transfer`): the server refuses AXFR and
-    /// IXFR in blocks where none does. Default: false.
-    fn answers_transfers(&self) -> bool {
-        false
+    /// What it offers other plugins and the runtime, found by type ([`Chain::offered`],
+    /// [`Next::offered`]): `forward` its upstreams, `kubernetes` its search paths, `nsid` its
+    /// EDNS options ([`crate::chain::EdnsOptions`]). Asked once, when its chain is built.
+    /// Default: nothing.
+    fn offers(self: Arc<Self>) -> Capabilities {
+        Capabilities::default()
     }
-
-    /// Every record of `zone` for a zone transfer (AXFR), the SOA first and last, when it is
-    /// authoritative for exactly that zone (`kubernetes`, `file`); `transfer` asks the plugins
-    /// after it ([`Next::zone_transfer`]). Default: none.
-    fn zone_transfer(&self, _zone: &Name) -> Option<Vec<Record>> {
-        None
-    }
-
-    /// How long the server may hold off serving at start until this plugin is
-    /// ready ([`Plugin::not_ready`] empty): the kubernetes plugin's `startup_timeout`, as
-    /// CoreDNS holds its server until the informers have synced. Zero (the default): not at all.
-    fn startup_wait(&self) -> Duration {
-        Duration::ZERO
-    }
-
-    /// The search paths of its clients, if it knows them (`kubernetes` with `pods verified`:
-    /// what `autopath @kubernetes` walks).
-    fn search_paths(&self) -> Option<&dyn SearchPaths> {
-        None
-    }
-
-    /// Publishes what it knows of `q` into `md` (`kubernetes/client-namespace`), called once
-    /// per question before routing decides on its block, only in blocks with `metadata` whose
-    /// zones cover the name. Must be quick and touch no I/O. Default: nothing.
-    fn metadata(&self, _q: &Question, _md: &QueryMetadata) {}
 }
 
 /// What one question's walk through the chain touched: the plugins visited, the one that
 /// wrote the reply and what its store said of it. Written by the one task answering that
 /// question (atomics and a mutex that is never contended, only so the future stays `Send`).
 #[derive(Debug, Default)]
-pub struct Trace {
+struct Trace {
     /// Bit `i`: plugin `i` was asked.
     visited: AtomicU32,
     /// 1 + the index of the plugin that wrote the reply; 0 while none did.
@@ -221,7 +177,7 @@ impl Trace {
 
 /// The most CNAME targets one question chases through the chain (CoreDNS stops a CNAME
 /// chain after 8 hops too).
-pub const MAX_CHASES: u32 = 8;
+const MAX_CHASES: u32 = 8;
 
 /// The rest of the chain after the plugin being asked.
 #[derive(Debug, Clone, Copy)]
@@ -268,7 +224,7 @@ impl<'a> Next<'a> {
     /// again), and what comes back is appended after the CNAME records, with the target's
     /// rcode (RFC 6604) and negative authority. When nothing in the chain answers for the
     /// target (no upstream), the CNAME is returned alone, NOERROR. The asking plugin is
-    /// recorded as the writer. Past [`MAX_CHASES`] chases for one question, the CNAME is
+    /// recorded as the writer. Past `MAX_CHASES` (8) chases for one question, the CNAME is
     /// returned alone.
     pub async fn chase(&self, mut answer: Answer, target: Name, q: &Question) -> Reply {
         answer.chase_target = None;
@@ -323,23 +279,18 @@ impl<'a> Next<'a> {
         self.chain.last_awaiting.is_some_and(|last| last >= self.at)
     }
 
-    /// The records of `zone` for a transfer, from the first plugin after this one that is
-    /// authoritative for it ([`Plugin::zone_transfer`]).
-    pub fn zone_transfer(&self, zone: &Name) -> Option<Vec<Record>> {
-        self.chain
-            .plugins
-            .get(self.at..)?
+    /// The offers of type `T` of the plugins after this one, nearest first
+    /// ([`Plugin::offers`], found when the chain was built): `loop` finds the upstreams it
+    /// probes, `transfer` the zones it sends.
+    pub fn offered<T: Any>(&self) -> impl Iterator<Item = &'a T> + use<'a, T> {
+        let chain: &'a Chain = self.chain;
+        chain
+            .offers
+            .each
+            .get(self.at..)
+            .unwrap_or_default()
             .iter()
-            .find_map(|p| p.zone_transfer(zone))
-    }
-
-    /// The upstreams of the first plugin after this one that has some.
-    pub fn upstreams(&self) -> Option<&'a dyn Upstreams> {
-        self.chain
-            .plugins
-            .get(self.at..)?
-            .iter()
-            .find_map(|p| p.upstreams())
+            .filter_map(Capabilities::first::<T>)
     }
 
     /// The plugin asking wrote the reply it returns, though it asked the rest of the chain for
@@ -374,7 +325,7 @@ impl<'a> Next<'a> {
     }
 
     /// The reply the plugin asking returns was made for every client of `class` (its
-    /// [`Plugin::client_class`]) alike, and differs for other classes (`kubernetes`'s
+    /// [`ClientClasses`]) alike, and differs for other classes (`kubernetes`'s
     /// `topology`: the client pod's node and zone): a cache before it does not store it (as
     /// [`Next::for_this_client_only`]), and the memo replays it only to clients of that class.
     /// The plugin is told of each replay ([`Plugin::replayed`]), with `note` given back
@@ -516,6 +467,43 @@ pub struct Chain {
     /// of a plugin), found once when the chain is built: the UDP workers ask on every question
     /// the answer memo does not hold, and `kubernetes` on every ExternalName.
     last_awaiting: Option<usize>,
+    /// What the plugins offer, found once when the chain is built.
+    offers: Arc<Offers>,
+}
+
+/// What a chain's plugins offer ([`Plugin::offers`]), and the offers the server reads per
+/// question or reply picked out of them once, so no question looks one up by type.
+#[derive(Default)]
+struct Offers {
+    /// Plugin `i`'s offers.
+    each: Box<[Capabilities]>,
+    /// The EDNS options of replies ([`EdnsOptions`]), in chain order.
+    edns: Box<[Arc<dyn EdnsOptions>]>,
+    /// What is published for `metadata` ([`MetadataSource`]), in chain order.
+    metadata: Box<[Arc<dyn MetadataSource>]>,
+    /// Plugin `i`'s classes of clients ([`ClientClasses`]), if it offers them.
+    classes: Box<[Option<Arc<dyn ClientClasses>>]>,
+}
+
+impl Offers {
+    fn of(plugins: &[Arc<dyn Plugin>]) -> Self {
+        let each: Box<[Capabilities]> = plugins.iter().map(|p| p.clone().offers()).collect();
+        Self {
+            edns: each
+                .iter()
+                .filter_map(|c| c.first::<Arc<dyn EdnsOptions>>().cloned())
+                .collect(),
+            metadata: each
+                .iter()
+                .filter_map(|c| c.first::<Arc<dyn MetadataSource>>().cloned())
+                .collect(),
+            classes: each
+                .iter()
+                .map(|c| c.first::<Arc<dyn ClientClasses>>().cloned())
+                .collect(),
+            each,
+        }
+    }
 }
 
 impl fmt::Debug for Chain {
@@ -527,13 +515,16 @@ impl fmt::Debug for Chain {
 }
 
 impl Chain {
-    /// A chain of `plugins`, first to last (at most [`MAX_PLUGINS`]; the rest are dropped).
+    /// A chain of `plugins`, first to last (at most 32, as many as a trace's bit sets hold;
+    /// the rest are dropped), with what each offers ([`Plugin::offers`]).
     pub fn new(mut plugins: Vec<Arc<dyn Plugin>>) -> Self {
         plugins.truncate(MAX_PLUGINS);
         let last_awaiting = plugins.iter().rposition(|p| p.awaits_io());
+        let offers = Arc::new(Offers::of(&plugins));
         Self {
             plugins: plugins.into(),
             last_awaiting,
+            offers,
         }
     }
 
@@ -542,11 +533,14 @@ impl Chain {
         &self.plugins
     }
 
-    /// The first plugin of type `T`.
-    pub fn find<T: Plugin>(&self) -> Option<&T> {
+    /// Every plugin that offers a `T` ([`Plugin::offers`]), first to last, with its offer:
+    /// found when the chain was built (`autopath` finds its search paths at start, the runtime
+    /// the plugins it waits for).
+    pub fn offered<T: Any>(&self) -> impl Iterator<Item = (&Arc<dyn Plugin>, &T)> {
         self.plugins
             .iter()
-            .find_map(|p| (p.as_ref() as &dyn Any).downcast_ref::<T>())
+            .zip(self.offers.each.iter())
+            .filter_map(|(p, c)| Some((p, c.first::<T>()?)))
     }
 
     /// True when some plugin may await I/O.
@@ -554,18 +548,19 @@ impl Chain {
         self.last_awaiting.is_some()
     }
 
-    /// Every plugin's metadata about `q` ([`Plugin::metadata`]), in chain order.
+    /// What its plugins publish about `q` ([`MetadataSource`]), in chain order.
     pub fn collect_metadata(&self, q: &Question, md: &QueryMetadata) {
-        for p in self.plugins.iter() {
-            p.metadata(q, md);
+        for m in self.offers.metadata.iter() {
+            m.metadata(q, md);
         }
     }
 
-    /// The EDNS options its plugins add to a reply to `request` ([`Plugin::edns_options`]).
+    /// The EDNS options its plugins add to a reply to `request` ([`EdnsOptions`]).
     pub fn edns_options(&self, request: &Edns) -> Vec<EdnsOption> {
-        self.plugins
+        self.offers
+            .edns
             .iter()
-            .flat_map(|p| p.edns_options(request))
+            .flat_map(|e| e.edns_options(request))
             .collect()
     }
 
@@ -575,19 +570,9 @@ impl Chain {
         class == DNSClass::IN || self.plugins.iter().any(|p| p.classes().contains(&class))
     }
 
-    /// True when a plugin answers zone transfers ([`Plugin::answers_transfers`]).
-    pub fn answers_transfers(&self) -> bool {
-        self.plugins.iter().any(|p| p.answers_transfers())
-    }
-
     /// The zones the plugins' answers depend on.
     pub fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {
         self.plugins.iter().flat_map(|p| p.zones()).collect()
-    }
-
-    /// The upstreams of the first plugin that has some.
-    pub fn upstreams(&self) -> Option<&dyn Upstreams> {
-        self.plugins.iter().find_map(|p| p.upstreams())
     }
 
     /// Starts every plugin's background work.
@@ -622,10 +607,10 @@ impl Chain {
         Some(ZoneMark { plugin, value })
     }
 
-    /// The class of `client` by plugin `plugin` ([`Plugin::client_class`]), for a replay of a
-    /// reply it made for a class of clients.
+    /// The class of `client` by plugin `plugin` ([`ClientClasses`]), for a replay of a reply
+    /// it made for a class of clients.
     pub fn client_class(&self, plugin: usize, client: std::net::IpAddr) -> Option<u64> {
-        self.plugins.get(plugin)?.client_class(client)
+        self.offers.classes.get(plugin)?.as_ref()?.client_class(client)
     }
 
     /// Tells the plugins of `counted` (a [`ReplayPlan::counted`] set) of a replay.

@@ -23,6 +23,7 @@ pub mod health;
 pub mod hosts;
 pub mod https3;
 pub mod k8s_external;
+pub mod kit;
 pub mod kubernetes;
 pub mod loadbalance;
 pub mod local;

@@ -3,7 +3,7 @@
 //! with its setup; and the CoreDNS directives recognised but not implemented yet. Adding a
 //! plugin is its folder plus one line in [`PLUGINS`].
 //!
-//! One setup signature ([`Setup`], the contract is in [`crate::chain`]): a directive and its
+//! One setup signature ([`Setup`]; what it makes is in [`crate::chain`]): a directive and its
 //! block's context in, a [`Configured`] value out. What a configured plugin becomes when a
 //! configuration is built ([`Configured::build`]): a plugin in the chain, an observer, or
 //! nothing in the query path (`bind`, `health`, `ready`, `prometheus`, `reload`: what they do
@@ -17,12 +17,15 @@ use super::{
     log, loop_detect, metadata, metrics, minimal, multisocket, noaaaa, nsid, pprof, proxyproto, quic, ready,
     reload, rewrite, root, rrl, shed, template, timeouts, tls, transfer, tsig, view, whoami,
 };
-use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, Setup, SetupCtx};
+use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
 use crate::telemetry::DnsMetrics;
 
 /// Registers a plugin's metric families (through [`DnsMetrics::families`], once per process).
 pub type RegisterFamilies = fn(&DnsMetrics) -> Result<(), prometheus::Error>;
+
+/// A plugin's setup: parses one directive.
+pub type Setup = fn(&Directive, &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError>;
 
 /// One plugin: its directive, its setup and its metric families.
 #[derive(Debug, Clone, Copy)]

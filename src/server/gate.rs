@@ -61,7 +61,7 @@ pub(super) fn admit(
     // Transfers only over a stream (RFC 5936), and only where a plugin answers them
     // (`transfer`); IXFR is answered as a whole transfer (RFC 1995 section 4 allows it).
     let transfer = matches!(question.qtype, RecordType::AXFR | RecordType::IXFR);
-    if transfer && !block.chain.answers_transfers() {
+    if transfer && !block.transfers {
         return Err(Shut::Refused);
     }
     Ok(signer)

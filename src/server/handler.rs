@@ -422,6 +422,7 @@ mod tests {
             view: None,
             metadata: None,
             auth: None,
+            transfers: false,
             observers: Observers {
                 metrics: None,
                 plugins: vec![seen],

@@ -31,6 +31,8 @@ pub struct BlockRoute {
     pub metadata: Option<Vec<Name>>,
     /// Its check of signed requests (`tsig`).
     pub auth: Option<Arc<dyn crate::chain::RequestAuth>>,
+    /// A plugin of its chain answers zone transfers (`transfer`).
+    pub transfers: bool,
     /// Its `prometheus`, `log` and `errors`.
     pub observers: Observers,
 }

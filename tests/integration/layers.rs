@@ -5,11 +5,15 @@
 //!   setup contracts) on `proto`, `corefile` and `telemetry`;
 //! - `cluster` (the zone and its sources) on `proto` and `telemetry`: no Corefile, no plugin;
 //! - `plugin` on everything below it, and no plugin imports another (only `plugin/mod.rs` and
-//!   the registry name them);
+//!   the registry name them); every plugin may import the plugin kit (`plugin/kit/`: what
+//!   plugins share with one another and the server never reads, as CoreDNS's `plugin/pkg`), and
+//!   the kit imports no plugin;
 //! - `server` on `chain`, `proto` and `telemetry`: it never imports a plugin;
 //! - the runtime (`app`, `config`, `http`, `main`, and the harnesses `testing` and `fuzzing`,
 //!   `lib`) on anything but plugins: of `plugin`, `app`, `config` and the harnesses import only
 //!   the registry, so a plugin is a folder and a line in the registry, never a runtime edit.
+//!   No runtime file imports the plugin kit: none must (what the runtime reads of plugins,
+//!   such as the `OwnEndpoint` SIGTERM reads, is in `chain`); the server imports no plugin.
 //!
 //! Every `crate::NAME` path counts, in `use` lines and inline, tests included.
 //!
@@ -19,6 +23,11 @@
 //! re-exporting its children is not itself an import). Every file
 //! under `src/` says what it owns in a `//!` first line and holds at most [`MAX_LINES`] lines
 //! before its tests.
+//!
+//! And the plugin contract stays small (issue 43): `src/chain/` declares at most
+//! [`MAX_CHAIN_ITEMS`] public items and [`MAX_CHAIN_METHODS`] public methods (what is counted:
+//! [`chain_public_declarations`]), and the `Plugin` trait has at most [`MAX_PLUGIN_METHODS`]
+//! methods.
 //!
 //! And the server's answer path stays named stages (issue 43): no function under
 //! `src/server/` spans more than [`MAX_SERVER_FN_LINES`] lines (tests left out: the lines
@@ -46,6 +55,10 @@ const RUNTIME: &[&str] = &[
 
 /// The runtime files that name no plugin: of `plugin` they import the registry alone.
 const PLUGIN_BLIND: &[&str] = &["app", "config", "testing", "fuzzing"];
+
+/// The plugin kit: a folder under `plugin/` that every plugin may import and that imports no
+/// plugin; no runtime file imports it.
+const KIT: &str = "kit";
 
 /// Node management (node-cache mode), beside the runtime: of `app` it imports only what
 /// `app`'s root exports (never one of its modules), and nothing but `main` imports it.
@@ -117,6 +130,15 @@ fn violations(layer: &str, sub: &str, text: &str) -> Vec<String> {
             "{layer} imports {NODE_ROOM} (node management is not the runtime's)"
         )];
     }
+    if RUNTIME.contains(&layer)
+        && crate_paths(text)
+            .iter()
+            .any(|(first, next)| first == "plugin" && next == KIT)
+    {
+        return vec![format!(
+            "{layer} imports the plugin kit (the runtime reads no plugin helper)"
+        )];
+    }
     if PLUGIN_BLIND.contains(&layer) {
         return crate_paths(text)
             .into_iter()
@@ -174,7 +196,7 @@ fn violations(layer: &str, sub: &str, text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (first, next) in crate_paths(text) {
         if first == layer {
-            let names_a_plugin = layer == "plugin" && !next.is_empty() && next != sub;
+            let names_a_plugin = layer == "plugin" && !next.is_empty() && next != sub && next != KIT;
             if names_a_plugin && !["mod", "registry"].contains(&sub) {
                 out.push(format!("plugin '{sub}' imports plugin '{next}'"));
             }
@@ -252,6 +274,20 @@ fn the_layer_check_catches_a_server_importing_a_plugin() {
         ["plugin 'cache' imports plugin 'forward'"]
     );
     assert!(violations("plugin", "registry", "use crate::plugin::forward::Forward;").is_empty());
+    // Every plugin may import the kit; the kit imports no plugin, and no runtime file the kit.
+    assert!(violations("plugin", "forward", "use crate::plugin::kit::TapSink;").is_empty());
+    assert_eq!(
+        violations("plugin", "kit", "use crate::plugin::dnstap::Dnstap;"),
+        ["plugin 'kit' imports plugin 'dnstap'"]
+    );
+    assert_eq!(
+        violations("app", "drain", "use crate::plugin::kit::Notifier;"),
+        ["app imports the plugin kit (the runtime reads no plugin helper)"]
+    );
+    assert_eq!(
+        violations("main", "", "use crate::plugin::kit::Notifier;"),
+        ["main imports the plugin kit (the runtime reads no plugin helper)"]
+    );
     assert!(
         violations(
             "server",
@@ -922,4 +958,181 @@ mod tests {
           server's modules; the stages live in files of their own)"
         ]
     );
+}
+
+/// The most public items `src/chain/` declares (issue 43: a small plugin contract). What
+/// plugins share only with one another is the plugin kit's (`src/plugin/kit/`), not chain's.
+const MAX_CHAIN_ITEMS: usize = 50;
+
+/// The most public methods `src/chain/` declares: the count when the items came down to
+/// [`MAX_CHAIN_ITEMS`], so it only goes down.
+const MAX_CHAIN_METHODS: usize = 48;
+
+/// The most methods the `Plugin` trait has: what the server calls on every plugin, and
+/// `offers` for the rest.
+const MAX_PLUGIN_METHODS: usize = 12;
+
+/// What `text`, a file of `src/chain/`, declares public, as `(items, methods)`, each named by
+/// its declaration line.
+///
+/// Counted: every line that declares with a plain `pub` (not `pub(crate)` or `pub(super)`,
+/// which no one outside the crate sees, nor `pub use`, a re-export of what is counted where
+/// it is declared) a `fn`, `struct`, `enum`, `union`, `trait`, `type`, `const`, `static` or
+/// `mod` (`async`, `const`, `unsafe` and `extern` qualifiers allowed). A `fn` declared indented
+/// (in an `impl`) is a method; anything else is an item. Left out: the file's tests (from a
+/// `#[cfg(test)]` before a `mod`), a declaration right after `#[cfg(test)]` (a helper for
+/// tests), struct fields, enum variants and trait methods (a trait is one item; the `Plugin`
+/// trait's methods are counted on their own, [`plugin_trait_methods`]).
+fn chain_public_declarations(text: &str) -> (Vec<String>, Vec<String>) {
+    let (mut items, mut methods) = (Vec::new(), Vec::new());
+    let lines: Vec<&str> = text.lines().collect();
+    for (at, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let previous = lines[..at].iter().rev().map(|l| l.trim()).find(|l| !l.is_empty());
+        if trimmed == "#[cfg(test)]" {
+            let next = lines.get(at + 1).map_or("", |l| l.trim_start());
+            if next.starts_with("mod ") || next.starts_with("pub mod ") {
+                break;
+            }
+            continue;
+        }
+        if previous == Some("#[cfg(test)]") {
+            continue;
+        }
+        let Some(mut rest) = trimmed.strip_prefix("pub ") else {
+            continue;
+        };
+        loop {
+            let word = ident(rest);
+            match word {
+                "async" | "unsafe" => rest = rest[word.len()..].trim_start(),
+                "const" if ident(rest["const".len()..].trim_start()) == "fn" => {
+                    rest = rest["const".len()..].trim_start();
+                }
+                "extern" => {
+                    let after = rest["extern".len()..].trim_start();
+                    rest = match after.strip_prefix('"') {
+                        Some(abi) => abi.split_once('"').map_or("", |(_, r)| r).trim_start(),
+                        None => after,
+                    };
+                }
+                _ => break,
+            }
+        }
+        let kind = ident(rest);
+        let declared = format!("{}: {}", at + 1, trimmed.split('{').next().unwrap_or("").trim());
+        match kind {
+            "fn" if line.len() != trimmed.len() => methods.push(declared),
+            "fn" | "struct" | "enum" | "union" | "trait" | "type" | "const" | "static" | "mod" => {
+                items.push(declared);
+            }
+            _ => {}
+        }
+    }
+    (items, methods)
+}
+
+/// The methods of `pub trait Plugin` in `text` (`src/chain/walk.rs`): each `fn` its body
+/// declares, by name.
+fn plugin_trait_methods(text: &str) -> Vec<String> {
+    text.lines()
+        .skip_while(|l| !l.starts_with("pub trait Plugin"))
+        .skip(1)
+        .take_while(|l| *l != "}")
+        .filter_map(|l| l.strip_prefix("    fn "))
+        .map(|l| ident(l).to_owned())
+        .collect()
+}
+
+/// Issue 43: the plugin contract stays small. `src/chain/` declares at most
+/// [`MAX_CHAIN_ITEMS`] public items and [`MAX_CHAIN_METHODS`] public methods (see
+/// [`chain_public_declarations`] for what is counted), and `Plugin` has at most
+/// [`MAX_PLUGIN_METHODS`] methods.
+#[test]
+fn the_plugin_contract_stays_small() {
+    let (mut items, mut methods) = (Vec::new(), Vec::new());
+    let mut plugin = Vec::new();
+    for (file, text) in sources().values() {
+        if !file.starts_with("chain/") {
+            continue;
+        }
+        let (i, m) = chain_public_declarations(text);
+        items.extend(i.into_iter().map(|d| format!("{file}:{d}")));
+        methods.extend(m.into_iter().map(|d| format!("{file}:{d}")));
+        if file == "chain/walk.rs" {
+            plugin = plugin_trait_methods(text);
+        }
+    }
+    assert!(
+        items.len() <= MAX_CHAIN_ITEMS,
+        "src/chain/ declares {} public items (at most {MAX_CHAIN_ITEMS}; what only plugins \
+         share belongs in src/plugin/kit/):\n{}",
+        items.len(),
+        items.join("\n")
+    );
+    assert!(
+        methods.len() <= MAX_CHAIN_METHODS,
+        "src/chain/ declares {} public methods (at most {MAX_CHAIN_METHODS}):\n{}",
+        methods.len(),
+        methods.join("\n")
+    );
+    assert!(
+        !plugin.is_empty(),
+        "pub trait Plugin not found in src/chain/walk.rs"
+    );
+    assert!(
+        plugin.len() <= MAX_PLUGIN_METHODS,
+        "Plugin has {} methods (at most {MAX_PLUGIN_METHODS}; what only some plugins have, \
+         they offer by type: Plugin::offers): {}",
+        plugin.len(),
+        plugin.join(", ")
+    );
+}
+
+/// The counters count what they say.
+#[test]
+fn the_contract_count_counts_public_declarations_only() {
+    let text = "\
+//! pub fn in_a_doc() {}
+pub use inner::Reexported;
+pub struct Item {
+    pub field: u8,
+}
+pub(crate) fn crate_only() {}
+pub const LIMIT: usize = 1;
+pub trait Contract {
+    fn declared(&self);
+}
+impl Item {
+    pub fn method(&self) {}
+    pub const fn constant() -> u8 { 0 }
+    pub(super) fn private() {}
+    fn plain() {}
+}
+#[cfg(test)]
+pub fn for_tests() {}
+pub async fn free() {}
+pub type Alias = u8;
+#[cfg(test)]
+mod tests {
+    pub fn in_tests() {}
+}
+";
+    let (items, methods) = chain_public_declarations(text);
+    assert_eq!(
+        items,
+        [
+            "3: pub struct Item",
+            "7: pub const LIMIT: usize = 1;",
+            "8: pub trait Contract",
+            "19: pub async fn free()",
+            "20: pub type Alias = u8;",
+        ]
+    );
+    assert_eq!(
+        methods,
+        ["12: pub fn method(&self)", "13: pub const fn constant() -> u8"]
+    );
+    let walk = "pub trait Plugin: Send {\n    fn name(&self) -> &str;\n    /// x\n    fn serve(\n        &self,\n    ) -> u8 {\n        0\n    }\n}\nfn after() {}\n";
+    assert_eq!(plugin_trait_methods(walk), ["name", "serve"]);
 }

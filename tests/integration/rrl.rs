@@ -181,14 +181,9 @@ async fn the_table_stays_within_its_bound_whatever_the_number_of_sources() {
     }
     let m = crate::support::scrape(metrics).await;
     assert!(peak <= 50.0, "the gauge never exceeds max-table-size: {peak}");
+    // The gauge is the table's length after each debit: the table holds 50 accounts.
     assert_eq!(metric(&m, "cluster_dns_rrl_table_entries", &[]), 50.0);
     assert_eq!(metric(&m, "cluster_dns_rrl_table_evictions_total", &[]), 150.0);
-    let rrl = running
-        .chains()
-        .iter()
-        .find_map(|c| c.find::<cluster_dns::plugin::rrl::Rrl>().map(|r| r.table().len()))
-        .expect("an rrl plugin");
-    assert_eq!(rrl, 50);
     running.stop().await.unwrap();
 }
 

@@ -210,8 +210,9 @@ pub fn loop_status(running: &Running) -> std::sync::Arc<cluster_dns::plugin::loo
         .chains()
         .iter()
         .find_map(|c| {
-            c.find::<cluster_dns::plugin::loop_detect::LoopDetect>()
-                .map(|l| l.status().clone())
+            c.offered::<std::sync::Arc<cluster_dns::plugin::loop_detect::LoopStatus>>()
+                .next()
+                .map(|(_, status)| status.clone())
         })
         .expect("a loop plugin")
 }

@@ -16,8 +16,9 @@ use std::sync::Arc;
 
 use hickory_proto::rr::{Name, RecordType};
 
-use crate::chain::{Configured, SetupCtx, previous};
+use crate::chain::{Configured, SetupCtx};
 use crate::corefile::{Cidr, CorefileError, Directive, Token};
+use crate::plugin::kit::previous;
 
 /// What a matching rule does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

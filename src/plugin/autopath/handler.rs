@@ -25,14 +25,16 @@ use prometheus::IntCounter;
 
 use super::setup::{AutoPathConfig, SearchSource};
 use crate::chain::{Chain, Next, Plugin, Replay, ReplyFuture};
+use crate::plugin::kit::SearchPaths;
 use crate::proto::{Question, Reply};
 
 /// The plugin. See the module docs.
 #[derive(Debug)]
 pub struct AutoPath {
     config: AutoPathConfig,
-    /// The plugin of the chain named by `@PLUGIN`, found when the chain starts.
-    source: OnceLock<Arc<dyn Plugin>>,
+    /// The search paths the plugin of the chain named by `@PLUGIN` offers, found when the
+    /// chain starts.
+    source: OnceLock<Arc<dyn SearchPaths>>,
     success: Option<IntCounter>,
 }
 
@@ -52,7 +54,7 @@ impl AutoPath {
         match &self.config.source {
             SearchSource::Fixed(path) => Some(Cow::Borrowed(path)),
             SearchSource::Plugin(_) => {
-                let mut path = self.source.get()?.search_paths()?.search_path(q.client.ip())?;
+                let mut path = self.source.get()?.search_path(q.client.ip())?;
                 for domain in &self.config.own_search {
                     if !path.contains(domain) {
                         path.push(domain.clone());
@@ -125,9 +127,11 @@ impl Plugin for AutoPath {
 
     fn start(&self, chain: &Chain) {
         if let SearchSource::Plugin(name) = &self.config.source
-            && let Some(p) = chain.plugins().iter().find(|p| p.name() == name)
+            && let Some((_, paths)) = chain
+                .offered::<Arc<dyn SearchPaths>>()
+                .find(|(p, _)| p.name() == name)
         {
-            let _ = self.source.set(p.clone());
+            let _ = self.source.set(paths.clone());
         }
     }
 

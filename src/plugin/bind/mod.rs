@@ -6,8 +6,9 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::chain::{BlockSettings, Configured, SetupCtx, previous};
+use crate::chain::{BlockSettings, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
+use crate::plugin::kit::previous;
 
 /// The addresses of a block's `bind` lines, without repeats.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -17,7 +17,7 @@ use hickory_proto::rr::{Name, RecordType};
 
 use super::metrics::PolicyMetrics;
 use super::setup::Unmapped;
-use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
+use crate::chain::{Capabilities, ClientClasses, Next, Now, Plugin, Replay, ReplyFuture};
 use crate::cluster::ClusterSource;
 use crate::cluster::policy::{CLOSED_CLASS, ClientView, ClusterNames, reverse_address, zone_of_ci};
 use crate::proto::{Question, Reply, Visibility, VisibilityRef};
@@ -142,10 +142,9 @@ impl Plugin for DnsPolicy {
         Replay::Same
     }
 
-    /// The class of the view of the client at `client` (the memo replays a reply made for a
-    /// class only to clients of the same class).
-    fn client_class(&self, client: IpAddr) -> Option<u64> {
-        Some(self.view_of(client).class())
+    /// The class of its clients' views ([`ClientClasses`]).
+    fn offers(self: Arc<Self>) -> Capabilities {
+        Capabilities::default().with(self as Arc<dyn ClientClasses>)
     }
 
     fn serve_now(&self, q: &Question, next: &Next<'_>) -> Now {
@@ -157,5 +156,13 @@ impl Plugin for DnsPolicy {
 
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
         next.follow(self.serve_now(q, &next), q)
+    }
+}
+
+impl ClientClasses for DnsPolicy {
+    /// The class of the view of the client at `client` (the memo replays a reply made for a
+    /// class only to clients of the same class).
+    fn client_class(&self, client: IpAddr) -> Option<u64> {
+        Some(self.view_of(client).class())
     }
 }

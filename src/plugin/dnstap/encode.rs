@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::extra::Extra;
-use crate::chain::{TapKind, TapMessage};
+use crate::plugin::kit::{TapKind, TapMessage};
 
 /// Wire type 0: varint.
 const VARINT: u64 = 0;

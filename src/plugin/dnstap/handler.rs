@@ -7,7 +7,8 @@
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
-use crate::chain::{Exchange, Observer, Tap, TapKind, TapMessage};
+use crate::chain::{Exchange, Observer};
+use crate::plugin::kit::{Tap, TapKind, TapMessage};
 use crate::proto::Transport;
 
 use super::encode::{Header, dnstap};

@@ -12,9 +12,11 @@ use std::sync::Arc;
 
 use crate::chain::{
     AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, Configured, Exchange, Observer,
-    SetupCtx, TapSink, previous,
+    SetupCtx,
 };
 use crate::corefile::{CorefileError, Directive, Token};
+use crate::plugin::kit::TapSink;
+use crate::plugin::kit::previous;
 
 use super::encode::Header;
 use super::extra::Extra;

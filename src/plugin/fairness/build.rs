@@ -8,10 +8,9 @@ use std::sync::Arc;
 use super::handler::{Fairness, Share, Shared};
 use super::metrics::{Decisions, FairnessMetrics};
 use super::setup::FairnessConfig;
-use crate::chain::{
-    AcquireCtx, AcquireFuture, BuildCtx, Built, Capabilities, Configured, FairShare, PodNamespaces,
-};
+use crate::chain::{AcquireCtx, AcquireFuture, BuildCtx, Built, Capabilities, Configured};
 use crate::corefile::CorefileError;
+use crate::plugin::kit::{FairShare, PodNamespaces};
 
 impl Configured for FairnessConfig {
     fn acquire<'a>(&'a self, ctx: AcquireCtx<'a>) -> AcquireFuture<'a> {

@@ -1,7 +1,7 @@
 //! The `fairness` plugin's query path ([`Fairness`]): every question takes a token from its
 //! client address's bucket and from its namespace's (a pod client) or its address prefix's
 //! (any other client); a question `forward` would send upstream also takes an upstream token
-//! and an in-flight place ([`Share`], the block's [`crate::chain::UpstreamShare`]). A question
+//! and an in-flight place ([`Share`], the block's [`crate::plugin::kit::UpstreamShare`]). A question
 //! over its client's share is answered at once (REFUSED over TCP; over UDP a truncated reply
 //! every `slip`th time and nothing otherwise), so it never waits behind or ahead of anyone
 //! else's. Answers from the cluster zone (memory) only spend the first budget, so a client
@@ -14,9 +14,8 @@ use std::sync::{Arc, OnceLock};
 use super::metrics::{Decision, Decisions};
 use super::setup::FairnessConfig;
 use super::table::{Denied, Key, Table, Taken};
-use crate::chain::{
-    ClientDirectory, Next, Now, Plugin, Refusal, Replay, ReplyFuture, UpstreamShare, UpstreamTicket,
-};
+use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
+use crate::plugin::kit::{ClientDirectory, Refusal, UpstreamShare, UpstreamTicket};
 use crate::proto::{Question, Reply};
 
 /// What the plugin and the block's upstream share hold together: the configuration, the

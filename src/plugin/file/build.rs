@@ -3,7 +3,8 @@
 //! neither of them imports the other.
 
 use super::setup::FileConfig;
-use crate::chain::{BuildCtx, Built, Configured, NamedFile, Notifier};
+use crate::chain::{BuildCtx, Built, Configured, NamedFile};
+use crate::plugin::kit::Notifier;
 use std::sync::Arc;
 
 impl Configured for FileConfig {

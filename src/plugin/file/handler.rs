@@ -14,7 +14,8 @@ use hickory_proto::rr::{Name, Record, RecordType};
 
 use super::setup::{FileConfig, ZoneFile};
 use super::zone::{Lookup, ZoneData};
-use crate::chain::{Chain, Fallthrough, Next, Notifier, Plugin, Replay, ReplyFuture};
+use crate::chain::{Capabilities, Chain, Next, Plugin, Replay, ReplyFuture};
+use crate::plugin::kit::{Fallthrough, Notifier, ZoneTransfer};
 use crate::proto::{Answer, Failure, FlagEdit, Forwarded, Question, Reply};
 
 /// One zone and what serves it now.
@@ -208,7 +209,7 @@ impl File {
             return;
         };
         let weak = Arc::downgrade(&self.inner);
-        tokio::spawn(crate::chain::reload_every(
+        tokio::spawn(crate::plugin::kit::reload_every(
             weak,
             every,
             "file",
@@ -318,6 +319,13 @@ impl Plugin for File {
         }
     }
 
+    /// Its zones, whole, for `transfer`.
+    fn offers(self: Arc<Self>) -> Capabilities {
+        Capabilities::default().with(self as Arc<dyn ZoneTransfer>)
+    }
+}
+
+impl ZoneTransfer for File {
     /// One version of the zone named exactly `zone`, whole (`transfer`).
     fn zone_transfer(&self, zone: &Name) -> Option<Vec<Record>> {
         let slot = self.inner.zones.iter().find(|z| &z.origin == zone)?;

@@ -13,15 +13,15 @@ impl Configured for ForwardBlock {
         let families = ctx
             .metrics
             .and_then(|m| m.families::<super::ForwardMetrics>().ok());
-        let taps: Vec<Arc<dyn crate::chain::Tap>> = ctx
+        let taps: Vec<Arc<dyn crate::plugin::kit::Tap>> = ctx
             .capabilities
-            .all::<crate::chain::TapSink>()
+            .all::<crate::plugin::kit::TapSink>()
             .into_iter()
             .map(|s| s.0.clone())
             .collect();
         let share = ctx
             .capabilities
-            .get::<crate::chain::FairShare>()
+            .get::<crate::plugin::kit::FairShare>()
             .map(|s| (*s).clone());
         let mut forwards: Vec<super::Forward> = self
             .configs

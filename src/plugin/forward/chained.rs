@@ -3,7 +3,10 @@
 //! `forward` instead (CoreDNS hands it to its next plugin only when that is a `forward`), and so
 //! does a NOERROR reply without answers (NODATA) under `next_on_nodata`.
 
-use crate::chain::{Next, Plugin, Replay, ReplyFuture, Upstreams};
+use std::sync::Arc;
+
+use crate::chain::{Capabilities, Next, Plugin, Replay, ReplyFuture};
+use crate::plugin::kit::Upstreams;
 use crate::proto::{Question, Reply};
 
 use super::Forward;
@@ -81,7 +84,10 @@ impl Plugin for Forwards {
 
     /// The loop probes go to the first `forward`'s upstreams (the questions `loop` sends are
     /// for the block's zone, which the first `forward` handling it answers).
-    fn upstreams(&self) -> Option<&dyn Upstreams> {
-        self.forwards.first().map(|f| f as &dyn Upstreams)
+    fn offers(self: Arc<Self>) -> Capabilities {
+        match self.forwards.first() {
+            Some(f) => Capabilities::default().with(Arc::new(f.clone()) as Arc<dyn Upstreams>),
+            None => Capabilities::default(),
+        }
     }
 }

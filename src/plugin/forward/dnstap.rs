@@ -12,7 +12,7 @@ use hickory_proto::op::Message;
 use hickory_proto::serialize::binary::BinEncodable;
 
 use super::exchange::Outgoing;
-use crate::chain::{Tap, TapKind, TapMessage};
+use crate::plugin::kit::{Tap, TapKind, TapMessage};
 use crate::proto::QueryMetadata;
 
 /// Reports the exchange of `sent` with `upstream` (over TCP or TLS when `tcp`), asked at

@@ -25,7 +25,9 @@ use super::metrics::{ForwardMetrics, PluginInstruments, Pool, UpstreamInstrument
 use super::setup::{ForwardConfig, Policy};
 use super::targets::{To, Transport};
 use super::{tls, udp};
-use crate::chain::{FairShare, Next, Plugin, Replay, ReplyFuture, Tap, Upstreams};
+use crate::chain::{Capabilities, Next, Plugin, Replay, ReplyFuture};
+use crate::plugin::kit::Upstreams;
+use crate::plugin::kit::{FairShare, Tap};
 use crate::proto::{Failure, FlagEdit, Forwarded, Question, Reply};
 
 /// The most time one client query spends in `forward`, all attempts included.
@@ -364,14 +366,21 @@ impl Forward {
     /// reply (none without a share), or, over it, what the client gets at once. The refusal
     /// is decided for that client: a caller in a chain says so
     /// ([`crate::chain::Next::for_this_client_only`]), so no store keeps it.
-    pub fn admit(&self, q: &Question) -> Result<Option<crate::chain::UpstreamTicket>, crate::chain::Refusal> {
+    pub fn admit(
+        &self,
+        q: &Question,
+    ) -> Result<Option<crate::plugin::kit::UpstreamTicket>, crate::plugin::kit::Refusal> {
         self.inner.share.get().map(|s| s.0.admit(q)).transpose()
     }
 
     /// Forwards `q`, or waits for an identical question already in flight and takes its reply
     /// ([`super::flight`]); see `Forward::serve_alone`. `_ticket` (from [`Forward::admit`])
     /// is held until the reply, or until the client goes away and this future is dropped.
-    pub async fn serve_admitted(&self, q: &Question, _ticket: Option<crate::chain::UpstreamTicket>) -> Reply {
+    pub async fn serve_admitted(
+        &self,
+        q: &Question,
+        _ticket: Option<crate::plugin::kit::UpstreamTicket>,
+    ) -> Reply {
         let cfg = &self.inner.config;
         let tcp = cfg.force_tcp || (q.over_stream() && !cfg.prefer_udp);
         match self.inner.flights.join(FlightKey::of(q, tcp)) {
@@ -650,8 +659,9 @@ impl Plugin for Forward {
         })
     }
 
-    fn upstreams(&self) -> Option<&dyn Upstreams> {
-        Some(self)
+    /// Its upstreams, which `loop` probes.
+    fn offers(self: Arc<Self>) -> Capabilities {
+        Capabilities::default().with(self as Arc<dyn Upstreams>)
     }
 }
 

@@ -16,10 +16,11 @@ pub use super::targets::MAX_UPSTREAMS;
 use super::targets::parse_resolv_conf;
 use super::targets::{To, Transport, dedup, parse_addr_or, read_to};
 use super::tls::{TlsSettings, client_config};
-use crate::chain::{Configured, SetupCtx, previous};
+use crate::chain::{Configured, SetupCtx};
 use crate::corefile::{
     CorefileError, Directive, Token, normalize_zone, normalize_zone_or_cidr, parse_duration,
 };
+use crate::plugin::kit::previous;
 use crate::telemetry::rcode_label;
 use std::sync::Arc;
 

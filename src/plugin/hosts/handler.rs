@@ -14,7 +14,8 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use super::metrics::HostsMetrics;
 use super::setup::HostsConfig;
 use super::table::{Table, parse_hosts};
-use crate::chain::{Chain, Fallthrough, Next, Now, Plugin, Replay, ReplyFuture};
+use crate::chain::{Chain, Next, Now, Plugin, Replay, ReplyFuture};
+use crate::plugin::kit::Fallthrough;
 use crate::proto::Answer;
 use crate::proto::{FlagEdit, Question, Reply};
 
@@ -184,7 +185,7 @@ impl Hosts {
             return;
         }
         let weak = Arc::downgrade(&self.inner);
-        tokio::spawn(crate::chain::reload_every(
+        tokio::spawn(crate::plugin::kit::reload_every(
             weak,
             every,
             "hosts",

@@ -5,11 +5,12 @@
 use super::options::PodMode;
 use super::setup::KubernetesConfig;
 use crate::chain::{
-    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, ClientDirectory, ClusterFamilies,
-    Configured, EndpointWatch, NamedFile, OwnEndpoint, PodNamespaces, ServiceFamilies,
+    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, Configured, NamedFile,
+    OwnEndpoint,
 };
 use crate::cluster::ClusterSource;
 use crate::cluster::metrics::KubernetesMetrics;
+use crate::plugin::kit::{ClientDirectory, ClusterFamilies, PodNamespaces, ServiceFamilies};
 use std::any::TypeId;
 use std::sync::Arc;
 
@@ -59,10 +60,10 @@ impl Configured for KubernetesConfig {
                 tracing::debug!(zones = %self.zones.join(" "), "kubernetes: keeping the running cluster source");
             }
             let mut offered = Capabilities::default();
-            offered.offer(Arc::new(EndpointWatch(Arc::new(OwnEndpointOf {
+            offered.offer(Arc::new(Arc::new(OwnEndpointOf {
                 source: source.value.clone(),
                 ips: crate::cluster::self_ips_from_env(),
-            }))));
+            }) as Arc<dyn OwnEndpoint>));
             // Who a client is, for `fairness`: only the pod index of `pods verified` knows.
             if self.pods == PodMode::Verified {
                 offered.offer(Arc::new(PodNamespaces(Arc::new(ClientsOf {

@@ -15,9 +15,13 @@ use super::answer::pick::Reason;
 use super::answer::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
 use super::metrics::TopologyCounters;
 use super::setup::{KubernetesConfig, PodMode};
-use crate::chain::{Next, Now, Plugin, Replay, Replayed, ReplyFuture, Scope, SearchPaths};
+use crate::chain::{
+    Capabilities, ClientClasses, MetadataSource, Next, Now, Plugin, Replay, Replayed, ReplyFuture, Scope,
+    StartupWait,
+};
 use crate::cluster::{ClusterSource, ClusterZone};
 use crate::corefile::is_reverse_zone;
+use crate::plugin::kit::{SearchPaths, ZoneTransfer};
 use crate::proto::{ChangeCounter, QueryMetadata, Question, Reply};
 
 /// The `kubernetes` plugin in a server block's chain.
@@ -167,29 +171,8 @@ impl Plugin for Kubernetes {
         }
     }
 
-    /// With `topology`: the client's place class (its pod's node and zone), which its
-    /// topology-aware answers are the same for.
-    fn client_class(&self, client: IpAddr) -> Option<u64> {
-        if self.answerer.settings().topology {
-            self.zone().client_place_class(client)
-        } else {
-            None
-        }
-    }
-
     fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {
         vec![self.zone().clone() as Arc<dyn ChangeCounter>]
-    }
-
-    /// Its primary zone, whole, for `transfer`.
-    fn zone_transfer(&self, zone: &Name) -> Option<Vec<Record>> {
-        self.transfer(zone)
-    }
-
-    /// CoreDNS's `startup_timeout`: the server waits this long for the first lists before
-    /// serving (each watch's own manifests are in at once).
-    fn startup_wait(&self) -> Duration {
-        self.startup_timeout
     }
 
     /// Until every watch has its first list in, each one waiting, with its last error.
@@ -206,13 +189,21 @@ impl Plugin for Kubernetes {
         self.answerer.scope_of(&q.name).map_or(Scope::Whole, Scope::Key)
     }
 
-    fn search_paths(&self) -> Option<&dyn SearchPaths> {
-        self.search_domain.is_some().then_some(self as &dyn SearchPaths)
-    }
-
-    /// CoreDNS's `kubernetes/*` labels; the client's namespace with `pods verified` only.
-    fn metadata(&self, q: &Question, md: &QueryMetadata) {
-        self.publish(&q.name, q.client.ip(), self.search_domain.is_some(), md);
+    /// Its search paths (with `pods verified`: what `autopath @kubernetes` walks), its zone
+    /// for `transfer`, its metadata, the class of clients of its topology-aware answers, and
+    /// CoreDNS's `startup_timeout` (the server waits this long for the first lists before
+    /// serving; each watch's own manifests are in at once).
+    fn offers(self: Arc<Self>) -> Capabilities {
+        let offers = Capabilities::default()
+            .with(self.clone() as Arc<dyn ZoneTransfer>)
+            .with(self.clone() as Arc<dyn MetadataSource>)
+            .with(self.clone() as Arc<dyn ClientClasses>)
+            .with(StartupWait(self.startup_timeout));
+        if self.search_domain.is_some() {
+            offers.with(self as Arc<dyn SearchPaths>)
+        } else {
+            offers
+        }
     }
 
     /// Everything but an ExternalName whose target the rest of the chain must look up.
@@ -234,6 +225,32 @@ impl Plugin for Kubernetes {
                 Outcome::Fallthrough => next.serve(q).await,
             }
         })
+    }
+}
+
+impl ClientClasses for Kubernetes {
+    /// With `topology`: the client's place class (its pod's node and zone), which its
+    /// topology-aware answers are the same for.
+    fn client_class(&self, client: IpAddr) -> Option<u64> {
+        if self.answerer.settings().topology {
+            self.zone().client_place_class(client)
+        } else {
+            None
+        }
+    }
+}
+
+impl ZoneTransfer for Kubernetes {
+    /// Its primary zone, whole, for `transfer`.
+    fn zone_transfer(&self, zone: &Name) -> Option<Vec<Record>> {
+        self.transfer(zone)
+    }
+}
+
+impl MetadataSource for Kubernetes {
+    /// CoreDNS's `kubernetes/*` labels; the client's namespace with `pods verified` only.
+    fn metadata(&self, q: &Question, md: &QueryMetadata) {
+        self.publish(&q.name, q.client.ip(), self.search_domain.is_some(), md);
     }
 }
 

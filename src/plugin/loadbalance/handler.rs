@@ -52,7 +52,7 @@ impl LoadBalance {
         if w.reload.is_zero() {
             return;
         }
-        tokio::spawn(crate::chain::reload_every(
+        tokio::spawn(crate::plugin::kit::reload_every(
             Arc::downgrade(w),
             w.reload,
             "loadbalance",

@@ -1,6 +1,6 @@
 //! The `loop` plugin's query path ([`LoopDetect`]): one of our probe names coming back in
 //! marks the upstream it was sent to as looping (through the chain's
-//! [`Upstreams`](crate::chain::Upstreams)) and records it in the [`LoopStatus`]; the probes
+//! [`Upstreams`]) and records it in the [`LoopStatus`]; the probes
 //! start with the chain, and `/ready` reports a loop while one is known.
 
 use std::sync::Arc;
@@ -10,7 +10,8 @@ use hickory_proto::rr::Name;
 
 use super::probe::{Probes, run_probes};
 use super::status::LoopStatus;
-use crate::chain::{Chain, Next, Plugin, Replay, ReplyFuture};
+use crate::chain::{Capabilities, Chain, Next, Plugin, Replay, ReplyFuture};
+use crate::plugin::kit::Upstreams;
 use crate::proto::{Question, Reply};
 
 /// The `loop` plugin in a chain.
@@ -66,7 +67,11 @@ impl Plugin for LoopDetect {
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
         Box::pin(async move {
             if let Some(index) = self.probe_seen(&q.name) {
-                if let Some(addr) = next.upstreams().and_then(|u| u.mark_looping(index)) {
+                if let Some(addr) = next
+                    .offered::<Arc<dyn Upstreams>>()
+                    .next()
+                    .and_then(|u| u.mark_looping(index))
+                {
                     self.status.record(addr);
                 }
                 return Reply::Rcode(ResponseCode::ServFail);
@@ -76,9 +81,14 @@ impl Plugin for LoopDetect {
     }
 
     fn start(&self, chain: &Chain) {
-        if chain.upstreams().is_some() {
+        if chain.offered::<Arc<dyn Upstreams>>().next().is_some() {
             tokio::spawn(run_probes(self.probes.clone(), chain.clone()));
         }
+    }
+
+    /// What it found ([`LoopStatus`]), for whoever reads it (the tests).
+    fn offers(self: Arc<Self>) -> Capabilities {
+        Capabilities::default().with(self.status.clone())
     }
 
     fn not_ready(&self) -> Vec<String> {

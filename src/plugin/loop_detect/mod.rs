@@ -5,7 +5,7 @@
 //! and `/ready`). See this folder's README.
 //!
 //! Method: once the listeners are up, [`probe::run_probes`] sends each upstream of the
-//! chain's upstream plugin (`forward`, found through its [`crate::chain::Upstreams`]) a
+//! chain's upstream plugin (`forward`, found through its [`crate::plugin::kit::Upstreams`]) a
 //! `HINFO <random>.<random>.<zone>` query whose name only this process knows. If that name ever
 //! arrives in this server's own chain, the upstream it was sent to forwarded it back to us.
 //!

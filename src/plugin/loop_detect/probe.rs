@@ -9,6 +9,7 @@ use dashmap::DashMap;
 use hickory_proto::rr::Name;
 
 use crate::chain::Chain;
+use crate::plugin::kit::Upstreams;
 
 /// Tries per upstream before giving up on getting any reply (CoreDNS probes for 30 s).
 const PROBE_TRIES: usize = 3;
@@ -61,7 +62,7 @@ pub fn probe_name(zone: &Name) -> Option<Name> {
 /// Probes every upstream of `chain`'s upstream plugin, registering each name in `probes` before
 /// it is sent. Returns when each upstream replied once or used up its tries.
 pub async fn run_probes(probes: Probes, chain: Chain) {
-    let Some(upstreams) = chain.upstreams() else {
+    let Some((_, upstreams)) = chain.offered::<Arc<dyn Upstreams>>().next() else {
         return;
     };
     for index in 0..upstreams.count() {

@@ -15,7 +15,8 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, RecordType};
 use prometheus::{IntCounter, IntGauge};
 
-use crate::chain::{Chain, ClusterFamilies, Next, Now, Plugin, Replay, ReplyFuture};
+use crate::chain::{Chain, Next, Now, Plugin, Replay, ReplyFuture};
+use crate::plugin::kit::ClusterFamilies;
 use crate::proto::{FlagEdit, Forwarded, Question, Reply};
 
 /// When it answers AAAA questions itself.

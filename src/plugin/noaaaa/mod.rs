@@ -20,8 +20,9 @@ use hickory_proto::rr::Name;
 pub use handler::{Mode, Noaaaa};
 pub use metrics::NoaaaaMetrics;
 
-use crate::chain::{BuildCtx, Built, ClusterFamilies, Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Location};
+use crate::plugin::kit::ClusterFamilies;
 
 /// A block's `noaaaa`.
 #[derive(Debug, Clone, PartialEq, Eq)]

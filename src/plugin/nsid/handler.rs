@@ -4,7 +4,9 @@
 use hickory_proto::op::Edns;
 use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption, NSIDPayload};
 
-use crate::chain::{Next, Plugin, Replay, ReplyFuture};
+use std::sync::Arc;
+
+use crate::chain::{Capabilities, EdnsOptions, Next, Plugin, Replay, ReplyFuture};
 use crate::proto::Question;
 
 /// The `nsid` plugin in a chain.
@@ -34,6 +36,13 @@ impl Plugin for Nsid {
         next.serve(q)
     }
 
+    /// Its NSID, added to the reply's OPT by the server ([`EdnsOptions`]).
+    fn offers(self: Arc<Self>) -> Capabilities {
+        Capabilities::default().with(self as Arc<dyn EdnsOptions>)
+    }
+}
+
+impl EdnsOptions for Nsid {
     fn edns_options(&self, request: &Edns) -> Vec<EdnsOption> {
         if request.option(EdnsCode::NSID).is_none() {
             return Vec::new();

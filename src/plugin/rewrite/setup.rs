@@ -17,8 +17,9 @@
 use super::fields::{class_rule, cname_rule, rcode_rule, type_rule};
 pub use super::rule::{Action, Mode, NameMatch, RewriteRule, Template, TtlRange};
 use super::rule::{MATCH_TYPES, absolute, check_name, regex, template};
-use crate::chain::{Configured, SetupCtx, previous};
+use crate::chain::{Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token};
+use crate::plugin::kit::previous;
 use std::sync::Arc;
 
 const SUPPORTED: &str = "supported: name, ttl, type, class, rcode, cname, edns0";

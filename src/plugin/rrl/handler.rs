@@ -53,11 +53,6 @@ impl Rrl {
         }
     }
 
-    /// Its account table (tests read its size).
-    pub fn table(&self) -> &Table {
-        &self.table
-    }
-
     fn covers(&self, q: &Question) -> bool {
         matches!(q.transport, Transport::Udp) && self.config.zones.iter().any(|z| z.zone_of(&q.name))
     }

@@ -21,8 +21,9 @@ use hickory_proto::rr::{DNSClass, Name, RecordType};
 use regex::Regex;
 
 use super::text::Template;
-use crate::chain::{Configured, SetupCtx, previous};
+use crate::chain::{Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr};
+use crate::plugin::kit::previous;
 
 /// One `template` directive.
 #[derive(Debug, Clone)]

@@ -7,9 +7,15 @@ use std::sync::Arc;
 
 use super::notify::NotifySender;
 use super::setup::TransferConfig;
-use crate::chain::{AcquireCtx, AcquireFuture, BuildCtx, Built, Capabilities, Configured, Notifier};
+use crate::chain::{AcquireCtx, AcquireFuture, BlockSettings, BuildCtx, Built, Capabilities, Configured};
+use crate::plugin::kit::Notifier;
 
 impl Configured for TransferConfig {
+    /// Its block answers zone transfers (the server refuses them in blocks without it).
+    fn configure(&self, settings: &mut BlockSettings) {
+        settings.transfers = true;
+    }
+
     fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
         Built::Plugin(Arc::new(super::Transfer::new(self)))
     }

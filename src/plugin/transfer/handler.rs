@@ -1,11 +1,14 @@
 //! [`Transfer`]: answers AXFR and IXFR questions for its zones, to allowed clients, with the
 //! zone the authoritative plugin after it gives; passes every other question on unchanged.
 
+use std::sync::Arc;
+
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, RecordType};
 
 use super::setup::{Allowed, TransferConfig};
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
+use crate::plugin::kit::ZoneTransfer;
 use crate::proto::{Answer, Failure, FlagEdit, Question, Reply};
 
 /// The `transfer` plugin of one server block.
@@ -42,20 +45,25 @@ impl Transfer {
         if *zone != q.name || !self.allowed(q) {
             return Some(Reply::Rcode(ResponseCode::Refused));
         }
-        Some(match next.zone_transfer(zone) {
-            Some(records) => Reply::Authoritative(Answer {
-                rcode: ResponseCode::NoError,
-                answers: records.into(),
-                authority: Vec::new(),
-                additional: Vec::new(),
-                chase_target: None,
-                flags: FlagEdit::KEEP,
-            }),
-            None => Reply::Failed(Failure {
-                rcode: ResponseCode::ServFail,
-                reason: "no plugin has the zone to transfer",
-            }),
-        })
+        Some(
+            match next
+                .offered::<Arc<dyn ZoneTransfer>>()
+                .find_map(|z| z.zone_transfer(zone))
+            {
+                Some(records) => Reply::Authoritative(Answer {
+                    rcode: ResponseCode::NoError,
+                    answers: records.into(),
+                    authority: Vec::new(),
+                    additional: Vec::new(),
+                    chase_target: None,
+                    flags: FlagEdit::KEEP,
+                }),
+                None => Reply::Failed(Failure {
+                    rcode: ResponseCode::ServFail,
+                    reason: "no plugin has the zone to transfer",
+                }),
+            },
+        )
     }
 }
 
@@ -73,10 +81,6 @@ impl Plugin for Transfer {
         } else {
             Replay::Same
         }
-    }
-
-    fn answers_transfers(&self) -> bool {
-        true
     }
 
     fn serve_now(&self, q: &Question, next: &Next<'_>) -> Now {

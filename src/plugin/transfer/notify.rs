@@ -12,7 +12,7 @@ use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 use tokio::net::UdpSocket;
 
 use super::setup::TransferConfig;
-use crate::chain::ZoneNotifier;
+use crate::plugin::kit::ZoneNotifier;
 
 /// How long one try waits for the secondary's reply.
 const TRY_TIMEOUT: Duration = Duration::from_secs(2);

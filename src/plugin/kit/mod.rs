@@ -1,0 +1,30 @@
+//! The plugin kit: what plugins share with one another and the server never reads (as
+//! CoreDNS's `plugin/pkg`). Every plugin may import it; it imports no plugin, and the runtime
+//! does not import it.
+//!
+//! | file | what it holds |
+//! | --- | --- |
+//! | `capability.rs` | what plugins offer each other by type: [`Upstreams`], [`SearchPaths`], [`ZoneTransfer`], [`Notifier`], [`ClusterFamilies`] |
+//! | `share.rs` | who a client is ([`ClientDirectory`]) and its share of the upstream ([`UpstreamShare`]) |
+//! | `tap.rs` | [`Tap`]: dnstap's hook for `forward`'s upstream exchanges |
+//! | `fallthrough.rs` | [`Fallthrough`]: the names a plugin's `fallthrough` hands on |
+//! | `periodic.rs` | [`reload_every`]: the timer that checks a plugin's files for changes |
+//! | `setup.rs` | [`previous`]: the earlier use of a directive whose setup folds repeated uses |
+//!
+//! Imports `proto` and `chain`.
+
+mod capability;
+mod fallthrough;
+mod periodic;
+mod setup;
+mod share;
+mod tap;
+
+pub use capability::{
+    ClusterFamilies, Notifier, SearchPaths, ServiceFamilies, Upstreams, ZoneNotifier, ZoneTransfer,
+};
+pub use fallthrough::Fallthrough;
+pub use periodic::reload_every;
+pub use setup::previous;
+pub use share::{ClientDirectory, FairShare, PodNamespaces, Refusal, UpstreamShare, UpstreamTicket};
+pub use tap::{Tap, TapKind, TapMessage, TapSink};
