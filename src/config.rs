@@ -214,7 +214,7 @@ impl Config {
             }
             // DNS over QUIC and over HTTP/3 are always encrypted: CoreDNS cannot start such a
             // block without a certificate either.
-            if settings.tls.is_none()
+            if settings.listener.tls.is_none()
                 && let Some((_, scheme, _, key)) = keys
                     .iter()
                     .find(|(_, s, _, _)| matches!(s, Scheme::Quic | Scheme::Https3))

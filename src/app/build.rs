@@ -16,8 +16,8 @@ const STARTUP_POLL: Duration = Duration::from_millis(50);
 use hickory_proto::rr::Name;
 
 use crate::chain::{
-    AcquireCtx, AcquireError, BuildCtx, Capabilities, Chain, Observer, Plugin, ProxyProtocol, QuicOptions,
-    ReadinessCheck, Resources, StartupWait, StreamTimeouts,
+    AcquireCtx, AcquireError, BuildCtx, Capabilities, Chain, ListenerSettings, Observer, Plugin,
+    ReadinessCheck, Resources, StartupWait,
 };
 use crate::config::{BlockConfig, Config};
 use crate::corefile::Scheme;
@@ -58,23 +58,6 @@ pub struct BuildEnv<'a> {
     pub hostname: &'a str,
 }
 
-/// What a listener is bound and served with, beside its router.
-#[derive(Debug, Clone, Default)]
-pub struct ListenOptions {
-    /// Its certificate (`tls://`, `https://`).
-    pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
-    /// Its stream connection bounds (`timeouts`).
-    pub stream: Option<StreamTimeouts>,
-    /// Its UDP socket count (`multisocket`).
-    pub udp_sockets: Option<usize>,
-    /// Its UDP sockets shed load (`shed`).
-    pub shed: bool,
-    /// Its DNS-over-QUIC stream bounds (`quic`).
-    pub quic: Option<QuicOptions>,
-    /// Its PROXY protocol handling (`proxyproto`).
-    pub proxy: Option<Arc<ProxyProtocol>>,
-}
-
 /// What one configuration runs: its routing tables and chains, and what its blocks acquired.
 #[derive(Debug)]
 pub struct Generation {
@@ -82,23 +65,9 @@ pub struct Generation {
     pub config: Config,
     /// The routing table of each listen address.
     pub routers: BTreeMap<ListenKey, Router>,
-    /// The TLS configuration of each `tls://` or `https://` listen address whose blocks have
-    /// one (the first block's).
-    pub tls: BTreeMap<ListenKey, Arc<tokio_rustls::rustls::ServerConfig>>,
-    /// The stream connection bounds of each listen address whose blocks set them
-    /// (`timeouts`; the first block's).
-    pub stream: BTreeMap<ListenKey, StreamTimeouts>,
-    /// The UDP socket count of each listen address whose blocks set one (`multisocket`; the
-    /// first block's).
-    pub udp_sockets: BTreeMap<ListenKey, usize>,
-    /// The listen addresses one of whose blocks has `shed`.
-    pub shed: std::collections::BTreeSet<ListenKey>,
-    /// The DNS-over-QUIC stream bounds of each `quic://` listen address whose blocks set them
-    /// (`quic`; the first block's).
-    pub quic: BTreeMap<ListenKey, QuicOptions>,
-    /// The PROXY protocol handling of each listen address whose blocks have `proxyproto` (the
-    /// first block's).
-    pub proxy: BTreeMap<ListenKey, Arc<ProxyProtocol>>,
+    /// What the listener of each listen address is told, folded from its blocks' settings
+    /// ([`crate::server::fold_listener`]) and handed whole to the server.
+    pub listeners: BTreeMap<ListenKey, ListenerSettings>,
     /// One chain per server block, in block order.
     pub chains: Vec<Chain>,
     /// The observers of every block (their background work starts with the generation).
@@ -128,15 +97,8 @@ impl Generation {
     }
 
     /// What the listener of `key` is bound and served with, from its blocks' settings.
-    pub fn listen_options(&self, key: &ListenKey) -> ListenOptions {
-        ListenOptions {
-            tls: self.tls.get(key).cloned(),
-            stream: self.stream.get(key).copied(),
-            udp_sockets: self.udp_sockets.get(key).copied(),
-            shed: self.shed.contains(key),
-            quic: self.quic.get(key).copied(),
-            proxy: self.proxy.get(key).cloned(),
-        }
+    pub fn listener_settings(&self, key: &ListenKey) -> ListenerSettings {
+        self.listeners.get(key).cloned().unwrap_or_default()
     }
 
     /// Holds until every plugin that asks for it ([`StartupWait`]) is ready, each
@@ -233,51 +195,14 @@ fn listen_keys(block: &BlockConfig) -> Vec<ListenKey> {
 /// Builds everything `config` runs except sockets (see the module docs).
 pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, BuildError> {
     let mut routers: BTreeMap<ListenKey, Router> = BTreeMap::new();
-    let mut tls = BTreeMap::new();
-    let mut stream = BTreeMap::new();
-    let mut udp_sockets = BTreeMap::new();
-    let mut shed = std::collections::BTreeSet::new();
-    let mut quic = BTreeMap::new();
-    let mut proxy = BTreeMap::new();
+    let mut listeners: BTreeMap<ListenKey, ListenerSettings> = BTreeMap::new();
     let mut chains = Vec::new();
     let mut all_observers = Vec::new();
     let mut acquired = Vec::new();
     for block in &config.blocks {
         let keys = listen_keys(block);
-        if block.scheme != Scheme::Dns
-            && let Some(config) = &block.settings.tls
-        {
-            for key in &keys {
-                tls.entry(*key).or_insert_with(|| config.clone());
-            }
-        }
-        if let Some(t) = block.settings.stream {
-            for key in &keys {
-                stream.entry(*key).or_insert(t);
-            }
-        }
-        if let Some(n) = block.settings.udp_sockets {
-            for key in &keys {
-                udp_sockets.entry(*key).or_insert(n);
-            }
-        }
-        if block.settings.shed {
-            shed.extend(keys.iter().copied());
-        }
-        if let Some(p) = &block.settings.proxy {
-            for key in &keys {
-                proxy.entry(*key).or_insert_with(|| p.clone());
-            }
-        }
-        if let Some(q) = block.settings.quic {
-            for key in keys.iter().filter(|k| k.2 == Scheme::Quic) {
-                quic.entry(*key).or_insert(q);
-            }
-        }
-        if let Some(q) = block.settings.https3 {
-            for key in keys.iter().filter(|k| k.2 == Scheme::Https3) {
-                quic.entry(*key).or_insert(q);
-            }
+        for key in &keys {
+            crate::server::fold_listener(listeners.entry(*key).or_default(), &block.settings.listener);
         }
         let mut capabilities = Capabilities::default();
         for (_, configured) in &block.plugins {
@@ -344,12 +269,7 @@ pub async fn build(config: Config, env: &BuildEnv<'_>) -> Result<Generation, Bui
     Ok(Generation {
         config,
         routers,
-        tls,
-        stream,
-        udp_sockets,
-        shed,
-        quic,
-        proxy,
+        listeners,
         chains,
         observers: all_observers,
         acquired,

@@ -6,12 +6,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use tokio::sync::oneshot;
 
-use super::build::{ListenKey, ListenOptions, server_label};
+use super::build::{ListenKey, server_label};
 use super::error::StartError;
 use super::state::{HttpListener, Listener, Shared};
-use crate::chain::{HttpCtx, HttpRoute};
+use crate::chain::{HttpCtx, HttpRoute, ListenerSettings};
 use crate::corefile::Scheme;
-use crate::server::tcp::{StreamProtocol, TcpLimits};
+use crate::server::tcp::StreamProtocol;
 use crate::server::{self, Router, ServerError};
 
 /// What the connections of a listen address speak: plain DNS, or DNS over TLS or HTTPS with
@@ -70,7 +70,7 @@ async fn bind_dns(
 pub(super) async fn listen(
     key: ListenKey,
     router: Router,
-    options: ListenOptions,
+    options: ListenerSettings,
     shared: &Shared,
 ) -> Result<Listener, ServerError> {
     if matches!(key.2, Scheme::Quic | Scheme::Https3) {
@@ -97,40 +97,12 @@ pub(super) async fn listen(
     tracing::info!(%addr, zones = %zone_list.join(" "), "serving DNS over {over}");
     let cell = server::router_cell(router);
     let (stop, rx) = oneshot::channel::<()>();
-    let mut tcp_limits = TcpLimits {
-        metrics: Some(shared.tcp.listener(&server_label(&key))),
-        ..TcpLimits::from_env()
-    };
-    if let Some(t) = options.stream {
-        tcp_limits.message_deadline = t.read.unwrap_or(tcp_limits.message_deadline);
-        tcp_limits.write_timeout = t.write.unwrap_or(tcp_limits.write_timeout);
-        tcp_limits.idle_timeout = t.idle.unwrap_or(tcp_limits.idle_timeout);
-        // CoreDNS counts queries on TCP and TLS connections, not HTTP requests.
-        if key.2 != Scheme::Https {
-            tcp_limits.max_queries = t.max_queries;
-        }
-    }
-    tcp_limits.proxy = options.proxy.clone();
-    let udp_limits = server::UdpLimits {
-        proxy: options.proxy.clone(),
-        proxy_sessions: options
-            .proxy
-            .as_ref()
-            .and_then(|p| p.udp_sessions)
-            .map(|(ttl, max)| {
-                std::sync::Arc::new(server::proxy::UdpSessions::new(
-                    ttl,
-                    max,
-                    Some(shared.proxy.sessions(&server_label(&key))),
-                ))
-            }),
-        shed: options.shed.then(|| {
-            server::Shed::new(
-                server::SHED_DEPTH,
-                Some(shared.shed.listener(&server_label(&key))),
-            )
-        }),
-    };
+    let (tcp_limits, udp_limits) = server::stream_limits(
+        &options,
+        key.2 == Scheme::Https,
+        &shared.listeners,
+        &server_label(&key),
+    );
     let task = tokio::spawn(server::serve_with(
         cell.clone(),
         vec![sockets],
@@ -156,35 +128,20 @@ pub(super) async fn listen(
 fn listen_quic(
     key: ListenKey,
     router: Router,
-    options: ListenOptions,
+    options: ListenerSettings,
     shared: &Shared,
 ) -> Result<Listener, ServerError> {
     use crate::server::h3::{bind_h3, serve_h3};
-    use crate::server::quic::{QuicLimits, bind_quic, serve_quic};
+    use crate::server::quic::{bind_quic, serve_quic};
     let label = server_label(&key);
     let (scheme, h3) = (key.2.as_str(), key.2 == Scheme::Https3);
-    if options.proxy.is_some() {
-        tracing::warn!(server = %label, "proxyproto has no effect on {scheme}:// listeners (CoreDNS applies it to their datagrams)");
-    }
     // The configuration refuses such a block without `tls`; kept as an error, not a panic.
     let tls = options.tls.as_deref().ok_or_else(|| {
         ServerError::Serve(format!(
             "{label}: a {scheme}:// server block needs a 'tls' directive"
         ))
     })?;
-    let mut limits = QuicLimits {
-        metrics: Some(shared.quic.listener(&label)),
-        ..QuicLimits::default()
-    };
-    if let Some(q) = options.quic {
-        limits.max_streams = q.max_streams.unwrap_or(limits.max_streams);
-        limits.workers = q.workers.unwrap_or(limits.workers);
-    }
-    if let Some(t) = options.stream {
-        limits.read_timeout = t.read.unwrap_or(limits.read_timeout);
-        limits.write_timeout = t.write.unwrap_or(limits.write_timeout);
-        limits.idle_timeout = t.idle.unwrap_or(limits.idle_timeout);
-    }
+    let limits = server::quic_limits(&options, h3, &shared.listeners, &label);
     let ip = key.0.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
     let bind = |addr| {
         if h3 {

@@ -230,7 +230,7 @@ pub async fn start_with_port(config: &Config, default_port: u16) -> Result<Runni
     for (key, router) in &generation.routers {
         listeners.insert(
             *key,
-            listen(*key, router.clone(), generation.listen_options(key), &shared).await?,
+            listen(*key, router.clone(), generation.listener_settings(key), &shared).await?,
         );
     }
     let mut http = Vec::new();

@@ -143,7 +143,7 @@ pub(super) async fn apply(inner: &Inner, config: Config) -> Result<(), StartErro
                 listen(
                     *key,
                     router.clone(),
-                    generation.listen_options(key),
+                    generation.listener_settings(key),
                     &inner.shared,
                 )
                 .await?,
@@ -164,11 +164,17 @@ pub(super) async fn apply(inner: &Inner, config: Config) -> Result<(), StartErro
                 listener.cell.store(Arc::new(router.clone()));
             }
             // New certificates take effect for new connections.
-            if let (Some(tls), Some(quic)) = (generation.tls.get(key), &listener.quic) {
+            // (A plain DNS listener has no certificate to take.)
+            let tls = generation
+                .listeners
+                .get(key)
+                .and_then(|l| l.tls.as_ref())
+                .filter(|_| key.2 != crate::corefile::Scheme::Dns);
+            if let (Some(tls), Some(quic)) = (tls, &listener.quic) {
                 if let Err(error) = quic.update_tls(tls) {
                     tracing::warn!(addr = %listener.addr, %error, "reload: the new certificate cannot serve DNS over QUIC; keeping the old one");
                 }
-            } else if let Some(tls) = generation.tls.get(key)
+            } else if let Some(tls) = tls
                 && !listener.protocol.update_tls(tls)
             {
                 tracing::warn!(addr = %listener.addr, "reload: a 'tls' directive added to a running listener takes effect after a restart");

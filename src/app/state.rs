@@ -13,7 +13,6 @@ use super::build::{BuildEnv, Generation, ListenKey};
 use crate::chain::{Readiness, Resources};
 use crate::server::{RouterCell, ServerError};
 use crate::telemetry::memo::MemoMetrics;
-use crate::telemetry::tcp::TcpMetrics;
 use crate::telemetry::{DnsMetrics, Families};
 
 /// The `reload` metrics: `coredns_reload_failed_total` and `coredns_reload_version_info`.
@@ -67,11 +66,8 @@ pub(super) struct Shared {
     pub(super) readiness: Readiness,
     pub(super) resources: Resources,
     pub(super) reload: ReloadMetrics,
-    pub(super) tcp: TcpMetrics,
-    pub(super) shed: crate::telemetry::shed::ShedMetrics,
+    pub(super) listeners: crate::server::ListenerFamilies,
     pub(super) memo: MemoMetrics,
-    pub(super) quic: crate::telemetry::quic::QuicMetrics,
-    pub(super) proxy: crate::telemetry::proxy::ProxyMetrics,
     pub(super) hostname: String,
 }
 
@@ -81,21 +77,15 @@ impl Shared {
         // Every plugin's families from the start, as CoreDNS registers its plugins' at init.
         crate::plugin::registry::register_families(&metrics)?;
         let reload = metrics.families::<ReloadMetrics>()?;
-        let tcp = TcpMetrics::register(metrics.registry())?;
-        let shed = crate::telemetry::shed::ShedMetrics::register(metrics.registry())?;
+        let listeners = crate::server::ListenerFamilies::register(metrics.registry())?;
         let memo = MemoMetrics::register(metrics.registry())?;
-        let quic = crate::telemetry::quic::QuicMetrics::register(metrics.registry())?;
-        let proxy = crate::telemetry::proxy::ProxyMetrics::register(metrics.registry())?;
         Ok(Self {
             metrics,
             readiness: Readiness::default(),
             resources: Resources::default(),
             reload,
-            tcp,
-            shed,
+            listeners,
             memo,
-            quic,
-            proxy,
             hostname: host_name(),
         })
     }

@@ -54,11 +54,11 @@ pub use auth::{RequestAuth, ResponseSigner, SignedRequest, Verdict};
 pub use capability::{Capabilities, ClientClasses, EdnsOptions, MetadataSource, OwnEndpoint, StartupWait};
 pub use observer::{Exchange, Observer};
 pub use ready::{Readiness, ReadinessCheck};
-pub use replay::{ClientClass, Lifetime, Replay, ReplayPlan, Replayed, Scope, ZoneMark, reorder, reorders};
+pub use replay::{ClientClass, Lifetime, Replay, ReplayPlan, Replayed, Scope, ZoneMark, reorder};
 pub use resources::{Acquired, Resources};
 pub use settings::{
-    BlockFilter, BlockSettings, HttpCtx, HttpRoute, ProxyPolicy, ProxyProtocol, QuicOptions, ReloadSettings,
-    StreamTimeouts,
+    BlockFilter, BlockSettings, HttpCtx, HttpRoute, ListenerSettings, ProxyPolicy, ProxyProtocol,
+    QuicOptions, ReloadSettings, StreamTimeouts,
 };
 #[cfg(test)]
 pub use setup::set_up;

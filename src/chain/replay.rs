@@ -147,10 +147,13 @@ pub struct ClientClass {
     pub note: u8,
 }
 
-/// True when [`reorder`] may change `records`: two or more A/AAAA, or two or more MX.
-pub fn reorders(records: &[Record]) -> bool {
-    let count = |t: &[RecordType]| records.iter().filter(|r| t.contains(&r.record_type())).count();
-    count(&[RecordType::A, RecordType::AAAA]) >= 2 || count(&[RecordType::MX]) >= 2
+impl Replay {
+    /// True when [`reorder`] (the order [`Replay::Reordered`] promises) may change `records`:
+    /// two or more A/AAAA, or two or more MX.
+    pub fn reorders(records: &[Record]) -> bool {
+        let count = |t: &[RecordType]| records.iter().filter(|r| t.contains(&r.record_type())).count();
+        count(&[RecordType::A, RecordType::AAAA]) >= 2 || count(&[RecordType::MX]) >= 2
+    }
 }
 
 /// Where a record goes in [`reorder`]'s order.
@@ -167,7 +170,7 @@ fn place(r: &Record) -> u8 {
 /// `loadbalance` gives every answer): CNAMEs first, then the records that are not reordered in
 /// their order, then the A/AAAA records shuffled, then the MX records shuffled.
 pub fn reorder(records: &mut [Record]) {
-    if !reorders(records) {
+    if !Replay::reorders(records) {
         return;
     }
     // A stable sort keeps each group's own order before the shuffles.

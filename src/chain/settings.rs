@@ -84,25 +84,6 @@ pub struct ProxyProtocol {
     pub udp_sessions: Option<(Duration, usize)>,
 }
 
-impl ProxyProtocol {
-    /// The policy for a datagram or connection from `peer` (CoreDNS's setup: without `allow`
-    /// every source is used, unless `default` says otherwise).
-    pub fn policy_for(&self, peer: IpAddr) -> ProxyPolicy {
-        if self.allow.is_empty() {
-            return self.default.unwrap_or(ProxyPolicy::Use);
-        }
-        let peer = match peer {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, IpAddr::V4),
-            v4 => v4,
-        };
-        if self.allow.iter().any(|c| c.contains(peer)) {
-            ProxyPolicy::Use
-        } else {
-            self.default.unwrap_or(ProxyPolicy::Ignore)
-        }
-    }
-}
-
 /// What an HTTP route's handler may use: the process-wide state that outlives configurations.
 #[derive(Debug, Clone, Copy)]
 pub struct HttpCtx<'a> {
@@ -142,6 +123,33 @@ impl fmt::Debug for HttpRoute {
     }
 }
 
+/// What the listener of one listen address is told by the blocks that listen on it: the
+/// options of `tls`, `timeouts`, `multisocket`, `shed`, `quic`, `https3` and `proxyproto`.
+/// The runtime folds the blocks' values once per address (`server::fold_listener`: the first
+/// block that sets an option decides; `shed` is on when any block has it) and hands the value
+/// whole to the server, which turns it into its limits. A new listener option is a field
+/// here, its plugin folder, and the server's fold and reading of it; never the runtime.
+#[derive(Debug, Clone, Default)]
+pub struct ListenerSettings {
+    /// The server certificate of `tls://`, `https://`, `quic://` and `https3://` listeners
+    /// (`tls`).
+    pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    /// Stream connection bounds (`timeouts`).
+    pub stream: Option<StreamTimeouts>,
+    /// How many UDP sockets to bind on the port with `SO_REUSEPORT`, each served by its own
+    /// worker (`multisocket`). `None`: one per CPU.
+    pub udp_sockets: Option<usize>,
+    /// The UDP sockets drop queries that would wait for I/O while the socket has as many
+    /// answers waiting as it sheds at (`shed`).
+    pub shed: bool,
+    /// `quic://` stream bounds (`quic`).
+    pub quic: Option<QuicOptions>,
+    /// `https3://` stream bounds (`https3 { max_streams }`).
+    pub https3: Option<QuicOptions>,
+    /// PROXY protocol handling (`proxyproto`).
+    pub proxy: Option<Arc<ProxyProtocol>>,
+}
+
 /// A server block's settings (see the module docs). The defaults are a block without any
 /// of the directives that set them.
 #[derive(Debug, Clone)]
@@ -150,8 +158,6 @@ pub struct BlockSettings {
     pub bind: Vec<IpAddr>,
     /// The largest UDP payload the block advertises and fills (`bufsize`; 1232 by default).
     pub udp_payload: u16,
-    /// The server certificate of `tls://` and `https://` blocks (`tls`).
-    pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     /// The process logs cluster-dns's own messages at debug level (`debug`).
     pub debug: bool,
     /// How long DNS keeps answering after SIGTERM (`health { lameduck }`): the upper bound.
@@ -167,30 +173,14 @@ pub struct BlockSettings {
     pub http: Vec<HttpRoute>,
     /// Which questions the block takes (`view`); all when `None`.
     pub filter: Option<Arc<dyn BlockFilter>>,
-    /// Its listeners' stream connection bounds (`timeouts`); the first block of a listen
-    /// address that has them sets them for the address.
-    pub stream: Option<StreamTimeouts>,
-    /// How many UDP sockets its listeners bind on their port with `SO_REUSEPORT`, each served
-    /// by its own worker (`multisocket`); the first block of a listen address that sets it
-    /// decides. `None`: one per CPU.
-    pub udp_sockets: Option<usize>,
-    /// Its listeners' UDP sockets drop queries that would wait for I/O while the socket has
-    /// as many answers waiting as it sheds at (`shed`); any block of a listen address turns it
-    /// on for the address.
-    pub shed: bool,
+    /// What its listeners are told (`tls`, `timeouts`, `multisocket`, `shed`, `quic`,
+    /// `https3`, `proxyproto`); see [`ListenerSettings`].
+    pub listener: ListenerSettings,
     /// Its questions carry metadata (`metadata`), published by its plugins for the names
     /// under these zones (empty: the block's zones).
     pub metadata: Option<Vec<hickory_proto::rr::Name>>,
     /// Its check of signed requests and signing of their replies (`tsig`).
     pub auth: Option<Arc<dyn super::auth::RequestAuth>>,
-    /// Its `quic://` listeners' stream bounds (`quic`); the first block of a listen address
-    /// that sets them decides.
-    pub quic: Option<QuicOptions>,
-    /// `https3 { max_streams }`: the DNS-over-HTTP/3 bounds of its `https3://` listeners.
-    pub https3: Option<QuicOptions>,
-    /// Its listeners' PROXY protocol handling (`proxyproto`); the first block of a listen
-    /// address that has it decides.
-    pub proxy: Option<Arc<ProxyProtocol>>,
     /// A plugin answers zone transfers (`transfer`): the server refuses AXFR and IXFR in
     /// blocks without one.
     pub transfers: bool,
@@ -201,7 +191,6 @@ impl Default for BlockSettings {
         Self {
             bind: Vec::new(),
             udp_payload: MAX_UDP_PAYLOAD,
-            tls: None,
             debug: false,
             lameduck: Duration::ZERO,
             propagation_margin: None,
@@ -209,14 +198,9 @@ impl Default for BlockSettings {
             records_metrics: false,
             http: Vec::new(),
             filter: None,
-            stream: None,
-            udp_sockets: None,
-            shed: false,
+            listener: ListenerSettings::default(),
             metadata: None,
             auth: None,
-            quic: None,
-            https3: None,
-            proxy: None,
             transfers: false,
         }
     }

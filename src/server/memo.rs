@@ -55,7 +55,7 @@ use rand::seq::SliceRandom;
 
 use tokio::time::Instant;
 
-use crate::chain::{ClientClass, Lifetime, reorders};
+use crate::chain::{ClientClass, Lifetime, Replay};
 use crate::proto::{ChangeCounter, Transport};
 use crate::telemetry::memo::ListenerMemoMetrics;
 
@@ -636,10 +636,10 @@ pub fn shuffle_plan(
     answers: &[Record],
     additional: &[Record],
 ) -> Result<Option<Shuffle>, ()> {
-    if reorders(additional) {
+    if Replay::reorders(additional) {
         return Err(());
     }
-    if !reorders(answers) {
+    if !Replay::reorders(answers) {
         return Ok(None);
     }
     let addrs = answers

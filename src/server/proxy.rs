@@ -1,7 +1,7 @@
 //! The PROXY protocol (HAProxy's proxy-protocol.txt, versions 1 and 2) in front of DNS
 //! (`proxyproto`): the header a load balancer puts before a connection's bytes or a datagram,
 //! naming the client it forwards for. From a source whose policy is `use`
-//! ([`ProxyProtocol::policy_for`]) the header's source address becomes the client address the
+//! ([`policy_for`]) the header's source address becomes the client address the
 //! chain sees (acl, log, view, metrics); replies still go to the peer. As CoreDNS does, UDP
 //! takes version 2 only (a `DGRAM` header, or a `LOCAL` one: the peer's own address), TCP
 //! both; a datagram with a malformed header is
@@ -136,6 +136,23 @@ impl UdpSessions {
     }
 }
 
+/// The policy for a datagram or connection from `peer` under `proxy` (CoreDNS's setup: without
+/// `allow` every source is used, unless `default` says otherwise).
+pub fn policy_for(proxy: &ProxyProtocol, peer: IpAddr) -> ProxyPolicy {
+    if proxy.allow.is_empty() {
+        return proxy.default.unwrap_or(ProxyPolicy::Use);
+    }
+    let peer = match peer {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, IpAddr::V4),
+        v4 => v4,
+    };
+    if proxy.allow.iter().any(|c| c.contains(peer)) {
+        ProxyPolicy::Use
+    } else {
+        proxy.default.unwrap_or(ProxyPolicy::Ignore)
+    }
+}
+
 /// The header at the start of `buf`, `None` when `buf` does not start with one.
 pub fn parse(buf: &[u8]) -> Result<Option<Header>, ProxyError> {
     let n = buf.len().min(V2_SIGNATURE.len());
@@ -245,7 +262,7 @@ pub fn datagram(
     buf: &[u8],
     peer: SocketAddr,
 ) -> Result<(SocketAddr, usize), ProxyError> {
-    let policy = proxy.policy_for(peer.ip());
+    let policy = policy_for(proxy, peer.ip());
     if policy == ProxyPolicy::Skip {
         return Ok((peer, 0));
     }
@@ -308,7 +325,7 @@ pub async fn read_stream_header<S>(
 where
     S: AsyncRead + Unpin,
 {
-    let policy = proxy.policy_for(peer.ip());
+    let policy = policy_for(proxy, peer.ip());
     if policy == ProxyPolicy::Skip {
         return Ok((peer, Vec::new()));
     }

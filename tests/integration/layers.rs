@@ -1136,3 +1136,57 @@ mod tests {
     let walk = "pub trait Plugin: Send {\n    fn name(&self) -> &str;\n    /// x\n    fn serve(\n        &self,\n    ) -> u8 {\n        0\n    }\n}\nfn after() {}\n";
     assert_eq!(plugin_trait_methods(walk), ["name", "serve"]);
 }
+
+/// A listener option is its plugin folder plus the server (issue 43): the runtime folds each
+/// address's [`ListenerSettings`] through `server::fold_listener` and hands it whole to the
+/// server, which turns it into limits (`server/settings.rs`). Of its fields, `src/app/` reads
+/// only the two it binds sockets with (the certificate and the UDP socket count): a new
+/// option read there fails this test. (`https3`'s bounds, added by issue 44, are the example:
+/// their field, plugin and server reading touch no runtime file.)
+#[test]
+fn the_runtime_reads_no_listener_option_but_what_it_binds_with() {
+    let files = sources();
+    let settings = &files
+        .values()
+        .find(|(f, _)| f == "chain/settings.rs")
+        .expect("src/chain/settings.rs")
+        .1;
+    let body = settings
+        .split("pub struct ListenerSettings {")
+        .nth(1)
+        .and_then(|b| b.split("\n}").next())
+        .expect("pub struct ListenerSettings in src/chain/settings.rs");
+    let fields: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub ")?.split(':').next())
+        .collect();
+    assert!(fields.len() >= 7, "{fields:?}");
+    let mut read = Vec::new();
+    for (file, text) in files.values() {
+        if !file.starts_with("app/") {
+            continue;
+        }
+        for field in &fields {
+            for at in ["options.", "settings.listener.", "l."] {
+                if text.contains(&format!("{at}{field}")) {
+                    read.push(format!("{file}: {at}{field}"));
+                }
+            }
+        }
+    }
+    read.sort();
+    read.dedup();
+    let allowed = ["tls", "udp_sockets"];
+    let extra: Vec<_> = read
+        .iter()
+        .filter(|r| !allowed.iter().any(|f| r.ends_with(&format!(".{f}"))))
+        .collect();
+    assert!(
+        extra.is_empty(),
+        "src/app/ reads listener options the server should: {extra:?}"
+    );
+    assert!(
+        read.iter().any(|r| r.ends_with("options.udp_sockets")),
+        "the check sees what app/listen.rs reads: {read:?}"
+    );
+}

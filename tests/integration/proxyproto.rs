@@ -374,3 +374,46 @@ async fn dnsdist_health_checks_see_the_server_up() {
     assert!(!logs.contains("as 'down'"), "{logs}");
     running.stop().await.unwrap();
 }
+
+/// Which policy a peer gets under a block's `proxyproto` (`server::proxy::policy_for`).
+#[test]
+fn a_peer_gets_the_policy_its_block_says() {
+    use cluster_dns::chain::{ProxyPolicy, ProxyProtocol};
+    use cluster_dns::corefile::Cidr;
+    use cluster_dns::server::proxy::policy_for;
+    let cidr = |t: &str| Cidr::parse(t).unwrap();
+    let all = ProxyProtocol::default();
+    assert_eq!(policy_for(&all, "192.0.2.1".parse().unwrap()), ProxyPolicy::Use);
+    let some = ProxyProtocol {
+        allow: vec![cidr("192.168.1.1/32"), cidr("192.168.0.1/32")],
+        ..ProxyProtocol::default()
+    };
+    assert_eq!(
+        policy_for(&some, "192.168.1.1".parse().unwrap()),
+        ProxyPolicy::Use
+    );
+    assert_eq!(
+        policy_for(&some, "::ffff:192.168.0.1".parse().unwrap()),
+        ProxyPolicy::Use
+    );
+    assert_eq!(
+        policy_for(&some, "192.168.1.2".parse().unwrap()),
+        ProxyPolicy::Ignore
+    );
+    let reject = ProxyProtocol {
+        default: Some(ProxyPolicy::Reject),
+        ..some.clone()
+    };
+    assert_eq!(
+        policy_for(&reject, "10.0.0.1".parse().unwrap()),
+        ProxyPolicy::Reject
+    );
+    let skip_all = ProxyProtocol {
+        default: Some(ProxyPolicy::Skip),
+        ..ProxyProtocol::default()
+    };
+    assert_eq!(
+        policy_for(&skip_all, "10.0.0.1".parse().unwrap()),
+        ProxyPolicy::Skip
+    );
+}

@@ -368,6 +368,7 @@ async fn a_doh_request_whose_stream_is_reset_stops_counting() {
     let config = cluster_dns::config::Config::from_corefile(&cf, &path, 53).unwrap();
     let tls = config.blocks[0]
         .settings
+        .listener
         .tls
         .clone()
         .expect("the block's TLS configuration");

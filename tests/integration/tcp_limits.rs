@@ -425,6 +425,7 @@ async fn a_tls_handshake_that_never_ends_is_closed_at_the_deadline() {
     let config = cluster_dns::config::Config::from_corefile(&cf, &path, 53).unwrap();
     let tls = config.blocks[0]
         .settings
+        .listener
         .tls
         .clone()
         .expect("the block's TLS configuration");

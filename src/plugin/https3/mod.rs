@@ -48,7 +48,7 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 
 impl Configured for Https3Config {
     fn configure(&self, settings: &mut BlockSettings) {
-        settings.https3 = Some(self.0);
+        settings.listener.https3 = Some(self.0);
     }
 }
 
@@ -60,7 +60,7 @@ mod tests {
         let c = crate::chain::set_up(text, setup)?;
         let mut s = BlockSettings::default();
         c.configure(&mut s);
-        s.https3.ok_or_else(|| "not set".to_owned())
+        s.listener.https3.ok_or_else(|| "not set".to_owned())
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 
 impl Configured for MultisocketConfig {
     fn configure(&self, settings: &mut BlockSettings) {
-        settings.udp_sockets = Some(self.0);
+        settings.listener.udp_sockets = Some(self.0);
     }
 }
 
@@ -53,7 +53,7 @@ mod tests {
         let c = crate::chain::set_up(text, setup)?;
         let mut s = BlockSettings::default();
         c.configure(&mut s);
-        Ok(s.udp_sockets)
+        Ok(s.listener.udp_sockets)
     }
 
     #[test]

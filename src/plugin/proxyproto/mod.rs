@@ -95,7 +95,7 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 
 impl Configured for ProxyprotoConfig {
     fn configure(&self, settings: &mut BlockSettings) {
-        settings.proxy = Some(self.0.clone());
+        settings.listener.proxy = Some(self.0.clone());
     }
 }
 
@@ -107,28 +107,23 @@ mod tests {
         let c = crate::chain::set_up(text, setup)?;
         let mut s = BlockSettings::default();
         c.configure(&mut s);
-        s.proxy.map(|p| (*p).clone()).ok_or_else(|| "not set".to_owned())
+        s.listener
+            .proxy
+            .map(|p| (*p).clone())
+            .ok_or_else(|| "not set".to_owned())
     }
 
     #[test]
     fn options_policies_and_errors() {
+        // What the server's policy_for reads (its tests: server::proxy).
         let all = parse("proxyproto").unwrap();
-        assert_eq!(all.policy_for("192.0.2.1".parse().unwrap()), ProxyPolicy::Use);
+        assert!(all.allow.is_empty() && all.default.is_none());
         let some = parse("proxyproto {\n allow 192.168.1.1/32 192.168.0.1/32\n}").unwrap();
-        assert_eq!(some.policy_for("192.168.1.1".parse().unwrap()), ProxyPolicy::Use);
-        assert_eq!(
-            some.policy_for("::ffff:192.168.0.1".parse().unwrap()),
-            ProxyPolicy::Use
-        );
-        assert_eq!(
-            some.policy_for("192.168.1.2".parse().unwrap()),
-            ProxyPolicy::Ignore
-        );
+        assert_eq!(some.allow.len(), 2);
+        assert!(some.allow[0].contains("192.168.1.1".parse().unwrap()));
+        assert!(!some.allow[0].contains("192.168.1.2".parse().unwrap()));
         let reject = parse("proxyproto {\n allow 192.168.1.1/32\n default REJECT\n}").unwrap();
-        assert_eq!(
-            reject.policy_for("10.0.0.1".parse().unwrap()),
-            ProxyPolicy::Reject
-        );
+        assert_eq!(reject.default, Some(ProxyPolicy::Reject));
         let spectrum = parse("proxyproto {\n allow 192.168.1.1/32\n udp_session_tracking 28s\n}").unwrap();
         assert_eq!(
             spectrum.udp_sessions,
@@ -140,10 +135,7 @@ mod tests {
             Some((std::time::Duration::from_secs(28), 20_000))
         );
         let skip_all = parse("proxyproto {\n default skip\n}").unwrap();
-        assert_eq!(
-            skip_all.policy_for("10.0.0.1".parse().unwrap()),
-            ProxyPolicy::Skip
-        );
+        assert_eq!(skip_all.default, Some(ProxyPolicy::Skip));
         for (text, want) in [
             ("proxyproto x", "Corefile:2"),
             (

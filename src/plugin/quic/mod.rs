@@ -65,7 +65,7 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 
 impl Configured for QuicConfig {
     fn configure(&self, settings: &mut BlockSettings) {
-        settings.quic = Some(self.0);
+        settings.listener.quic = Some(self.0);
     }
 }
 
@@ -77,7 +77,7 @@ mod tests {
         let c = crate::chain::set_up(text, setup)?;
         let mut s = BlockSettings::default();
         c.configure(&mut s);
-        s.quic.ok_or_else(|| "not set".to_owned())
+        s.listener.quic.ok_or_else(|| "not set".to_owned())
     }
 
     #[test]

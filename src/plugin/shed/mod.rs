@@ -25,6 +25,6 @@ impl Configured for ShedConfig {
     }
 
     fn configure(&self, settings: &mut BlockSettings) {
-        settings.shed = true;
+        settings.listener.shed = true;
     }
 }

@@ -88,7 +88,7 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 
 impl Configured for TimeoutsConfig {
     fn configure(&self, settings: &mut BlockSettings) {
-        settings.stream = Some(self.0);
+        settings.listener.stream = Some(self.0);
     }
 }
 
@@ -100,7 +100,7 @@ mod tests {
         let c = crate::chain::set_up(text, setup)?;
         let mut s = BlockSettings::default();
         c.configure(&mut s);
-        Ok(s.stream.unwrap())
+        Ok(s.listener.stream.unwrap())
     }
 
     #[test]

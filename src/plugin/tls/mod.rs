@@ -50,7 +50,7 @@ impl std::fmt::Debug for TlsConfig {
 
 impl Configured for TlsConfig {
     fn configure(&self, settings: &mut BlockSettings) {
-        settings.tls = Some(self.server.clone());
+        settings.listener.tls = Some(self.server.clone());
     }
 }
 
