@@ -193,6 +193,8 @@ mod every_plugin_answers_now_as_it_answers_later {
         ("any", "any"),
         ("chaos", "chaos v1 alice bob"),
         ("acl", "acl {\n  block type HINFO\n  filter net 10.0.0.0/8\n }"),
+        ("dnspolicy", "dnspolicy {\n  unmapped deny\n }"),
+        ("dnspolicy", "dnspolicy {\n  unmapped allow\n }"),
         ("transfer", "transfer cluster.local {\n  to *\n }"),
         ("hosts", "hosts {\n  10.9.9.9 node-1.example.\n  fallthrough\n }"),
         ("k8s_external", "k8s_external example.org"),
@@ -239,6 +241,24 @@ mod every_plugin_answers_now_as_it_answers_later {
     /// `serve` does: the same reply, the same writer, the same replay plan.
     #[tokio::test]
     async fn serve_now_is_serve_for_every_plugin_first_in_a_chain() {
+        // Every plugin folder whose code implements `serve_now` is in the list.
+        let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/plugin");
+        for dir in std::fs::read_dir(&plugins).expect("src/plugin") {
+            let dir = dir.expect("an entry").path();
+            let Ok(files) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+            for file in files {
+                let text = std::fs::read_to_string(file.expect("a file").path()).unwrap_or_default();
+                if text.contains("fn serve_now(") {
+                    assert!(
+                        FIRST.iter().any(|(d, _)| *d == name),
+                        "src/plugin/{name} implements serve_now but is not in FIRST"
+                    );
+                }
+            }
+        }
         for (directive, lines) in FIRST {
             assert!(PLUGINS.iter().any(|e| e.name == *directive), "{directive}");
             // The kubernetes plugin after it, where the registry puts it after.
