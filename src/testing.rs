@@ -248,7 +248,11 @@ mod every_plugin_answers_now_as_it_answers_later {
             let Ok(files) = std::fs::read_dir(&dir) else {
                 continue;
             };
-            let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+            let name = dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+                .to_owned();
             for file in files {
                 let text = std::fs::read_to_string(file.expect("a file").path()).unwrap_or_default();
                 if text.contains("fn serve_now(") {

@@ -387,9 +387,9 @@ pub struct CacheCounts {
     pub views: usize,
     /// View contents whose class is remembered.
     pub classes: usize,
-    /// Times the views were emptied because they reached [`VIEWS_MAX`].
+    /// Times the views were emptied because they reached their bound (65,536).
     pub view_flushes: u64,
-    /// Times the classes were emptied because they reached [`CLASSES_MAX`].
+    /// Times the classes were emptied because they reached their bound (262,144).
     pub class_flushes: u64,
 }
 

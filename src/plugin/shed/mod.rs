@@ -1,6 +1,6 @@
 //! The `shed` plugin (CoreDNS 1.14): a server block's UDP sockets shed load instead of piling
 //! it up. Not in the query path: the UDP transport does it ([`crate::server::Shed`]), the
-//! block's setting turns it on ([`crate::chain::BlockSettings::shed`]). See this folder's
+//! block's setting turns it on ([`crate::chain::ListenerSettings::shed`]). See this folder's
 //! README.
 
 use std::sync::Arc;
