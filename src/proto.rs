@@ -67,6 +67,10 @@ pub struct Question {
     /// copies (autopath's tries, a CNAME target's question), so every plugin that answers
     /// cluster names or sends names out reads it ([`Question::view`]).
     pub visibility: std::sync::OnceLock<VisibilityRef>,
+    /// For an IXFR: the serial of the zone version the asker holds (the SOA in its request's
+    /// authority section, RFC 1995 section 3), from which `transfer` answers the differences
+    /// when its zone's journal reaches back to it.
+    pub ixfr_serial: Option<u32>,
 }
 
 /// What a tenant's DNS policy lets one client see and ask (the `dnspolicy` plugin sets it on
@@ -207,6 +211,7 @@ impl Question {
             server: None,
             metadata: None,
             visibility: std::sync::OnceLock::new(),
+            ixfr_serial: None,
         }
     }
 
@@ -244,6 +249,8 @@ impl Question {
             server: self.server,
             metadata: self.metadata.clone(),
             visibility: self.visibility.clone(),
+            // Another name is not the zone the asker holds a version of.
+            ixfr_serial: None,
         }
     }
 }

@@ -80,5 +80,6 @@ pub(super) fn question(
         server,
         metadata: None,
         visibility: Default::default(),
+        ixfr_serial: req.soa_serial.filter(|_| qtype == RecordType::IXFR),
     })
 }

@@ -236,3 +236,163 @@ async fn a_transfer_is_never_replayed_from_the_cache_to_another_client() {
     }
     running.stop().await.unwrap();
 }
+
+/// Knot DNS as a secondary of a `file` zone, killed on drop.
+struct KnotSecondary {
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+    addr: std::net::SocketAddr,
+}
+
+impl Drop for KnotSecondary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl KnotSecondary {
+    /// Knot following `example.org.` from `primary`, taking NOTIFY from 127.0.0.1, on `port`.
+    fn start(primary: std::net::SocketAddr, port: u16) -> Self {
+        let dir = support::temp_dir("knot-secondary");
+        let d = dir.display();
+        let conf = format!(
+            "server:\n    rundir: \"{d}\"\n    listen: 127.0.0.1@{port}\n    udp-workers: 1\n    tcp-workers: 1\n    background-workers: 1\n\
+             database:\n    storage: \"{d}\"\n\
+             log:\n  - target: stderr\n    any: info\n\
+             remote:\n  - id: primary\n    address: {}@{}\n\
+             acl:\n  - id: notify\n    address: 127.0.0.1\n    action: notify\n\
+             template:\n  - id: default\n    storage: \"{d}\"\n    zonefile-sync: -1\n\
+             zone:\n  - domain: example.org.\n    master: primary\n    acl: notify\n",
+            primary.ip(),
+            primary.port()
+        );
+        std::fs::write(dir.join("knot.conf"), conf).unwrap();
+        let log = std::fs::File::create(dir.join("knot.log")).unwrap();
+        let child = std::process::Command::new("/usr/sbin/knotd")
+            .arg("-c")
+            .arg(dir.join("knot.conf"))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("knotd runs (Debian's knot; test.sh installs it)");
+        Self {
+            child,
+            dir,
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("knot.log")).unwrap_or_default()
+    }
+
+    /// What Knot answers for `name` `qtype` (dig +short), once it says `want` (within 15 s).
+    fn answers(&self, name: &str, qtype: &str, want: &str) -> String {
+        let mut last = String::new();
+        for _ in 0..150 {
+            // (dig fails until Knot listens.)
+            let out = std::process::Command::new("dig")
+                .arg(format!("@{}", self.addr.ip()))
+                .args(["-p", &self.addr.port().to_string(), "+short", "+norec"])
+                .args(["+time=1", "+tries=1", name, qtype])
+                .output()
+                .expect("dig runs");
+            last = String::from_utf8_lossy(&out.stdout).into_owned();
+            if last.trim() == want {
+                return last;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!(
+            "Knot answers {name} {qtype} with {last:?}, not {want:?}; its log:\n{}",
+            self.log()
+        );
+    }
+}
+
+/// RFC 1995 with a secondary no one here wrote: Knot DNS takes the `file` zone by AXFR, then,
+/// told by NOTIFY of each edit of the file (serial 42 to 43 to 44), asks IXFR and gets the
+/// differences from the zone's journal: its log shows incoming IXFRs and no fall back to
+/// AXFR, and it answers the new data. `dig IXFR=42` shows the difference sequence (RFC 1995
+/// section 4: the current SOA, the old SOA, what was removed, the next SOA, what was added,
+/// ..., the current SOA), and a serial the journal does not reach gets the whole zone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn knot_follows_a_file_zone_by_ixfr() {
+    use std::time::Duration;
+    let dir = support::temp_dir("transfer-knot-ixfr");
+    std::fs::write(dir.join("db.example.org"), ZONE).unwrap();
+    let knot_port = crate::upstream::free_port();
+    let corefile = format!(
+        "example.org:0 {{\n bind 127.0.0.1\n transfer {{\n  to * 127.0.0.1:{knot_port}\n }}\n file db.example.org {{\n  reload 1s\n }}\n}}\n"
+    );
+    let running = support::start(&corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let zone = dir.clone();
+    let (log, diff, whole) = tokio::task::spawn_blocking(move || {
+        let knot = KnotSecondary::start(addr, knot_port);
+        knot.answers("www.example.org", "A", "192.0.2.80");
+        // Edit 1: www moves, a TXT record appears.
+        std::thread::sleep(Duration::from_millis(1100));
+        let v43 = ZONE.replace(" 42 ", " 43 ").replace("192.0.2.80", "192.0.2.81")
+            + "txt 3600 IN TXT \"added in 43\"\n";
+        std::fs::write(zone.join("db.example.org"), &v43).unwrap();
+        knot.answers("www.example.org", "A", "192.0.2.81");
+        knot.answers("txt.example.org", "TXT", "\"added in 43\"");
+        // Edit 2: the TXT record goes again.
+        std::thread::sleep(Duration::from_millis(1100));
+        let v44 = v43
+            .replace(" 43 ", " 44 ")
+            .replace("txt 3600 IN TXT \"added in 43\"\n", "");
+        std::fs::write(zone.join("db.example.org"), v44).unwrap();
+        knot.answers(
+            "example.org",
+            "SOA",
+            "ns.example.org. admin.example.org. 44 7200 3600 1209600 300",
+        );
+        knot.answers("txt.example.org", "TXT", "");
+        let diff = support::dig(addr, &["+nocookie", "IXFR=42", "example.org"]);
+        let whole = support::dig(addr, &["+nocookie", "IXFR=7", "example.org"]);
+        (knot.log(), diff, whole)
+    })
+    .await
+    .unwrap();
+    running.stop().await.unwrap();
+    let incoming: Vec<&str> = log.lines().filter(|l| l.contains("IXFR, incoming")).collect();
+    assert!(
+        incoming.iter().filter(|l| l.contains("finished")).count() >= 2,
+        "Knot did not take two IXFRs:\n{log}"
+    );
+    // (Given the whole zone for an IXFR, Knot logs "receiving AXFR-style IXFR".)
+    assert!(
+        !log.contains("AXFR-style") && !log.contains("fallback to AXFR"),
+        "Knot took the whole zone for an IXFR:\n{log}"
+    );
+    let soa = |n: u32| {
+        format!("example.org. 3600 IN SOA ns.example.org. admin.example.org. {n} 7200 3600 1209600 300")
+    };
+    assert_eq!(
+        support::dig_records(&diff),
+        [
+            soa(44),
+            soa(42),
+            "www.example.org. 3600 IN A 192.0.2.80".to_owned(),
+            soa(43),
+            "txt.example.org. 3600 IN TXT \"added in 43\"".to_owned(),
+            "www.example.org. 3600 IN A 192.0.2.81".to_owned(),
+            soa(43),
+            "txt.example.org. 3600 IN TXT \"added in 43\"".to_owned(),
+            soa(44),
+            soa(44),
+        ],
+        "{diff}"
+    );
+    let whole = support::dig_records(&whole);
+    assert_eq!(
+        whole.len(),
+        5,
+        "a serial the journal does not reach: the whole zone"
+    );
+    assert_eq!((whole[0].clone(), whole[4].clone()), (soa(44), soa(44)));
+}

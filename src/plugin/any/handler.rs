@@ -75,6 +75,7 @@ mod tests {
             server: None,
             metadata: None,
             visibility: Default::default(),
+            ixfr_serial: None,
         };
         let Reply::Authoritative(a) = MinimalAny::answer(&q) else {
             panic!("authoritative")

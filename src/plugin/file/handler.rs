@@ -3,6 +3,7 @@
 //! again when its SOA serial grew, or with `reload_by_mtime` when its modification time
 //! changed; a file that no longer parses leaves the zone as it was, with a warning), and tells
 //! the block's secondaries through its `Notifier` (NOTIFY) when a zone is loaded or reloaded.
+//! Each zone keeps a [`Journal`] of its versions' differences, for IXFR.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, Record, RecordType};
 
+use super::journal::Journal;
 use super::setup::{FileConfig, ZoneFile};
 use super::zone::{Lookup, ZoneData};
 use crate::chain::{Capabilities, Chain, Next, Plugin, Replay, ReplyFuture};
@@ -21,10 +23,13 @@ use crate::proto::{Answer, Failure, FlagEdit, Forwarded, Question, Reply};
 /// One zone and what serves it now.
 ///
 /// Invariant: `data` is replaced whole, under its write lock, by the file's one reload task;
-/// a question reads one version of the zone from start to end.
+/// a question reads one version of the zone from start to end. `journal` is written by that
+/// task alone (under its lock, before `data` is replaced), so an IXFR answer read from it is
+/// one consistent run of versions, at most one version ahead of `data`.
 struct ZoneSlot {
     origin: Name,
     data: RwLock<Option<Arc<ZoneData>>>,
+    journal: Mutex<Journal>,
 }
 
 /// One file and its zones.
@@ -124,6 +129,16 @@ impl Watched {
             };
             if newer {
                 tracing::info!(zone = %slot.origin, serial = fresh.serial(), records = fresh.records(), "file: zone reloaded");
+                {
+                    let mut journal = slot.journal.lock().unwrap_or_else(PoisonError::into_inner);
+                    match &current {
+                        Some(old) if serial_after(fresh.serial(), old.serial()) => {
+                            journal.record(old, &fresh)
+                        }
+                        // Not a later version (`reload_by_mtime`): no difference leads to it.
+                        _ => journal.clear(),
+                    }
+                }
                 *slot.data.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(fresh));
                 replaced = true;
                 if let Some(n) = &self.notifier {
@@ -151,6 +166,7 @@ impl File {
                         Arc::new(ZoneSlot {
                             origin: origin.clone(),
                             data: RwLock::new(data.clone()),
+                            journal: Mutex::new(Journal::default()),
                         })
                     })
                     .collect();
@@ -331,6 +347,14 @@ impl ZoneTransfer for File {
         let slot = self.inner.zones.iter().find(|z| &z.origin == zone)?;
         let data = slot.data.read().unwrap_or_else(PoisonError::into_inner).clone()?;
         Some(data.transfer())
+    }
+
+    /// The differences since version `held` of the zone named exactly `zone`, from its journal
+    /// (an IXFR, RFC 1995).
+    fn zone_changes(&self, zone: &Name, held: u32) -> Option<Vec<Record>> {
+        let slot = self.inner.zones.iter().find(|z| &z.origin == zone)?;
+        let journal = slot.journal.lock().unwrap_or_else(PoisonError::into_inner);
+        journal.since(held)
     }
 }
 

@@ -9,6 +9,7 @@
 mod build;
 pub mod fuzz;
 pub mod handler;
+pub mod journal;
 pub mod setup;
 pub mod zone;
 

@@ -41,6 +41,14 @@ pub trait ZoneTransfer: Send + Sync {
     /// Every record of `zone`, the SOA first and last, when it is authoritative for exactly
     /// that zone; `None` otherwise.
     fn zone_transfer(&self, zone: &Name) -> Option<Vec<Record>>;
+
+    /// The answer to an IXFR of `zone` from a secondary holding version `held` (RFC 1995
+    /// section 4: the current SOA, then each version's removed and added records between the
+    /// SOAs before and after it, then the current SOA), when the plugin keeps the differences
+    /// back to `held`; `None` (a whole transfer instead) otherwise.
+    fn zone_changes(&self, _zone: &Name, _held: u32) -> Option<Vec<Record>> {
+        None
+    }
 }
 
 /// What tells a block's secondaries that a zone changed (RFC 1996 NOTIFY to `transfer`'s `to`

@@ -45,11 +45,18 @@ impl Transfer {
         if *zone != q.name || !self.allowed(q) {
             return Some(Reply::Rcode(ResponseCode::Refused));
         }
+        // An IXFR from a version the zone's journal reaches back to gets the differences
+        // (RFC 1995); any other transfer the whole zone.
+        let changes = || {
+            let held = q.ixfr_serial.filter(|_| q.qtype == RecordType::IXFR)?;
+            next.offered::<Arc<dyn ZoneTransfer>>()
+                .find_map(|z| z.zone_changes(zone, held))
+        };
         Some(
-            match next
-                .offered::<Arc<dyn ZoneTransfer>>()
-                .find_map(|z| z.zone_transfer(zone))
-            {
+            match changes().or_else(|| {
+                next.offered::<Arc<dyn ZoneTransfer>>()
+                    .find_map(|z| z.zone_transfer(zone))
+            }) {
                 Some(records) => Reply::Authoritative(Answer {
                     rcode: ResponseCode::NoError,
                     answers: records.into(),

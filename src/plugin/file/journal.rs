@@ -1,0 +1,201 @@
+//! A zone's journal: the differences between its successive versions (RFC 1995, incremental
+//! zone transfer). A reload that replaces a zone with one of a later serial records what it
+//! removed and added; an IXFR from a serial the journal reaches back to is answered with the
+//! differences since ([`Journal::since`]), any other with the whole zone. Bounded: at most
+//! [`MAX_CHANGES`] versions and [`MAX_RECORDS`] records of differences, the oldest dropped first
+//! (a secondary further behind gets the whole zone, as RFC 1995 section 4 allows).
+
+use std::collections::{HashSet, VecDeque};
+
+use hickory_proto::rr::rdata::SOA;
+use hickory_proto::rr::{RData, Record};
+
+use super::zone::ZoneData;
+
+/// The most versions a journal keeps.
+pub const MAX_CHANGES: usize = 64;
+/// The most records (removed and added, all versions) a journal keeps.
+pub const MAX_RECORDS: usize = 100_000;
+
+/// One version's differences from the one before.
+#[derive(Debug, Clone)]
+struct Change {
+    /// The SOA of the version before.
+    from: Record,
+    /// The SOA of this version.
+    to: Record,
+    removed: Vec<Record>,
+    added: Vec<Record>,
+}
+
+impl Change {
+    fn records(&self) -> usize {
+        self.removed.len() + self.added.len()
+    }
+}
+
+/// The serial of a SOA record (0 for anything else, which a journal never holds).
+fn serial(soa: &Record) -> u32 {
+    match &soa.data {
+        RData::SOA(SOA { serial, .. }) => *serial,
+        _ => 0,
+    }
+}
+
+/// The differences of one zone's versions, oldest first. Invariant: each change's `from` is
+/// the `to` of the change before it (a reload that is not a later serial of the same zone
+/// clears the journal), so the changes from any kept serial on lead to the current version.
+#[derive(Debug, Default)]
+pub struct Journal {
+    changes: VecDeque<Change>,
+    records: usize,
+}
+
+impl Journal {
+    /// Records the step from `old` to `new`, a later version of the same zone.
+    pub fn record(&mut self, old: &ZoneData, new: &ZoneData) {
+        let (before, after) = (old.transfer(), new.transfer());
+        let body = |all: &[Record]| -> Vec<Record> {
+            all.get(1..all.len().saturating_sub(1))
+                .unwrap_or_default()
+                .to_vec()
+        };
+        let (before, after, from, to) = (body(&before), body(&after), before[0].clone(), after[0].clone());
+        // The zone's records compared as sets of their text (owner, TTL, class, type, data);
+        // the apex SOA is the version marker, not a difference.
+        let text = |rs: &[Record]| -> HashSet<String> { rs.iter().map(Record::to_string).collect() };
+        let (had, has) = (text(&before), text(&after));
+        let removed: Vec<Record> = before
+            .into_iter()
+            .filter(|r| !has.contains(&r.to_string()))
+            .collect();
+        let added: Vec<Record> = after
+            .into_iter()
+            .filter(|r| !had.contains(&r.to_string()))
+            .collect();
+        if self
+            .changes
+            .back()
+            .is_some_and(|c| serial(&c.to) != serial(&from))
+        {
+            self.clear();
+        }
+        let change = Change {
+            from,
+            to,
+            removed,
+            added,
+        };
+        self.records += change.records();
+        self.changes.push_back(change);
+        while self.changes.len() > MAX_CHANGES || self.records > MAX_RECORDS {
+            let Some(gone) = self.changes.pop_front() else {
+                break;
+            };
+            self.records -= gone.records();
+        }
+    }
+
+    /// Forgets every change (the zone was replaced by one that does not follow it).
+    pub fn clear(&mut self) {
+        self.changes.clear();
+        self.records = 0;
+    }
+
+    /// Versions kept.
+    pub fn len(&self) -> usize {
+        self.changes.len()
+    }
+
+    /// True when no version is kept.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    /// The answer to an IXFR from a secondary that holds version `held`, when the journal
+    /// reaches back to it and it is not the current one (RFC 1995 section 4): the current
+    /// SOA; then for each version since, the SOA before it, the records it removed, its own
+    /// SOA and the records it added; then the current SOA again. `None` otherwise.
+    pub fn since(&self, held: u32) -> Option<Vec<Record>> {
+        let first = self.changes.iter().position(|c| serial(&c.from) == held)?;
+        let current = self.changes.back()?.to.clone();
+        let mut out = vec![current.clone()];
+        for c in self.changes.iter().skip(first) {
+            out.push(c.from.clone());
+            out.extend(c.removed.iter().cloned());
+            out.push(c.to.clone());
+            out.extend(c.added.iter().cloned());
+        }
+        out.push(current);
+        Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::rr::Name;
+    use std::path::Path;
+
+    fn zone(serial: u32, www: &str, extra: &str) -> ZoneData {
+        let text = format!(
+            "@ 300 IN SOA ns.example.org. hm.example.org. {serial} 7200 3600 1209600 300\n@ 300 IN NS ns\nns 300 IN A 192.0.2.1\nwww 300 IN A {www}\n{extra}"
+        );
+        ZoneData::parse(&text, Path::new("db"), &Name::from_ascii("example.org.").unwrap()).unwrap()
+    }
+
+    fn shown(rs: &[Record]) -> Vec<String> {
+        rs.iter()
+            .map(|r| match &r.data {
+                RData::SOA(s) => format!("SOA {}", s.serial),
+                _ => format!("{} {}", r.name, r.data),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn differences_since_a_held_serial_in_rfc_1995_order() {
+        let mut j = Journal::default();
+        let (v1, v2, v3) = (
+            zone(1, "192.0.2.10", ""),
+            zone(2, "192.0.2.20", ""),
+            zone(3, "192.0.2.20", "new 300 IN TXT \"hello\"\n"),
+        );
+        j.record(&v1, &v2);
+        j.record(&v2, &v3);
+        assert_eq!(
+            shown(&j.since(1).unwrap()),
+            [
+                "SOA 3",
+                "SOA 1",
+                "www.example.org. 192.0.2.10",
+                "SOA 2",
+                "www.example.org. 192.0.2.20",
+                "SOA 2",
+                "SOA 3",
+                "new.example.org. hello",
+                "SOA 3",
+            ]
+        );
+        assert_eq!(shown(&j.since(2).unwrap()).len(), 5);
+        // Not reached back to, or the current version: no differences.
+        assert!(j.since(0).is_none());
+        assert!(j.since(3).is_none());
+        // A version that does not follow the last one starts the journal again.
+        j.record(&zone(7, "192.0.2.1", ""), &zone(8, "192.0.2.2", ""));
+        assert_eq!(j.len(), 1);
+        assert!(j.since(1).is_none());
+        assert!(j.since(7).is_some());
+    }
+
+    #[test]
+    fn it_keeps_at_most_its_bound_of_versions() {
+        let mut j = Journal::default();
+        for s in 1..=(MAX_CHANGES as u32 + 10) {
+            j.record(&zone(s, "192.0.2.1", ""), &zone(s + 1, "192.0.2.2", ""));
+        }
+        assert_eq!(j.len(), MAX_CHANGES);
+        assert!(j.since(1).is_none(), "the oldest were dropped");
+        assert!(j.since(11).is_some());
+    }
+}
