@@ -334,6 +334,10 @@ pub struct ClusterZone {
     /// its own lock lets readers in between writes.
     pods: RwLock<PodIndex>,
     serial: AtomicU32,
+    /// A zone transfer carried the current serial ([`ClusterZone::note_transfer`]): the next
+    /// change must move the serial even within the same second, or a secondary holding the
+    /// transferred version would take the changed zone for the one it has.
+    serial_transferred: AtomicBool,
     synced: AtomicBool,
     /// Counts every change that can alter an answer (data and the synced flag), bumped after
     /// the change is complete: what is prepared from the zone is valid while it is unchanged.
@@ -402,6 +406,7 @@ impl ClusterZone {
             reverse: ReverseIndex::default(),
             pods: RwLock::new(PodIndex::default()),
             serial: AtomicU32::new(unix_now()),
+            serial_transferred: AtomicBool::new(false),
             synced: AtomicBool::new(false),
             generation: AtomicU64::new(0),
             structure: AtomicU64::new(0),
@@ -429,6 +434,13 @@ impl ClusterZone {
     /// changed. An answer made after reading generation `g` is current while it is still `g`.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
+    }
+
+    /// A zone transfer is about to read the zone: any change from now on moves the serial
+    /// (past the transferred serial, within the same second too). Called before the transfer
+    /// reads the SOA.
+    pub fn note_transfer(&self) {
+        self.serial_transferred.store(true, Ordering::SeqCst);
     }
 
     /// The SOA serial: the Unix time of the last change that altered DNS data.
@@ -503,9 +515,20 @@ impl ClusterZone {
     }
 
     /// Called at the end of every change to DNS data: the SOA serial and the change counter.
-    /// The change's finer counters ([`Self::bump_structure`], [`Self::bump_scope`]) follow.
+    /// The serial is the Unix time of the last change, and one more than the serial a zone
+    /// transfer carried when the change comes within the same second (so serials stay close
+    /// to the clock and a restart, which starts from the clock, rarely goes back). The
+    /// change's finer counters ([`Self::bump_structure`], [`Self::bump_scope`]) follow.
     pub(super) fn bump_serial(&self) {
-        self.serial.fetch_max(unix_now(), Ordering::Relaxed);
+        let now = unix_now();
+        let past_transfer = self.serial_transferred.swap(false, Ordering::SeqCst);
+        let _ = self.serial.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
+            Some(if past_transfer {
+                now.max(s.wrapping_add(1))
+            } else {
+                now.max(s)
+            })
+        });
         self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -926,6 +949,24 @@ mod tests {
         z.serial.store(3, Ordering::Relaxed);
         z.apply_service(svc("n", "x", ServiceKind::Headless));
         assert_eq!(z.serial(), 3);
+    }
+
+    /// Issue 46: a change in the same second as a transfer still moves the serial (a
+    /// secondary would otherwise keep the transferred version for the changed zone); without
+    /// a transfer in between, changes within a second share it, as before.
+    #[test]
+    fn a_change_after_a_transfer_moves_the_serial_within_the_second() {
+        let z = ClusterZone::new();
+        let ahead = unix_now() + 100;
+        z.serial.store(ahead, Ordering::Relaxed);
+        z.apply_namespace("n".into());
+        assert_eq!(z.serial(), ahead, "no transfer: the serial stays");
+        z.note_transfer();
+        let transferred = z.serial();
+        z.apply_service(svc("n", "x", ServiceKind::Headless));
+        assert_eq!(z.serial(), transferred + 1);
+        z.apply_service(svc("n", "y", ServiceKind::Headless));
+        assert_eq!(z.serial(), transferred + 1, "once per transfer");
     }
 
     #[test]

@@ -252,8 +252,9 @@ impl Drop for KnotSecondary {
 }
 
 impl KnotSecondary {
-    /// Knot following `example.org.` from `primary`, taking NOTIFY from 127.0.0.1, on `port`.
-    fn start(primary: std::net::SocketAddr, port: u16) -> Self {
+    /// Knot following `zone` (`example.org.`) from `primary`, taking NOTIFY from 127.0.0.1, on
+    /// `port`.
+    fn start(zone: &str, primary: std::net::SocketAddr, port: u16) -> Self {
         let dir = support::temp_dir("knot-secondary");
         let d = dir.display();
         let conf = format!(
@@ -263,7 +264,7 @@ impl KnotSecondary {
              remote:\n  - id: primary\n    address: {}@{}\n\
              acl:\n  - id: notify\n    address: 127.0.0.1\n    action: notify\n\
              template:\n  - id: default\n    storage: \"{d}\"\n    zonefile-sync: -1\n\
-             zone:\n  - domain: example.org.\n    master: primary\n    acl: notify\n",
+             zone:\n  - domain: {zone}\n    master: primary\n    acl: notify\n",
             primary.ip(),
             primary.port()
         );
@@ -331,7 +332,7 @@ async fn knot_follows_a_file_zone_by_ixfr() {
     let addr = running.dns_addrs()[0];
     let zone = dir.clone();
     let (log, diff, whole) = tokio::task::spawn_blocking(move || {
-        let knot = KnotSecondary::start(addr, knot_port);
+        let knot = KnotSecondary::start("example.org.", addr, knot_port);
         knot.answers("www.example.org", "A", "192.0.2.80");
         // Edit 1: www moves, a TXT record appears.
         std::thread::sleep(Duration::from_millis(1100));
@@ -395,4 +396,53 @@ async fn knot_follows_a_file_zone_by_ixfr() {
         "a serial the journal does not reach: the whole zone"
     );
     assert_eq!((whole[0].clone(), whole[4].clone()), (soa(44), soa(44)));
+}
+
+/// Issue 46: the cluster zone tells its secondaries when it changes. Knot DNS follows
+/// `cluster.local` from a server whose `kubernetes` zone comes from the fake API server; a
+/// Service created afterwards reaches Knot within seconds, by the NOTIFY the zone's change
+/// sends (batched: at most one a second). Without it Knot would wait for the SOA's refresh
+/// (two hours).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn knot_follows_the_cluster_zone_on_notify() {
+    use serde_json::json;
+    let fake = fake_apiserver::FakeApiServer::start().await.unwrap();
+    fake.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}))
+        .unwrap();
+    let service = |name: &str, ip: &str| {
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": name, "namespace": "default"},
+               "spec": {"clusterIP": ip, "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+    };
+    fake.create(service("first", "10.96.0.51")).unwrap();
+    let dir = support::temp_dir("transfer-knot-cluster");
+    let knot_port = crate::upstream::free_port();
+    let corefile = format!(
+        "cluster.local:0 {{\n bind 127.0.0.1\n transfer {{\n  to * 127.0.0.1:{knot_port}\n }}\n kubernetes cluster.local {{\n  endpoint {}\n }}\n}}\n",
+        fake.url()
+    );
+    let running = support::start(&corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let knot = tokio::task::spawn_blocking(move || {
+        let knot = KnotSecondary::start("cluster.local.", addr, knot_port);
+        knot.answers("first.default.svc.cluster.local", "A", "10.96.0.51");
+        knot
+    })
+    .await
+    .unwrap();
+    fake.create(service("second", "10.96.0.52")).unwrap();
+    let log = tokio::task::spawn_blocking(move || {
+        knot.answers("second.default.svc.cluster.local", "A", "10.96.0.52");
+        knot.log()
+    })
+    .await
+    .unwrap();
+    running.stop().await.unwrap();
+    assert!(
+        log.lines()
+            .filter(|l| l.contains("incoming") && l.contains("finished"))
+            .count()
+            >= 2,
+        "Knot took the zone once only:\n{log}"
+    );
 }

@@ -105,7 +105,8 @@ impl Configured for KubernetesConfig {
             }) as Box<dyn Fn(KeptChange) + Send + Sync>
         });
         let budget = KeptBudget::new(DEFAULT_KEPT_BYTES, observe);
-        let mut plugin = super::Kubernetes::new(self, source, crate::cluster::self_ips_from_env(), budget);
+        let mut plugin = super::Kubernetes::new(self, source, crate::cluster::self_ips_from_env(), budget)
+            .with_notifier(ctx.capabilities.get::<crate::plugin::kit::Notifier>());
         if self.topology
             && let Some(m) = ctx
                 .metrics

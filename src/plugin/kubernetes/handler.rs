@@ -16,12 +16,12 @@ use super::answer::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
 use super::metrics::TopologyCounters;
 use super::setup::{KubernetesConfig, PodMode};
 use crate::chain::{
-    Capabilities, ClientClasses, MetadataSource, Next, Now, Plugin, Replay, Replayed, ReplyFuture, Scope,
-    StartupWait,
+    Capabilities, Chain, ClientClasses, MetadataSource, Next, Now, Plugin, Replay, Replayed, ReplyFuture,
+    Scope, StartupWait,
 };
 use crate::cluster::{ClusterSource, ClusterZone};
 use crate::corefile::is_reverse_zone;
-use crate::plugin::kit::{SearchPaths, ZoneTransfer};
+use crate::plugin::kit::{Notifier, SearchPaths, ZoneTransfer};
 use crate::proto::{ChangeCounter, QueryMetadata, Question, Reply};
 
 /// The `kubernetes` plugin in a server block's chain.
@@ -37,7 +37,16 @@ pub struct Kubernetes {
     startup_timeout: Duration,
     /// `cluster_dns_topology_answers_total` (with `topology` and metrics).
     topology_answers: Option<TopologyCounters>,
+    /// The block's NOTIFY sender (`transfer` with `to` addresses), told when the primary zone
+    /// changes ([`Plugin::start`]).
+    notifier: Option<Arc<Notifier>>,
+    /// Held by the plugin alone: its NOTIFY task ends once this has no strong holder.
+    alive: Arc<()>,
 }
+
+/// How often the NOTIFY task looks at the zone's serial: a burst of changes is one NOTIFY (the
+/// serial itself moves at most once a second, the Unix time of the last change).
+const NOTIFY_EVERY: Duration = Duration::from_secs(1);
 
 fn zone_name(zone: &str) -> Option<Name> {
     Name::from_ascii(zone).ok().map(|n| n.to_lowercase())
@@ -98,6 +107,8 @@ impl Kubernetes {
             search_domain,
             startup_timeout: config.startup_timeout,
             topology_answers: None,
+            notifier: None,
+            alive: Arc::new(()),
         }
     }
 
@@ -105,6 +116,13 @@ impl Kubernetes {
     #[must_use]
     pub fn with_topology_metrics(mut self, counters: TopologyCounters) -> Self {
         self.topology_answers = Some(counters);
+        self
+    }
+
+    /// The same plugin telling `notifier` (the block's `transfer`) when its zone changes.
+    #[must_use]
+    pub fn with_notifier(mut self, notifier: Option<Arc<Notifier>>) -> Self {
+        self.notifier = notifier;
         self
     }
 
@@ -169,6 +187,37 @@ impl Plugin for Kubernetes {
         if let (Some(reason), Some(c)) = (Reason::from_note(replay.note), &self.topology_answers) {
             c.count(reason);
         }
+    }
+
+    /// With a NOTIFY sender: tells the block's secondaries of its primary zone once it has
+    /// synced, then whenever its SOA serial moved, looked at once a second (a burst
+    /// of changes is one NOTIFY). The task ends with the plugin (its configuration).
+    fn start(&self, _chain: &Chain) {
+        let Some(notifier) = self.notifier.clone() else {
+            return;
+        };
+        let alive = Arc::downgrade(&self.alive);
+        let zone = self.zone().clone();
+        let primary = self.answerer.settings().primary.clone();
+        tokio::spawn(async move {
+            let mut told: Option<u32> = None;
+            let mut tick = tokio::time::interval(NOTIFY_EVERY);
+            // Bounded by the plugin: once it is dropped, the next tick ends the task.
+            loop {
+                tick.tick().await;
+                if alive.strong_count() == 0 {
+                    break;
+                }
+                if !zone.is_synced() {
+                    continue;
+                }
+                let serial = zone.serial();
+                if told != Some(serial) {
+                    notifier.0.zone_changed(&primary);
+                    told = Some(serial);
+                }
+            }
+        });
     }
 
     fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {

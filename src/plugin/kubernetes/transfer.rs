@@ -26,6 +26,8 @@ impl Kubernetes {
         if !self.zone().is_synced() {
             return None;
         }
+        // Before the SOA is read: a change from here on gets a serial of its own.
+        self.zone().note_transfer();
         let ask = |name: &Name, qtype: RecordType| match self.answer(&Question::new(name.clone(), qtype)) {
             Outcome::Answer(a) => Some(a),
             Outcome::Fallthrough => None,
