@@ -172,7 +172,9 @@ async fn doq_answers_the_cluster_zone_several_queries_on_one_connection() {
         .unwrap();
     send.finish().unwrap();
     recv.read_to_end(70_000).await.unwrap();
-    let (fifth, _) = tokio::time::timeout(Duration::from_secs(3), conn.open_bi())
+    // (The credit comes with the server's next packet; on a loaded machine that took over 3 s
+    // about one run in fifteen.)
+    let (fifth, _) = tokio::time::timeout(Duration::from_secs(10), conn.open_bi())
         .await
         .expect("a stream can be opened once one ended")
         .unwrap();
