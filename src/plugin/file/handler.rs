@@ -13,11 +13,10 @@ use std::time::{Duration, Instant, SystemTime};
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, Record, RecordType};
 
-use super::journal::Journal;
 use super::setup::{FileConfig, ZoneFile};
 use super::zone::{Lookup, ZoneData};
 use crate::chain::{Capabilities, Chain, Next, Plugin, Replay, ReplyFuture};
-use crate::plugin::kit::{Fallthrough, Notifier, ZoneTransfer};
+use crate::plugin::kit::{Fallthrough, Journal, Notifier, ZoneTransfer};
 use crate::proto::{Answer, Failure, FlagEdit, Forwarded, Question, Reply};
 
 /// One zone and what serves it now.
@@ -133,7 +132,7 @@ impl Watched {
                     let mut journal = slot.journal.lock().unwrap_or_else(PoisonError::into_inner);
                     match &current {
                         Some(old) if serial_after(fresh.serial(), old.serial()) => {
-                            journal.record(old, &fresh)
+                            journal.record(&old.transfer(), &fresh.transfer());
                         }
                         // Not a later version (`reload_by_mtime`): no difference leads to it.
                         _ => journal.clear(),

@@ -9,7 +9,6 @@
 mod build;
 pub mod fuzz;
 pub mod handler;
-pub mod journal;
 pub mod setup;
 pub mod zone;
 

@@ -10,11 +10,13 @@
 //! | `fallthrough.rs` | [`Fallthrough`]: the names a plugin's `fallthrough` hands on |
 //! | `periodic.rs` | [`reload_every`]: the timer that checks a plugin's files for changes |
 //! | `setup.rs` | [`previous`]: the earlier use of a directive whose setup folds repeated uses |
+//! | `journal.rs` | [`Journal`]: a zone's differences between versions, for IXFR (`file`, `kubernetes`) |
 //!
 //! Imports `proto` and `chain`.
 
 mod capability;
 mod fallthrough;
+mod journal;
 mod periodic;
 mod setup;
 mod share;
@@ -24,6 +26,7 @@ pub use capability::{
     ClusterFamilies, Notifier, SearchPaths, ServiceFamilies, Upstreams, ZoneNotifier, ZoneTransfer,
 };
 pub use fallthrough::Fallthrough;
+pub use journal::Journal;
 pub use periodic::reload_every;
 pub use setup::previous;
 pub use share::{ClientDirectory, FairShare, PodNamespaces, Refusal, UpstreamShare, UpstreamTicket};

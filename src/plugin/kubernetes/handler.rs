@@ -21,7 +21,7 @@ use crate::chain::{
 };
 use crate::cluster::{ClusterSource, ClusterZone};
 use crate::corefile::is_reverse_zone;
-use crate::plugin::kit::{Notifier, SearchPaths, ZoneTransfer};
+use crate::plugin::kit::{Journal, Notifier, SearchPaths, ZoneTransfer};
 use crate::proto::{ChangeCounter, QueryMetadata, Question, Reply};
 
 /// The `kubernetes` plugin in a server block's chain.
@@ -42,6 +42,10 @@ pub struct Kubernetes {
     notifier: Option<Arc<Notifier>>,
     /// Held by the plugin alone: its NOTIFY task ends once this has no strong holder.
     alive: Arc<()>,
+    /// The last version of its primary zone a transfer gave out (one copy of the zone, kept
+    /// once a secondary transfers it) and the journal of the steps between transferred
+    /// versions, for IXFR. Written under its lock by transfers only.
+    pub(super) transfers: Arc<std::sync::Mutex<(Option<Vec<Record>>, Journal)>>,
 }
 
 /// How often the NOTIFY task looks at the zone's serial: a burst of changes is one NOTIFY (the
@@ -109,6 +113,7 @@ impl Kubernetes {
             topology_answers: None,
             notifier: None,
             alive: Arc::new(()),
+            transfers: Arc::default(),
         }
     }
 
@@ -293,6 +298,11 @@ impl ZoneTransfer for Kubernetes {
     /// Its primary zone, whole, for `transfer`.
     fn zone_transfer(&self, zone: &Name) -> Option<Vec<Record>> {
         self.transfer(zone)
+    }
+
+    /// The differences since a transferred version of its primary zone (IXFR).
+    fn zone_changes(&self, zone: &Name, held: u32) -> Option<Vec<Record>> {
+        self.transfer_changes(zone, held)
     }
 }
 

@@ -75,6 +75,46 @@ impl Kubernetes {
             }
         }
         out.push(soa);
+        self.journal_step(&out);
         Some(out)
+    }
+
+    /// The differences since version `held` of its primary zone `zone` (an IXFR): the zone is
+    /// made as for a transfer (which puts the step to it in the journal), then read back from
+    /// the journal.
+    pub(super) fn transfer_changes(&self, zone: &Name, held: u32) -> Option<Vec<Record>> {
+        self.transfer(zone)?;
+        self.transfers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .1
+            .since(held)
+    }
+
+    /// Puts the step from the last transferred version to `now` in the journal when `now` is a
+    /// later serial (one difference per serial, however many secondaries ask), and keeps `now`
+    /// as the last version. An older version (a slower concurrent transfer) changes nothing.
+    fn journal_step(&self, now: &[Record]) {
+        let serial = |rs: &[Record]| match rs.first().map(|r| &r.data) {
+            Some(RData::SOA(s)) => Some(s.serial),
+            _ => None,
+        };
+        let mut held = self
+            .transfers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (last, journal) = &mut *held;
+        let later = match (last.as_deref().and_then(serial), serial(now)) {
+            (None, _) => true,
+            (Some(old), Some(new)) => new != old && new.wrapping_sub(old) < (1 << 31),
+            (Some(_), None) => false,
+        };
+        if !later {
+            return;
+        }
+        if let Some(old) = last.as_deref() {
+            journal.record(old, now);
+        }
+        *last = Some(now.to_vec());
     }
 }

@@ -1,7 +1,8 @@
 //! A zone's journal: the differences between its successive versions (RFC 1995, incremental
-//! zone transfer). A reload that replaces a zone with one of a later serial records what it
-//! removed and added; an IXFR from a serial the journal reaches back to is answered with the
-//! differences since ([`Journal::since`]), any other with the whole zone. Bounded: at most
+//! zone transfer), shared by `file` (a reload that reads a later serial) and `kubernetes` (each
+//! transfer of a later serial). Each step records what it removed and added; an IXFR from a
+//! serial the journal reaches back to is answered with the differences since
+//! ([`Journal::since`]), any other with the whole zone. Bounded: at most
 //! [`MAX_CHANGES`] versions and [`MAX_RECORDS`] records of differences, the oldest dropped first
 //! (a secondary further behind gets the whole zone, as RFC 1995 section 4 allows).
 
@@ -9,8 +10,6 @@ use std::collections::{HashSet, VecDeque};
 
 use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::{RData, Record};
-
-use super::zone::ZoneData;
 
 /// The most versions a journal keeps.
 pub const MAX_CHANGES: usize = 64;
@@ -52,15 +51,19 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Records the step from `old` to `new`, a later version of the same zone.
-    pub fn record(&mut self, old: &ZoneData, new: &ZoneData) {
-        let (before, after) = (old.transfer(), new.transfer());
+    /// Records the step from `before` to `after`, whole transfers (SOA first and last) of a
+    /// zone and of a later version of it.
+    pub fn record(&mut self, before: &[Record], after: &[Record]) {
+        if before.len() < 2 || after.len() < 2 {
+            return;
+        }
         let body = |all: &[Record]| -> Vec<Record> {
             all.get(1..all.len().saturating_sub(1))
                 .unwrap_or_default()
                 .to_vec()
         };
-        let (before, after, from, to) = (body(&before), body(&after), before[0].clone(), after[0].clone());
+        let (from, to) = (before[0].clone(), after[0].clone());
+        let (before, after) = (body(before), body(after));
         // The zone's records compared as sets of their text (owner, TTL, class, type, data);
         // the apex SOA is the version marker, not a difference.
         let text = |rs: &[Record]| -> HashSet<String> { rs.iter().map(Record::to_string).collect() };
@@ -135,13 +138,39 @@ impl Journal {
 mod tests {
     use super::*;
     use hickory_proto::rr::Name;
-    use std::path::Path;
+    use hickory_proto::rr::rdata::{A, TXT};
 
-    fn zone(serial: u32, www: &str, extra: &str) -> ZoneData {
-        let text = format!(
-            "@ 300 IN SOA ns.example.org. hm.example.org. {serial} 7200 3600 1209600 300\n@ 300 IN NS ns\nns 300 IN A 192.0.2.1\nwww 300 IN A {www}\n{extra}"
+    /// A transfer of `example.org.` at `serial`: SOA, www's address, `extra` TXT names, SOA.
+    fn zone(serial: u32, www: &str, extra: &str) -> Vec<Record> {
+        let n = |s: &str| Name::from_ascii(s).unwrap();
+        let soa = Record::from_rdata(
+            n("example.org."),
+            300,
+            RData::SOA(SOA::new(
+                n("ns.example.org."),
+                n("hm.example.org."),
+                serial,
+                7200,
+                3600,
+                1209600,
+                300,
+            )),
         );
-        ZoneData::parse(&text, Path::new("db"), &Name::from_ascii("example.org.").unwrap()).unwrap()
+        let mut out = vec![soa.clone()];
+        out.push(Record::from_rdata(
+            n("www.example.org."),
+            300,
+            RData::A(A(www.parse().unwrap())),
+        ));
+        if !extra.is_empty() {
+            out.push(Record::from_rdata(
+                n(extra),
+                300,
+                RData::TXT(TXT::new(vec!["hello".to_owned()])),
+            ));
+        }
+        out.push(soa);
+        out
     }
 
     fn shown(rs: &[Record]) -> Vec<String> {
@@ -159,7 +188,7 @@ mod tests {
         let (v1, v2, v3) = (
             zone(1, "192.0.2.10", ""),
             zone(2, "192.0.2.20", ""),
-            zone(3, "192.0.2.20", "new 300 IN TXT \"hello\"\n"),
+            zone(3, "192.0.2.20", "new.example.org."),
         );
         j.record(&v1, &v2);
         j.record(&v2, &v3);
