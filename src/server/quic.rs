@@ -416,6 +416,10 @@ async fn stream(
         }
     }
     shared.count(DoqCode::NoError);
+    // The query's stream ends with the client's FIN (§4.2): taken (nothing more is read, and
+    // within the read timeout) so the stream closes cleanly and its credit goes back to the
+    // client at once, rather than after a STOP_SENDING exchange.
+    let _ = tokio::time::timeout(shared.limits.read_timeout, recv.read_to_end(0)).await;
 }
 
 fn protocol_error(conn: &Connection, shared: &Shared) {
