@@ -67,31 +67,16 @@ pub async fn serve_h3(
     limits: QuicLimits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
-    let connections = Arc::new(Semaphore::new(limits.max_connections));
-    if let Some(m) = &limits.metrics {
-        m.set_limit(limits.max_connections);
-    }
     let shared = Arc::new(Shared {
         handler: DnsHandler::new(router),
         workers: Arc::new(Semaphore::new(limits.workers)),
         limits,
     });
-    let metrics = shared.limits.metrics.clone();
+    let limits = shared.limits.clone();
     // H3_NO_ERROR (RFC 9114 §8.1) when the listener stops.
-    accept_until(
-        listener.endpoint,
-        &connections,
-        0x100,
-        shutdown,
-        || {
-            if let Some(m) = &metrics {
-                m.refused();
-            }
-        },
-        |incoming, permit| {
-            tokio::spawn(connection(incoming, permit, shared.clone()));
-        },
-    )
+    accept_until(listener.endpoint, &limits, 0x100, shutdown, |incoming, permit| {
+        tokio::spawn(connection(incoming, permit, shared.clone()));
+    })
     .await;
     Ok(())
 }

@@ -220,26 +220,17 @@ pub async fn serve_quic(
     limits: QuicLimits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
-    let connections = Arc::new(Semaphore::new(limits.max_connections));
-    if let Some(m) = &limits.metrics {
-        m.set_limit(limits.max_connections);
-    }
     let shared = Arc::new(Shared {
         handler: DnsHandler::new(router),
         workers: Arc::new(Semaphore::new(limits.workers)),
         limits,
     });
-    let metrics = shared.limits.metrics.clone();
+    let limits = shared.limits.clone();
     accept_until(
         listener.endpoint,
-        &connections,
+        &limits,
         DoqCode::NoError.code(),
         shutdown,
-        || {
-            if let Some(m) = &metrics {
-                m.refused();
-            }
-        },
         |incoming, permit| {
             tokio::spawn(connection(incoming, permit, shared.clone()));
         },
@@ -249,17 +240,22 @@ pub async fn serve_quic(
 }
 
 /// Accepts `endpoint`'s connections until `shutdown` completes: each is handed to `serve` with
-/// a permit of `connections` (the listener's cap), or refused before its handshake when none
-/// is left (`refused` is told); then the endpoint is closed with application `code` and given a
-/// moment to tell its peers. (The `quic://` and `https3://` listeners' one accept loop.)
+/// a permit of the listener's cap ([`QuicLimits::max_connections`]), or refused before its
+/// handshake when none is left (counted, as the cap is, in the limits' metrics); then the
+/// endpoint is closed with application `code` and given a moment to tell its peers. (The
+/// `quic://` and `https3://` listeners' one accept loop.)
 pub(super) async fn accept_until(
     endpoint: Endpoint,
-    connections: &Arc<Semaphore>,
+    limits: &QuicLimits,
     code: u32,
     shutdown: impl std::future::Future<Output = ()>,
-    mut refused: impl FnMut(),
     mut serve: impl FnMut(quinn::Incoming, OwnedSemaphorePermit),
 ) {
+    let connections = Arc::new(Semaphore::new(limits.max_connections));
+    let metrics = limits.metrics.as_ref();
+    if let Some(m) = metrics {
+        m.set_limit(limits.max_connections);
+    }
     let mut shutdown = std::pin::pin!(shutdown);
     // Bounded by the endpoint: it ends when the endpoint is closed, or at shutdown.
     loop {
@@ -271,7 +267,9 @@ pub(super) async fn accept_until(
             },
         };
         let Ok(permit) = connections.clone().try_acquire_owned() else {
-            refused();
+            if let Some(m) = metrics {
+                m.refused();
+            }
             incoming.refuse();
             continue;
         };
