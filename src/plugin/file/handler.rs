@@ -14,10 +14,10 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, Record, RecordType};
 
 use super::setup::{FileConfig, ZoneFile};
-use super::zone::{Lookup, ZoneData};
 use crate::chain::{Capabilities, Chain, Next, Plugin, Replay, ReplyFuture};
+use crate::plugin::kit::ZoneData;
 use crate::plugin::kit::{Fallthrough, Journal, Notifier, ZoneTransfer};
-use crate::proto::{Answer, Failure, FlagEdit, Forwarded, Question, Reply};
+use crate::proto::{Failure, Question, Reply};
 
 /// One zone and what serves it now.
 ///
@@ -257,45 +257,15 @@ impl File {
         if matches!(q.qtype, RecordType::AXFR | RecordType::IXFR) {
             return Some((Reply::Rcode(ResponseCode::Refused), None));
         }
-        match zone.lookup(&q.name, q.qtype) {
-            Lookup::Answer {
-                rcode,
-                answers,
-                authority,
-                additional,
-                chase,
-            } => {
-                if rcode == ResponseCode::NXDomain && answers.is_empty() && self.falls_through(&q.name) {
-                    return None;
-                }
-                let answer = Answer {
-                    rcode,
-                    answers: answers.into(),
-                    authority,
-                    additional,
-                    chase_target: chase.clone(),
-                    flags: FlagEdit::KEEP,
-                };
-                Some((Reply::Authoritative(answer), chase))
-            }
-            // A referral is not authoritative: sent as a reply with AA and RA clear.
-            Lookup::Referral {
-                authority,
-                additional,
-            } => Some((
-                Reply::Forwarded(Forwarded {
-                    rcode: ResponseCode::NoError,
-                    recursion_available: false,
-                    authentic_data: false,
-                    truncated: false,
-                    flags: FlagEdit::KEEP,
-                    answers: Vec::new(),
-                    authority,
-                    additional,
-                }),
-                None,
-            )),
+        let (reply, chase) = zone.reply(&q.name, q.qtype);
+        if let Reply::Authoritative(a) = &reply
+            && a.rcode == ResponseCode::NXDomain
+            && a.answers.is_empty()
+            && self.falls_through(&q.name)
+        {
+            return None;
         }
+        Some((reply, chase))
     }
 }
 

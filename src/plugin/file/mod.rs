@@ -2,15 +2,14 @@
 //! zone cuts, CNAMEs, wildcards, NXDOMAIN and NODATA with the SOA), and reads a file again when
 //! its SOA serial grows (or its modification time changes). See this folder's README.
 //!
-//! Layout: `setup` parses the directive and reads the files into a [`FileConfig`], `zone` holds
-//! one zone's records and looks questions up in it, `handler` answers and runs the reload
-//! tasks ([`File`]), `build` turns the configuration into the plugin.
+//! Layout: `setup` parses the directive and reads the files into a [`FileConfig`], `handler`
+//! answers from each zone's records (the plugin kit's `ZoneData`, shared with `secondary`) and
+//! runs the reload tasks ([`File`]), `build` turns the configuration into the plugin.
 
 mod build;
 pub mod fuzz;
 pub mod handler;
 pub mod setup;
-pub mod zone;
 
 pub use handler::File;
 pub use setup::FileConfig;
