@@ -62,6 +62,7 @@ mod rewrite;
 mod root;
 mod rrl;
 mod runtime_metrics;
+mod secondary;
 mod serve_stale;
 mod serve_tls;
 mod shed;

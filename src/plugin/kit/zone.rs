@@ -274,6 +274,11 @@ impl ZoneData {
         &self.origin
     }
 
+    /// The SOA record at the apex.
+    pub fn soa(&self) -> &Record {
+        &self.soa
+    }
+
     /// The SOA serial.
     pub fn serial(&self) -> u32 {
         self.serial
