@@ -328,3 +328,94 @@ async fn a_broken_transfer_or_an_older_serial_keeps_the_copy() {
     );
     running.stop().await.unwrap();
 }
+
+/// Issue 46, the fabric's first link: a node agent follows the cluster zone from a central
+/// server (`kubernetes` fed by the fake API server, `transfer` with NOTIFY to the agent)
+/// with `secondary` (its Corefile has no `kubernetes`: it holds no watch), and answers the cluster's Service names
+/// as the central server does. A Service created later reaches the agent by the central
+/// zone's NOTIFY (batched once a second) and an IXFR.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_follows_the_cluster_zone_from_a_central_server() {
+    use serde_json::json;
+    let fake = fake_apiserver::FakeApiServer::start().await.unwrap();
+    for ns in ["default", "apps"] {
+        fake.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+            .unwrap();
+    }
+    let service = |ns: &str, name: &str, ip: &str| {
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": name, "namespace": ns},
+               "spec": {"clusterIP": ip, "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+    };
+    fake.create(service("default", "web", "10.96.0.10")).unwrap();
+    fake.create(service("apps", "db", "None")).unwrap();
+    fake.create(json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "db-1", "namespace": "apps", "labels": {"kubernetes.io/service-name": "db"}},
+        "addressType": "IPv4",
+        "endpoints": [
+            {"addresses": ["10.1.0.5"], "hostname": "db-0", "conditions": {"ready": true}},
+            {"addresses": ["10.1.0.6"], "conditions": {"ready": true}},
+            {"addresses": ["10.1.0.7"], "conditions": {"ready": false}}],
+        "ports": [{"name": "sql", "port": 5432, "protocol": "TCP"}]}))
+        .unwrap();
+    let dir = support::temp_dir("secondary-agent");
+    let agent_port = crate::upstream::free_port();
+    let central = support::start(
+        &format!(
+            "cluster.local:0 {{\n bind 127.0.0.1\n transfer {{\n  to 127.0.0.1:{agent_port}\n }}\n kubernetes cluster.local {{\n  endpoint {}\n }}\n}}\n",
+            fake.url()
+        ),
+        &dir,
+    )
+    .await;
+    let central_addr = central.dns_addrs()[0];
+    let agent_dir = support::temp_dir("secondary-agent-node");
+    let agent = support::start(
+        &format!(
+            "cluster.local:{agent_port} {{\n bind 127.0.0.1\n secondary {{\n  transfer from {central_addr}\n }}\n}}\n"
+        ),
+        &agent_dir,
+    )
+    .await;
+    let agent_addr = agent.dns_addrs()[0];
+    let questions: Vec<(String, &str)> = [
+        ("web.default.svc.cluster.local", "A"),
+        ("web.default.svc.cluster.local", "AAAA"),
+        ("_http._tcp.web.default.svc.cluster.local", "SRV"),
+        ("db.apps.svc.cluster.local", "A"),
+        ("db-0.db.apps.svc.cluster.local", "A"),
+        ("_sql._tcp.db.apps.svc.cluster.local", "SRV"),
+        ("nothere.default.svc.cluster.local", "A"),
+        ("cluster.local", "SOA"),
+        ("cluster.local", "NS"),
+    ]
+    .into_iter()
+    .map(|(n, t)| (n.to_owned(), t))
+    .collect();
+    tokio::task::spawn_blocking(move || {
+        let first = answers_within(agent_addr, "web.default.svc.cluster.local", "A", "10.96.0.10");
+        assert_eq!(first, "10.96.0.10", "the agent never took the cluster zone");
+        for (name, qtype) in &questions {
+            let ours = comparable(crate::peers::ask(agent_addr, name, qtype));
+            let central = comparable(crate::peers::ask(central_addr, name, qtype));
+            assert_eq!(ours, central, "{name} {qtype}: agent\n{ours}\ncentral\n{central}");
+        }
+    })
+    .await
+    .unwrap();
+    // A new Service: on the agent by NOTIFY and IXFR.
+    fake.create(service("apps", "cache", "10.96.0.20")).unwrap();
+    let seen = tokio::task::spawn_blocking(move || {
+        answers_within(agent_addr, "cache.apps.svc.cluster.local", "A", "10.96.0.20")
+    })
+    .await
+    .unwrap();
+    assert_eq!(seen, "10.96.0.20", "the new Service never reached the agent");
+    let serial = |addr: SocketAddr| support::dig(addr, &["+norec", "+short", "cluster.local", "SOA"]);
+    let (a, c) = tokio::task::spawn_blocking(move || (serial(agent_addr), serial(central_addr)))
+        .await
+        .unwrap();
+    assert_eq!(a, c, "the agent holds the central serial");
+    agent.stop().await.unwrap();
+    central.stop().await.unwrap();
+}
