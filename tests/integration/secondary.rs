@@ -349,15 +349,17 @@ async fn an_agent_follows_the_cluster_zone_from_a_central_server() {
     };
     fake.create(service("default", "web", "10.96.0.10")).unwrap();
     fake.create(service("apps", "db", "None")).unwrap();
-    fake.create(json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+    fake.create(
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
         "metadata": {"name": "db-1", "namespace": "apps", "labels": {"kubernetes.io/service-name": "db"}},
         "addressType": "IPv4",
         "endpoints": [
             {"addresses": ["10.1.0.5"], "hostname": "db-0", "conditions": {"ready": true}},
             {"addresses": ["10.1.0.6"], "conditions": {"ready": true}},
             {"addresses": ["10.1.0.7"], "conditions": {"ready": false}}],
-        "ports": [{"name": "sql", "port": 5432, "protocol": "TCP"}]}))
-        .unwrap();
+        "ports": [{"name": "sql", "port": 5432, "protocol": "TCP"}]}),
+    )
+    .unwrap();
     let dir = support::temp_dir("secondary-agent");
     let agent_port = crate::upstream::free_port();
     let central = support::start(
@@ -416,6 +418,75 @@ async fn an_agent_follows_the_cluster_zone_from_a_central_server() {
         .await
         .unwrap();
     assert_eq!(a, c, "the agent holds the central serial");
+    agent.stop().await.unwrap();
+    central.stop().await.unwrap();
+}
+
+/// Issue 46, never stale through the fabric: an agent with `cache 30` in front of its copy of
+/// the cluster zone (TTL 30) asked for a Service that does not exist yet keeps the NXDOMAIN
+/// only until a copy that has the name comes: the Service created at the central server
+/// answers on the agent within seconds, not after the 30 s the cache would hold it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_cache_drops_a_name_the_next_copy_changed() {
+    use serde_json::json;
+    let fake = fake_apiserver::FakeApiServer::start().await.unwrap();
+    fake.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "jobs"}}))
+        .unwrap();
+    let service = |name: &str, ip: &str| {
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": name, "namespace": "jobs"},
+               "spec": {"clusterIP": ip, "ports": [{"port": 80, "protocol": "TCP"}]}})
+    };
+    fake.create(service("coordinator", "10.96.1.1")).unwrap();
+    let dir = support::temp_dir("secondary-agent-cache");
+    let agent_port = crate::upstream::free_port();
+    let central = support::start(
+        &format!(
+            "cluster.local:0 {{\n bind 127.0.0.1\n transfer {{\n  to 127.0.0.1:{agent_port}\n }}\n kubernetes cluster.local {{\n  endpoint {}\n  ttl 30\n }}\n}}\n",
+            fake.url()
+        ),
+        &dir,
+    )
+    .await;
+    let central_addr = central.dns_addrs()[0];
+    let agent = support::start(
+        &format!(
+            "cluster.local:{agent_port} {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n cache 30\n secondary {{\n  transfer from {central_addr}\n }}\n}}\n"
+        ),
+        &support::temp_dir("secondary-agent-cache-node"),
+    )
+    .await;
+    let agent_addr = agent.dns_addrs()[0];
+    let metrics = agent.http_addr("metrics").expect("/metrics");
+    let worker = "worker-0.jobs.svc.cluster.local";
+    tokio::task::spawn_blocking(move || {
+        let first = answers_within(agent_addr, "coordinator.jobs.svc.cluster.local", "A", "10.96.1.1");
+        assert_eq!(first, "10.96.1.1", "the agent never took the cluster zone");
+        // Asked before it exists: NXDOMAIN, twice, the second from the cache.
+        for _ in 0..2 {
+            let out = support::dig(agent_addr, &["+norec", worker, "A"]);
+            assert_eq!(support::dig_status(&out), "NXDOMAIN", "{out}");
+        }
+    })
+    .await
+    .unwrap();
+    let hits = support::sum(
+        &support::scrape(metrics).await,
+        "coredns_cache_hits_total",
+        &["type=\"denial\""],
+    );
+    assert!(
+        hits >= 1.0,
+        "the NXDOMAIN was not cached, so the test shows nothing"
+    );
+    fake.create(service("worker-0", "10.96.1.2")).unwrap();
+    let seen = tokio::task::spawn_blocking(move || answers_within(agent_addr, worker, "A", "10.96.1.2"))
+        .await
+        .unwrap();
+    assert_eq!(
+        seen, "10.96.1.2",
+        "the agent's cache kept the NXDOMAIN of a name the new copy has"
+    );
     agent.stop().await.unwrap();
     central.stop().await.unwrap();
 }

@@ -13,10 +13,10 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::BinEncodable;
 
 use super::answer::Outcome;
-use crate::cluster::model::PortProtocol;
-use crate::cluster::zone::ServiceEntry;
 use super::answer::answerer::name_under;
 use super::handler::Kubernetes;
+use crate::cluster::model::PortProtocol;
+use crate::cluster::zone::ServiceEntry;
 use crate::proto::Question;
 
 impl Kubernetes {
@@ -75,12 +75,13 @@ impl Kubernetes {
                     .map(|e| port_names(&e))
                     .unwrap_or_default()
             };
-            let asks = [RecordType::A, RecordType::AAAA, RecordType::SRV]
-                .into_iter()
-                .map(|t| (name.clone(), t))
-                .chain(ports.iter().filter_map(|(port, proto)| {
-                    Some((name_under(&[port, proto], &name)?, RecordType::SRV))
-                }));
+            let asks =
+                [RecordType::A, RecordType::AAAA, RecordType::SRV]
+                    .into_iter()
+                    .map(|t| (name.clone(), t))
+                    .chain(ports.iter().filter_map(|(port, proto)| {
+                        Some((name_under(&[port, proto], &name)?, RecordType::SRV))
+                    }));
             for (name, qtype) in asks {
                 let Some(a) = ask(&name, qtype) else {
                     continue;

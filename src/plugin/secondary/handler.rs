@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use super::zones::{Inner, ZoneSlot};
 use crate::chain::{Capabilities, Chain, Next, Plugin, Replay, ReplyFuture};
 use crate::plugin::kit::{HeldZone, Notifier, ZoneTransfer, serve_held};
-use crate::proto::{Failure, NotifyTaker, Question, Reply, ZoneNotified};
+use crate::proto::{ChangeCounter, Failure, NotifyTaker, Question, Reply, ZoneNotified};
 
 /// The `secondary` plugin of one server block. Cheap to clone.
 #[derive(Clone)]
@@ -67,6 +67,7 @@ impl Secondary {
                 zones,
                 primaries: primaries.to_vec(),
                 notifier,
+                versions: Arc::default(),
                 started: AtomicBool::new(false),
             }),
         }
@@ -122,6 +123,12 @@ impl Plugin for Secondary {
 
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
         Box::pin(serve_held(self.answer(q), q, next))
+    }
+
+    /// Its copies' change counter: what a cache or the memo kept of its answers goes when a
+    /// new copy comes.
+    fn zones(&self) -> Vec<Arc<dyn ChangeCounter>> {
+        vec![self.inner.versions.clone()]
     }
 
     /// Starts one refresh task per zone: the first transfer now.

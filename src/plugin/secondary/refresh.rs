@@ -50,6 +50,7 @@ pub(super) async fn follow(weak: Weak<Inner>, index: usize) {
         };
         let primaries = inner.primaries.clone();
         let notifier = inner.notifier.clone();
+        let versions = inner.versions.clone();
         drop(inner);
         let wake = slot.wake.clone();
         let held = slot.held.current();
@@ -62,10 +63,11 @@ pub(super) async fn follow(weak: Weak<Inner>, index: usize) {
                 last_success = Instant::now();
                 backoff = MIN_WAIT;
                 slot.expired.store(false, Ordering::Relaxed);
-                if let Checked::Replaced(_) = checked
-                    && let Some(n) = &notifier
-                {
-                    n.0.zone_changed(slot.held.origin());
+                if let Checked::Replaced(_) = checked {
+                    versions.moved();
+                    if let Some(n) = &notifier {
+                        n.0.zone_changed(slot.held.origin());
+                    }
                 }
                 let refresh = slot.held.current().and_then(|z| match &z.soa().data {
                     RData::SOA(s) => Some(s.refresh),
