@@ -490,3 +490,94 @@ async fn an_agent_cache_drops_a_name_the_next_copy_changed() {
     agent.stop().await.unwrap();
     central.stop().await.unwrap();
 }
+
+/// Issue 46, a zone that survives: with `snapshot`, each new copy is kept on disk; a server
+/// restarted with no primary reachable answers from it at once, is ready, and says it serves
+/// a snapshot; a damaged snapshot is refused (SERVFAIL, not ready) and a primary that answers
+/// again brings the zone back, and a sound snapshot with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_secondary_serves_its_snapshot_and_refuses_a_damaged_one() {
+    let primary = ScriptedPrimary::start();
+    primary.set(3, false);
+    let dir = support::temp_dir("secondary-snapshot");
+    let snapshot = dir.join("snap").join("example.org.zone-snapshot");
+    let corefile = |from: &str| {
+        format!(
+            "example.org:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n ready 127.0.0.1:0\n secondary {{\n  transfer from {from}\n  snapshot snap\n }}\n}}\n"
+        )
+    };
+    let reachable = primary.addr.to_string();
+    // Nothing listens on the discard port of 127.0.0.1 here.
+    let unreachable = "127.0.0.1:9";
+
+    let first = support::start(&corefile(&reachable), &dir).await;
+    let addr = first.dns_addrs()[0];
+    let www = move || answers_within(addr, "www.example.org", "A", "192.0.2.3");
+    assert_eq!(tokio::task::spawn_blocking(www).await.unwrap(), "192.0.2.3");
+    for _ in 0..100 {
+        if snapshot.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(snapshot.exists(), "no snapshot at {}", snapshot.display());
+    first.stop().await.unwrap();
+
+    // Restarted, no primary: the snapshot answers at once, and the server is ready.
+    let second = support::start(&corefile(unreachable), &dir).await;
+    let addr = second.dns_addrs()[0];
+    let out = tokio::task::spawn_blocking(move || support::dig(addr, &["+short", "www.example.org", "A"]))
+        .await
+        .unwrap();
+    assert_eq!(out.trim(), "192.0.2.3", "the snapshot was not served at start");
+    let (status, body) = support::http_get(second.http_addr("ready").unwrap(), "/ready").await;
+    assert_eq!(status, 200, "not ready while serving the snapshot: {body}");
+    let m = support::scrape(second.http_addr("metrics").unwrap()).await;
+    assert_eq!(support::sum(&m, "cluster_dns_secondary_from_snapshot", &[]), 1.0);
+    assert_eq!(support::sum(&m, "cluster_dns_secondary_serial", &[]), 3.0);
+    let confirmed = support::sum(&m, "cluster_dns_secondary_confirmed_timestamp_seconds", &[]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as f64;
+    assert!(
+        confirmed > 0.0 && confirmed <= now,
+        "confirmed at {confirmed}, now {now}"
+    );
+    second.stop().await.unwrap();
+
+    // Damaged (cut short): refused, never served.
+    let bytes = std::fs::read(&snapshot).unwrap();
+    std::fs::write(&snapshot, &bytes[..bytes.len() - 20]).unwrap();
+    let third = support::start(&corefile(unreachable), &dir).await;
+    let addr = third.dns_addrs()[0];
+    let out = tokio::task::spawn_blocking(move || support::dig(addr, &["www.example.org", "A"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        support::dig_status(&out),
+        "SERVFAIL",
+        "a damaged snapshot was served:\n{out}"
+    );
+    let (status, body) = support::http_get(third.http_addr("ready").unwrap(), "/ready").await;
+    assert_eq!(status, 503, "ready without a copy: {body}");
+    third.stop().await.unwrap();
+
+    // The primary answers again (now at serial 4): the zone comes back, with a sound snapshot.
+    primary.set(4, false);
+    let fourth = support::start(&corefile(&reachable), &dir).await;
+    let addr = fourth.dns_addrs()[0];
+    let www = move || answers_within(addr, "www.example.org", "A", "192.0.2.4");
+    assert_eq!(tokio::task::spawn_blocking(www).await.unwrap(), "192.0.2.4");
+    let origin = Name::from_ascii("example.org.").unwrap();
+    let mut sound = None;
+    for _ in 0..100 {
+        if let Ok((zone, _)) = cluster_dns::plugin::secondary::snapshot::read(&snapshot, &origin) {
+            sound = Some(zone.serial());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(sound, Some(4), "the snapshot was not written again");
+    fourth.stop().await.unwrap();
+}

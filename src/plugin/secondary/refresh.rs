@@ -7,9 +7,9 @@
 //! leaves the copy held as it was. With no primary answering for the SOA's expire interval
 //! the zone is marked expired (SERVFAIL) until one does.
 
-use std::sync::Weak;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hickory_proto::rr::{RData, RecordType};
 use tokio::time::Instant;
@@ -42,7 +42,17 @@ enum Checked {
 /// Follows zone `index` of the plugin behind `weak` until the plugin is dropped.
 pub(super) async fn follow(weak: Weak<Inner>, index: usize) {
     let mut backoff = MIN_WAIT;
-    let mut last_success = Instant::now();
+    // A copy read from a snapshot was last confirmed when the snapshot was written: its expiry
+    // counts from then.
+    let mut last_success = match weak.upgrade().and_then(|i| i.zones.get(index).cloned()) {
+        Some(slot) => {
+            let confirmed = UNIX_EPOCH + Duration::from_secs(slot.confirmed.load(Ordering::Relaxed));
+            let age = SystemTime::now().duration_since(confirmed).unwrap_or_default();
+            let now = Instant::now();
+            now.checked_sub(age).unwrap_or(now)
+        }
+        None => return,
+    };
     loop {
         let Some(inner) = weak.upgrade() else { return };
         let Some(slot) = inner.zones.get(index).cloned() else {
@@ -61,10 +71,12 @@ pub(super) async fn follow(weak: Weak<Inner>, index: usize) {
         let wait = match check(&slot, &primaries).await {
             Ok(checked) => {
                 last_success = Instant::now();
+                confirm(&slot);
                 backoff = MIN_WAIT;
                 slot.expired.store(false, Ordering::Relaxed);
                 if let Checked::Replaced(_) = checked {
                     versions.moved();
+                    keep(&slot).await;
                     if let Some(n) = &notifier {
                         n.0.zone_changed(slot.held.origin());
                     }
@@ -96,6 +108,39 @@ pub(super) async fn follow(weak: Weak<Inner>, index: usize) {
             () = tokio::time::sleep(wait) => {}
             () = wake.notified() => {}
         }
+    }
+}
+
+/// A primary confirmed `slot`'s copy now.
+fn confirm(slot: &ZoneSlot) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    slot.confirmed.store(now, Ordering::Relaxed);
+    if let Some(m) = &slot.metrics {
+        m.confirmed(now, false);
+    }
+}
+
+/// Writes `slot`'s copy to its snapshot, when it has one (off the runtime's threads: a large
+/// zone is megabytes). A failure is logged; the copy in memory serves on.
+async fn keep(slot: &Arc<ZoneSlot>) {
+    let (Some(path), Some(zone)) = (slot.snapshot.clone(), slot.held.current()) else {
+        return;
+    };
+    let written = tokio::task::spawn_blocking(move || {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        super::snapshot::write(&path, &zone, SystemTime::now()).map(|()| path)
+    })
+    .await;
+    match written {
+        Ok(Ok(path)) => {
+            tracing::debug!(zone = %slot.held.origin(), path = %path.display(), "secondary: snapshot written")
+        }
+        Ok(Err(e)) => tracing::error!(zone = %slot.held.origin(), "secondary: snapshot not written: {e}"),
+        Err(e) => tracing::error!(zone = %slot.held.origin(), "secondary: snapshot not written: {e}"),
     }
 }
 
