@@ -446,3 +446,94 @@ async fn knot_follows_the_cluster_zone_on_notify() {
     );
     assert!(!log.contains("AXFR-style"), "{log}");
 }
+
+/// Issue 46, the central side of the fabric: many secondaries asking after one change cost one
+/// build of the cluster zone. Five transfers (AXFR and IXFR) of an unchanged zone build it
+/// once and give the kept version out for the other four; a change moves the serial, and the next
+/// transfer builds again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfers_of_an_unchanged_cluster_zone_build_it_once() {
+    use serde_json::json;
+    let fake = fake_apiserver::FakeApiServer::start().await.unwrap();
+    fake.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}))
+        .unwrap();
+    let service = |name: &str, ip: &str| {
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": name, "namespace": "default"},
+               "spec": {"clusterIP": ip, "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+    };
+    fake.create(service("first", "10.96.0.51")).unwrap();
+    let dir = support::temp_dir("transfer-kept");
+    let corefile = format!(
+        "cluster.local:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n transfer {{\n  to *\n }}\n kubernetes cluster.local {{\n  endpoint {}\n }}\n}}\n",
+        fake.url()
+    );
+    let running = support::start(&corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let metrics = running.http_addr("metrics").unwrap();
+    let count = async |version: &str| {
+        support::sum(
+            &support::scrape(metrics).await,
+            "cluster_dns_kubernetes_transfers_total",
+            &[&format!("version=\"{version}\"")],
+        )
+    };
+    let axfr = move || support::dig_records(&support::dig(addr, &["+nocookie", "AXFR", "cluster.local"]));
+    let first = tokio::task::spawn_blocking(move || {
+        let mut got = Vec::new();
+        for _ in 0..200 {
+            got = axfr();
+            if got.len() > 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        got
+    })
+    .await
+    .unwrap();
+    assert!(first.len() > 2, "no transfer: {first:?}");
+    let built = count("built").await;
+    let kept = count("kept").await;
+    let serial: String = first[0].split(' ').nth(6).unwrap().to_owned();
+    let again = tokio::task::spawn_blocking(move || {
+        let mut outs = Vec::new();
+        for _ in 0..2 {
+            outs.push(axfr());
+        }
+        for held in ["1", &serial] {
+            outs.push(support::dig_records(&support::dig(
+                addr,
+                &["+nocookie", &format!("IXFR={held}"), "cluster.local"],
+            )));
+        }
+        outs
+    })
+    .await
+    .unwrap();
+    assert_eq!(again[0], first, "the kept version is the zone as built");
+    assert_eq!(again[1], first);
+    assert_eq!(count("built").await, built, "an unchanged zone was built again");
+    // (An IXFR the journal does not answer reads the kept version twice: for the
+    // differences, then whole.)
+    assert!(count("kept").await >= kept + 4.0);
+    fake.create(service("second", "10.96.0.52")).unwrap();
+    let changed = tokio::task::spawn_blocking(move || {
+        for _ in 0..200 {
+            let now = axfr();
+            if now
+                .iter()
+                .any(|r| r.starts_with("second.default.svc.cluster.local."))
+            {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        false
+    })
+    .await
+    .unwrap();
+    assert!(changed, "the new Service never reached a transfer");
+    assert!(count("built").await > built, "a changed zone was not built again");
+    running.stop().await.unwrap();
+}
