@@ -194,6 +194,7 @@ async fn udp_from(from: [u8; 4], to: SocketAddr, msg: &Message) -> Message {
 struct ScriptedPrimary {
     addr: SocketAddr,
     state: std::sync::Arc<std::sync::Mutex<(u32, bool)>>,
+    connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl ScriptedPrimary {
@@ -201,23 +202,40 @@ impl ScriptedPrimary {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let state = std::sync::Arc::new(std::sync::Mutex::new((1u32, false)));
-        let shared = state.clone();
+        let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (shared, counted) = (state.clone(), connections.clone());
         std::thread::spawn(move || {
             // Bounded: at most 200 connections, then the thread ends.
             for stream in listener.incoming().take(200) {
                 let Ok(mut stream) = stream else { continue };
-                let (serial, broken) = *shared.lock().unwrap();
-                let _ = Self::serve(&mut stream, serial, broken);
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                // Each request of the connection, until the client closes it (at most 10).
+                for _ in 0..10 {
+                    let (serial, broken) = *shared.lock().unwrap();
+                    match Self::serve(&mut stream, serial, broken) {
+                        Ok(true) => {}
+                        _ => break,
+                    }
+                }
             }
         });
-        Self { addr, state }
+        Self {
+            addr,
+            state,
+            connections,
+        }
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn set(&self, serial: u32, broken: bool) {
         *self.state.lock().unwrap() = (serial, broken);
     }
 
-    fn serve(stream: &mut std::net::TcpStream, serial: u32, broken: bool) -> std::io::Result<()> {
+    /// Answers one request of `stream`; `Ok(true)` when the connection may carry another.
+    fn serve(stream: &mut std::net::TcpStream, serial: u32, broken: bool) -> std::io::Result<bool> {
         use std::io::{Read, Write};
         stream.set_read_timeout(Some(Duration::from_secs(5)))?;
         let mut len = [0u8; 2];
@@ -254,7 +272,8 @@ impl ScriptedPrimary {
         let bytes = reply.to_bytes().map_err(std::io::Error::other)?;
         let mut framed = (bytes.len() as u16).to_be_bytes().to_vec();
         framed.extend_from_slice(&bytes);
-        stream.write_all(&framed)
+        stream.write_all(&framed)?;
+        Ok(!(broken && qtype != RecordType::SOA))
     }
 }
 
@@ -580,4 +599,43 @@ async fn a_restarted_secondary_serves_its_snapshot_and_refuses_a_damaged_one() {
     }
     assert_eq!(sound, Some(4), "the snapshot was not written again");
     fourth.stop().await.unwrap();
+}
+
+/// The SOA check and the transfer it leads to share one connection: behind a Service address
+/// (the central replicas), both reach the same replica, so the transfer brings the serial the
+/// check saw. Each refresh here is one connection to the primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_soa_check_and_the_transfer_share_one_connection() {
+    let primary = ScriptedPrimary::start();
+    primary.set(1, false);
+    let dir = support::temp_dir("secondary-one-connection");
+    let corefile = format!(
+        "example.org:0 {{\n bind 127.0.0.1\n secondary {{\n  transfer from {}\n }}\n}}\n",
+        primary.addr
+    );
+    let running = support::start(&corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let www = move || answers_within(addr, "www.example.org", "A", "192.0.2.1");
+    assert_eq!(tokio::task::spawn_blocking(www).await.unwrap(), "192.0.2.1");
+    assert_eq!(
+        primary.connections(),
+        1,
+        "the first SOA check and AXFR took more than one connection"
+    );
+    for serial in [2u32, 3] {
+        primary.set(serial, false);
+        udp_from([127, 0, 0, 1], addr, &notify("example.org.")).await;
+        let want = format!("192.0.2.{serial}");
+        let www = move || answers_within(addr, "www.example.org", "A", &want);
+        assert_eq!(
+            tokio::task::spawn_blocking(www).await.unwrap(),
+            format!("192.0.2.{serial}")
+        );
+        assert_eq!(
+            primary.connections(),
+            serial as usize,
+            "a refresh (SOA check, then IXFR) took more than one connection"
+        );
+    }
+    running.stop().await.unwrap();
 }

@@ -1,6 +1,7 @@
 //! One zone's refresh task (RFC 1034 section 4.3.5, RFC 1996): asks the primaries, in order,
 //! for the zone's SOA; when a primary's serial is later than the copy held, transfers the
-//! zone (IXFR from the serial held, AXFR when none is held) and replaces the copy. It waits
+//! zone (IXFR from the serial held, AXFR when none is held) over the same connection, so a
+//! primary behind a Service address is one replica for both, and replaces the copy. It waits
 //! the SOA's refresh interval after a check that worked, its retry interval (and a backoff of
 //! 1 s doubling to 60 s while no copy is held) after one that failed, and wakes early on a
 //! NOTIFY. A failed transfer, one that breaks off, does not parse or goes backwards in serial
@@ -164,7 +165,11 @@ async fn check(slot: &ZoneSlot, primaries: &[std::net::SocketAddr]) -> Result<Ch
 /// Checks `slot`'s zone with `primary`: its SOA, then a transfer when it has a later serial.
 async fn check_with(slot: &ZoneSlot, primary: std::net::SocketAddr) -> Result<Checked, String> {
     let held = slot.held.current();
-    let soa = xfr::ask(primary, slot.held.origin(), RecordType::SOA, None)
+    let mut session = xfr::Session::open(primary)
+        .await
+        .map_err(|e| format!("SOA check: {e}"))?;
+    let soa = session
+        .ask(slot.held.origin(), RecordType::SOA, None)
         .await
         .map_err(|e| format!("SOA check: {e}"))?;
     let Some(serial) = soa.first().and_then(serial_of) else {
@@ -185,7 +190,24 @@ async fn check_with(slot: &ZoneSlot, primary: std::net::SocketAddr) -> Result<Ch
         }
     };
     let source = format!("{kind} from {primary}");
-    let records = match xfr::ask(primary, slot.held.origin(), qtype, held.as_ref().map(|z| z.soa())).await {
+    let asked = session
+        .ask(slot.held.origin(), qtype, held.as_ref().map(|z| z.soa()))
+        .await;
+    let asked = match asked {
+        // A primary that closes a connection after one request: once more, on a new one.
+        Err(xfr::XfrError::BrokeOff { records: 0, .. } | xfr::XfrError::Io { .. }) => {
+            match xfr::Session::open(primary).await {
+                Ok(mut again) => {
+                    again
+                        .ask(slot.held.origin(), qtype, held.as_ref().map(|z| z.soa()))
+                        .await
+                }
+                Err(e) => Err(e),
+            }
+        }
+        other => other,
+    };
+    let records = match asked {
         Ok(r) => r,
         Err(e) => {
             counted(false);
