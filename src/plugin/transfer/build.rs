@@ -5,7 +5,7 @@
 use std::any::TypeId;
 use std::sync::Arc;
 
-use super::notify::NotifySender;
+use super::notify::{Learned, NotifySender};
 use super::setup::TransferConfig;
 use crate::chain::{AcquireCtx, AcquireFuture, BlockSettings, BuildCtx, Built, Capabilities, Configured};
 use crate::plugin::kit::Notifier;
@@ -16,20 +16,46 @@ impl Configured for TransferConfig {
         settings.transfers = true;
     }
 
-    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
-        Built::Plugin(Arc::new(super::Transfer::new(self)))
+    /// Its plugin, telling the block's NOTIFY sender who transferred (`notify transferred`).
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        Built::Plugin(Arc::new(super::Transfer::new(
+            self,
+            ctx.capabilities.get::<Notifier>(),
+        )))
     }
 
     fn offers(&self, capability: TypeId) -> bool {
-        capability == TypeId::of::<Notifier>() && !self.notify.is_empty()
+        capability == TypeId::of::<Notifier>()
+            && (!self.notify.is_empty() || self.notify_transferred.is_some())
     }
 
-    /// Its NOTIFY sender, when a `to` line names an address.
-    fn acquire<'a>(&'a self, _ctx: AcquireCtx<'a>) -> AcquireFuture<'a> {
-        let mut offered = Capabilities::default();
-        if let Some(sender) = NotifySender::new(self) {
-            offered.offer(Arc::new(Notifier(Arc::new(sender))));
-        }
-        Box::pin(std::future::ready(Ok(offered)))
+    /// Its NOTIFY sender, when a `to` line names an address or `notify transferred` is set.
+    /// The addresses `notify transferred` learned are a resource kept across reloads (keyed
+    /// by the zones and the port), so a reloaded Corefile still tells every agent.
+    fn acquire<'a>(&'a self, ctx: AcquireCtx<'a>) -> AcquireFuture<'a> {
+        Box::pin(async move {
+            let mut offered = Capabilities::default();
+            let learned = match self.notify_transferred {
+                Some(port) => {
+                    let gauge = ctx
+                        .metrics
+                        .and_then(|m| m.families::<super::TransferMetrics>().ok())
+                        .map(|m| m.learned);
+                    let key = (self.zones.clone(), port);
+                    let made = ctx
+                        .resources
+                        .get_or_make(key, || async {
+                            Ok::<_, std::convert::Infallible>(Learned::new(port, gauge))
+                        })
+                        .await;
+                    made.ok().map(|a| a.value)
+                }
+                None => None,
+            };
+            if let Some(sender) = NotifySender::new(self, learned) {
+                offered.offer(Arc::new(Notifier(Arc::new(sender))));
+            }
+            Ok(offered)
+        })
     }
 }
