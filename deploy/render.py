@@ -16,8 +16,9 @@ finding above info. `generate` writes deploy/cluster-dns.yaml, deploy/cluster-dn
 and deploy/autoscaler.yaml: the chart's defaults in kube-system, the Corefile's ConfigMap in the
 second file (created once, so re-applying the first leaves an edited Corefile alone), the
 autoscaler's objects in the third; and
-deploy/node-local/prefer-same-node.yaml and prefer-same-node-forward.yaml: the kube-dns Service
-and the node agents of `nodeLocal.enabled=true` with mode watch and forward
+deploy/node-local/prefer-same-node.yaml, prefer-same-node-forward.yaml and
+prefer-same-node-fabric.yaml: the kube-dns Service
+and the node agents of `nodeLocal.enabled=true` with mode watch, forward and fabric
 and deploy/dnspolicy-crd.yaml: the chart's crds/dnspolicies.dns.cluster-dns.io.yaml as it is
 (Helm installs crds/ untemplated, so kubectl gets the same bytes)
 (tests/integration/chart.rs checks that they are byte for byte what this writes); with values,
@@ -122,6 +123,19 @@ NODE_LOCAL = {
 #
 # Apply after deploy/cluster-dns.yaml; the central Deployment stays as the fallback for a node
 # whose agent is not ready. See README.md.
+""",
+    ),
+    "fabric": (
+        "node-local/prefer-same-node-fabric.yaml",
+        """\
+# cluster-dns on every node, PreferSameNode mode (Kubernetes 1.35+), each agent holding a copy
+# of the cluster zone transferred from the central Deployment (deploy/cluster-dns.yaml) through
+# the kube-dns-upstream Service (AXFR, then IXFR on the central pods' NOTIFY), and answering
+# cluster names from it: no API access at all, and cluster names keep answering on the node
+# while the API server or the central pods are away. This file also holds the central
+# Corefile (ConfigMap cluster-dns) with the transfer block the agents need.
+#
+# Apply after deploy/cluster-dns.yaml: the central pods must exist. See README.md.
 """,
     ),
     "forward": (
@@ -259,7 +273,9 @@ def generate(out_dir, values=None, described=""):
         print(f"wrote {path}", file=sys.stderr)
     for mode, (name, text) in NODE_LOCAL.items():
         docs = plain(documents(merge(values, {"nodeLocal": {"enabled": True, "mode": mode}})))
-        part = [d for d in docs if d[0].endswith(NODE_LOCAL_SOURCES)]
+        # The fabric mode changes the central Corefile too (its transfer block).
+        sources = NODE_LOCAL_SOURCES + (("/templates/configmap.yaml",) if mode == "fabric" else ())
+        part = [d for d in docs if d[0].endswith(sources)]
         path = os.path.join(out_dir, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:

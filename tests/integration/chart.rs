@@ -300,6 +300,7 @@ fn the_defaults_are_the_plain_manifests_byte_for_byte() {
         "autoscaler.yaml",
         "node-local/prefer-same-node.yaml",
         "node-local/prefer-same-node-forward.yaml",
+        "node-local/prefer-same-node-fabric.yaml",
         "dnspolicy-crd.yaml",
     ] {
         let want = std::fs::read_to_string(dir.join(file)).unwrap();
@@ -804,6 +805,7 @@ fn every_object_carries_the_standard_labels_and_the_selectors_stay() {
         "autoscaler.yaml",
         "node-local/prefer-same-node.yaml",
         "node-local/prefer-same-node-forward.yaml",
+        "node-local/prefer-same-node-fabric.yaml",
     ] {
         for d in crate::deploy::docs_of(file) {
             let labels = &d["metadata"]["labels"];

@@ -17,10 +17,11 @@ use serde_json::Value;
 
 use crate::deploy::{check_binary_with_env, docs_of, probe_port, probe_ports, rules, typed};
 
-const FILES: [&str; 3] = [
+const FILES: [&str; 4] = [
     "node-local/node-cache.yaml",
     "node-local/prefer-same-node.yaml",
     "node-local/prefer-same-node-forward.yaml",
+    "node-local/prefer-same-node-fabric.yaml",
 ];
 
 fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
@@ -84,6 +85,15 @@ fn node_local_manifests_are_valid_kubernetes_objects() {
                 "ClusterRoleBinding",
                 "ConfigMap",
                 "DaemonSet",
+                "Service",
+                "ServiceAccount",
+            ],
+            // The fabric mode's file holds the central Corefile (its transfer block) too.
+            "node-local/prefer-same-node-fabric.yaml" => &[
+                "ConfigMap",
+                "ConfigMap",
+                "DaemonSet",
+                "Service",
                 "Service",
                 "ServiceAccount",
             ],
@@ -406,6 +416,84 @@ fn prefer_same_node_forward_mode_only_forwards_to_the_central_pods() {
     assert!(stdout.contains("OK (2 server block(s))"), "{stdout}");
 }
 
+/// The fabric mode: no API access, the agents' Corefile follows the cluster zone from the
+/// central pods through kube-dns-upstream with a snapshot on a writable volume, and the
+/// central Corefile in the file is the default one with the transfer block the agents need.
+#[test]
+fn prefer_same_node_fabric_mode_follows_the_cluster_zone_from_the_central_pods() {
+    let docs = docs_of("node-local/prefer-same-node-fabric.yaml");
+    assert!(docs.iter().all(|d| !d["kind"].as_str().unwrap().contains("Role")));
+    let ds: DaemonSet = typed(find(&docs, "DaemonSet", "cluster-dns-node"));
+    let (labels, pod) = pod_of(&ds);
+    assert_eq!(pod.automount_service_account_token, Some(false));
+    let up: Service = typed(find(&docs, "Service", "kube-dns-upstream"));
+    let sel = up.spec.unwrap().selector.unwrap();
+    assert!(selects(&sel, &central_pod_labels()));
+    assert!(!selects(&sel, &labels));
+    // The snapshot folder is a writable volume (the root filesystem is read-only).
+    let mount = pod.containers[0]
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|m| m.mount_path == "/var/lib/cluster-dns")
+        .expect("a volume at the snapshot folder");
+    assert_ne!(mount.read_only, Some(true));
+    let volume = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|v| v.name == mount.name)
+        .unwrap();
+    assert!(volume.empty_dir.is_some(), "the default is an emptyDir");
+
+    let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns-node-fabric"));
+    let corefile = cm.data.unwrap()["Corefile"].clone();
+    assert!(!corefile.contains("kubernetes"), "no API watch: {corefile}");
+    assert!(corefile.contains("transfer from {$KUBE_DNS_UPSTREAM_SERVICE_HOST}:53"));
+    assert!(corefile.contains("snapshot /var/lib/cluster-dns"));
+    let stdout = check_with_env(
+        "prefer-same-node-fabric",
+        &corefile,
+        &[("KUBE_DNS_UPSTREAM_SERVICE_HOST", "10.96.0.11")],
+    );
+    assert!(stdout.contains("OK (3 server block(s))"), "{stdout}");
+
+    // The central Corefile: deploy/cluster-dns-corefile.yaml's plus the transfer block.
+    let central: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns"));
+    let central = central.data.unwrap()["Corefile"].clone();
+    let default: ConfigMap = typed(find(
+        &docs_of("cluster-dns-corefile.yaml"),
+        "ConfigMap",
+        "cluster-dns",
+    ));
+    let default = default.data.unwrap()["Corefile"].clone();
+    assert!(
+        central.contains("    transfer cluster.local {\n       to *\n       notify transferred\n    }\n"),
+        "{central}"
+    );
+    let without: String = central
+        .lines()
+        .filter(|l| {
+            !(l.contains("transfer cluster.local")
+                || l.trim() == "to *"
+                || l.trim() == "notify transferred"
+                || l.trim().starts_with("# The fabric mode's agents")
+                || l.trim().starts_with("# changes (NOTIFY)"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let default_lines = default.lines().collect::<Vec<_>>().join("\n");
+    // (The transfer block's closing brace is the one line left over.)
+    assert_eq!(
+        without.replacen("\n    }\n    kubernetes", "\n    kubernetes", 1),
+        default_lines
+    );
+    let stdout = check_with_env("prefer-same-node-fabric-central", &central, &[]);
+    assert!(stdout.contains("OK (1 server block(s))"), "{stdout}");
+}
+
 /// Every file in deploy/node-local/ is one of those the tests above cover.
 #[test]
 fn every_node_local_manifest_is_covered() {
@@ -501,6 +589,106 @@ async fn the_forward_agent_answers_cluster_names_from_the_central_server() {
     assert!(late, "the new Service never came through the agent");
 }
 
+/// The fabric mode's Corefiles, on loopback: the central server (kubeadm's Corefile against
+/// the fake API server, with the transfer block of prefer-same-node-fabric.yaml's central
+/// Corefile) and an agent running that file's cluster block. The agent answers cluster names
+/// from its copy, a Service created later reaches it by NOTIFY (the agent is in no `to`
+/// line), and its snapshot is written. (kubeadm's Corefile has `loadbalance`, which once
+/// reordered the transfer: the first ExternalName's CNAME came before the SOA, and the agent
+/// refused every copy.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fabric_agent_answers_cluster_names_from_its_copy() {
+    use fake_apiserver::FakeApiServer;
+
+    use crate::support;
+
+    let dir = support::temp_dir("node-local-fabric");
+    let fake = FakeApiServer::start().await.unwrap();
+    fake.load(crate::support::fixture()).unwrap();
+    let docs = docs_of("node-local/prefer-same-node-fabric.yaml");
+    let central_cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns"));
+    let central_text = central_cm.data.unwrap()["Corefile"].clone();
+    let start = central_text
+        .find("    transfer cluster.local {")
+        .expect("the transfer block");
+    let end = start + central_text[start..].find("    }\n").unwrap() + 6;
+    let agent_port = crate::upstream::free_port();
+    let transfer =
+        central_text[start..end].replace("notify transferred", &format!("notify transferred {agent_port}"));
+    let upstream: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let central_corefile = crate::dropin::kubeadm_corefile_for_test(&fake.url(), upstream).replacen(
+        "    kubernetes cluster.local",
+        &format!("{transfer}    kubernetes cluster.local"),
+        1,
+    );
+    let central_dir = dir.join("central");
+    std::fs::create_dir_all(&central_dir).unwrap();
+    let central = support::start(&central_corefile, &central_dir).await;
+    let central_addr = central.dns_addrs()[0];
+    // (The agent's first tries back off while the central zone syncs; start it on a synced one.)
+    assert!(
+        answers(central_addr, "kubernetes.default.svc.cluster.local.", "10.96.0.1").await,
+        "the central server never synced"
+    );
+
+    let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns-node-fabric"));
+    let corefile = cm.data.unwrap()["Corefile"].clone();
+    let block_end = corefile.find("\n}\n").unwrap() + 3;
+    let mut agent = corefile[..block_end].to_owned();
+    let snapshots = dir.join("snapshots");
+    for (from, to) in [
+        (
+            "cluster.local {\n".to_owned(),
+            format!("cluster.local:{agent_port} {{\n    bind 127.0.0.1\n"),
+        ),
+        (
+            "    health {\n".to_owned(),
+            "    health 127.0.0.1:0 {\n".to_owned(),
+        ),
+        ("    ready\n".to_owned(), "    ready 127.0.0.1:0\n".to_owned()),
+        (
+            "    prometheus :9153\n".to_owned(),
+            "    prometheus 127.0.0.1:0\n".to_owned(),
+        ),
+        (
+            "{$KUBE_DNS_UPSTREAM_SERVICE_HOST}:53".to_owned(),
+            central_addr.to_string(),
+        ),
+        (
+            "snapshot /var/lib/cluster-dns".to_owned(),
+            format!("snapshot {}", snapshots.display()),
+        ),
+    ] {
+        assert!(
+            agent.contains(&from),
+            "the fabric Corefile no longer has {from:?}"
+        );
+        agent = agent.replacen(&from, &to, 1);
+    }
+    let agent_dir = dir.join("agent");
+    std::fs::create_dir_all(&agent_dir).unwrap();
+    let node = support::start(&agent, &agent_dir).await;
+    let addr = node.dns_addrs()[0];
+    assert!(
+        answers(addr, "kubernetes.default.svc.cluster.local.", "10.96.0.1").await,
+        "the agent never answered kubernetes.default from its copy"
+    );
+    fake.create(fake_apiserver::synthetic::service(
+        "default",
+        "late",
+        Some(std::net::Ipv4Addr::new(10, 96, 7, 8)),
+    ))
+    .unwrap();
+    let late = answers(addr, "late.default.svc.cluster.local.", "10.96.7.8").await;
+    assert!(late, "the new Service never reached the agent");
+    assert!(
+        snapshots.join("cluster.local.zone-snapshot").exists(),
+        "no snapshot written"
+    );
+    node.stop().await.unwrap();
+    central.stop().await.unwrap();
+}
+
 /// Whether `addr` answers `name` A with exactly `ip`, asked every 50 ms up to 200 times.
 async fn answers(addr: std::net::SocketAddr, name: &str, ip: &str) -> bool {
     let want = [format!("{name} A {ip}")];
@@ -520,7 +708,7 @@ async fn answers(addr: std::net::SocketAddr, name: &str, ip: &str) -> bool {
 /// left, and each Corefile checks.
 #[test]
 fn prefer_same_node_modes_follow_the_charts_cluster_ip_domain_and_image() {
-    for mode in ["watch", "forward"] {
+    for mode in ["watch", "forward", "fabric"] {
         let set = format!(
             "nodeLocal.enabled=true,nodeLocal.mode={mode},clusterIP=10.100.0.10,\
              clusterDomain=corp.internal,image.repository=registry.example.com/dns,image.tag=9.9.9"

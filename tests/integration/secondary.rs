@@ -686,7 +686,9 @@ async fn notify_transferred_tells_an_agent_no_one_listed() {
     assert_eq!(support::sum(&m, "cluster_dns_transfer_notify_learned", &[]), 1.0);
     // A reload of the central Corefile keeps what it learned.
     let path = central_dir.join("Corefile");
-    let text = std::fs::read_to_string(&path).unwrap().replace(" bind 127.0.0.1\n", " bind 127.0.0.1\n errors\n");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(" bind 127.0.0.1\n", " bind 127.0.0.1\n errors\n");
     std::fs::write(&path, text).unwrap();
     let config = cluster_dns::config::Config::load(&path, 53).unwrap();
     central.reload(config).await.unwrap();

@@ -50,13 +50,14 @@ scale the same Deployment against each other. */}}
 protection (fairness, pods verified, topology: deploy/README.md, "Which Corefile"); then
 corefile.extraServerBlocks. */}}
 {{- define "cluster-dns.corefile" -}}
-{{- include "cluster-dns.corefileText" (dict "root" . "protected" (not .Values.corefile.kubeadm)) -}}
+{{- $fabric := and .Values.nodeLocal.enabled (eq .Values.nodeLocal.mode "fabric") -}}
+{{- include "cluster-dns.corefileText" (dict "root" . "protected" (not .Values.corefile.kubeadm) "transfer" $fabric) -}}
 {{- end }}
 
 {{/* The node agents' Corefile in watch mode: the central one without the protection, whose
 Pods and Nodes watches every node would then open. */}}
 {{- define "cluster-dns.nodeCorefile" -}}
-{{- include "cluster-dns.corefileText" (dict "root" . "protected" false) -}}
+{{- include "cluster-dns.corefileText" (dict "root" . "protected" false "transfer" false) -}}
 {{- end }}
 
 {{- define "cluster-dns.corefileText" -}}
@@ -72,6 +73,14 @@ Pods and Nodes watches every node would then open. */}}
     ready
     {{- if .protected }}
     fairness
+    {{- end }}
+    {{- if .transfer }}
+    # The fabric mode's agents follow the cluster zone (AXFR, IXFR) and are told of its
+    # changes (NOTIFY) once they have transferred it.
+    transfer {{ $v.clusterDomain }} {
+       to *
+       notify transferred
+    }
     {{- end }}
     kubernetes {{ $v.clusterDomain }} in-addr.arpa ip6.arpa {
        {{- if .protected }}
