@@ -61,12 +61,12 @@ impl Dns {
     }
 }
 
-/// A running `cluster-dns`: the process, its stderr lines, and its DNS address.
+/// A running `cluster-dns`: the process, its log lines, and its DNS address.
 #[derive(Debug)]
 pub struct Spawned {
     /// The process.
     pub child: Child,
-    /// Its log lines (stderr), as they come.
+    /// Its log lines (stdout), as they come.
     pub log: mpsc::Receiver<String>,
     /// The address it serves DNS on (from its `serving DNS` line).
     pub addr: SocketAddr,
@@ -84,16 +84,18 @@ pub fn spawn_cluster_dns_with(bin: &str, corefile: &Path, env: &[(&str, &str)]) 
         .arg(corefile)
         .env("RUST_LOG", "info")
         .envs(env.iter().copied())
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
+        // Its log lines are on stdout (as CoreDNS writes them); stderr has only what comes
+        // before logging is set up (a Corefile that does not parse), shown as it comes.
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
         .spawn()?;
-    let stderr = child
-        .stderr
+    let stdout = child
+        .stdout
         .take()
-        .ok_or_else(|| std::io::Error::other("no stderr"))?;
+        .ok_or_else(|| std::io::Error::other("no stdout"))?;
     let (tx, log) = mpsc::channel::<String>();
     std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             if tx.send(line).is_err() {
                 break;
             }

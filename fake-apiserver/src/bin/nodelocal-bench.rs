@@ -14,10 +14,17 @@
 //! - `forward` mode: one central `cluster-dns` with that Corefile, and N agents with only
 //!   `forward` (over TCP) to it and `cache 5`: the agents' API requests (none) and memory.
 //!
+//! - `fabric` mode (issue 46): one central `cluster-dns` with that Corefile plus `transfer`
+//!   (NOTIFY to every agent), and N agents with only `secondary` (the cluster zone transferred
+//!   from the central server, AXFR then IXFR on NOTIFY) and `cache 30`: the agents' API
+//!   requests (none), the time until every agent answers the last change of a churn, and
+//!   memory.
+//!
 //! The RSS (`VmRSS`) of every agent is taken after sync and after the churn.
 //!
 //! Usage: `nodelocal-bench PATH/TO/cluster-dns [--nodes 1,10,50] [--services N] [--endpoints M]
-//! [--churn C] [--idle SECONDS] [--mode watch|forward|both]`.
+//! [--churn C] [--idle SECONDS] [--mode watch|forward|fabric|both|all]` (`both`: watch and
+//! forward; `all`: the three).
 
 #![allow(clippy::unwrap_used)]
 
@@ -82,6 +89,40 @@ fn forward_corefile(central: std::net::SocketAddr) -> String {
 }}
 "
     )
+}
+
+/// The fabric-mode agent (deploy/node-local/prefer-same-node-fabric.yaml's cluster block) on
+/// loopback, following the cluster zone from `central`, its snapshot in `snapshots`.
+fn fabric_corefile(central: std::net::SocketAddr, snapshots: &Path) -> String {
+    format!(
+        "cluster.local:0 {{
+{PROBES}    prometheus 127.0.0.1:0
+    cache 30
+    secondary {{
+       transfer from {central}
+       snapshot {}
+    }}
+    reload
+}}
+",
+        snapshots.display()
+    )
+}
+
+/// kubeadm's Corefile on `port` with the fabric mode's `transfer` block, NOTIFY going to
+/// `agents`.
+fn central_fabric_corefile(url: &str, port: u16, agents: &[std::net::SocketAddr]) -> String {
+    let to: Vec<String> = agents.iter().map(ToString::to_string).collect();
+    kubeadm_corefile(url)
+        .replacen(".:0 {", &format!(".:{port} {{"), 1)
+        .replacen(
+            "    kubernetes cluster.local",
+            &format!(
+                "    transfer cluster.local {{\n       to * {}\n    }}\n    kubernetes cluster.local",
+                to.join(" ")
+            ),
+            1,
+        )
 }
 
 fn mib(kb: u64) -> f64 {
@@ -224,7 +265,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let Some(bin) = args.get(1).filter(|a| !a.starts_with("--")).cloned() else {
         eprintln!(
-            "usage: nodelocal-bench PATH/TO/cluster-dns [--nodes 1,10,50] [--services N] [--endpoints M] [--churn C] [--idle S] [--mode watch|forward|both]"
+            "usage: nodelocal-bench PATH/TO/cluster-dns [--nodes 1,10,50] [--services N] [--endpoints M] [--churn C] [--idle S] [--mode watch|forward|fabric|both|all]"
         );
         std::process::exit(2);
     };
@@ -279,7 +320,7 @@ fn main() {
         fake
     };
     for &n in &nodes {
-        if mode == "watch" || mode == "both" {
+        if mode == "watch" || mode == "both" || mode == "all" {
             let fake = new_fake();
             let url = fake.url();
             println!(
@@ -331,7 +372,7 @@ fn main() {
             stop(agents);
         }
 
-        if mode == "forward" || mode == "both" {
+        if mode == "forward" || mode == "both" || mode == "all" {
             println!(
                 "\n## forward mode, {n} node(s): one central server watches, the agents only forward to it"
             );
@@ -379,6 +420,62 @@ fn main() {
                 (lists4 + watches4) - (lists3 + watches3)
             );
             rss_line("(forward only) after sync and the churn", &pids);
+            println!(
+                "RSS of the central server: {:.1} MiB",
+                mib(status_kb(central.child.id(), "VmRSS:"))
+            );
+            stop(agents);
+            stop(vec![central]);
+        }
+
+        if mode == "fabric" || mode == "all" {
+            println!(
+                "\n## fabric mode, {n} node(s): one central server watches, the agents follow the cluster zone by IXFR and NOTIFY"
+            );
+            let fake = new_fake();
+            let url = fake.url();
+            // The agents first (they retry until the central server is up), so the central
+            // server's `to` can name them.
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let central_addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            let t = Instant::now();
+            let agents = start_agents(&bin, &dir, n, |i| {
+                fabric_corefile(central_addr, &dir.join(format!("snapshots-{i}")))
+            });
+            let addrs: Vec<std::net::SocketAddr> = agents.iter().map(|a| a.addr).collect();
+            let central_core = dir.join("Corefile.central-fabric");
+            std::fs::write(&central_core, central_fabric_corefile(&url, port, &addrs)).unwrap();
+            let central = spawn_cluster_dns(&bin, &central_core).unwrap();
+            wait_all(&agents, "svc-1.ns-1.svc.cluster.local", NOERROR);
+            wait_all(&agents, "nosuch.ns-0.svc.cluster.local", NXDOMAIN);
+            let synced = t.elapsed();
+            std::thread::sleep(Duration::from_secs(2));
+            let pids: Vec<u32> = agents.iter().map(|a| a.child.id()).collect();
+            let (lists, watches) = count_requests(&fake);
+            println!(
+                "all {n} agents hold the zone {:.1} s after they started (their first tries back off until the central server is up); API requests in all: {lists} others (version, lists), {watches} watch requests; watches open: {} (the central server's)",
+                synced.as_secs_f64(),
+                fake.open_watches()
+            );
+            rss_line("(fabric) after sync", &pids);
+            let t = Instant::now();
+            let (lists0, watches0) = count_requests(&fake);
+            if let Some(last) = churn(&fake, &cluster, 2, changes) {
+                wait_all(&agents, &format!("{last}.ns-0.svc.cluster.local"), NOERROR);
+            }
+            let churned = t.elapsed();
+            let (lists1, watches1) = count_requests(&fake);
+            println!(
+                "churn of {changes} changes: its last new Service answered by every agent after {:.2} s; {} new API requests",
+                churned.as_secs_f64(),
+                (lists1 + watches1) - (lists0 + watches0)
+            );
+            std::thread::sleep(Duration::from_secs(1));
+            rss_line("(fabric) after the churn", &pids);
             println!(
                 "RSS of the central server: {:.1} MiB",
                 mib(status_kb(central.child.id(), "VmRSS:"))
