@@ -9,6 +9,8 @@
 #   bench/nodelocal-api.sh                                   # 1,000 Services / 10,000 endpoints, 1, 10, 50 nodes
 #   bench/nodelocal-api.sh --nodes 1 --services 10000 --endpoints 150000 --churn 0 --mode watch
 #                                                            # one agent's RSS at the watch-path size
+#   bench/nodelocal-api.sh --nodes 1,10,50 --mode fabric     # issue 46: agents as secondaries of
+#                                                            # the cluster zone (IXFR on NOTIFY)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --bin cluster-dns
