@@ -116,7 +116,7 @@ pub const PLUGINS: &[Entry] = &[
     with_families("dnstap", dnstap::setup::setup, dnstap::families),
     // Before anything answers or multiplies a question (autopath's tries): a question over its
     // client's share costs nothing more.
-    with_families("fairness", fairness::setup, fairness::families),
+    with_families("fairness", fairness::setup::setup, fairness::families),
     with_families("local", local::setup::setup, local::families),
     with_families("dns64", dns64::setup::setup, dns64::families),
     entry("any", any::setup::setup),

@@ -10,7 +10,7 @@ use cluster_dns::plugin::cache::CacheConfig;
 use cluster_dns::plugin::errors::ErrorsConfig;
 use cluster_dns::plugin::forward::ForwardBlock;
 use cluster_dns::plugin::health::HealthConfig;
-use cluster_dns::plugin::kubernetes::setup::KubernetesConfig;
+use cluster_dns::plugin::kubernetes::config::KubernetesConfig;
 use cluster_dns::plugin::loadbalance::setup::LoadBalanceConfig;
 use cluster_dns::plugin::loop_detect::setup::LoopConfig;
 use cluster_dns::plugin::metrics::PrometheusConfig;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, Record, RecordType};
 
-use super::setup::{FileConfig, ZoneFile};
+use super::config::{FileConfig, ZoneFile};
 use super::zone::{Lookup, ZoneData};
 use crate::chain::{Capabilities, Chain, Next, Plugin, Replay, ReplyFuture};
 use crate::plugin::kit::{Fallthrough, Journal, Notifier, ZoneTransfer};

@@ -2,15 +2,15 @@
 //! zone cuts, CNAMEs, wildcards, NXDOMAIN and NODATA with the SOA), and reads a file again when
 //! its SOA serial grows (or its modification time changes). See this folder's README.
 //!
-//! Layout: `setup` parses the directive and reads the files into a [`FileConfig`], `zone` holds
-//! one zone's records and looks questions up in it, `handler` answers and runs the reload
-//! tasks ([`File`]), `build` turns the configuration into the plugin.
+//! Layout: `setup` parses the directive, reads the files into a [`FileConfig`] (`config`) and
+//! turns it into the plugin, `zone` holds one zone's records and looks questions up in it,
+//! `handler` answers and runs the reload tasks ([`File`]).
 
-mod build;
+pub mod config;
 pub mod fuzz;
 pub mod handler;
 pub mod setup;
 pub mod zone;
 
+pub use config::FileConfig;
 pub use handler::File;
-pub use setup::FileConfig;

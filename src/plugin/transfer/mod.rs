@@ -5,10 +5,10 @@
 //! NOTIFY to its `to` addresses when a plugin says a zone changed (`notify.rs`). See this
 //! folder's README.
 
-mod build;
+pub mod config;
 pub mod handler;
 mod notify;
 pub mod setup;
 
+pub use config::TransferConfig;
 pub use handler::Transfer;
-pub use setup::TransferConfig;

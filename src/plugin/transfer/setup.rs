@@ -10,45 +10,21 @@
 //! ADDRESS is `*`, an IP address, or one with a port (`1.2.3.4:5300`, `[12:34::56]:5300`); every
 //! address but `*` is also sent NOTIFY when a zone changes (port 53 unless given), from `source`
 //! when it is set.
+//!
+//! And how a configured `transfer` directive becomes its plugin and the [`Notifier`] it offers
+//! its block (`notify.rs`), its [`Configured`] impl. What it parses into is `config.rs`'s, which
+//! the handler and the notifier read too.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use super::config::{Allowed, TransferConfig};
+use super::notify::NotifySender;
+use crate::chain::{AcquireCtx, AcquireFuture, BlockSettings, BuildCtx, Built, Capabilities};
 use crate::chain::{Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, normalize_zone};
-
-/// Who may transfer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Allowed {
-    /// `to *`: anyone.
-    Anyone,
-    /// One address.
-    Address(IpAddr),
-}
-
-/// `transfer`, as configured.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TransferConfig {
-    /// The zones transferred, lower-case and absolute.
-    pub zones: Vec<String>,
-    /// The `to` addresses; empty: nobody (every transfer is refused).
-    pub to: Vec<Allowed>,
-    /// Where NOTIFY goes: every `to` address but `*`, port 53 unless one is given.
-    pub notify: Vec<SocketAddr>,
-    /// `source`: NOTIFY's local address.
-    pub source: Option<IpAddr>,
-}
-
-impl TransferConfig {
-    /// Its zones as names, lower-case.
-    pub fn zone_names(&self) -> Vec<hickory_proto::rr::Name> {
-        self.zones
-            .iter()
-            .filter_map(|z| hickory_proto::rr::Name::from_ascii(z).ok())
-            .map(|n| n.to_lowercase())
-            .collect()
-    }
-}
+use crate::plugin::kit::Notifier;
+use std::any::TypeId;
 
 /// Who `text` allows, and where NOTIFY goes for it (`None` for `*`).
 fn parse_address(text: &str) -> Option<(Allowed, Option<SocketAddr>)> {
@@ -119,6 +95,30 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<TransferConfig, Co
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
     ctx.refuse_twice(d)?;
     Ok(Arc::new(parse(d, ctx.zones)?))
+}
+
+impl Configured for TransferConfig {
+    /// Its block answers zone transfers (the server refuses them in blocks without it).
+    fn configure(&self, settings: &mut BlockSettings) {
+        settings.transfers = true;
+    }
+
+    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
+        Built::Plugin(Arc::new(super::Transfer::new(self)))
+    }
+
+    fn offers(&self, capability: TypeId) -> bool {
+        capability == TypeId::of::<Notifier>() && !self.notify.is_empty()
+    }
+
+    /// Its NOTIFY sender, when a `to` line names an address.
+    fn acquire<'a>(&'a self, _ctx: AcquireCtx<'a>) -> AcquireFuture<'a> {
+        let mut offered = Capabilities::default();
+        if let Some(sender) = NotifySender::new(self) {
+            offered.offer(Arc::new(Notifier(Arc::new(sender))));
+        }
+        Box::pin(std::future::ready(Ok(offered)))
+    }
 }
 
 #[cfg(test)]
