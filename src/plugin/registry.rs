@@ -89,30 +89,30 @@ pub fn register_families(metrics: &DnsMetrics) -> Result<(), prometheus::Error> 
 pub const PLUGINS: &[Entry] = &[
     // First in CoreDNS's order, and set up first: every file path of the block is read from
     // its folder.
-    set_up_first("root", root::setup),
+    set_up_first("root", root::setup::setup),
     entry("metadata", metadata::setup::setup),
     // First of the query path, as in CoreDNS: it bounds every plugin after it.
     entry("cancel", cancel::setup::setup),
-    entry("tls", tls::setup),
-    entry("timeouts", timeouts::setup),
-    entry("multisocket", multisocket::setup),
-    entry("quic", quic::setup),
-    entry("https3", https3::setup),
-    entry("proxyproto", proxyproto::setup),
-    entry("reload", reload::setup),
-    entry("nsid", nsid::setup),
-    entry("bufsize", bufsize::setup),
-    entry("bind", bind::setup),
-    entry("debug", debug::setup),
-    entry("ready", ready::setup),
-    with_families("health", health::setup, health::families),
+    entry("tls", tls::setup::setup),
+    entry("timeouts", timeouts::setup::setup),
+    entry("multisocket", multisocket::setup::setup),
+    entry("quic", quic::setup::setup),
+    entry("https3", https3::setup::setup),
+    entry("proxyproto", proxyproto::setup::setup),
+    entry("reload", reload::setup::setup),
+    entry("nsid", nsid::setup::setup),
+    entry("bufsize", bufsize::setup::setup),
+    entry("bind", bind::setup::setup),
+    entry("debug", debug::setup::setup),
+    entry("ready", ready::setup::setup),
+    with_families("health", health::setup::setup, health::families),
     entry("pprof", pprof::setup::setup),
-    entry("shed", shed::setup),
+    entry("shed", shed::setup::setup),
     // Early, as CoreDNS's external rrl: it judges the reply of everything after it (cache too).
-    with_families("rrl", rrl::setup, rrl::families),
-    entry("prometheus", metrics::setup),
-    entry("errors", errors::setup),
-    entry("log", log::setup),
+    with_families("rrl", rrl::setup::setup, rrl::families),
+    entry("prometheus", metrics::setup::setup),
+    entry("errors", errors::setup::setup),
+    entry("log", log::setup::setup),
     with_families("dnstap", dnstap::setup::setup, dnstap::families),
     // Before anything answers or multiplies a question (autopath's tries): a question over its
     // client's share costs nothing more.
@@ -148,9 +148,9 @@ pub const PLUGINS: &[Entry] = &[
     entry("file", file::setup::setup),
     entry("loop", loop_detect::setup::setup),
     // Just before `forward`: it sees only the names no authoritative plugin above answered.
-    with_families("noaaaa", noaaaa::setup, noaaaa::families),
+    with_families("noaaaa", noaaaa::setup::setup, noaaaa::families),
     with_families("forward", forward::setup::setup, forward::families),
-    entry("whoami", whoami::setup),
+    entry("whoami", whoami::setup::setup),
     entry("view", view::setup::setup),
 ];
 
