@@ -735,6 +735,162 @@ fn the_file_checks_catch_import_loops_and_resolve_paths() {
     assert!(import_loops(&rrl).is_empty());
 }
 
+/// The files every plugin folder under `src/plugin/` has (issue 43: one shape for every
+/// plugin): `mod.rs` (what the plugin owns, its modules and re-exports, its `families`),
+/// `setup.rs` (the Corefile syntax: parsing and the `impl Configured`) and `README.md`.
+const PLUGIN_FILES: &[&str] = &["mod.rs", "setup.rs", "README.md"];
+
+/// True when `text` implements `chain::Configured` for a type (comments left out), by any
+/// path to the trait.
+fn implements_configured(text: &str) -> bool {
+    text.lines().any(|l| {
+        let code = l.split("//").next().unwrap_or("").trim_start();
+        code.starts_with("impl")
+            && ["Configured for", "chain::Configured for"]
+                .iter()
+                .any(|t| code.contains(&format!(" {t} ")) || code.contains(&format!("::{t} ")))
+    })
+}
+
+/// What `folders` (each plugin folder's name and its files: path inside the folder, text)
+/// breaks of the plugin shape: a folder without one of [`PLUGIN_FILES`], a `build.rs` (Cargo's
+/// build-script name; the `impl Configured` is `setup.rs`'s), an `impl Configured` in any
+/// file but a `setup.rs` (so never in `mod.rs`). The plugin kit is no plugin and is left out.
+fn plugin_shape_violations(folders: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (folder, files) in folders {
+        if folder == KIT {
+            continue;
+        }
+        for want in PLUGIN_FILES {
+            if !files.contains_key(*want) {
+                bad.push(format!("plugin/{folder}: no {want}"));
+            }
+        }
+        for (file, text) in files {
+            let name = file.rsplit('/').next().unwrap_or(file);
+            if name == "build.rs" {
+                bad.push(format!(
+                    "plugin/{folder}/{file}: a build.rs (its impl Configured belongs in setup.rs)"
+                ));
+            }
+            if name != "setup.rs" && file.ends_with(".rs") && implements_configured(text) {
+                bad.push(format!(
+                    "plugin/{folder}/{file}: an impl Configured outside setup.rs"
+                ));
+            }
+        }
+    }
+    bad
+}
+
+/// Every plugin folder under `src/`: its name and its files (path inside it, text; a file
+/// other than Rust has an empty text).
+fn plugin_folders() -> BTreeMap<String, BTreeMap<String, String>> {
+    fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<String, String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, base, out);
+                continue;
+            }
+            let rel = path.strip_prefix(base).unwrap().display().to_string();
+            let text = if rel.ends_with(".rs") {
+                std::fs::read_to_string(&path).unwrap()
+            } else {
+                String::new()
+            };
+            out.insert(rel, text);
+        }
+    }
+    let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/plugin");
+    let mut folders = BTreeMap::new();
+    for entry in std::fs::read_dir(&plugins).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            let mut files = BTreeMap::new();
+            walk(&path, &path, &mut files);
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            folders.insert(name, files);
+        }
+    }
+    folders
+}
+
+/// Issue 43: every plugin folder has one shape (see [`plugin_shape_violations`]).
+#[test]
+fn every_plugin_folder_has_the_same_shape() {
+    let folders = plugin_folders();
+    assert!(
+        folders.len() > 40,
+        "the check sees the plugin folders: {}",
+        folders.len()
+    );
+    let bad = plugin_shape_violations(&folders);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The shape checker catches what it is for: the shapes the plugin folders had before issue 43
+/// (a `build.rs`; a single `mod.rs` with the setup in it).
+#[test]
+fn the_shape_check_catches_a_build_rs_and_a_configured_outside_setup() {
+    let folder = |files: &[(&str, &str)]| {
+        files
+            .iter()
+            .map(|(f, t)| ((*f).to_owned(), (*t).to_owned()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let mut folders = BTreeMap::new();
+    folders.insert(
+        "acl".to_owned(),
+        folder(&[
+            ("README.md", ""),
+            ("mod.rs", "//! acl\nmod build;\npub mod setup;"),
+            ("setup.rs", "//! syntax\npub fn setup() {}"),
+            ("build.rs", "//! glue\nimpl Configured for AclConfig {\n}"),
+        ]),
+    );
+    folders.insert(
+        "bind".to_owned(),
+        folder(&[
+            ("README.md", ""),
+            (
+                "mod.rs",
+                "//! bind\nimpl crate::chain::Configured for BindConfig {}",
+            ),
+        ]),
+    );
+    folders.insert(
+        "header".to_owned(),
+        folder(&[
+            (
+                "mod.rs",
+                "//! header\n// impl Configured for nothing: a comment\npub mod setup;",
+            ),
+            ("setup.rs", "impl Configured for HeaderConfig {}"),
+            (
+                "handler/tests.rs",
+                "#[cfg(test)]\nimpl chain::Configured for Fake {}",
+            ),
+        ]),
+    );
+    folders.insert(
+        "kit".to_owned(),
+        folder(&[("mod.rs", "//! the kit"), ("setup.rs", "")]),
+    );
+    assert_eq!(
+        plugin_shape_violations(&folders),
+        [
+            "plugin/acl/build.rs: a build.rs (its impl Configured belongs in setup.rs)",
+            "plugin/acl/build.rs: an impl Configured outside setup.rs",
+            "plugin/bind: no setup.rs",
+            "plugin/bind/mod.rs: an impl Configured outside setup.rs",
+            "plugin/header: no README.md",
+            "plugin/header/handler/tests.rs: an impl Configured outside setup.rs",
+        ]
+    );
+}
+
 /// The most lines a function under `src/server/` spans (its `fn` line to its closing brace),
 /// tests left out: the answer path is named stages, each small enough to read at once.
 const MAX_SERVER_FN_LINES: usize = 80;
