@@ -29,6 +29,10 @@
 //! [`chain_public_declarations`]), and the `Plugin` trait has at most [`MAX_PLUGIN_METHODS`]
 //! methods.
 //!
+//! And every plugin folder has one shape (issue 43): `mod.rs`, `setup.rs` and `README.md`, no
+//! `build.rs`, and the `impl Configured` in `setup.rs` only (so never in `mod.rs`); the plugin
+//! kit is no plugin ([`plugin_shape_violations`]).
+//!
 //! And the server's answer path stays named stages (issue 43): no function under
 //! `src/server/` spans more than [`MAX_SERVER_FN_LINES`] lines (tests left out: the lines
 //! before a file's `#[cfg(test)]`), and `src/server/mod.rs` holds at most
