@@ -112,6 +112,26 @@ impl std::ops::Deref for VisibilityRef {
     }
 }
 
+/// What takes a NOTIFY (RFC 1996) for a zone it follows as a secondary (`secondary`). The
+/// server answers a NOTIFY request itself, never through the chain: it asks the block's
+/// [`NotifyTaker`]s, which a plugin offers by type (`Plugin::offers`).
+pub trait ZoneNotified: Send + Sync {
+    /// A NOTIFY for `zone` came from `from`: `None` when the zone is not one it follows;
+    /// `Some(true)` when `from` is one of the zone's primaries (the zone will be checked at
+    /// once), `Some(false)` when it is not (refused).
+    fn notified(&self, zone: &Name, from: std::net::IpAddr) -> Option<bool>;
+}
+
+/// A plugin's [`ZoneNotified`], as it offers it (found by this type).
+#[derive(Clone)]
+pub struct NotifyTaker(pub std::sync::Arc<dyn ZoneNotified>);
+
+impl std::fmt::Debug for NotifyTaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NotifyTaker").finish_non_exhaustive()
+    }
+}
+
 /// One EDNS option (RFC 6891) of a question: its code, and its data as on the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EdnsOpt {

@@ -48,6 +48,7 @@ pub mod reload;
 pub mod rewrite;
 pub mod root;
 pub mod rrl;
+pub mod secondary;
 pub mod shed;
 pub mod template;
 pub mod timeouts;

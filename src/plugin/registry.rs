@@ -15,7 +15,7 @@ use super::{
     acl, any, autopath, bind, bufsize, cache, cancel, chaos, debug, dns64, dnspolicy, dnstap, errors,
     fairness, file, forward, header, health, hosts, https3, k8s_external, kubernetes, loadbalance, local,
     log, loop_detect, metadata, metrics, minimal, multisocket, noaaaa, nsid, pprof, proxyproto, quic, ready,
-    reload, rewrite, root, rrl, shed, template, timeouts, tls, transfer, tsig, view, whoami,
+    reload, rewrite, root, rrl, secondary, shed, template, timeouts, tls, transfer, tsig, view, whoami,
 };
 use crate::chain::{BuildCtx, Built, Chain, Configured, Observer, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
@@ -146,6 +146,8 @@ pub const PLUGINS: &[Entry] = &[
     entry("k8s_external", k8s_external::setup::setup),
     with_families("kubernetes", kubernetes::setup::setup, kubernetes::families),
     entry("file", file::setup::setup),
+    // After file, as in CoreDNS's plugin.cfg.
+    with_families("secondary", secondary::setup::setup, secondary::families),
     entry("loop", loop_detect::setup::setup),
     // Just before `forward`: it sees only the names no authoritative plugin above answered.
     with_families("noaaaa", noaaaa::setup::setup, noaaaa::families),
@@ -158,7 +160,6 @@ pub const PLUGINS: &[Entry] = &[
 /// uses one fails to start with a message that says so, rather than "unknown directive".
 pub const NOT_YET_IMPLEMENTED: &[(&str, &str)] = &[
     ("auto", "the auto plugin"),
-    ("secondary", "the secondary plugin"),
     ("dnssec", "DNSSEC signing"),
     ("trace", "the trace plugin"),
     ("geoip", "the geoip plugin"),

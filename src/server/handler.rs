@@ -18,12 +18,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use hickory_proto::op::{Header, Metadata, ResponseCode};
+use hickory_proto::op::{Header, Metadata, OpCode, ResponseCode};
 use hickory_proto::rr::RecordType;
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 
 use super::gate::{self, Shut};
 use super::map::{self, Response};
+use super::notify;
 use super::observe::{self, Exchange, Served};
 use super::request::Parsed;
 use super::route::{Router, RouterCell};
@@ -86,6 +87,9 @@ impl DnsHandler {
                 return map::rejected(meta, rcode, (index, zone), question, signer);
             }
         };
+        if req.meta.op_code == OpCode::Notify {
+            return notify::answer(meta, block, (index, zone), question, signer);
+        }
         let answered = walk::walk(router, &block.chain, &question).await;
         map::answered(meta, answered, (index, zone), question, req.soa_serial, signer)
     }

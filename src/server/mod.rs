@@ -28,6 +28,7 @@ mod listen;
 mod map;
 pub mod memo;
 mod memoize;
+mod notify;
 pub mod observe;
 pub mod proxy;
 pub mod quic;

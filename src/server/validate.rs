@@ -38,7 +38,8 @@ pub(super) fn question(
     stream: bool,
     server: Option<SocketAddr>,
 ) -> Result<Question, ResponseCode> {
-    if req.meta.op_code != OpCode::Query {
+    // NOTIFY (RFC 1996) is answered beside the chain (`notify`); other opcodes are not served.
+    if !matches!(req.meta.op_code, OpCode::Query | OpCode::Notify) {
         return Err(ResponseCode::NotImp);
     }
     if let Some(edns) = &req.edns {
@@ -56,6 +57,10 @@ pub(super) fn question(
         _ => return Err(ResponseCode::FormErr),
     };
     let qtype = query.query_type;
+    // A NOTIFY names a zone by its SOA (RFC 1996 section 3.7); no other type is defined.
+    if req.meta.op_code == OpCode::Notify && qtype != RecordType::SOA {
+        return Err(ResponseCode::NotImp);
+    }
     if matches!(qtype, RecordType::AXFR | RecordType::IXFR) && !stream {
         return Err(ResponseCode::Refused);
     }

@@ -2,8 +2,8 @@
 //! its zone files, their origins and how often they are re-read; what the handler
 //! (`handler.rs`) serves.
 
-use super::zone::ZoneData;
 use crate::corefile::Location;
+use crate::plugin::kit::ZoneData;
 use hickory_proto::rr::Name;
 use std::path::PathBuf;
 use std::sync::Arc;

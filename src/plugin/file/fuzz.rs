@@ -9,7 +9,7 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::BinDecodable;
 
-use super::zone::{Lookup, ZoneData};
+use crate::plugin::kit::{Lookup, ZoneData};
 
 /// Most owner names one input looks up (bounds the work per input).
 const MAX_OWNERS: usize = 64;

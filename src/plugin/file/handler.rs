@@ -3,38 +3,26 @@
 //! again when its SOA serial grew, or with `reload_by_mtime` when its modification time
 //! changed; a file that no longer parses leaves the zone as it was, with a warning), and tells
 //! the block's secondaries through its `Notifier` (NOTIFY) when a zone is loaded or reloaded.
-//! Each zone keeps a [`Journal`] of its versions' differences, for IXFR.
+//! Each zone ([`HeldZone`]) keeps a journal of its versions' differences, for IXFR.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, Record, RecordType};
 
 use super::config::{FileConfig, ZoneFile};
-use super::zone::{Lookup, ZoneData};
 use crate::chain::{Capabilities, Chain, Next, Plugin, Replay, ReplyFuture};
-use crate::plugin::kit::{Fallthrough, Journal, Notifier, ZoneTransfer};
-use crate::proto::{Answer, Failure, FlagEdit, Forwarded, Question, Reply};
-
-/// One zone and what serves it now.
-///
-/// Invariant: `data` is replaced whole, under its write lock, by the file's one reload task;
-/// a question reads one version of the zone from start to end. `journal` is written by that
-/// task alone (under its lock, before `data` is replaced), so an IXFR answer read from it is
-/// one consistent run of versions, at most one version ahead of `data`.
-struct ZoneSlot {
-    origin: Name,
-    data: RwLock<Option<Arc<ZoneData>>>,
-    journal: Mutex<Journal>,
-}
+use crate::plugin::kit::ZoneData;
+use crate::plugin::kit::{Fallthrough, HeldZone, Notifier, ZoneTransfer, serve_held};
+use crate::proto::{Failure, Question, Reply};
 
 /// One file and its zones.
 struct Watched {
     file: ZoneFile,
-    slots: Vec<Arc<ZoneSlot>>,
+    slots: Vec<Arc<HeldZone>>,
     /// The modification time at the last read (`reload_by_mtime`). Only the reload task uses it.
     mtime: Mutex<Option<SystemTime>>,
     /// When it was last checked. Only the reload task uses it.
@@ -46,7 +34,7 @@ struct Watched {
 struct Inner {
     files: Vec<Watched>,
     /// Every zone, longest origin first (the most specific zone answers).
-    zones: Vec<Arc<ZoneSlot>>,
+    zones: Vec<Arc<HeldZone>>,
     fallthrough: Fallthrough,
     reload_started: AtomicBool,
     notifier: Option<Arc<Notifier>>,
@@ -67,7 +55,7 @@ impl fmt::Debug for File {
                     .inner
                     .zones
                     .iter()
-                    .map(|z| z.origin.to_string())
+                    .map(|z| z.origin().to_string())
                     .collect::<Vec<_>>(),
             )
             .finish_non_exhaustive()
@@ -110,13 +98,13 @@ impl Watched {
         }
         let mut replaced = false;
         for slot in &self.slots {
-            let current = slot.data.read().unwrap_or_else(PoisonError::into_inner).clone();
-            let fresh = match ZoneData::read(path, &slot.origin) {
+            let current = slot.current();
+            let fresh = match ZoneData::read(path, slot.origin()) {
                 Ok(z) => z,
                 Err(e) => {
                     // A missing file keeps what is served; so does a broken one.
                     if current.is_some() {
-                        tracing::warn!("file: zone {} not reloaded: {e}", slot.origin);
+                        tracing::warn!("file: zone {} not reloaded: {e}", slot.origin());
                     }
                     continue;
                 }
@@ -127,21 +115,15 @@ impl Watched {
                 Some(old) => serial_after(fresh.serial(), old.serial()),
             };
             if newer {
-                tracing::info!(zone = %slot.origin, serial = fresh.serial(), records = fresh.records(), "file: zone reloaded");
-                {
-                    let mut journal = slot.journal.lock().unwrap_or_else(PoisonError::into_inner);
-                    match &current {
-                        Some(old) if serial_after(fresh.serial(), old.serial()) => {
-                            journal.record(&old.transfer(), &fresh.transfer());
-                        }
-                        // Not a later version (`reload_by_mtime`): no difference leads to it.
-                        _ => journal.clear(),
-                    }
-                }
-                *slot.data.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(fresh));
+                tracing::info!(zone = %slot.origin(), serial = fresh.serial(), records = fresh.records(), "file: zone reloaded");
+                // Not a later version (`reload_by_mtime`): no difference leads to it.
+                let follows = current
+                    .as_ref()
+                    .is_some_and(|old| serial_after(fresh.serial(), old.serial()));
+                slot.replace(fresh, follows);
                 replaced = true;
                 if let Some(n) = &self.notifier {
-                    n.0.zone_changed(&slot.origin);
+                    n.0.zone_changed(slot.origin());
                 }
             }
         }
@@ -153,24 +135,18 @@ impl File {
     /// The plugin for `config`, serving what setup read; it tells `notifier` (the block's
     /// `transfer`) when a zone is loaded or reloaded.
     pub fn new(config: &FileConfig, notifier: Option<Arc<Notifier>>) -> Self {
-        let mut zones: Vec<Arc<ZoneSlot>> = Vec::new();
+        let mut zones: Vec<Arc<HeldZone>> = Vec::new();
         let files = config
             .files
             .iter()
             .map(|file| {
-                let slots: Vec<Arc<ZoneSlot>> = file
+                let slots: Vec<Arc<HeldZone>> = file
                     .zones
                     .iter()
-                    .map(|(origin, data)| {
-                        Arc::new(ZoneSlot {
-                            origin: origin.clone(),
-                            data: RwLock::new(data.clone()),
-                            journal: Mutex::new(Journal::default()),
-                        })
-                    })
+                    .map(|(origin, data)| Arc::new(HeldZone::new(origin.clone(), data.clone())))
                     .collect();
                 for s in &slots {
-                    if !zones.iter().any(|z| z.origin == s.origin) {
+                    if !zones.iter().any(|z| z.origin() == s.origin()) {
                         zones.push(s.clone());
                     }
                 }
@@ -183,7 +159,7 @@ impl File {
                 }
             })
             .collect();
-        zones.sort_by_key(|z| std::cmp::Reverse(z.origin.num_labels()));
+        zones.sort_by_key(|z| std::cmp::Reverse(z.origin().num_labels()));
         let fallthrough = Fallthrough::new(config.fallthrough.as_deref());
         Self {
             inner: Arc::new(Inner {
@@ -243,8 +219,8 @@ impl File {
     /// Its reply to `q`: `None` when the name is in none of its zones (or NXDOMAIN falls
     /// through).
     pub fn answer(&self, q: &Question) -> Option<(Reply, Option<Name>)> {
-        let slot = self.inner.zones.iter().find(|z| z.origin.zone_of(&q.name))?;
-        let Some(zone) = slot.data.read().unwrap_or_else(PoisonError::into_inner).clone() else {
+        let slot = self.inner.zones.iter().find(|z| z.origin().zone_of(&q.name))?;
+        let Some(zone) = slot.current() else {
             return Some((
                 Reply::Failed(Failure {
                     rcode: ResponseCode::ServFail,
@@ -257,45 +233,15 @@ impl File {
         if matches!(q.qtype, RecordType::AXFR | RecordType::IXFR) {
             return Some((Reply::Rcode(ResponseCode::Refused), None));
         }
-        match zone.lookup(&q.name, q.qtype) {
-            Lookup::Answer {
-                rcode,
-                answers,
-                authority,
-                additional,
-                chase,
-            } => {
-                if rcode == ResponseCode::NXDomain && answers.is_empty() && self.falls_through(&q.name) {
-                    return None;
-                }
-                let answer = Answer {
-                    rcode,
-                    answers: answers.into(),
-                    authority,
-                    additional,
-                    chase_target: chase.clone(),
-                    flags: FlagEdit::KEEP,
-                };
-                Some((Reply::Authoritative(answer), chase))
-            }
-            // A referral is not authoritative: sent as a reply with AA and RA clear.
-            Lookup::Referral {
-                authority,
-                additional,
-            } => Some((
-                Reply::Forwarded(Forwarded {
-                    rcode: ResponseCode::NoError,
-                    recursion_available: false,
-                    authentic_data: false,
-                    truncated: false,
-                    flags: FlagEdit::KEEP,
-                    answers: Vec::new(),
-                    authority,
-                    additional,
-                }),
-                None,
-            )),
+        let (reply, chase) = zone.reply(&q.name, q.qtype);
+        if let Reply::Authoritative(a) = &reply
+            && a.rcode == ResponseCode::NXDomain
+            && a.answers.is_empty()
+            && self.falls_through(&q.name)
+        {
+            return None;
         }
+        Some((reply, chase))
     }
 }
 
@@ -312,13 +258,7 @@ impl Plugin for File {
 
     /// Its answers follow the file, which is read again: never replayed (the default).
     fn serve<'a>(&'a self, q: &'a Question, next: Next<'a>) -> ReplyFuture<'a> {
-        Box::pin(async move {
-            match self.answer(q) {
-                None => next.serve(q).await,
-                Some((Reply::Authoritative(answer), Some(target))) => next.chase(answer, target, q).await,
-                Some((reply, _)) => reply,
-            }
-        })
+        Box::pin(serve_held(self.answer(q), q, next))
     }
 
     /// Starts the reload task, and tells the block's secondaries (NOTIFY) of every zone it
@@ -327,8 +267,8 @@ impl Plugin for File {
         self.start_reload();
         if let Some(n) = &self.inner.notifier {
             for slot in &self.inner.zones {
-                if slot.data.read().unwrap_or_else(PoisonError::into_inner).is_some() {
-                    n.0.zone_changed(&slot.origin);
+                if slot.current().is_some() {
+                    n.0.zone_changed(slot.origin());
                 }
             }
         }
@@ -343,17 +283,17 @@ impl Plugin for File {
 impl ZoneTransfer for File {
     /// One version of the zone named exactly `zone`, whole (`transfer`).
     fn zone_transfer(&self, zone: &Name) -> Option<Vec<Record>> {
-        let slot = self.inner.zones.iter().find(|z| &z.origin == zone)?;
-        let data = slot.data.read().unwrap_or_else(PoisonError::into_inner).clone()?;
-        Some(data.transfer())
+        self.inner.zones.iter().find(|z| z.origin() == zone)?.transfer()
     }
 
     /// The differences since version `held` of the zone named exactly `zone`, from its journal
     /// (an IXFR, RFC 1995).
     fn zone_changes(&self, zone: &Name, held: u32) -> Option<Vec<Record>> {
-        let slot = self.inner.zones.iter().find(|z| &z.origin == zone)?;
-        let journal = slot.journal.lock().unwrap_or_else(PoisonError::into_inner);
-        journal.since(held)
+        self.inner
+            .zones
+            .iter()
+            .find(|z| z.origin() == zone)?
+            .changes(held)
     }
 }
 

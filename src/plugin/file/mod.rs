@@ -3,14 +3,13 @@
 //! its SOA serial grows (or its modification time changes). See this folder's README.
 //!
 //! Layout: `setup` parses the directive, reads the files into a [`FileConfig`] (`config`) and
-//! turns it into the plugin, `zone` holds one zone's records and looks questions up in it,
-//! `handler` answers and runs the reload tasks ([`File`]).
+//! turns it into the plugin, `handler` answers from each zone's records (the plugin kit's
+//! `ZoneData`, shared with `secondary`) and runs the reload tasks ([`File`]).
 
 pub mod config;
 pub mod fuzz;
 pub mod handler;
 pub mod setup;
-pub mod zone;
 
 pub use config::FileConfig;
 pub use handler::File;

@@ -2,7 +2,8 @@
 //! in the primary zone, made by asking this plugin's own answerer (one place decides what a
 //! name answers): the SOA, the apex NS with its address, then for each Service its A, AAAA
 //! and SRV records (for a headless Service, one per ready endpoint, with the endpoints' names
-//! and addresses) or its ExternalName CNAME, and the SOA again (RFC 5936). Pod records and
+//! and addresses), the SRV records of each named port (`_http._tcp.web.default.svc...`), or
+//! its ExternalName CNAME, and the SOA again (RFC 5936). Pod records and
 //! PTRs are not part of it, as in CoreDNS. A `multicluster` primary zone lists its
 //! ServiceImports instead of its Services.
 
@@ -14,6 +15,8 @@ use hickory_proto::serialize::binary::BinEncodable;
 use super::answer::Outcome;
 use super::answer::answerer::name_under;
 use super::handler::Kubernetes;
+use crate::cluster::model::PortProtocol;
+use crate::cluster::zone::ServiceEntry;
 use crate::proto::Question;
 
 impl Kubernetes {
@@ -62,7 +65,24 @@ impl Kubernetes {
             let Some(name) = name_under(&[&service, &namespace, "svc"], zone) else {
                 continue;
             };
-            for qtype in [RecordType::A, RecordType::AAAA, RecordType::SRV] {
+            // The Service's own names, and each named port's SRV name (`_http._tcp.web...`), as
+            // CoreDNS's transfer lists them: a secondary answers what a client would be.
+            let ports = if answerer.settings().multicluster.contains(zone) {
+                Vec::new()
+            } else {
+                self.zone()
+                    .service(&namespace, &service)
+                    .map(|e| port_names(&e))
+                    .unwrap_or_default()
+            };
+            let asks =
+                [RecordType::A, RecordType::AAAA, RecordType::SRV]
+                    .into_iter()
+                    .map(|t| (name.clone(), t))
+                    .chain(ports.iter().filter_map(|(port, proto)| {
+                        Some((name_under(&[port, proto], &name)?, RecordType::SRV))
+                    }));
+            for (name, qtype) in asks {
                 let Some(a) = ask(&name, qtype) else {
                     continue;
                 };
@@ -117,4 +137,27 @@ impl Kubernetes {
         }
         *last = Some(now.to_vec());
     }
+}
+
+/// The SRV labels (`_http`, `_tcp`) of the named ports of `entry`'s Service and slices, each
+/// once, in order. Unnamed ports have no SRV name (the DNS specification, 2.3.2).
+fn port_names(entry: &ServiceEntry) -> Vec<(String, &'static str)> {
+    let ports = entry
+        .service
+        .iter()
+        .flat_map(|s| s.ports.iter())
+        .chain(entry.slices.values().flat_map(|s| s.ports.iter()));
+    let mut out: Vec<(String, &'static str)> = Vec::new();
+    for p in ports.filter(|p| !p.name.is_empty()) {
+        let proto = match p.protocol {
+            PortProtocol::Tcp => "_tcp",
+            PortProtocol::Udp => "_udp",
+            PortProtocol::Sctp => "_sctp",
+        };
+        let label = (format!("_{}", p.name), proto);
+        if !out.contains(&label) {
+            out.push(label);
+        }
+    }
+    out
 }

@@ -25,6 +25,7 @@ pub mod pprof;
 pub mod rewrite;
 pub mod root;
 pub mod rrl;
+pub mod secondary;
 pub mod serve_stale;
 pub mod shed;
 pub mod template;

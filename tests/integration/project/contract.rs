@@ -202,6 +202,11 @@ const CASES: &[Case] = &[
     },
     case("kubernetes", ""),
     case("file", ""),
+    // A primary that is never there: the zone answers SERVFAIL, for every client alike.
+    case(
+        "secondary",
+        "secondary secondary.example {\n  transfer from 127.0.0.1:9\n }",
+    ),
     case("loop", "loop\n forward . {upstream}"),
     case("noaaaa", "noaaaa always"),
     case("forward", "forward . {upstream}"),

@@ -129,7 +129,7 @@ fn tsig_verify_seeds_reach_the_mac() {
 #[test]
 fn zone_file_dname_seeds_are_zones() {
     use cluster_dns::plugin::file::fuzz::DNAME_PREFIX;
-    use cluster_dns::plugin::file::zone::ZoneData;
+    use cluster_dns::plugin::kit::ZoneData;
     let origin = hickory_proto::rr::Name::from_ascii("example.org.").unwrap();
     let mut named = 0;
     for (name, data) in corpus("zone_file_dname") {

@@ -60,6 +60,41 @@ impl Peer {
     /// installed (`./test.sh` installs Debian's `knot` and `nsd`), or does not come up (with
     /// its log).
     pub fn start(kind: Kind, origin: &str, zone: &str) -> Peer {
+        Self::launch(kind, origin, zone, None, crate::support::upstream::free_port())
+    }
+
+    /// `kind` on `port` as the primary of zone `origin` (master file text `zone`) for a
+    /// secondary at `secondary`: it allows 127.0.0.1 to transfer the zone, sends NOTIFY to `secondary`
+    /// when the zone is loaded or reloaded ([`Peer::reload`]), and logs its transfers. Knot
+    /// keeps the differences of each reload (`zonefile-load: difference`), so it answers IXFR
+    /// with them; NSD 4.6 answers IXFR with the whole zone.
+    pub fn primary_on(kind: Kind, origin: &str, zone: &str, secondary: SocketAddr, port: u16) -> Peer {
+        Self::launch(kind, origin, zone, Some(secondary), port)
+    }
+
+    /// Writes `zone` as the new master file and has the server read it again.
+    pub fn reload(&self, zone: &str) {
+        std::fs::write(self.dir.join("db.zone"), zone).expect("write zone");
+        let status = match self.kind {
+            Kind::Knot => Command::new("/usr/sbin/knotc")
+                .arg("-c")
+                .arg(self.dir.join("peer.conf"))
+                .args(["zone-reload"])
+                .stdout(Stdio::null())
+                .status(),
+            Kind::Nsd => Command::new("kill")
+                .args(["-HUP", &self.child.id().to_string()])
+                .status(),
+        };
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "{} did not reload:\n{}",
+            self.kind,
+            self.logs()
+        );
+    }
+
+    fn launch(kind: Kind, origin: &str, zone: &str, secondary: Option<SocketAddr>, port: u16) -> Peer {
         assert!(
             Path::new(kind.binary()).exists(),
             "{kind} is not installed: ./test.sh installs it (apt-get install knot nsd)"
@@ -67,17 +102,32 @@ impl Peer {
         let dir = support::temp_dir(&format!("peer-{kind}"));
         let db = dir.join("db.zone");
         std::fs::write(&db, zone).expect("write zone");
-        let port = crate::support::upstream::free_port();
         let d = dir.display();
         let (conf, args): (String, Vec<String>) = match kind {
             Kind::Knot => (
                 format!(
                     "server:\n    rundir: \"{d}\"\n    listen: 127.0.0.1@{port}\n    udp-workers: 1\n    tcp-workers: 1\n    background-workers: 1\n\
                      database:\n    storage: \"{d}\"\n\
-                     log:\n  - target: stderr\n    any: warning\n\
-                     template:\n  - id: default\n    storage: \"{d}\"\n    zonefile-sync: -1\n    journal-content: none\n\
-                     zone:\n  - domain: {origin}\n    file: \"{}\"\n",
-                    db.display()
+                     log:\n  - target: stderr\n    any: {}\n\
+                     template:\n  - id: default\n    storage: \"{d}\"\n    zonefile-sync: -1\n{}\
+                     zone:\n  - domain: {origin}\n    file: \"{}\"\n{}",
+                    if secondary.is_some() { "info" } else { "warning" },
+                    match secondary {
+                        Some(to) => format!(
+                            "    journal-content: changes\n    zonefile-load: difference\n\
+                             remote:\n  - id: secondary\n    address: {}@{}\n\
+                             acl:\n  - id: transfer\n    address: 127.0.0.1\n    action: transfer\n",
+                            to.ip(),
+                            to.port()
+                        ),
+                        None => "    journal-content: none\n".to_owned(),
+                    },
+                    db.display(),
+                    if secondary.is_some() {
+                        "    notify: secondary\n    acl: transfer\n"
+                    } else {
+                        ""
+                    },
                 ),
                 vec!["-c".into(), dir.join("peer.conf").display().to_string()],
             ),
@@ -85,8 +135,16 @@ impl Peer {
                 format!(
                     "server:\n    ip-address: 127.0.0.1@{port}\n    port: {port}\n    username: \"\"\n    chroot: \"\"\n    zonesdir: \"{d}\"\n    zonelistfile: \"{d}/zone.list\"\n    database: \"\"\n    pidfile: \"{d}/nsd.pid\"\n    xfrdfile: \"{d}/xfrd.state\"\n    xfrdir: \"{d}\"\n    server-count: 1\n    verbosity: 1\n    logfile: \"{d}/peer.log\"\n\
                      remote-control:\n    control-enable: no\n\
-                     zone:\n    name: {origin}\n    zonefile: \"{}\"\n",
-                    db.display()
+                     zone:\n    name: {origin}\n    zonefile: \"{}\"\n{}",
+                    db.display(),
+                    match secondary {
+                        Some(to) => format!(
+                            "    provide-xfr: 127.0.0.1 NOKEY\n    notify: {}@{} NOKEY\n",
+                            to.ip(),
+                            to.port()
+                        ),
+                        None => String::new(),
+                    },
                 ),
                 vec![
                     "-d".into(),

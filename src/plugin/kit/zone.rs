@@ -12,8 +12,10 @@ use std::path::{Path, PathBuf};
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::rdata::{CNAME, NULL};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
-use hickory_proto::serialize::binary::BinEncodable;
+use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 use hickory_proto::serialize::txt::Parser;
+
+use crate::proto::{Answer, FlagEdit, Forwarded, Reply};
 
 /// The TTL of records written before any `$TTL` or TTL of their own.
 const DEFAULT_TTL: u32 = 3600;
@@ -160,19 +162,8 @@ impl ZoneData {
                 });
             }
         };
-        let mut nodes: BTreeMap<Name, Vec<Record>> = BTreeMap::new();
-        let mut dnames: BTreeMap<Name, Name> = BTreeMap::new();
-        let mut records = 0;
-        for (key, set) in sets {
-            let name = Name::from(key.name).to_lowercase();
-            if !origin.zone_of(&name) {
-                return Err(ZoneError::OutOfZone {
-                    path: path.to_owned(),
-                    name: name.to_string(),
-                    origin: origin.to_string(),
-                });
-            }
-            let node = nodes.entry(name.clone()).or_default();
+        let mut records = Vec::new();
+        for (_, set) in sets {
             for r in set.records_without_rrsigs() {
                 let mut r = r.clone();
                 if stand_ins.ds
@@ -207,12 +198,42 @@ impl ZoneData {
                         code: RecordType::DNAME,
                         rdata: NULL::with(wire),
                     };
-                    dnames.insert(name.clone(), target);
                 }
-                node.push(r);
-                records += 1;
+                records.push(r);
             }
         }
+        Self::from_records(records, path, &origin)
+    }
+
+    /// Zone `origin` from its `records` (a transfer's, or a file's as parsed), checked as a
+    /// file is: every owner in the zone, an SOA at the apex, no CNAME beside other data.
+    /// `source` names where they came from in errors (the file, or `AXFR from ADDRESS`).
+    pub fn from_records(records: Vec<Record>, source: &Path, origin: &Name) -> Result<Self, ZoneError> {
+        let path = source;
+        let origin = origin.to_lowercase();
+        let mut nodes: BTreeMap<Name, Vec<Record>> = BTreeMap::new();
+        let mut dnames: BTreeMap<Name, Name> = BTreeMap::new();
+        let count = records.len();
+        for r in records {
+            let name = r.name.to_lowercase();
+            if !origin.zone_of(&name) {
+                return Err(ZoneError::OutOfZone {
+                    path: path.to_owned(),
+                    name: name.to_string(),
+                    origin: origin.to_string(),
+                });
+            }
+            if let RData::Unknown {
+                code: RecordType::DNAME,
+                rdata,
+            } = &r.data
+                && let Ok(target) = Name::from_bytes(&rdata.anything)
+            {
+                dnames.insert(name.clone(), target);
+            }
+            nodes.entry(name).or_default().push(r);
+        }
+        let records = count;
         for (name, node) in &mut nodes {
             node.sort_by_key(|r| u16::from(r.record_type()));
             let types = || node.iter().map(|r| r.record_type());
@@ -251,6 +272,11 @@ impl ZoneData {
     /// The zone's name.
     pub fn origin(&self) -> &Name {
         &self.origin
+    }
+
+    /// The SOA record at the apex.
+    pub fn soa(&self) -> &Record {
+        &self.soa
     }
 
     /// The SOA serial.
@@ -388,6 +414,47 @@ impl ZoneData {
         }
         let wild = Name::from_ascii("*").ok()?.append_domain(&encloser).ok()?;
         self.nodes.contains_key(&wild).then_some(wild)
+    }
+
+    /// The reply to `qtype` at `qname` (in the zone) as a plugin sends it: an authoritative
+    /// answer, with the target the rest of the chain is asked for when a CNAME leads out of the
+    /// zone, or a referral (AA and RA clear).
+    pub fn reply(&self, qname: &Name, qtype: RecordType) -> (Reply, Option<Name>) {
+        match self.lookup(qname, qtype) {
+            Lookup::Answer {
+                rcode,
+                answers,
+                authority,
+                additional,
+                chase,
+            } => {
+                let answer = Answer {
+                    rcode,
+                    answers: answers.into(),
+                    authority,
+                    additional,
+                    chase_target: chase.clone(),
+                    flags: FlagEdit::KEEP,
+                };
+                (Reply::Authoritative(answer), chase)
+            }
+            Lookup::Referral {
+                authority,
+                additional,
+            } => (
+                Reply::Forwarded(Forwarded {
+                    rcode: ResponseCode::NoError,
+                    recursion_available: false,
+                    authentic_data: false,
+                    truncated: false,
+                    flags: FlagEdit::KEEP,
+                    answers: Vec::new(),
+                    authority,
+                    additional,
+                }),
+                None,
+            ),
+        }
     }
 
     /// Answers `qtype` at `qname` (which must be in the zone).

@@ -1,0 +1,170 @@
+//! What a transfer's records make of the zone held: the new version from a whole transfer
+//! (AXFR, or IXFR answered in AXFR form), or the held version with an IXFR's differences
+//! applied in order (RFC 1995 section 4). A response that does not fit the version held (a
+//! difference from another serial, a record removed that is not there) is refused, so the
+//! zone held is never replaced by a guess.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use hickory_proto::rr::{Name, Record, RecordType};
+use hickory_proto::serialize::binary::BinEncodable;
+
+use super::xfr::serial_of;
+use crate::plugin::kit::{ZoneData, ZoneError};
+
+/// Why a transfer's records were not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The records do not make a valid zone.
+    #[error(transparent)]
+    Zone(#[from] ZoneError),
+    /// The differences do not start from the version held, or do not fit it.
+    #[error("{from}: {reason}")]
+    Mismatch {
+        /// Where the records came from.
+        from: String,
+        /// What does not fit.
+        reason: String,
+    },
+}
+
+/// A record as a set member: owner (lower-case), type and data, not its TTL (RFC 1995 removes
+/// records by value).
+fn key(r: &Record) -> (Name, RecordType, Vec<u8>) {
+    (
+        r.name.to_lowercase(),
+        r.record_type(),
+        r.data.to_bytes().unwrap_or_default(),
+    )
+}
+
+/// The zone `origin` the transfer `records` bring, from `source`, given the version held:
+/// `None` for a response that only says the held version is current.
+pub fn apply(
+    held: Option<&ZoneData>,
+    records: Vec<Record>,
+    source: &str,
+    origin: &Name,
+) -> Result<Option<ZoneData>, ApplyError> {
+    let mismatch = |reason: String| ApplyError::Mismatch {
+        from: source.to_owned(),
+        reason,
+    };
+    let path = Path::new(source);
+    if records.len() == 1 {
+        return Ok(None);
+    }
+    let incremental = records.len() > 2 && serial_of(&records[1]).is_some();
+    if !incremental {
+        // The SOA, the zone, the SOA again: the closing copy goes.
+        let mut records = records;
+        records.pop();
+        return Ok(Some(ZoneData::from_records(records, path, origin)?));
+    }
+    let Some(held) = held else {
+        return Err(mismatch("differences came for a zone not held".into()));
+    };
+    let mut zone: HashMap<(Name, RecordType, Vec<u8>), Record> = held
+        .transfer()
+        .into_iter()
+        .filter(|r| r.record_type() != RecordType::SOA)
+        .map(|r| (key(&r), r))
+        .collect();
+    let mut serial = held.serial();
+    let mut soa = None;
+    // Skip the newest SOA first and last; between them, (old SOA, removed, new SOA, added)*.
+    let body = &records[1..records.len() - 1];
+    let mut removing = false;
+    for r in body {
+        if let Some(s) = serial_of(r) {
+            if !removing {
+                if s != serial {
+                    return Err(mismatch(format!(
+                        "a difference starts at serial {s}, the zone held is at {serial}"
+                    )));
+                }
+                removing = true;
+            } else {
+                serial = s;
+                soa = Some(r.clone());
+                removing = false;
+            }
+            continue;
+        }
+        if removing {
+            if zone.remove(&key(r)).is_none() {
+                return Err(mismatch(format!(
+                    "the difference to serial after {serial} removes {} {}, which the zone does not hold",
+                    r.name,
+                    r.record_type()
+                )));
+            }
+        } else {
+            zone.insert(key(r), r.clone());
+        }
+    }
+    let Some(soa) = soa.filter(|_| !removing) else {
+        return Err(mismatch("the differences end inside a difference".into()));
+    };
+    let mut all = Vec::with_capacity(zone.len() + 1);
+    all.push(soa);
+    all.extend(zone.into_values());
+    Ok(Some(ZoneData::from_records(all, path, origin)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::secondary::xfr::tests::{a, soa};
+
+    fn origin() -> Name {
+        Name::from_ascii("example.org.").unwrap()
+    }
+
+    fn addresses(z: &ZoneData) -> Vec<String> {
+        let mut v: Vec<String> = z
+            .transfer()
+            .iter()
+            .filter(|r| r.record_type() == RecordType::A)
+            .map(|r| r.data.to_string())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn differences_apply_in_order_and_a_mismatch_keeps_nothing() {
+        let held = apply(None, vec![soa(3), a(1), soa(3)], "test", &origin())
+            .unwrap()
+            .unwrap();
+        assert_eq!(held.serial(), 3);
+        let seq = vec![soa(5), soa(3), a(1), soa(4), a(2), soa(4), soa(5), a(3), soa(5)];
+        let next = apply(Some(&held), seq, "test", &origin()).unwrap().unwrap();
+        assert_eq!(next.serial(), 5);
+        assert_eq!(addresses(&next), ["192.0.2.2", "192.0.2.3"]);
+        // Up to date.
+        assert!(
+            apply(Some(&held), vec![soa(3)], "test", &origin())
+                .unwrap()
+                .is_none()
+        );
+        // From another serial, or removing what is not there: refused.
+        let e = apply(
+            Some(&held),
+            vec![soa(5), soa(2), soa(5), a(3), soa(5)],
+            "t",
+            &origin(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("starts at serial 2"), "{e}");
+        let e = apply(
+            Some(&held),
+            vec![soa(4), soa(3), a(9), soa(4), soa(4)],
+            "t",
+            &origin(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("does not hold"), "{e}");
+    }
+}

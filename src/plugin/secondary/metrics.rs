@@ -1,0 +1,96 @@
+//! The `secondary` families, labelled by the zone followed (from the Corefile, a fixed set):
+//! `cluster_dns_secondary_transfers_total{zone,kind,result}` (kind `axfr` or `ixfr`, result
+//! `ok` or `failed`), `cluster_dns_secondary_serial{zone}` (the serial of the copy held) and
+//! `cluster_dns_secondary_notifies_total{zone,result}` (NOTIFY `accepted` from a primary, or
+//! `refused` from anyone else).
+
+use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+
+/// The secondary families. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SecondaryMetrics {
+    transfers: IntCounterVec,
+    serial: IntGaugeVec,
+    notifies: IntCounterVec,
+}
+
+impl crate::telemetry::Families for SecondaryMetrics {
+    fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let transfers = IntCounterVec::new(
+            Opts::new(
+                "cluster_dns_secondary_transfers_total",
+                "Zone transfers a secondary zone asked its primaries for, by kind and result.",
+            ),
+            &["zone", "kind", "result"],
+        )?;
+        let serial = IntGaugeVec::new(
+            Opts::new(
+                "cluster_dns_secondary_serial",
+                "The SOA serial of the copy of a secondary zone held.",
+            ),
+            &["zone"],
+        )?;
+        let notifies = IntCounterVec::new(
+            Opts::new(
+                "cluster_dns_secondary_notifies_total",
+                "NOTIFY messages for a secondary zone, accepted from a primary or refused.",
+            ),
+            &["zone", "result"],
+        )?;
+        crate::telemetry::register_all(
+            registry,
+            vec![
+                Box::new(transfers.clone()),
+                Box::new(serial.clone()),
+                Box::new(notifies.clone()),
+            ],
+        )?;
+        Ok(Self {
+            transfers,
+            serial,
+            notifies,
+        })
+    }
+}
+
+impl SecondaryMetrics {
+    /// The series of one zone.
+    pub fn zone(&self, zone: &str) -> ZoneInstruments {
+        ZoneInstruments {
+            zone: zone.to_owned(),
+            transfers: self.transfers.clone(),
+            serial: self.serial.with_label_values(&[zone]),
+            notifies: self.notifies.clone(),
+        }
+    }
+}
+
+/// One zone's series.
+#[derive(Debug, Clone)]
+pub struct ZoneInstruments {
+    zone: String,
+    transfers: IntCounterVec,
+    serial: IntGauge,
+    notifies: IntCounterVec,
+}
+
+impl ZoneInstruments {
+    /// A transfer of `kind` (`axfr`, `ixfr`) ended, `ok` or not.
+    pub fn transfer(&self, kind: &str, ok: bool) {
+        let result = if ok { "ok" } else { "failed" };
+        self.transfers
+            .with_label_values(&[&self.zone, kind, result])
+            .inc();
+    }
+
+    /// The copy held is now at `serial`.
+    pub fn serial(&self, serial: u32) {
+        self.serial.set(i64::from(serial));
+    }
+
+    /// A NOTIFY came, from a primary (`accepted`) or not.
+    pub fn notify(&self, accepted: bool) {
+        let result = if accepted { "accepted" } else { "refused" };
+        self.notifies.with_label_values(&[&self.zone, result]).inc();
+    }
+}

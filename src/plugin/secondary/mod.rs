@@ -1,0 +1,26 @@
+//! The `secondary` plugin: serves zones transferred from primaries (AXFR, then IXFR from the
+//! serial held, RFC 5936 and RFC 1995), checked every SOA refresh interval and at once on a
+//! primary's NOTIFY (RFC 1996); a transfer that fails leaves the copy held serving. See this
+//! folder's README.
+//!
+//! Layout: `setup` parses the directive and builds the plugin, `handler` answers from the
+//! copies and takes NOTIFY ([`Secondary`]), `zones` the state both share, `refresh` runs each zone's refresh task, `xfr`
+//! is the transfer client, `apply` makes a transfer's records into the next copy, `metrics`
+//! the families.
+
+mod apply;
+pub mod handler;
+pub mod metrics;
+mod refresh;
+pub mod setup;
+mod xfr;
+mod zones;
+
+pub use handler::Secondary;
+pub use metrics::SecondaryMetrics;
+pub use setup::SecondaryConfig;
+
+/// Registers this plugin's metric families (see the registry).
+pub fn families(metrics: &crate::telemetry::DnsMetrics) -> Result<(), prometheus::Error> {
+    metrics.families::<SecondaryMetrics>().map(|_| ())
+}
