@@ -2,9 +2,11 @@
 //! its policies, each zones and rules in file order, and a rule's action; what the handler
 //! (`handler.rs`) checks each question against.
 
-use crate::corefile::Cidr;
-use hickory_proto::rr::{Name, RecordType};
 use std::net::IpAddr;
+
+use hickory_proto::rr::{Name, RecordType};
+
+use crate::corefile::Cidr;
 
 /// What a matching rule does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

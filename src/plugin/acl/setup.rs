@@ -20,8 +20,7 @@ use std::sync::Arc;
 use hickory_proto::rr::{Name, RecordType};
 
 use super::config::{AclConfig, Action, Policy, Rule};
-use crate::chain::{BuildCtx, Built};
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{Cidr, CorefileError, Directive, Token};
 use crate::plugin::kit::previous;
 

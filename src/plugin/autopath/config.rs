@@ -2,8 +2,9 @@
 //! its zones and where each client's search path comes from; what the handler (`handler.rs`)
 //! runs with.
 
-use crate::corefile::{Directive, Token};
 use hickory_proto::rr::Name;
+
+use crate::corefile::{Directive, Token};
 
 /// Where the search path comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,8 +12,7 @@ use std::sync::Arc;
 use hickory_proto::rr::Name;
 
 use super::config::{AutoPathConfig, SearchSource};
-use crate::chain::{BuildCtx, Built};
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
 
 /// The `search` (or last `domain`) domains of a resolv.conf text, as absolute names.

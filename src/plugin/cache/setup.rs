@@ -18,13 +18,12 @@
 //! checks against its block and offers it. What it parses into is `config.rs`'s, which the
 //! handler reads too, so the handler never imports this file (the layer test finds import loops).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::config::{CacheConfig, Prefetch, Section, ServeStale};
-use crate::chain::{BuildCtx, Built};
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr, parse_duration};
-use std::sync::Arc;
 
 /// Default capacity of each of the success and denial caches (CoreDNS: 9984).
 pub const DEFAULT_CAPACITY: usize = 9984;

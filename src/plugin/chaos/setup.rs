@@ -7,8 +7,7 @@
 use std::sync::Arc;
 
 use super::config::ChaosConfig;
-use crate::chain::{BuildCtx, Built};
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
 
 /// The version string `version.bind` answers by default (CoreDNS: `CoreDNS-<version>`).

@@ -20,8 +20,7 @@ use std::net::Ipv6Addr;
 use std::sync::Arc;
 
 use super::config::Dns64Config;
-use crate::chain::{BuildCtx, Built};
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token};
 
 /// The RFC 6052 prefix lengths.

@@ -2,10 +2,11 @@
 //! its zones and what a client without a policy gets; what the handler
 //! (`handler.rs`) decides with.
 
-use crate::cluster::ClusterSource;
-use crate::corefile::Location;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+
+use crate::cluster::ClusterSource;
+use crate::corefile::Location;
 
 /// What a client no pod is known at gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

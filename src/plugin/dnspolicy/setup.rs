@@ -17,16 +17,15 @@
 //! it checks against its block (a `kubernetes` plugin whose zone knows the pods) and the HTTP page
 //! it serves (`observed`). What it parses into is `config.rs`'s, which the handler reads too.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
+
+use axum::response::IntoResponse;
 
 use super::config::{DnsPolicyConfig, Unmapped};
-use crate::chain::{BlockSettings, BuildCtx, Built, HttpRoute};
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{BlockSettings, BuildCtx, Built, Configured, HttpRoute, SetupCtx};
 use crate::cluster::ClusterSource;
 use crate::cluster::policy::{ClusterNames, Mode};
 use crate::corefile::{CorefileError, Directive};
-use axum::response::IntoResponse;
-use std::sync::PoisonError;
 
 /// Parses `dnspolicy`.
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {

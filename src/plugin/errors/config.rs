@@ -2,8 +2,9 @@
 //! it): its `consolidate` patterns, each with its period and log level; what the observer
 //! (`handler.rs`) logs with.
 
-use regex::Regex;
 use std::time::Duration;
+
+use regex::Regex;
 
 /// The level a consolidated line is logged at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,13 +2,15 @@
 //! produced, one line each as CoreDNS does, or counts it under its `consolidate` pattern and
 //! logs one line per period.
 
-use super::config::{Consolidate, ErrorsConfig, Level};
-use crate::chain::{Exchange, Observer};
-use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::{Name, RecordType};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{Name, RecordType};
+
+use super::config::{Consolidate, ErrorsConfig, Level};
+use crate::chain::{Exchange, Observer};
 
 #[derive(Debug)]
 struct Folded {

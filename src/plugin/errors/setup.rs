@@ -8,12 +8,14 @@
 //! }
 //! ```
 
+use std::sync::Arc;
+
+use regex::Regex;
+
 use super::config::{Consolidate, ErrorsConfig, Level};
 use super::handler::ErrorLog;
 use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{Args, CorefileError, Directive, parse_duration};
-use regex::Regex;
-use std::sync::Arc;
 
 /// Parses the `errors` directive.
 pub fn parse(d: &Directive) -> Result<ErrorsConfig, CorefileError> {

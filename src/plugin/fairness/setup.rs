@@ -29,8 +29,7 @@ use super::config::FairnessConfig;
 use super::handler::{Fairness, Share, Shared};
 use super::metrics::{Decisions, FairnessMetrics};
 use super::table::Rate;
-use crate::chain::{AcquireCtx, AcquireFuture, BuildCtx, Built, Capabilities};
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{AcquireCtx, AcquireFuture, BuildCtx, Built, Capabilities, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token};
 use crate::plugin::kit::{FairShare, PodNamespaces};
 

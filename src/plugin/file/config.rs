@@ -2,12 +2,14 @@
 //! its zone files, their origins and how often they are re-read; what the handler
 //! (`handler.rs`) serves.
 
-use crate::corefile::Location;
-use crate::plugin::kit::ZoneData;
-use hickory_proto::rr::Name;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+
+use hickory_proto::rr::Name;
+
+use crate::corefile::Location;
+use crate::plugin::kit::ZoneData;
 
 /// One `file` line: a master file and the zones read from it.
 #[derive(Debug, Clone)]

@@ -24,12 +24,9 @@ use std::time::Duration;
 use hickory_proto::rr::Name;
 
 use super::config::{FileConfig, ZoneFile};
-use crate::chain::{BuildCtx, Built, NamedFile};
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, NamedFile, SetupCtx};
 use crate::corefile::{CorefileError, Directive, normalize_zone, normalize_zone_or_cidr, parse_duration};
-use crate::plugin::kit::Notifier;
-use crate::plugin::kit::previous;
-use crate::plugin::kit::{ZoneData, ZoneError};
+use crate::plugin::kit::{Notifier, ZoneData, ZoneError, previous};
 
 /// How often the file is checked when `reload` is not given (CoreDNS's minute).
 pub const DEFAULT_RELOAD: Duration = Duration::from_secs(60);

@@ -2,12 +2,14 @@
 //! its upstreams, its options with CoreDNS's defaults and how it picks an
 //! upstream; what the handler (`handler.rs`) forwards with.
 
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use hickory_proto::op::ResponseCode;
+
 use super::doh::DohMethod;
 use super::targets::To;
 use super::tls::TlsSettings;
-use hickory_proto::op::ResponseCode;
-use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
 
 /// How the next upstream is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -10,6 +10,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
@@ -22,14 +23,12 @@ pub use super::targets::MAX_UPSTREAMS;
 use super::targets::parse_resolv_conf;
 use super::targets::{Transport, dedup, parse_addr_or, read_to};
 use super::tls::{TlsSettings, client_config};
-use crate::chain::{BuildCtx, Built};
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{
     CorefileError, Directive, Token, normalize_zone, normalize_zone_or_cidr, parse_duration,
 };
 use crate::plugin::kit::previous;
 use crate::telemetry::rcode_label;
-use std::sync::Arc;
 
 /// Default per-attempt read timeout (CoreDNS: 2 s).
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(2);

@@ -1,10 +1,12 @@
 //! What `health` serves: the `/health` router ([`router`]) and the probe of itself beside it
 //! ([`self_probe`], once a second).
 
-use super::metrics::HealthMetrics;
-use axum::routing::get;
 use std::net::SocketAddr;
 use std::time::Duration;
+
+use axum::routing::get;
+
+use super::metrics::HealthMetrics;
 
 /// How often `/health` probes itself.
 pub const SELF_PROBE_INTERVAL: Duration = Duration::from_secs(1);

@@ -2,13 +2,14 @@
 //! [`Configured`] impl: the lameduck and propagation margin it sets, and the `/health` route
 //! (`handler.rs`) it declares.
 
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
 use super::handler::{router, self_probe};
 use super::metrics::HealthMetrics;
 use crate::chain::{BlockSettings, Configured, HttpRoute, SetupCtx};
 use crate::corefile::{Args, CorefileError, Directive, parse_duration};
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
 
 /// The default listen address.
 pub const DEFAULT_ADDR: &str = ":8080";

@@ -2,11 +2,13 @@
 //! the file, its zones, its inline entries and options, and how a hosts line's
 //! address and names are read (the Corefile's inline lines and the file's, `table.rs`, alike).
 
-use crate::corefile::Location;
-use hickory_proto::rr::Name;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use hickory_proto::rr::Name;
+
+use crate::corefile::Location;
 
 /// One `IP NAME...` line written in the Corefile block.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,13 +20,12 @@
 //! handler reads too, so the handler never imports this file (the layer test finds import loops).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::config::{HostsConfig, InlineEntry, parse_host_name, parse_ip};
-use crate::chain::{BuildCtx, Built, NamedFile};
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, NamedFile, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr, parse_duration};
-use std::sync::Arc;
 
 /// The file read when the directive names none.
 pub const DEFAULT_PATH: &str = "/etc/hosts";

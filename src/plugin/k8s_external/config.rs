@@ -2,8 +2,9 @@
 //! its zones, the apex records and the TTL; what the handler
 //! (`handler.rs`) answers with.
 
-use crate::corefile::Token;
 use hickory_proto::rr::Name;
+
+use crate::corefile::Token;
 
 /// `k8s_external`, as configured.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,17 +5,16 @@
 //! checks against its block and offers it. What it parses into is `config.rs`'s, which the
 //! handler reads too, so the handler never imports this file (the layer test finds import loops).
 
+use std::any::TypeId;
 use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 
 use super::config::K8sExternalConfig;
-use crate::chain::{BuildCtx, Built};
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::cluster::ClusterSource;
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr};
 use crate::proto::is_dns_label;
-use std::any::TypeId;
 
 /// The default TTL of its answers (CoreDNS's).
 pub const DEFAULT_TTL: u32 = 5;

@@ -2,11 +2,12 @@
 //! its zones, where the objects come from and every option with its
 //! default; what the handler (`handler.rs`) and the answerer (`answer/`) run with.
 
+use std::path::PathBuf;
+use std::time::Duration;
+
 use super::options::PodMode;
 use crate::chain::NamedFile;
 use crate::cluster::watch::ApiSource;
-use std::path::PathBuf;
-use std::time::Duration;
 
 /// The `kubernetes` plugin's configuration.
 #[derive(Debug, Clone, PartialEq)]

@@ -10,7 +10,9 @@
 //! checks against its block and offers it. What it parses into is `config.rs`'s, which the
 //! handler reads too, so the handler never imports this file (the layer test finds import loops).
 
+use std::any::TypeId;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::config::KubernetesConfig;
 pub use super::options::{MAX_TTL, PodMode};
@@ -19,8 +21,10 @@ use super::options::{
     parse_kubeconfig, parse_manifests, parse_multicluster, parse_namespaces, parse_pods, parse_qps,
     parse_selector, parse_startup_timeout, parse_tls, parse_ttl,
 };
-use crate::chain::{AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, OwnEndpoint};
-use crate::chain::{Configured, NamedFile, SetupCtx};
+use crate::chain::{
+    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, Configured, NamedFile,
+    OwnEndpoint, SetupCtx,
+};
 use crate::cluster::ClusterSource;
 use crate::cluster::api_limits::ApiLimits;
 use crate::cluster::metrics::KubernetesMetrics;
@@ -28,8 +32,6 @@ pub use crate::cluster::watch::ApiSource;
 use crate::cluster::watch::WatchOptions;
 use crate::corefile::{CorefileError, Directive, Token, is_reverse_zone, normalize_zone_or_cidr};
 use crate::plugin::kit::{ClientDirectory, ClusterFamilies, PodNamespaces, ServiceFamilies};
-use std::any::TypeId;
-use std::sync::Arc;
 
 impl KubernetesConfig {
     /// What the API source watches, as the cluster layer takes it (no Corefile types).

@@ -1,15 +1,17 @@
 //! The `log` observer ([`QueryLog`]): one line per query of its names and classes, in its
 //! format (CoreDNS's placeholders, [`format_entry`]) or as JSON ([`json_line`]).
 
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use hickory_proto::op::{Metadata, OpCode, ResponseCode};
+use hickory_proto::rr::RecordType;
+
 use super::config::LogConfig;
 use crate::chain::{Exchange, Observer};
 use crate::proto::{QueryMetadata, transport_label};
 use crate::telemetry::rcode_label;
-use hickory_proto::op::{Metadata, OpCode, ResponseCode};
-use hickory_proto::rr::RecordType;
-use std::fmt::Write as _;
-use std::net::SocketAddr;
-use std::time::Duration;
 
 /// One query and its answer, as the log line shows it.
 #[derive(Debug, Clone)]

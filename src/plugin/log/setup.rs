@@ -2,11 +2,12 @@
 //! impl (the block's observer, `handler.rs`):
 //!
 
+use std::sync::Arc;
+
 use super::config::{COMMON_FORMAT, Classes, LogConfig};
 use super::handler::QueryLog;
 use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
-use std::sync::Arc;
 
 /// Parses the `log` directive.
 pub fn parse(d: &Directive) -> Result<LogConfig, CorefileError> {

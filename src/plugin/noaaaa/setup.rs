@@ -8,13 +8,15 @@
 //! Bare, it is `auto` for `.`: active while no Service in the cluster has an IPv6 address.
 //! Refused beside `dns64` in one block (one synthesizes AAAA answers, the other removes them).
 
+use std::sync::Arc;
+
+use hickory_proto::rr::Name;
+
 use super::handler::{Mode, Noaaaa};
 use super::metrics::NoaaaaMetrics;
 use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Location};
 use crate::plugin::kit::ClusterFamilies;
-use hickory_proto::rr::Name;
-use std::sync::Arc;
 
 /// A block's `noaaaa`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,9 +1,10 @@
 //! What `ready` serves: the `/ready` router ([`router`]), answering from the process's
 //! [`Readiness`].
 
-use crate::chain::Readiness;
 use axum::http::StatusCode;
 use axum::routing::get;
+
+use crate::chain::Readiness;
 
 /// The `/ready` router over `readiness`.
 pub fn router(readiness: Readiness) -> axum::Router {

@@ -1,11 +1,12 @@
 //! The `ready` directive's Corefile syntax, parsed into a [`ReadyConfig`], and its
 //! [`Configured`] impl: the `/ready` route (`handler.rs`) it declares.
 
+use std::net::SocketAddr;
+use std::sync::Arc;
+
 use super::handler::router;
 use crate::chain::{BlockSettings, Configured, HttpRoute, SetupCtx};
 use crate::corefile::{Args, CorefileError, Directive};
-use std::net::SocketAddr;
-use std::sync::Arc;
 
 /// The default listen address.
 pub const DEFAULT_ADDR: &str = ":8181";

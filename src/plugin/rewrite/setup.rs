@@ -18,14 +18,14 @@
 //! What a rule is is `rule.rs`'s, which the handler reads too, so the handler never imports this
 //! file (the layer test finds import loops).
 
+use std::sync::Arc;
+
 use super::fields::{class_rule, cname_rule, rcode_rule, type_rule};
 pub use super::rule::{Action, Mode, NameMatch, RewriteRule, Template, TtlRange};
 use super::rule::{MATCH_TYPES, absolute, check_name, regex, template};
-use crate::chain::{BuildCtx, Built};
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token};
 use crate::plugin::kit::previous;
-use std::sync::Arc;
 
 const SUPPORTED: &str = "supported: name, ttl, type, class, rcode, cname, edns0";
 

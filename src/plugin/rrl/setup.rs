@@ -18,13 +18,15 @@
 //! }
 //! ```
 
+use std::sync::Arc;
+
+use hickory_proto::rr::Name;
+
 use super::config::RrlConfig;
 use super::handler::Rrl;
 use super::metrics::RrlMetrics;
 use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token};
-use hickory_proto::rr::Name;
-use std::sync::Arc;
 
 /// The largest `max-table-size` accepted: each account is about 60 bytes, so 10 million is
 /// well under a gigabyte.

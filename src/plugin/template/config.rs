@@ -2,10 +2,11 @@
 //! its rules, each zones, a class, types, a pattern and what to answer; what
 //! the handler (`handler.rs`) answers with.
 
-use super::text::Template;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{DNSClass, Name, RecordType};
 use regex::Regex;
+
+use super::text::Template;
 
 /// One `template` directive.
 #[derive(Debug, Clone)]

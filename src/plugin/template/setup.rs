@@ -26,8 +26,7 @@ use regex::Regex;
 
 use super::config::{TemplateConfig, TemplateRule};
 use super::text::Template;
-use crate::chain::{BuildCtx, Built};
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr};
 use crate::plugin::kit::previous;
 

@@ -15,16 +15,17 @@
 //! its block (`notify.rs`), its [`Configured`] impl. What it parses into is `config.rs`'s, which
 //! the handler and the notifier read too.
 
+use std::any::TypeId;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use super::config::{Allowed, TransferConfig};
 use super::notify::NotifySender;
-use crate::chain::{AcquireCtx, AcquireFuture, BlockSettings, BuildCtx, Built, Capabilities};
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{
+    AcquireCtx, AcquireFuture, BlockSettings, BuildCtx, Built, Capabilities, Configured, SetupCtx,
+};
 use crate::corefile::{CorefileError, Directive, normalize_zone};
 use crate::plugin::kit::Notifier;
-use std::any::TypeId;
 
 /// Who `text` allows, and where NOTIFY goes for it (`None` for `*`).
 fn parse_address(text: &str) -> Option<(Allowed, Option<SocketAddr>)> {

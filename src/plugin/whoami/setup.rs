@@ -1,10 +1,11 @@
 //! The `whoami` directive's Corefile syntax (no arguments) and its [`Configured`] impl: the
 //! plugin (`handler.rs`) it builds.
 
+use std::sync::Arc;
+
 use super::handler::WhoAmI;
 use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
-use std::sync::Arc;
 
 /// `whoami`, as configured (it has no options).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

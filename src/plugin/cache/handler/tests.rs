@@ -12,7 +12,6 @@ use super::*;
 use crate::chain::Chain;
 use crate::plugin::cache::setup;
 use crate::proto::Forwarded;
-
 use crate::telemetry::render_registry as render;
 
 fn config(text: &str) -> CacheConfig {

@@ -1,11 +1,12 @@
 //! The tests of the `errors` observer (`handler.rs`), on configurations its setup (`setup.rs`)
 //! parses: a file of their own, so that the handler itself never imports the setup.
 
+use std::path::Path;
+
 use super::super::setup::parse;
 use super::*;
 use crate::corefile::Corefile;
 use crate::corefile::CorefileError;
-use std::path::Path;
 
 fn cfg(body: &str) -> Result<ErrorsConfig, CorefileError> {
     let cf = Corefile::parse_str(&format!(".:53 {{\n{body}\n}}\n"), Path::new("Corefile"))?;

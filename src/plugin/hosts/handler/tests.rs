@@ -1,10 +1,11 @@
 //! The tests of the `hosts` handler (`handler.rs`), on configurations its setup (`setup.rs`)
 //! parses: a file of their own, so that the handler itself never imports the setup.
 
-use super::*;
-use crate::corefile::Corefile;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use super::*;
+use crate::corefile::Corefile;
 
 fn n(s: &str) -> Name {
     Name::from_ascii(s).unwrap()

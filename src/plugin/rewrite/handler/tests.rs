@@ -1,14 +1,16 @@
 //! The tests of the `rewrite` handler (`handler.rs`), on configurations its setup (`setup.rs`)
 //! parses: a file of their own, so that the handler itself never imports the setup.
 
-use super::super::setup::parse;
-use super::*;
-use crate::corefile::Corefile;
+use std::net::Ipv4Addr;
+use std::path::Path;
+
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use hickory_proto::rr::rdata::{A, CNAME, MX, SOA, SRV};
-use std::net::Ipv4Addr;
-use std::path::Path;
+
+use super::super::setup::parse;
+use super::*;
+use crate::corefile::Corefile;
 
 fn n(s: &str) -> Name {
     Name::from_ascii(s).unwrap()
