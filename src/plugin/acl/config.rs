@@ -1,5 +1,5 @@
-//! What a block's `acl` directives hold once parsed (`setup.rs` reads the Corefile into it):
-//! its policies, each zones and rules in file order, and a rule's action; what the handler
+//! What a block's `acl` directives hold once parsed (`setup.rs` reads the Corefile into it): its
+//! policies, each zones and rules in file order, and a rule's action; what the handler
 //! (`handler.rs`) checks each question against.
 
 use std::net::IpAddr;

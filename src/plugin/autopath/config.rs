@@ -1,5 +1,5 @@
-//! What a configured `autopath` directive holds once parsed (`setup.rs` reads the Corefile into it):
-//! its zones and where each client's search path comes from; what the handler (`handler.rs`)
+//! What a configured `autopath` directive holds once parsed (`setup.rs` reads the Corefile into
+//! it): its zones and where each client's search path comes from; what the handler (`handler.rs`)
 //! runs with.
 
 use hickory_proto::rr::Name;

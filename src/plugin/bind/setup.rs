@@ -1,5 +1,5 @@
-//! The `bind` directive's Corefile syntax (see this folder's README), parsed into a [`BindConfig`], and
-//! its [`Configured`] impl: what the configured directive sets for its block.
+//! The `bind` directive's Corefile syntax (see this folder's README), parsed into a [`BindConfig`],
+//! and its [`Configured`] impl: what the configured directive sets for its block.
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -1,5 +1,6 @@
-//! The `bufsize` directive's Corefile syntax (see this folder's README), parsed into a [`BufsizeConfig`], and
-//! its [`Configured`] impl: what the configured directive sets for its block.
+//! The `bufsize` directive's Corefile syntax (see this folder's README), parsed into a
+//! [`BufsizeConfig`], and its [`Configured`] impl: what the configured directive sets for its
+//! block.
 
 use std::sync::Arc;
 

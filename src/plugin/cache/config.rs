@@ -1,6 +1,6 @@
 //! What a configured `cache` directive holds once parsed (`setup.rs` reads the Corefile into it):
-//! its zones, its sections' bounds, `prefetch` and `serve_stale`; what the handler
-//! (`handler.rs`) and the store (`store.rs`) run with.
+//! its zones, its sections' bounds, `prefetch` and `serve_stale`; what the handler (`handler.rs`)
+//! and the store (`store.rs`) run with.
 
 use std::time::Duration;
 

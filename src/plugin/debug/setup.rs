@@ -1,5 +1,5 @@
-//! The `debug` directive's Corefile syntax (see this folder's README), parsed into a [`DebugConfig`], and
-//! its [`Configured`] impl: what the configured directive sets for its block.
+//! The `debug` directive's Corefile syntax (see this folder's README), parsed into a
+//! [`DebugConfig`], and its [`Configured`] impl: what the configured directive sets for its block.
 
 use std::sync::Arc;
 

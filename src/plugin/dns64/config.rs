@@ -1,6 +1,5 @@
 //! What a configured `dns64` directive holds once parsed (`setup.rs` reads the Corefile into it):
-//! the NAT64 prefix and whom it translates for; what the handler (`handler.rs`)
-//! synthesizes with.
+//! the NAT64 prefix and whom it translates for; what the handler (`handler.rs`) synthesizes with.
 
 use std::net::Ipv6Addr;
 

@@ -1,6 +1,6 @@
-//! What a configured `dnspolicy` directive holds once parsed (`setup.rs` reads the Corefile into it):
-//! its zones and what a client without a policy gets; what the handler
-//! (`handler.rs`) decides with.
+//! What a configured `dnspolicy` directive holds once parsed (`setup.rs` reads the Corefile into
+//! it): its zones and what a client without a policy gets; what the handler (`handler.rs`) decides
+//! with.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

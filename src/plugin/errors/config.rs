@@ -1,6 +1,6 @@
-//! What a configured `errors` directive holds once parsed (`setup.rs` reads the Corefile into
-//! it): its `consolidate` patterns, each with its period and log level; what the observer
-//! (`handler.rs`) logs with.
+//! What a configured `errors` directive holds once parsed (`setup.rs` reads the Corefile into it):
+//! its `consolidate` patterns, each with its period and log level; what the observer (`handler.rs`)
+//! logs with.
 
 use std::time::Duration;
 

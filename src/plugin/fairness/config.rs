@@ -1,6 +1,6 @@
-//! What a configured `fairness` directive holds once parsed (`setup.rs` reads the Corefile into it):
-//! each client's and group's rates, the bounds of the table, and the defaults;
-//! what the handler (`handler.rs`) and its table run with.
+//! What a configured `fairness` directive holds once parsed (`setup.rs` reads the Corefile into
+//! it): each client's and group's rates, the bounds of the table, and the defaults; what the
+//! handler (`handler.rs`) and its table run with.
 
 use super::table::{Limits, Rate};
 

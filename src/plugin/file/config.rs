@@ -1,6 +1,6 @@
 //! What a configured `file` directive holds once parsed (`setup.rs` reads the Corefile into it):
-//! its zone files, their origins and how often they are re-read; what the handler
-//! (`handler.rs`) serves.
+//! its zone files, their origins and how often they are re-read; what the handler (`handler.rs`)
+//! serves.
 
 use std::path::PathBuf;
 use std::sync::Arc;

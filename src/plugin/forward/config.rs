@@ -1,6 +1,6 @@
 //! What a configured `forward` directive holds once parsed (`setup.rs` reads the Corefile into it):
-//! its upstreams, its options with CoreDNS's defaults and how it picks an
-//! upstream; what the handler (`handler.rs`) forwards with.
+//! its upstreams, its options with CoreDNS's defaults and how it picks an upstream; what the
+//! handler (`handler.rs`) forwards with.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! What a configured `hosts` directive holds once parsed (`setup.rs` reads the Corefile into it):
-//! the file, its zones, its inline entries and options, and how a hosts line's
-//! address and names are read (the Corefile's inline lines and the file's, `table.rs`, alike).
+//! the file, its zones, its inline entries and options, and how a hosts line's address and names
+//! are read (the Corefile's inline lines and the file's, `table.rs`, alike).
 
 use std::net::IpAddr;
 use std::path::PathBuf;

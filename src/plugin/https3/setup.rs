@@ -1,5 +1,5 @@
-//! The `https3` directive's Corefile syntax (see this folder's README), parsed into a [`Https3Config`], and
-//! its [`Configured`] impl: what the configured directive sets for its block.
+//! The `https3` directive's Corefile syntax (see this folder's README), parsed into a
+//! [`Https3Config`], and its [`Configured`] impl: what the configured directive sets for its block.
 
 use std::sync::Arc;
 

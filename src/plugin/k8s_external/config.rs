@@ -1,6 +1,5 @@
-//! What a configured `k8s_external` directive holds once parsed (`setup.rs` reads the Corefile into it):
-//! its zones, the apex records and the TTL; what the handler
-//! (`handler.rs`) answers with.
+//! What a configured `k8s_external` directive holds once parsed (`setup.rs` reads the Corefile into
+//! it): its zones, the apex records and the TTL; what the handler (`handler.rs`) answers with.
 
 use hickory_proto::rr::Name;
 

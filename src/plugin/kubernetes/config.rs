@@ -1,6 +1,6 @@
-//! What a configured `kubernetes` directive holds once parsed (`setup.rs` reads the Corefile into it):
-//! its zones, where the objects come from and every option with its
-//! default; what the handler (`handler.rs`) and the answerer (`answer/`) run with.
+//! What a configured `kubernetes` directive holds once parsed (`setup.rs` reads the Corefile into
+//! it): its zones, where the objects come from and every option with its default; what the handler
+//! (`handler.rs`) and the answerer (`answer/`) run with.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,6 +1,6 @@
-//! What a configured `log` directive holds once parsed (`setup.rs` reads the Corefile into it):
-//! the names it logs, its format ([`COMMON_FORMAT`] by default) and the response classes;
-//! what the observer (`handler.rs`) logs with.
+//! What a configured `log` directive holds once parsed (`setup.rs` reads the Corefile into it): the
+//! names it logs, its format ([`COMMON_FORMAT`] by default) and the response classes; what the
+//! observer (`handler.rs`) logs with.
 
 use hickory_proto::op::ResponseCode;
 

@@ -1,5 +1,6 @@
-//! The `prometheus` directive's Corefile syntax (see this folder's README), parsed into a [`PrometheusConfig`], and
-//! its [`Configured`] impl: what the configured directive sets for its block.
+//! The `prometheus` directive's Corefile syntax (see this folder's README), parsed into a
+//! [`PrometheusConfig`], and its [`Configured`] impl: what the configured directive sets for its
+//! block.
 
 use std::net::SocketAddr;
 

@@ -1,5 +1,6 @@
-//! The `multisocket` directive's Corefile syntax (see this folder's README), parsed into a [`MultisocketConfig`], and
-//! its [`Configured`] impl: what the configured directive sets for its block.
+//! The `multisocket` directive's Corefile syntax (see this folder's README), parsed into a
+//! [`MultisocketConfig`], and its [`Configured`] impl: what the configured directive sets for its
+//! block.
 
 use std::sync::Arc;
 

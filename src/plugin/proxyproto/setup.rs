@@ -1,5 +1,6 @@
-//! The `proxyproto` directive's Corefile syntax (see this folder's README), parsed into a [`ProxyprotoConfig`], and
-//! its [`Configured`] impl: what the configured directive sets for its block.
+//! The `proxyproto` directive's Corefile syntax (see this folder's README), parsed into a
+//! [`ProxyprotoConfig`], and its [`Configured`] impl: what the configured directive sets for its
+//! block.
 
 use std::sync::Arc;
 

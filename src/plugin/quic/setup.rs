@@ -1,5 +1,5 @@
-//! The `quic` directive's Corefile syntax (see this folder's README), parsed into a [`QuicConfig`], and
-//! its [`Configured`] impl: what the configured directive sets for its block.
+//! The `quic` directive's Corefile syntax (see this folder's README), parsed into a [`QuicConfig`],
+//! and its [`Configured`] impl: what the configured directive sets for its block.
 
 use std::sync::Arc;
 

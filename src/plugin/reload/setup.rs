@@ -1,5 +1,5 @@
-//! The `reload` directive's Corefile syntax (see this folder's README), parsed into a [`ReloadConfig`], and
-//! its [`Configured`] impl: what the configured directive sets for its block.
+//! The `reload` directive's Corefile syntax (see this folder's README), parsed into a
+//! [`ReloadConfig`], and its [`Configured`] impl: what the configured directive sets for its block.
 
 use std::time::Duration;
 

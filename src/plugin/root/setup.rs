@@ -1,5 +1,5 @@
-//! The `root` directive's Corefile syntax (see this folder's README), parsed into a [`RootConfig`], and
-//! its [`Configured`] impl: what the configured directive sets for its block.
+//! The `root` directive's Corefile syntax (see this folder's README), parsed into a [`RootConfig`],
+//! and its [`Configured`] impl: what the configured directive sets for its block.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,6 +1,6 @@
-//! What a configured `rrl` directive holds once parsed (`setup.rs` reads the Corefile into it):
-//! its zones, window, prefix lengths, the allowance of each category and the table's bound;
-//! what the handler (`handler.rs`) and its table limit with.
+//! What a configured `rrl` directive holds once parsed (`setup.rs` reads the Corefile into it): its
+//! zones, window, prefix lengths, the allowance of each category and the table's bound; what the
+//! handler (`handler.rs`) and its table limit with.
 
 use hickory_proto::rr::Name;
 

@@ -1,5 +1,5 @@
-//! The `shed` directive's Corefile syntax (see this folder's README), parsed into a [`ShedConfig`], and
-//! its [`Configured`] impl: what the configured directive sets for its block.
+//! The `shed` directive's Corefile syntax (see this folder's README), parsed into a [`ShedConfig`],
+//! and its [`Configured`] impl: what the configured directive sets for its block.
 
 use std::sync::Arc;
 

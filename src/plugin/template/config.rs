@@ -1,6 +1,6 @@
-//! What a configured `template` directive holds once parsed (`setup.rs` reads the Corefile into it):
-//! its rules, each zones, a class, types, a pattern and what to answer; what
-//! the handler (`handler.rs`) answers with.
+//! What a configured `template` directive holds once parsed (`setup.rs` reads the Corefile into
+//! it): its rules, each zones, a class, types, a pattern and what to answer; what the handler
+//! (`handler.rs`) answers with.
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{DNSClass, Name, RecordType};

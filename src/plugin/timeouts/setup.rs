@@ -1,5 +1,6 @@
-//! The `timeouts` directive's Corefile syntax (see this folder's README), parsed into a [`TimeoutsConfig`], and
-//! its [`Configured`] impl: what the configured directive sets for its block.
+//! The `timeouts` directive's Corefile syntax (see this folder's README), parsed into a
+//! [`TimeoutsConfig`], and its [`Configured`] impl: what the configured directive sets for its
+//! block.
 
 use std::sync::Arc;
 use std::time::Duration;

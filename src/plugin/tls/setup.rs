@@ -1,5 +1,5 @@
-//! The `tls` directive's Corefile syntax (see this folder's README), parsed into a [`TlsConfig`], and
-//! its [`Configured`] impl: what the configured directive sets for its block.
+//! The `tls` directive's Corefile syntax (see this folder's README), parsed into a [`TlsConfig`],
+//! and its [`Configured`] impl: what the configured directive sets for its block.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,6 +1,6 @@
-//! What a configured `transfer` directive holds once parsed (`setup.rs` reads the Corefile into it):
-//! its zones and who may transfer them or gets NOTIFY; what the handler
-//! (`handler.rs`) and the notifier (`notify.rs`) run with.
+//! What a configured `transfer` directive holds once parsed (`setup.rs` reads the Corefile into
+//! it): its zones and who may transfer them or gets NOTIFY; what the handler (`handler.rs`) and the
+//! notifier (`notify.rs`) run with.
 
 use std::net::{IpAddr, SocketAddr};
 
