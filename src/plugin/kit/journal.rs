@@ -10,6 +10,7 @@ use std::collections::{HashSet, VecDeque};
 
 use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::{RData, Record};
+use hickory_proto::serialize::binary::BinEncodable;
 
 /// The most versions a journal keeps.
 pub const MAX_CHANGES: usize = 64;
@@ -57,25 +58,31 @@ impl Journal {
         if before.len() < 2 || after.len() < 2 {
             return;
         }
-        let body = |all: &[Record]| -> Vec<Record> {
-            all.get(1..all.len().saturating_sub(1))
-                .unwrap_or_default()
-                .to_vec()
-        };
+        fn body(all: &[Record]) -> &[Record] {
+            all.get(1..all.len().saturating_sub(1)).unwrap_or_default()
+        }
         let (from, to) = (before[0].clone(), after[0].clone());
         let (before, after) = (body(before), body(after));
-        // The zone's records compared as sets of their text (owner, TTL, class, type, data);
-        // the apex SOA is the version marker, not a difference.
-        let text = |rs: &[Record]| -> HashSet<String> { rs.iter().map(Record::to_string).collect() };
-        let (had, has) = (text(&before), text(&after));
-        let removed: Vec<Record> = before
-            .into_iter()
-            .filter(|r| !has.contains(&r.to_string()))
-            .collect();
-        let added: Vec<Record> = after
-            .into_iter()
-            .filter(|r| !had.contains(&r.to_string()))
-            .collect();
+        // The zone's records compared as sets of their wire form (owner as written, TTL,
+        // class, type, data), each encoded once; the apex SOA is the version marker, not a
+        // difference. Only the records that differ are copied.
+        let key = |r: &Record| r.to_bytes().unwrap_or_else(|_| r.to_string().into_bytes());
+        let (before_keys, after_keys): (Vec<Vec<u8>>, Vec<Vec<u8>>) =
+            (before.iter().map(key).collect(), after.iter().map(key).collect());
+        fn set(keys: &[Vec<u8>]) -> HashSet<&[u8]> {
+            keys.iter().map(Vec::as_slice).collect()
+        }
+        let (had, has) = (set(&before_keys), set(&after_keys));
+        let only = |records: &[Record], keys: &[Vec<u8>], other: &HashSet<&[u8]>| -> Vec<Record> {
+            records
+                .iter()
+                .zip(keys)
+                .filter(|(_, k)| !other.contains(k.as_slice()))
+                .map(|(r, _)| r.clone())
+                .collect()
+        };
+        let removed = only(before, &before_keys, &has);
+        let added = only(after, &after_keys, &had);
         if self
             .changes
             .back()

@@ -14,7 +14,7 @@ use super::answer::kept::KeptBudget;
 use super::answer::pick::Reason;
 use super::answer::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
 use super::config::KubernetesConfig;
-use super::metrics::TopologyCounters;
+use super::metrics::{TopologyCounters, TransferCounters};
 use super::options::PodMode;
 use crate::chain::{
     Capabilities, Chain, ClientClasses, MetadataSource, Next, Now, Plugin, Replay, Replayed, ReplyFuture,
@@ -47,6 +47,8 @@ pub struct Kubernetes {
     /// once a secondary transfers it) and the journal of the steps between transferred
     /// versions, for IXFR. Written under its lock by transfers only.
     pub(super) transfers: Arc<std::sync::Mutex<(Option<Vec<Record>>, Journal)>>,
+    /// `cluster_dns_kubernetes_transfers_total` (with metrics).
+    pub(super) transfer_counts: Option<TransferCounters>,
 }
 
 /// How often the NOTIFY task looks at the zone's serial: a burst of changes is one NOTIFY (the
@@ -115,6 +117,7 @@ impl Kubernetes {
             notifier: None,
             alive: Arc::new(()),
             transfers: Arc::default(),
+            transfer_counts: None,
         }
     }
 

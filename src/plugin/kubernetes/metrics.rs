@@ -1,6 +1,9 @@
 //! `cluster_dns_topology_answers_total{reason}`: headless answers to a client pod that its
 //! place decided (`topology`), by how: `node` (only the endpoints on its node), `zone` (only
-//! those in its zone), `fallback` (none was near it: every endpoint).
+//! those in its zone), `fallback` (none was near it: every endpoint);
+//! `cluster_dns_kubernetes_transfers_total{version}`: transfers (AXFR and IXFR) of the
+//! cluster zone, by whether they `built` the zone anew or gave out the `kept` version (the
+//! last built, its serial unmoved since).
 
 use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
 
@@ -55,6 +58,45 @@ impl TopologyCounters {
             Reason::Node => self.node.inc(),
             Reason::Zone => self.zone.inc(),
             Reason::Fallback => self.fallback.inc(),
+        }
+    }
+}
+
+/// The transfer family. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct TransferMetrics {
+    transfers: IntCounterVec,
+}
+
+impl crate::telemetry::Families for TransferMetrics {
+    fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let transfers = IntCounterVec::new(
+            Opts::new(
+                "cluster_dns_kubernetes_transfers_total",
+                "Transfers (AXFR, IXFR) of the cluster zone, by whether they built the zone anew or gave out the kept version.",
+            ),
+            &["version"],
+        )?;
+        crate::telemetry::register_all(registry, vec![Box::new(transfers.clone())])?;
+        Ok(Self { transfers })
+    }
+}
+
+/// The transfer counters, resolved once at build: `built`, `kept`.
+#[derive(Debug, Clone)]
+pub struct TransferCounters {
+    /// A transfer built the zone.
+    pub built: IntCounter,
+    /// A transfer gave out the kept version.
+    pub kept: IntCounter,
+}
+
+impl TransferCounters {
+    /// The counters of `metrics`.
+    pub fn of(metrics: &TransferMetrics) -> Self {
+        Self {
+            built: metrics.transfers.with_label_values(&["built"]),
+            kept: metrics.transfers.with_label_values(&["kept"]),
         }
     }
 }

@@ -16,5 +16,6 @@ pub use handler::Kubernetes;
 /// Registers this plugin's metric families (see the registry).
 pub fn families(metrics: &crate::telemetry::DnsMetrics) -> Result<(), prometheus::Error> {
     metrics.families::<crate::cluster::metrics::KubernetesMetrics>()?;
+    metrics.families::<metrics::TransferMetrics>()?;
     metrics.families::<metrics::TopologyMetrics>().map(|_| ())
 }

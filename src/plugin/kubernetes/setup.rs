@@ -310,6 +310,12 @@ impl Configured for KubernetesConfig {
         {
             plugin = plugin.with_topology_metrics(super::metrics::TopologyCounters::of(&m));
         }
+        if let Some(m) = ctx
+            .metrics
+            .and_then(|m| m.families::<super::metrics::TransferMetrics>().ok())
+        {
+            plugin.transfer_counts = Some(super::metrics::TransferCounters::of(&m));
+        }
         Built::Plugin(Arc::new(plugin))
     }
 }

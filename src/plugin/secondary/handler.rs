@@ -5,16 +5,16 @@
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, Record, RecordType};
-use tokio::sync::Notify;
 
 use super::zones::{Inner, ZoneSlot};
 use crate::chain::{Capabilities, Chain, Next, Plugin, Replay, ReplyFuture};
-use crate::plugin::kit::{HeldZone, Notifier, ZoneTransfer, serve_held};
+use crate::plugin::kit::{Notifier, ZoneTransfer, serve_held};
 use crate::proto::{ChangeCounter, Failure, NotifyTaker, Question, Reply, ZoneNotified};
 
 /// The `secondary` plugin of one server block. Cheap to clone.
@@ -42,23 +42,24 @@ impl fmt::Debug for Secondary {
 
 impl Secondary {
     /// The plugin following `zones` from `primaries` (asked in that order), holding no zone
-    /// until the first transfer; it tells `notifier` (the block's `transfer`) of each new
-    /// version; it counts in `metrics` when given.
+    /// until the first transfer, or the copies kept in `snapshots` (a folder) when there are
+    /// sound ones; it tells `notifier` (the block's `transfer`) of each new version; it counts
+    /// in `metrics` when given.
     pub fn new(
         zones: &[Name],
         primaries: &[SocketAddr],
+        snapshots: Option<&Path>,
         notifier: Option<Arc<Notifier>>,
         metrics: Option<&super::SecondaryMetrics>,
     ) -> Self {
         let mut zones: Vec<Arc<ZoneSlot>> = zones
             .iter()
             .map(|origin| {
-                Arc::new(ZoneSlot {
-                    held: HeldZone::new(origin.clone(), None),
-                    expired: AtomicBool::new(false),
-                    wake: Arc::new(Notify::new()),
-                    metrics: metrics.map(|m| m.zone(&origin.to_string())),
-                })
+                Arc::new(ZoneSlot::open(
+                    origin,
+                    snapshots,
+                    metrics.map(|m| m.zone(&origin.to_string())),
+                ))
             })
             .collect();
         zones.sort_by_key(|z| std::cmp::Reverse(z.held.origin().num_labels()));

@@ -2,7 +2,10 @@
 //! `cluster_dns_secondary_transfers_total{zone,kind,result}` (kind `axfr` or `ixfr`, result
 //! `ok` or `failed`), `cluster_dns_secondary_serial{zone}` (the serial of the copy held) and
 //! `cluster_dns_secondary_notifies_total{zone,result}` (NOTIFY `accepted` from a primary, or
-//! `refused` from anyone else).
+//! `refused` from anyone else), `cluster_dns_secondary_confirmed_timestamp_seconds{zone}`
+//! (when a primary last confirmed the copy held: its age is `time() -` this) and
+//! `cluster_dns_secondary_from_snapshot{zone}` (1 while the copy held is the snapshot read at
+//! start and no primary has confirmed it since).
 
 use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
@@ -12,6 +15,8 @@ pub struct SecondaryMetrics {
     transfers: IntCounterVec,
     serial: IntGaugeVec,
     notifies: IntCounterVec,
+    confirmed: IntGaugeVec,
+    from_snapshot: IntGaugeVec,
 }
 
 impl crate::telemetry::Families for SecondaryMetrics {
@@ -37,18 +42,36 @@ impl crate::telemetry::Families for SecondaryMetrics {
             ),
             &["zone", "result"],
         )?;
+        let confirmed = IntGaugeVec::new(
+            Opts::new(
+                "cluster_dns_secondary_confirmed_timestamp_seconds",
+                "Unix time a primary last confirmed the copy of a secondary zone held (for a snapshot read at start: when it was written).",
+            ),
+            &["zone"],
+        )?;
+        let from_snapshot = IntGaugeVec::new(
+            Opts::new(
+                "cluster_dns_secondary_from_snapshot",
+                "1 while the copy of a secondary zone held is the snapshot read at start, not yet confirmed by a primary.",
+            ),
+            &["zone"],
+        )?;
         crate::telemetry::register_all(
             registry,
             vec![
                 Box::new(transfers.clone()),
                 Box::new(serial.clone()),
                 Box::new(notifies.clone()),
+                Box::new(confirmed.clone()),
+                Box::new(from_snapshot.clone()),
             ],
         )?;
         Ok(Self {
             transfers,
             serial,
             notifies,
+            confirmed,
+            from_snapshot,
         })
     }
 }
@@ -61,6 +84,8 @@ impl SecondaryMetrics {
             transfers: self.transfers.clone(),
             serial: self.serial.with_label_values(&[zone]),
             notifies: self.notifies.clone(),
+            confirmed: self.confirmed.with_label_values(&[zone]),
+            from_snapshot: self.from_snapshot.with_label_values(&[zone]),
         }
     }
 }
@@ -72,6 +97,8 @@ pub struct ZoneInstruments {
     transfers: IntCounterVec,
     serial: IntGauge,
     notifies: IntCounterVec,
+    confirmed: IntGauge,
+    from_snapshot: IntGauge,
 }
 
 impl ZoneInstruments {
@@ -92,5 +119,12 @@ impl ZoneInstruments {
     pub fn notify(&self, accepted: bool) {
         let result = if accepted { "accepted" } else { "refused" };
         self.notifies.with_label_values(&[&self.zone, result]).inc();
+    }
+
+    /// A primary confirmed the copy at Unix time `secs`; or, `from_snapshot`, the copy is the
+    /// snapshot written then.
+    pub fn confirmed(&self, secs: u64, from_snapshot: bool) {
+        self.confirmed.set(i64::try_from(secs).unwrap_or(i64::MAX));
+        self.from_snapshot.set(i64::from(from_snapshot));
     }
 }

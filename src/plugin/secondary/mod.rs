@@ -5,7 +5,8 @@
 //!
 //! Layout: `setup` parses the directive and builds the plugin, `handler` answers from the
 //! copies and takes NOTIFY ([`Secondary`]), `zones` the state both share, `refresh` runs each zone's refresh task, `xfr`
-//! is the transfer client, `apply` makes a transfer's records into the next copy, `metrics`
+//! is the transfer client, `apply` makes a transfer's records into the next copy, `snapshot` keeps a copy on
+//! disk, `metrics`
 //! the families.
 
 mod apply;
@@ -13,6 +14,7 @@ pub mod handler;
 pub mod metrics;
 mod refresh;
 pub mod setup;
+pub mod snapshot;
 mod xfr;
 mod zones;
 

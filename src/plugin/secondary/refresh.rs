@@ -1,15 +1,16 @@
 //! One zone's refresh task (RFC 1034 section 4.3.5, RFC 1996): asks the primaries, in order,
 //! for the zone's SOA; when a primary's serial is later than the copy held, transfers the
-//! zone (IXFR from the serial held, AXFR when none is held) and replaces the copy. It waits
+//! zone (IXFR from the serial held, AXFR when none is held) over the same connection, so a
+//! primary behind a Service address is one replica for both, and replaces the copy. It waits
 //! the SOA's refresh interval after a check that worked, its retry interval (and a backoff of
 //! 1 s doubling to 60 s while no copy is held) after one that failed, and wakes early on a
 //! NOTIFY. A failed transfer, one that breaks off, does not parse or goes backwards in serial
 //! leaves the copy held as it was. With no primary answering for the SOA's expire interval
 //! the zone is marked expired (SERVFAIL) until one does.
 
-use std::sync::Weak;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hickory_proto::rr::{RData, RecordType};
 use tokio::time::Instant;
@@ -42,7 +43,17 @@ enum Checked {
 /// Follows zone `index` of the plugin behind `weak` until the plugin is dropped.
 pub(super) async fn follow(weak: Weak<Inner>, index: usize) {
     let mut backoff = MIN_WAIT;
-    let mut last_success = Instant::now();
+    // A copy read from a snapshot was last confirmed when the snapshot was written: its expiry
+    // counts from then.
+    let mut last_success = match weak.upgrade().and_then(|i| i.zones.get(index).cloned()) {
+        Some(slot) => {
+            let confirmed = UNIX_EPOCH + Duration::from_secs(slot.confirmed.load(Ordering::Relaxed));
+            let age = SystemTime::now().duration_since(confirmed).unwrap_or_default();
+            let now = Instant::now();
+            now.checked_sub(age).unwrap_or(now)
+        }
+        None => return,
+    };
     loop {
         let Some(inner) = weak.upgrade() else { return };
         let Some(slot) = inner.zones.get(index).cloned() else {
@@ -61,10 +72,12 @@ pub(super) async fn follow(weak: Weak<Inner>, index: usize) {
         let wait = match check(&slot, &primaries).await {
             Ok(checked) => {
                 last_success = Instant::now();
+                confirm(&slot);
                 backoff = MIN_WAIT;
                 slot.expired.store(false, Ordering::Relaxed);
                 if let Checked::Replaced(_) = checked {
                     versions.moved();
+                    keep(&slot).await;
                     if let Some(n) = &notifier {
                         n.0.zone_changed(slot.held.origin());
                     }
@@ -99,6 +112,39 @@ pub(super) async fn follow(weak: Weak<Inner>, index: usize) {
     }
 }
 
+/// A primary confirmed `slot`'s copy now.
+fn confirm(slot: &ZoneSlot) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    slot.confirmed.store(now, Ordering::Relaxed);
+    if let Some(m) = &slot.metrics {
+        m.confirmed(now, false);
+    }
+}
+
+/// Writes `slot`'s copy to its snapshot, when it has one (off the runtime's threads: a large
+/// zone is megabytes). A failure is logged; the copy in memory serves on.
+async fn keep(slot: &Arc<ZoneSlot>) {
+    let (Some(path), Some(zone)) = (slot.snapshot.clone(), slot.held.current()) else {
+        return;
+    };
+    let written = tokio::task::spawn_blocking(move || {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        super::snapshot::write(&path, &zone, SystemTime::now()).map(|()| path)
+    })
+    .await;
+    match written {
+        Ok(Ok(path)) => {
+            tracing::debug!(zone = %slot.held.origin(), path = %path.display(), "secondary: snapshot written")
+        }
+        Ok(Err(e)) => tracing::error!(zone = %slot.held.origin(), "secondary: snapshot not written: {e}"),
+        Err(e) => tracing::error!(zone = %slot.held.origin(), "secondary: snapshot not written: {e}"),
+    }
+}
+
 /// An SOA timer in seconds (a negative one as 0), as a wait between [`MIN_WAIT`] and [`MAX_WAIT`].
 fn seconds(s: i32) -> Duration {
     Duration::from_secs(u64::try_from(s).unwrap_or(0)).clamp(MIN_WAIT, MAX_WAIT)
@@ -119,7 +165,11 @@ async fn check(slot: &ZoneSlot, primaries: &[std::net::SocketAddr]) -> Result<Ch
 /// Checks `slot`'s zone with `primary`: its SOA, then a transfer when it has a later serial.
 async fn check_with(slot: &ZoneSlot, primary: std::net::SocketAddr) -> Result<Checked, String> {
     let held = slot.held.current();
-    let soa = xfr::ask(primary, slot.held.origin(), RecordType::SOA, None)
+    let mut session = xfr::Session::open(primary)
+        .await
+        .map_err(|e| format!("SOA check: {e}"))?;
+    let soa = session
+        .ask(slot.held.origin(), RecordType::SOA, None)
         .await
         .map_err(|e| format!("SOA check: {e}"))?;
     let Some(serial) = soa.first().and_then(serial_of) else {
@@ -140,7 +190,24 @@ async fn check_with(slot: &ZoneSlot, primary: std::net::SocketAddr) -> Result<Ch
         }
     };
     let source = format!("{kind} from {primary}");
-    let records = match xfr::ask(primary, slot.held.origin(), qtype, held.as_ref().map(|z| z.soa())).await {
+    let asked = session
+        .ask(slot.held.origin(), qtype, held.as_ref().map(|z| z.soa()))
+        .await;
+    let asked = match asked {
+        // A primary that closes a connection after one request: once more, on a new one.
+        Err(xfr::XfrError::BrokeOff { records: 0, .. } | xfr::XfrError::Io { .. }) => {
+            match xfr::Session::open(primary).await {
+                Ok(mut again) => {
+                    again
+                        .ask(slot.held.origin(), qtype, held.as_ref().map(|z| z.soa()))
+                        .await
+                }
+                Err(e) => Err(e),
+            }
+        }
+        other => other,
+    };
+    let records = match asked {
         Ok(r) => r,
         Err(e) => {
             counted(false);

@@ -3,15 +3,18 @@
 //! ```text
 //! secondary [ZONES...] {
 //!     transfer from ADDRESS [ADDRESS...]
+//!     snapshot DIR
 //! }
 //! ```
 //!
 //! ZONES default to the block's zones. ADDRESS is a primary: an IP address (port 53) or one
 //! with a port (`10.0.0.10:5300`, `[fd00::10]:5300`), asked in the order written. Giving the
 //! copies to further secondaries is the `transfer` plugin's (`transfer { to ... }`), as in
-//! CoreDNS. Also how a configured `secondary` becomes its plugin ([`Configured`]).
+//! CoreDNS. `snapshot` (cluster-dns's own) keeps each copy in DIR (relative to the Corefile's
+//! folder or `root`), served at start until a primary answers. Also how a configured `secondary` becomes its plugin ([`Configured`]).
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hickory_proto::rr::Name;
@@ -27,6 +30,8 @@ pub struct SecondaryConfig {
     pub zones: Vec<Name>,
     /// The primaries, in the order asked.
     pub primaries: Vec<SocketAddr>,
+    /// `snapshot DIR`: the folder the copies are kept in, across restarts.
+    pub snapshot: Option<PathBuf>,
 }
 
 /// A primary's address: `IP` (port 53) or `IP:PORT`.
@@ -38,7 +43,7 @@ fn parse_primary(text: &str) -> Option<SocketAddr> {
 }
 
 /// Parses a `secondary` directive of a block serving `block_zones`.
-pub fn parse(d: &Directive, block_zones: &[String]) -> Result<SecondaryConfig, CorefileError> {
+pub fn parse(d: &Directive, block_zones: &[String], dir: &Path) -> Result<SecondaryConfig, CorefileError> {
     let texts: Vec<String> = if d.args.is_empty() {
         block_zones.to_vec()
     } else {
@@ -56,11 +61,24 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<SecondaryConfig, C
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut primaries = Vec::new();
+    let mut snapshot = None;
     for opt in &d.block {
+        if opt.name.text == "snapshot" {
+            let a = d.option_arg(opt)?;
+            let path = dir.join(&a.text);
+            if path.exists() && !path.is_dir() {
+                return Err(d.error_at(a, format!("snapshot: {} is not a folder", path.display())));
+            }
+            snapshot = Some(path);
+            continue;
+        }
         if opt.name.text != "transfer" {
             return Err(d.error_at(
                 &opt.name,
-                format!("unknown property '{}' (transfer from ADDRESS...)", opt.name.text),
+                format!(
+                    "unknown property '{}' (transfer from ADDRESS... or snapshot DIR)",
+                    opt.name.text
+                ),
             ));
         }
         match opt.args.first().map(|t| t.text.as_str()) {
@@ -95,12 +113,16 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<SecondaryConfig, C
             "secondary needs a primary: secondary [ZONES...] { transfer from ADDRESS... }",
         ));
     }
-    Ok(SecondaryConfig { zones, primaries })
+    Ok(SecondaryConfig {
+        zones,
+        primaries,
+        snapshot,
+    })
 }
 
 /// The `secondary` directive's setup.
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
-    Ok(Arc::new(parse(d, ctx.zones)?))
+    Ok(Arc::new(parse(d, ctx.zones, ctx.dir)?))
 }
 
 impl Configured for SecondaryConfig {
@@ -113,6 +135,7 @@ impl Configured for SecondaryConfig {
         Built::Plugin(Arc::new(super::Secondary::new(
             &self.zones,
             &self.primaries,
+            self.snapshot.as_deref(),
             ctx.capabilities.get::<Notifier>(),
             metrics.as_ref(),
         )))
@@ -128,7 +151,7 @@ mod tests {
     fn parse_text(text: &str) -> Result<SecondaryConfig, String> {
         let cf = Corefile::parse_str(text, Path::new("Corefile")).map_err(|e| e.to_string())?;
         let zones = vec!["example.org.".to_owned()];
-        parse(&cf.blocks[0].directives[0], &zones).map_err(|e| e.to_string())
+        parse(&cf.blocks[0].directives[0], &zones, Path::new("/srv")).map_err(|e| e.to_string())
     }
 
     #[test]

@@ -151,21 +151,46 @@ fn request(zone: &Name, qtype: RecordType, held: Option<&Record>) -> Message {
     m
 }
 
-/// Asks `primary` for `qtype` (SOA, AXFR or IXFR) of `zone`, as a secondary holding `held`
-/// (its SOA, for IXFR), over TCP: the answer records of the whole response, in order.
-pub async fn ask(
+/// One TCP connection to a primary, for an SOA check and the transfer after it: behind a
+/// Service address (the central replicas of the cluster zone) both then reach the same
+/// replica, so the transfer is of the serial the check saw (RFC 7766 lets a connection carry
+/// several requests).
+pub struct Session {
     primary: SocketAddr,
-    zone: &Name,
-    qtype: RecordType,
-    held: Option<&Record>,
-) -> Result<Vec<Record>, XfrError> {
-    tokio::time::timeout(EXCHANGE_TIMEOUT, exchange(primary, zone, qtype, held))
+    stream: TcpStream,
+}
+
+impl Session {
+    /// Connects to `primary`.
+    pub async fn open(primary: SocketAddr) -> Result<Self, XfrError> {
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(primary))
+            .await
+            .map_err(|_| XfrError::Timeout { primary })?
+            .map_err(|source| XfrError::Io { primary, source })?;
+        Ok(Self { primary, stream })
+    }
+
+    /// Asks for `qtype` (SOA, AXFR or IXFR) of `zone`, as a secondary holding `held` (its SOA,
+    /// for IXFR): the answer records of the whole response, in order.
+    pub async fn ask(
+        &mut self,
+        zone: &Name,
+        qtype: RecordType,
+        held: Option<&Record>,
+    ) -> Result<Vec<Record>, XfrError> {
+        let primary = self.primary;
+        tokio::time::timeout(
+            EXCHANGE_TIMEOUT,
+            exchange(primary, &mut self.stream, zone, qtype, held),
+        )
         .await
         .unwrap_or(Err(XfrError::Timeout { primary }))
+    }
 }
 
 async fn exchange(
     primary: SocketAddr,
+    stream: &mut TcpStream,
     zone: &Name,
     qtype: RecordType,
     held: Option<&Record>,
@@ -174,10 +199,6 @@ async fn exchange(
     let malformed = |reason: String| XfrError::Malformed { primary, reason };
     let m = request(zone, qtype, held);
     let bytes = m.to_bytes().map_err(|e| malformed(e.to_string()))?;
-    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(primary))
-        .await
-        .map_err(|_| XfrError::Timeout { primary })?
-        .map_err(io)?;
     let len = u16::try_from(bytes.len()).map_err(|_| malformed("request too long".into()))?;
     let mut framed = Vec::with_capacity(bytes.len() + 2);
     framed.extend_from_slice(&len.to_be_bytes());

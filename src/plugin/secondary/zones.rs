@@ -2,7 +2,11 @@
 //! (`refresh`): each zone's copy, journal and wake-up, and the primaries.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use hickory_proto::rr::Name;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio::sync::Notify;
@@ -23,6 +27,49 @@ pub(super) struct ZoneSlot {
     /// Wakes the refresh task: a NOTIFY came, or the plugin is going away.
     pub(super) wake: Arc<Notify>,
     pub(super) metrics: Option<ZoneInstruments>,
+    /// Where its copy is kept on disk (`snapshot`), if anywhere.
+    pub(super) snapshot: Option<PathBuf>,
+    /// The Unix time (seconds) a primary last confirmed the copy held (or the snapshot it came
+    /// from was written); 0 while none did. Written by the refresh task only.
+    pub(super) confirmed: AtomicU64,
+}
+
+impl ZoneSlot {
+    /// Zone `origin`, holding the copy kept in `snapshots` when there is a sound one there (a
+    /// damaged one is logged and not served); counted in `metrics`.
+    pub(super) fn open(origin: &Name, snapshots: Option<&Path>, metrics: Option<ZoneInstruments>) -> Self {
+        let snapshot = snapshots.map(|dir| super::snapshot::path_of(dir, origin));
+        let mut held = None;
+        let mut confirmed = 0;
+        if let Some(path) = &snapshot {
+            match super::snapshot::read(path, origin) {
+                Ok((zone, when)) => {
+                    confirmed = when.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                    let age = SystemTime::now()
+                        .duration_since(when)
+                        .unwrap_or_default()
+                        .as_secs();
+                    tracing::info!(zone = %origin, serial = zone.serial(), records = zone.records(), age_seconds = age,
+                        "secondary: serving the zone's snapshot, last confirmed by a primary {age} s ago, until a primary answers");
+                    if let Some(m) = &metrics {
+                        m.serial(zone.serial());
+                        m.confirmed(confirmed, true);
+                    }
+                    held = Some(Arc::new(zone));
+                }
+                Err(super::snapshot::SnapshotError::Missing(_)) => {}
+                Err(e) => tracing::error!(zone = %origin, "secondary: {e}"),
+            }
+        }
+        Self {
+            held: HeldZone::new(origin.clone(), held),
+            expired: AtomicBool::new(false),
+            wake: Arc::new(Notify::new()),
+            metrics,
+            snapshot,
+            confirmed: AtomicU64::new(confirmed),
+        }
+    }
 }
 
 /// The change counter of a plugin's copies ([`ChangeCounter`]): the answer memo and a cache

@@ -194,6 +194,7 @@ async fn udp_from(from: [u8; 4], to: SocketAddr, msg: &Message) -> Message {
 struct ScriptedPrimary {
     addr: SocketAddr,
     state: std::sync::Arc<std::sync::Mutex<(u32, bool)>>,
+    connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl ScriptedPrimary {
@@ -201,23 +202,40 @@ impl ScriptedPrimary {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let state = std::sync::Arc::new(std::sync::Mutex::new((1u32, false)));
-        let shared = state.clone();
+        let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (shared, counted) = (state.clone(), connections.clone());
         std::thread::spawn(move || {
             // Bounded: at most 200 connections, then the thread ends.
             for stream in listener.incoming().take(200) {
                 let Ok(mut stream) = stream else { continue };
-                let (serial, broken) = *shared.lock().unwrap();
-                let _ = Self::serve(&mut stream, serial, broken);
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                // Each request of the connection, until the client closes it (at most 10).
+                for _ in 0..10 {
+                    let (serial, broken) = *shared.lock().unwrap();
+                    match Self::serve(&mut stream, serial, broken) {
+                        Ok(true) => {}
+                        _ => break,
+                    }
+                }
             }
         });
-        Self { addr, state }
+        Self {
+            addr,
+            state,
+            connections,
+        }
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn set(&self, serial: u32, broken: bool) {
         *self.state.lock().unwrap() = (serial, broken);
     }
 
-    fn serve(stream: &mut std::net::TcpStream, serial: u32, broken: bool) -> std::io::Result<()> {
+    /// Answers one request of `stream`; `Ok(true)` when the connection may carry another.
+    fn serve(stream: &mut std::net::TcpStream, serial: u32, broken: bool) -> std::io::Result<bool> {
         use std::io::{Read, Write};
         stream.set_read_timeout(Some(Duration::from_secs(5)))?;
         let mut len = [0u8; 2];
@@ -254,7 +272,8 @@ impl ScriptedPrimary {
         let bytes = reply.to_bytes().map_err(std::io::Error::other)?;
         let mut framed = (bytes.len() as u16).to_be_bytes().to_vec();
         framed.extend_from_slice(&bytes);
-        stream.write_all(&framed)
+        stream.write_all(&framed)?;
+        Ok(!(broken && qtype != RecordType::SOA))
     }
 }
 
@@ -489,4 +508,134 @@ async fn an_agent_cache_drops_a_name_the_next_copy_changed() {
     );
     agent.stop().await.unwrap();
     central.stop().await.unwrap();
+}
+
+/// Issue 46, a zone that survives: with `snapshot`, each new copy is kept on disk; a server
+/// restarted with no primary reachable answers from it at once, is ready, and says it serves
+/// a snapshot; a damaged snapshot is refused (SERVFAIL, not ready) and a primary that answers
+/// again brings the zone back, and a sound snapshot with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_secondary_serves_its_snapshot_and_refuses_a_damaged_one() {
+    let primary = ScriptedPrimary::start();
+    primary.set(3, false);
+    let dir = support::temp_dir("secondary-snapshot");
+    let snapshot = dir.join("snap").join("example.org.zone-snapshot");
+    let corefile = |from: &str| {
+        format!(
+            "example.org:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n ready 127.0.0.1:0\n secondary {{\n  transfer from {from}\n  snapshot snap\n }}\n}}\n"
+        )
+    };
+    let reachable = primary.addr.to_string();
+    // Nothing listens on the discard port of 127.0.0.1 here.
+    let unreachable = "127.0.0.1:9";
+
+    let first = support::start(&corefile(&reachable), &dir).await;
+    let addr = first.dns_addrs()[0];
+    let www = move || answers_within(addr, "www.example.org", "A", "192.0.2.3");
+    assert_eq!(tokio::task::spawn_blocking(www).await.unwrap(), "192.0.2.3");
+    for _ in 0..100 {
+        if snapshot.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(snapshot.exists(), "no snapshot at {}", snapshot.display());
+    first.stop().await.unwrap();
+
+    // Restarted, no primary: the snapshot answers at once, and the server is ready.
+    let second = support::start(&corefile(unreachable), &dir).await;
+    let addr = second.dns_addrs()[0];
+    let out = tokio::task::spawn_blocking(move || support::dig(addr, &["+short", "www.example.org", "A"]))
+        .await
+        .unwrap();
+    assert_eq!(out.trim(), "192.0.2.3", "the snapshot was not served at start");
+    let (status, body) = support::http_get(second.http_addr("ready").unwrap(), "/ready").await;
+    assert_eq!(status, 200, "not ready while serving the snapshot: {body}");
+    let m = support::scrape(second.http_addr("metrics").unwrap()).await;
+    assert_eq!(support::sum(&m, "cluster_dns_secondary_from_snapshot", &[]), 1.0);
+    assert_eq!(support::sum(&m, "cluster_dns_secondary_serial", &[]), 3.0);
+    let confirmed = support::sum(&m, "cluster_dns_secondary_confirmed_timestamp_seconds", &[]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as f64;
+    assert!(
+        confirmed > 0.0 && confirmed <= now,
+        "confirmed at {confirmed}, now {now}"
+    );
+    second.stop().await.unwrap();
+
+    // Damaged (cut short): refused, never served.
+    let bytes = std::fs::read(&snapshot).unwrap();
+    std::fs::write(&snapshot, &bytes[..bytes.len() - 20]).unwrap();
+    let third = support::start(&corefile(unreachable), &dir).await;
+    let addr = third.dns_addrs()[0];
+    let out = tokio::task::spawn_blocking(move || support::dig(addr, &["www.example.org", "A"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        support::dig_status(&out),
+        "SERVFAIL",
+        "a damaged snapshot was served:\n{out}"
+    );
+    let (status, body) = support::http_get(third.http_addr("ready").unwrap(), "/ready").await;
+    assert_eq!(status, 503, "ready without a copy: {body}");
+    third.stop().await.unwrap();
+
+    // The primary answers again (now at serial 4): the zone comes back, with a sound snapshot.
+    primary.set(4, false);
+    let fourth = support::start(&corefile(&reachable), &dir).await;
+    let addr = fourth.dns_addrs()[0];
+    let www = move || answers_within(addr, "www.example.org", "A", "192.0.2.4");
+    assert_eq!(tokio::task::spawn_blocking(www).await.unwrap(), "192.0.2.4");
+    let origin = Name::from_ascii("example.org.").unwrap();
+    let mut sound = None;
+    for _ in 0..100 {
+        if let Ok((zone, _)) = cluster_dns::plugin::secondary::snapshot::read(&snapshot, &origin) {
+            sound = Some(zone.serial());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(sound, Some(4), "the snapshot was not written again");
+    fourth.stop().await.unwrap();
+}
+
+/// The SOA check and the transfer it leads to share one connection: behind a Service address
+/// (the central replicas), both reach the same replica, so the transfer brings the serial the
+/// check saw. Each refresh here is one connection to the primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_soa_check_and_the_transfer_share_one_connection() {
+    let primary = ScriptedPrimary::start();
+    primary.set(1, false);
+    let dir = support::temp_dir("secondary-one-connection");
+    let corefile = format!(
+        "example.org:0 {{\n bind 127.0.0.1\n secondary {{\n  transfer from {}\n }}\n}}\n",
+        primary.addr
+    );
+    let running = support::start(&corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let www = move || answers_within(addr, "www.example.org", "A", "192.0.2.1");
+    assert_eq!(tokio::task::spawn_blocking(www).await.unwrap(), "192.0.2.1");
+    assert_eq!(
+        primary.connections(),
+        1,
+        "the first SOA check and AXFR took more than one connection"
+    );
+    for serial in [2u32, 3] {
+        primary.set(serial, false);
+        udp_from([127, 0, 0, 1], addr, &notify("example.org.")).await;
+        let want = format!("192.0.2.{serial}");
+        let www = move || answers_within(addr, "www.example.org", "A", &want);
+        assert_eq!(
+            tokio::task::spawn_blocking(www).await.unwrap(),
+            format!("192.0.2.{serial}")
+        );
+        assert_eq!(
+            primary.connections(),
+            serial as usize,
+            "a refresh (SOA check, then IXFR) took more than one connection"
+        );
+    }
+    running.stop().await.unwrap();
 }

@@ -3,6 +3,7 @@
 //! address is refused, and so is a block without `transfer`; a `file` zone transfers too.
 
 use crate::support;
+use crate::support::peers::{Kind, Peer};
 
 fn corefile(transfer: &str) -> String {
     format!(
@@ -237,82 +238,6 @@ async fn a_transfer_is_never_replayed_from_the_cache_to_another_client() {
     running.stop().await.unwrap();
 }
 
-/// Knot DNS as a secondary of a `file` zone, killed on drop.
-struct KnotSecondary {
-    child: std::process::Child,
-    dir: std::path::PathBuf,
-    addr: std::net::SocketAddr,
-}
-
-impl Drop for KnotSecondary {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl KnotSecondary {
-    /// Knot following `zone` (`example.org.`) from `primary`, taking NOTIFY from 127.0.0.1, on
-    /// `port`.
-    fn start(zone: &str, primary: std::net::SocketAddr, port: u16) -> Self {
-        let dir = support::temp_dir("knot-secondary");
-        let d = dir.display();
-        let conf = format!(
-            "server:\n    rundir: \"{d}\"\n    listen: 127.0.0.1@{port}\n    udp-workers: 1\n    tcp-workers: 1\n    background-workers: 1\n\
-             database:\n    storage: \"{d}\"\n\
-             log:\n  - target: stderr\n    any: info\n\
-             remote:\n  - id: primary\n    address: {}@{}\n\
-             acl:\n  - id: notify\n    address: 127.0.0.1\n    action: notify\n\
-             template:\n  - id: default\n    storage: \"{d}\"\n    zonefile-sync: -1\n\
-             zone:\n  - domain: {zone}\n    master: primary\n    acl: notify\n",
-            primary.ip(),
-            primary.port()
-        );
-        std::fs::write(dir.join("knot.conf"), conf).unwrap();
-        let log = std::fs::File::create(dir.join("knot.log")).unwrap();
-        let child = std::process::Command::new("/usr/sbin/knotd")
-            .arg("-c")
-            .arg(dir.join("knot.conf"))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("knotd runs (Debian's knot; test.sh installs it)");
-        Self {
-            child,
-            dir,
-            addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("knot.log")).unwrap_or_default()
-    }
-
-    /// What Knot answers for `name` `qtype` (dig +short), once it says `want` (within 15 s).
-    fn answers(&self, name: &str, qtype: &str, want: &str) -> String {
-        let mut last = String::new();
-        for _ in 0..150 {
-            // (dig fails until Knot listens.)
-            let out = std::process::Command::new("dig")
-                .arg(format!("@{}", self.addr.ip()))
-                .args(["-p", &self.addr.port().to_string(), "+short", "+norec"])
-                .args(["+time=1", "+tries=1", name, qtype])
-                .output()
-                .expect("dig runs");
-            last = String::from_utf8_lossy(&out.stdout).into_owned();
-            if last.trim() == want {
-                return last;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        panic!(
-            "Knot answers {name} {qtype} with {last:?}, not {want:?}; its log:\n{}",
-            self.log()
-        );
-    }
-}
-
 /// RFC 1995 with a secondary no one here wrote: Knot DNS takes the `file` zone by AXFR, then,
 /// told by NOTIFY of each edit of the file (serial 42 to 43 to 44), asks IXFR and gets the
 /// differences from the zone's journal: its log shows incoming IXFRs and no fall back to
@@ -332,7 +257,7 @@ async fn knot_follows_a_file_zone_by_ixfr() {
     let addr = running.dns_addrs()[0];
     let zone = dir.clone();
     let (log, diff, whole) = tokio::task::spawn_blocking(move || {
-        let knot = KnotSecondary::start("example.org.", addr, knot_port);
+        let knot = Peer::secondary_on(Kind::Knot, "example.org.", addr, knot_port);
         knot.answers("www.example.org", "A", "192.0.2.80");
         // Edit 1: www moves, a TXT record appears.
         std::thread::sleep(Duration::from_millis(1100));
@@ -355,7 +280,7 @@ async fn knot_follows_a_file_zone_by_ixfr() {
         knot.answers("txt.example.org", "TXT", "");
         let diff = support::dig(addr, &["+nocookie", "IXFR=42", "example.org"]);
         let whole = support::dig(addr, &["+nocookie", "IXFR=7", "example.org"]);
-        (knot.log(), diff, whole)
+        (knot.logs(), diff, whole)
     })
     .await
     .unwrap();
@@ -424,7 +349,7 @@ async fn knot_follows_the_cluster_zone_on_notify() {
     let running = support::start(&corefile, &dir).await;
     let addr = running.dns_addrs()[0];
     let knot = tokio::task::spawn_blocking(move || {
-        let knot = KnotSecondary::start("cluster.local.", addr, knot_port);
+        let knot = Peer::secondary_on(Kind::Knot, "cluster.local.", addr, knot_port);
         knot.answers("first.default.svc.cluster.local", "A", "10.96.0.51");
         knot
     })
@@ -433,7 +358,7 @@ async fn knot_follows_the_cluster_zone_on_notify() {
     fake.create(service("second", "10.96.0.52")).unwrap();
     let log = tokio::task::spawn_blocking(move || {
         knot.answers("second.default.svc.cluster.local", "A", "10.96.0.52");
-        knot.log()
+        knot.logs()
     })
     .await
     .unwrap();
@@ -445,4 +370,156 @@ async fn knot_follows_the_cluster_zone_on_notify() {
         "Knot did not take the change by IXFR:\n{log}"
     );
     assert!(!log.contains("AXFR-style"), "{log}");
+}
+
+/// Issue 46, the central side of the fabric: many secondaries asking after one change cost one
+/// build of the cluster zone. Five transfers (AXFR and IXFR) of an unchanged zone build it
+/// once and give the kept version out for the other four; a change moves the serial, and the next
+/// transfer builds again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfers_of_an_unchanged_cluster_zone_build_it_once() {
+    use serde_json::json;
+    let fake = fake_apiserver::FakeApiServer::start().await.unwrap();
+    fake.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}))
+        .unwrap();
+    let service = |name: &str, ip: &str| {
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": name, "namespace": "default"},
+               "spec": {"clusterIP": ip, "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+    };
+    fake.create(service("first", "10.96.0.51")).unwrap();
+    let dir = support::temp_dir("transfer-kept");
+    let corefile = format!(
+        "cluster.local:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n transfer {{\n  to *\n }}\n kubernetes cluster.local {{\n  endpoint {}\n }}\n}}\n",
+        fake.url()
+    );
+    let running = support::start(&corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let metrics = running.http_addr("metrics").unwrap();
+    let count = async |version: &str| {
+        support::sum(
+            &support::scrape(metrics).await,
+            "cluster_dns_kubernetes_transfers_total",
+            &[&format!("version=\"{version}\"")],
+        )
+    };
+    let axfr = move || support::dig_records(&support::dig(addr, &["+nocookie", "AXFR", "cluster.local"]));
+    let first = tokio::task::spawn_blocking(move || {
+        let mut got = Vec::new();
+        for _ in 0..200 {
+            got = axfr();
+            if got.len() > 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        got
+    })
+    .await
+    .unwrap();
+    assert!(first.len() > 2, "no transfer: {first:?}");
+    let built = count("built").await;
+    let kept = count("kept").await;
+    let serial: String = first[0].split(' ').nth(6).unwrap().to_owned();
+    let again = tokio::task::spawn_blocking(move || {
+        let mut outs = Vec::new();
+        for _ in 0..2 {
+            outs.push(axfr());
+        }
+        for held in ["1", &serial] {
+            outs.push(support::dig_records(&support::dig(
+                addr,
+                &["+nocookie", &format!("IXFR={held}"), "cluster.local"],
+            )));
+        }
+        outs
+    })
+    .await
+    .unwrap();
+    assert_eq!(again[0], first, "the kept version is the zone as built");
+    assert_eq!(again[1], first);
+    assert_eq!(count("built").await, built, "an unchanged zone was built again");
+    // (An IXFR the journal does not answer reads the kept version twice: for the
+    // differences, then whole.)
+    assert!(count("kept").await >= kept + 4.0);
+    fake.create(service("second", "10.96.0.52")).unwrap();
+    let changed = tokio::task::spawn_blocking(move || {
+        for _ in 0..200 {
+            let now = axfr();
+            if now
+                .iter()
+                .any(|r| r.starts_with("second.default.svc.cluster.local."))
+            {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        false
+    })
+    .await
+    .unwrap();
+    assert!(changed, "the new Service never reached a transfer");
+    assert!(count("built").await > built, "a changed zone was not built again");
+    running.stop().await.unwrap();
+}
+
+/// Issue 46 with the second secondary no one here wrote: NSD follows the cluster zone from a
+/// server whose `kubernetes` zone comes from the fake API server. Its first copy is a whole
+/// transfer; told of a new Service by NOTIFY, it asks IXFR, and the server, whose journal
+/// holds the step from the version NSD has, answers with the difference: NSD logs an
+/// incremental transfer and answers the new name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nsd_follows_the_cluster_zone_by_ixfr() {
+    use serde_json::json;
+    let fake = fake_apiserver::FakeApiServer::start().await.unwrap();
+    fake.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}))
+        .unwrap();
+    let service = |name: &str, ip: &str| {
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": name, "namespace": "default"},
+               "spec": {"clusterIP": ip, "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+    };
+    fake.create(service("first", "10.96.0.61")).unwrap();
+    let dir = support::temp_dir("transfer-nsd-cluster");
+    let nsd_port = crate::support::upstream::free_port();
+    let corefile = format!(
+        "cluster.local:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n transfer {{\n  to * 127.0.0.1:{nsd_port}\n }}\n kubernetes cluster.local {{\n  endpoint {}\n }}\n}}\n",
+        fake.url()
+    );
+    let running = support::start(&corefile, &dir).await;
+    let addr = running.dns_addrs()[0];
+    let (nsd, held) = tokio::task::spawn_blocking(move || {
+        let nsd = Peer::secondary_on(Kind::Nsd, "cluster.local.", addr, nsd_port);
+        nsd.answers("first.default.svc.cluster.local", "A", "10.96.0.61");
+        let soa = nsd.answers_any("cluster.local", "SOA");
+        (nsd, soa.split_whitespace().nth(2).unwrap_or_default().to_owned())
+    })
+    .await
+    .unwrap();
+    fake.create(service("second", "10.96.0.62")).unwrap();
+    let (log, diff) = tokio::task::spawn_blocking(move || {
+        nsd.answers("second.default.svc.cluster.local", "A", "10.96.0.62");
+        // What NSD was sent for its IXFR from the serial it held.
+        let diff = support::dig(addr, &["+nocookie", &format!("IXFR={held}"), "cluster.local"]);
+        (nsd.logs(), diff)
+    })
+    .await
+    .unwrap();
+    let m = support::scrape(running.http_addr("metrics").unwrap()).await;
+    running.stop().await.unwrap();
+    let requests = |t: &str| support::sum(&m, "coredns_dns_requests_total", &[&format!("type=\"{t}\"")]);
+    assert_eq!(requests("AXFR"), 1.0, "NSD's first copy only is whole:\n{log}");
+    assert!(requests("IXFR") >= 1.0, "NSD asked no IXFR:\n{log}");
+    assert!(
+        log.contains("received update to serial"),
+        "NSD took no update:\n{log}"
+    );
+    // The difference sequence (its second record an SOA), not the whole zone again.
+    let records = support::dig_records(&diff);
+    assert!(
+        records.len() >= 4
+            && records[1].contains(" SOA ")
+            && records.iter().all(|r| !r.starts_with("first.")),
+        "the IXFR from NSD's serial is not the difference:\n{diff}"
+    );
 }

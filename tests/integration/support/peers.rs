@@ -72,6 +72,104 @@ impl Peer {
         Self::launch(kind, origin, zone, Some(secondary), port)
     }
 
+    /// `kind` on `port` as a secondary of zone `origin`, following it from `primary` and
+    /// taking NOTIFY from 127.0.0.1; it logs its transfers (Knot at `info`). It holds no zone
+    /// until the first transfer, so this does not wait for it to answer.
+    pub fn secondary_on(kind: Kind, origin: &str, primary: SocketAddr, port: u16) -> Peer {
+        assert!(
+            Path::new(kind.binary()).exists(),
+            "{kind} is not installed: ./test.sh installs it (apt-get install knot nsd)"
+        );
+        let dir = support::temp_dir(&format!("secondary-{kind}"));
+        let d = dir.display();
+        let (conf, args): (String, Vec<String>) = match kind {
+            Kind::Knot => (
+                format!(
+                    "server:\n    rundir: \"{d}\"\n    listen: 127.0.0.1@{port}\n    udp-workers: 1\n    tcp-workers: 1\n    background-workers: 1\n\
+                     database:\n    storage: \"{d}\"\n\
+                     log:\n  - target: stderr\n    any: info\n\
+                     remote:\n  - id: primary\n    address: {}@{}\n\
+                     acl:\n  - id: notify\n    address: 127.0.0.1\n    action: notify\n\
+                     template:\n  - id: default\n    storage: \"{d}\"\n    zonefile-sync: -1\n\
+                     zone:\n  - domain: {origin}\n    master: primary\n    acl: notify\n",
+                    primary.ip(),
+                    primary.port()
+                ),
+                vec!["-c".into(), dir.join("peer.conf").display().to_string()],
+            ),
+            Kind::Nsd => (
+                format!(
+                    "server:\n    ip-address: 127.0.0.1@{port}\n    port: {port}\n    username: \"\"\n    chroot: \"\"\n    zonesdir: \"{d}\"\n    zonelistfile: \"{d}/zone.list\"\n    database: \"\"\n    pidfile: \"{d}/nsd.pid\"\n    xfrdfile: \"{d}/xfrd.state\"\n    xfrdir: \"{d}\"\n    server-count: 1\n    verbosity: 2\n    logfile: \"{d}/peer.log\"\n\
+                     remote-control:\n    control-enable: no\n\
+                     zone:\n    name: {origin}\n    zonefile: \"{d}/secondary.zone\"\n    request-xfr: {}@{} NOKEY\n    allow-notify: 127.0.0.1 NOKEY\n",
+                    primary.ip(),
+                    primary.port()
+                ),
+                vec![
+                    "-d".into(),
+                    "-c".into(),
+                    dir.join("peer.conf").display().to_string(),
+                ],
+            ),
+        };
+        std::fs::write(dir.join("peer.conf"), conf).expect("write config");
+        let log = std::fs::File::create(dir.join("stderr.log")).expect("log file");
+        let child = Command::new(kind.binary())
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start the peer");
+        Peer {
+            kind,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            child,
+            dir,
+        }
+    }
+
+    /// What it answers for `name` `qtype` (dig +short, no recursion), once that is `want`
+    /// (asked every 100 ms for up to 15 s); panics with its log otherwise.
+    pub fn answers(&self, name: &str, qtype: &str, want: &str) -> String {
+        let mut last = String::new();
+        for _ in 0..150 {
+            // (dig fails until the server listens.)
+            let out = Command::new("dig")
+                .arg(format!("@{}", self.addr.ip()))
+                .args(["-p", &self.addr.port().to_string(), "+short", "+norec"])
+                .args(["+time=1", "+tries=1", name, qtype])
+                .output()
+                .expect("dig runs");
+            last = String::from_utf8_lossy(&out.stdout).into_owned();
+            if last.trim() == want {
+                return last;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "{} answers {name} {qtype} with {last:?}, not {want:?}; its log:\n{}",
+            self.kind,
+            self.logs()
+        );
+    }
+
+    /// What it answers for `name` `qtype` (dig +short, no recursion), once that is anything.
+    pub fn answers_any(&self, name: &str, qtype: &str) -> String {
+        for _ in 0..150 {
+            let out = support::dig(self.addr, &["+short", "+norec", name, qtype]);
+            if !out.trim().is_empty() {
+                return out.trim().to_owned();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "{} never answered {name} {qtype}; its log:\n{}",
+            self.kind,
+            self.logs()
+        );
+    }
+
     /// Writes `zone` as the new master file and has the server read it again.
     pub fn reload(&self, zone: &str) {
         std::fs::write(self.dir.join("db.zone"), zone).expect("write zone");
