@@ -141,7 +141,7 @@ pub const PLUGINS: &[Entry] = &[
     entry("header", header::setup::setup),
     entry("minimal", minimal::setup::setup),
     with_families("template", template::setup::setup, template::families),
-    entry("transfer", transfer::setup::setup),
+    with_families("transfer", transfer::setup::setup, transfer::families),
     entry("hosts", hosts::setup::setup),
     entry("k8s_external", k8s_external::setup::setup),
     with_families("kubernetes", kubernetes::setup::setup, kubernetes::families),

@@ -57,6 +57,10 @@ pub trait ZoneTransfer: Send + Sync {
 pub trait ZoneNotifier: Send + Sync + std::fmt::Debug {
     /// `zone` (its apex) has new data: its secondaries are told, in the background.
     fn zone_changed(&self, zone: &Name);
+
+    /// A secondary at `secondary` was just given a zone (`transfer`): a notifier that tells
+    /// the secondaries that transferred (`notify transferred`) tells it from now on.
+    fn transferred_to(&self, _secondary: std::net::IpAddr) {}
 }
 
 /// The block's [`ZoneNotifier`], as offered in its [`crate::chain::Capabilities`] (found by this type).

@@ -22,6 +22,10 @@ pub struct LoadBalance {
 }
 
 /// The question types whose replies the `weighted` policy orders, as CoreDNS's.
+fn is_transfer(qtype: RecordType) -> bool {
+    matches!(qtype, RecordType::AXFR | RecordType::IXFR)
+}
+
 fn weighs(qtype: RecordType) -> bool {
     matches!(qtype, RecordType::A | RecordType::AAAA | RecordType::SRV)
 }
@@ -63,8 +67,13 @@ impl LoadBalance {
     }
 
     /// Orders the reply to `q` in place: the weighted policy for A, AAAA and SRV questions
-    /// (other replies are left as they are), else the shuffle.
+    /// (other replies are left as they are), else the shuffle. A zone transfer is left as it
+    /// is (as CoreDNS's loadbalance leaves AXFR and IXFR): its order is the protocol's, the
+    /// SOA first and last (RFC 5936), the differences in sequence (RFC 1995).
     pub fn balance(&self, q: &Question, reply: &mut Reply) {
+        if is_transfer(q.qtype) {
+            return;
+        }
         let Some(w) = &self.weighted else {
             self.shuffle(reply);
             return;
@@ -143,6 +152,9 @@ impl Plugin for LoadBalance {
     /// memo's reorder would lose the preferred networks' place: A and AAAA answers are made
     /// afresh each time.
     fn replay(&self, q: &Question) -> Replay {
+        if is_transfer(q.qtype) {
+            return Replay::Same;
+        }
         if self.weighted.is_some() {
             // The draw is chance, the weights a file: the orders it makes are never replayed;
             // the replies it leaves alone are.
@@ -200,6 +212,48 @@ mod tests {
             ));
         }
         assert_eq!(seen.len(), 6, "all 3! orders of the A records appear");
+    }
+
+    /// A zone transfer keeps its order: the SOA first and last, a CNAME where the zone put it
+    /// (it once came first, and Knot, NSD and `secondary` refused the transfer).
+    #[test]
+    fn a_zone_transfer_is_never_reordered() {
+        use crate::proto::{Answer, FlagEdit, Question};
+        use hickory_proto::op::ResponseCode;
+        use hickory_proto::rr::rdata::SOA;
+        let apex = Name::from_ascii("cluster.local.").unwrap();
+        let soa = Record::from_rdata(
+            apex.clone(),
+            30,
+            RData::SOA(SOA::new(apex.clone(), apex.clone(), 7, 7200, 1800, 86400, 30)),
+        );
+        let n = Name::from_ascii("ext.ns.svc.cluster.local.").unwrap();
+        let mut records = vec![soa.clone()];
+        records.extend(
+            (1..=3).map(|i| Record::from_rdata(apex.clone(), 30, RData::A(A(Ipv4Addr::new(10, 0, 0, i))))),
+        );
+        records.push(Record::from_rdata(n.clone(), 30, RData::CNAME(CNAME(n.clone()))));
+        records.push(soa);
+        let lb = LoadBalance::new(Vec::new());
+        for qtype in [RecordType::AXFR, RecordType::IXFR] {
+            let q = Question::new(apex.clone(), qtype);
+            assert_eq!(lb.replay(&q), Replay::Same);
+            for _ in 0..50 {
+                let mut reply = Reply::Authoritative(Answer {
+                    rcode: ResponseCode::NoError,
+                    answers: records.clone().into(),
+                    authority: Vec::new(),
+                    additional: Vec::new(),
+                    chase_target: None,
+                    flags: FlagEdit::KEEP,
+                });
+                lb.balance(&q, &mut reply);
+                let Reply::Authoritative(a) = reply else {
+                    unreachable!()
+                };
+                assert_eq!(a.answers.to_vec(), records, "{qtype}");
+            }
+        }
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub struct TransferConfig {
     pub notify: Vec<SocketAddr>,
     /// `source`: NOTIFY's local address.
     pub source: Option<IpAddr>,
+    /// `notify transferred [PORT]`: NOTIFY also goes to the addresses that transferred, at
+    /// this port.
+    pub notify_transferred: Option<u16>,
 }
 
 impl TransferConfig {

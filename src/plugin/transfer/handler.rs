@@ -8,7 +8,7 @@ use hickory_proto::rr::{Name, RecordType};
 
 use super::config::{Allowed, TransferConfig};
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
-use crate::plugin::kit::ZoneTransfer;
+use crate::plugin::kit::{Notifier, ZoneTransfer};
 use crate::proto::{Answer, Failure, FlagEdit, Question, Reply};
 
 /// The `transfer` plugin of one server block.
@@ -16,14 +16,17 @@ use crate::proto::{Answer, Failure, FlagEdit, Question, Reply};
 pub struct Transfer {
     zones: Vec<Name>,
     to: Vec<Allowed>,
+    /// The block's NOTIFY sender, told who transferred (`notify transferred`).
+    notifier: Option<Arc<Notifier>>,
 }
 
 impl Transfer {
-    /// The plugin for `config`.
-    pub fn new(config: &TransferConfig) -> Self {
+    /// The plugin for `config`; it tells `notifier` of each secondary it gives a zone.
+    pub fn new(config: &TransferConfig, notifier: Option<Arc<Notifier>>) -> Self {
         Self {
             zones: config.zone_names(),
             to: config.to.clone(),
+            notifier,
         }
     }
 
@@ -57,14 +60,19 @@ impl Transfer {
                 next.offered::<Arc<dyn ZoneTransfer>>()
                     .find_map(|z| z.zone_transfer(zone))
             }) {
-                Some(records) => Reply::Authoritative(Answer {
-                    rcode: ResponseCode::NoError,
-                    answers: records.into(),
-                    authority: Vec::new(),
-                    additional: Vec::new(),
-                    chase_target: None,
-                    flags: FlagEdit::KEEP,
-                }),
+                Some(records) => {
+                    if let Some(n) = &self.notifier {
+                        n.0.transferred_to(q.client.ip());
+                    }
+                    Reply::Authoritative(Answer {
+                        rcode: ResponseCode::NoError,
+                        answers: records.into(),
+                        authority: Vec::new(),
+                        additional: Vec::new(),
+                        chase_target: None,
+                        flags: FlagEdit::KEEP,
+                    })
+                }
                 None => Reply::Failed(Failure {
                     rcode: ResponseCode::ServFail,
                     reason: "no plugin has the zone to transfer",

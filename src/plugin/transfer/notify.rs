@@ -1,10 +1,14 @@
 //! NOTIFY (RFC 1996): when a zone of the block changes, each `to` address but `*` is told, over
 //! UDP from `source` (or any local address), with up to three tries two seconds apart, as
-//! CoreDNS's transfer plugin sends them. A secondary that never answers costs one short-lived
-//! task per change; nothing is queued.
+//! CoreDNS's transfer plugin sends them. With `notify transferred`, so is every address that
+//! transferred a zone in the last day ([`Learned`]: at most [`MAX_LEARNED`], the one heard
+//! from longest ago dropped first, counted in `cluster_dns_transfer_notify_learned`). A
+//! secondary that never answers costs one short-lived task per change; nothing is queued.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, RecordType};
@@ -19,26 +23,107 @@ const TRY_TIMEOUT: Duration = Duration::from_secs(2);
 /// Tries per secondary and change.
 const TRIES: usize = 3;
 
+/// The most addresses `notify transferred` keeps.
+pub const MAX_LEARNED: usize = 10_000;
+/// How long an address that transferred is told of changes without transferring again.
+pub const LEARNED_FOR: Duration = Duration::from_secs(24 * 3600);
+
+/// The addresses that transferred a zone (`notify transferred`), each with when it last did.
+///
+/// Invariant: at most [`MAX_LEARNED`] entries; `gauge` moves with every insertion and removal
+/// under the map's lock, so it always says how many entries all senders hold.
+#[derive(Debug)]
+pub struct Learned {
+    port: u16,
+    seen: Mutex<HashMap<IpAddr, Instant>>,
+    gauge: Option<prometheus::IntGauge>,
+}
+
+impl Learned {
+    /// An empty set whose addresses are told at `port`, counted in `gauge`.
+    pub fn new(port: u16, gauge: Option<prometheus::IntGauge>) -> Self {
+        Self {
+            port,
+            seen: Mutex::new(HashMap::new()),
+            gauge,
+        }
+    }
+
+    fn moved(&self, delta: i64) {
+        if let Some(g) = &self.gauge {
+            g.add(delta);
+        }
+    }
+
+    /// `ip` transferred at `now`. A new address in a full set takes the place of the one
+    /// heard from longest ago.
+    pub fn learn(&self, ip: IpAddr, now: Instant) {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.insert(ip.to_canonical(), now).is_some() {
+            return;
+        }
+        self.moved(1);
+        if seen.len() > MAX_LEARNED
+            && let Some(oldest) = seen.iter().min_by_key(|(_, at)| **at).map(|(ip, _)| *ip)
+        {
+            seen.remove(&oldest);
+            self.moved(-1);
+        }
+    }
+
+    /// The addresses to tell at `now` (those older than [`LEARNED_FOR`] are dropped).
+    pub fn targets(&self, now: Instant) -> Vec<SocketAddr> {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = seen.len();
+        seen.retain(|_, at| now.saturating_duration_since(*at) < LEARNED_FOR);
+        self.moved(-(i64::try_from(before - seen.len()).unwrap_or(0)));
+        seen.keys().map(|ip| SocketAddr::new(*ip, self.port)).collect()
+    }
+
+    /// How many it holds.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+}
+
+impl Drop for Learned {
+    /// A set no configuration holds any more leaves the gauge.
+    fn drop(&mut self) {
+        let n = self.seen.get_mut().unwrap_or_else(PoisonError::into_inner).len();
+        self.moved(-(i64::try_from(n).unwrap_or(0)));
+    }
+}
+
 /// The NOTIFY side of one block's `transfer`.
 #[derive(Debug)]
 pub struct NotifySender {
     zones: Vec<Name>,
     targets: Vec<SocketAddr>,
     source: Option<IpAddr>,
+    learned: Option<Arc<Learned>>,
 }
 
 impl NotifySender {
-    /// The sender for `config`; `None` when it has nobody to notify (only `to *`).
-    pub fn new(config: &TransferConfig) -> Option<Self> {
-        (!config.notify.is_empty()).then(|| Self {
+    /// The sender for `config`, telling the addresses in `learned` too (`notify
+    /// transferred`); `None` when it has nobody to notify (only `to *`).
+    pub fn new(config: &TransferConfig, learned: Option<Arc<Learned>>) -> Option<Self> {
+        (!config.notify.is_empty() || learned.is_some()).then(|| Self {
             zones: config.zone_names(),
             targets: config.notify.clone(),
             source: config.source,
+            learned,
         })
     }
 }
 
 impl ZoneNotifier for NotifySender {
+    fn transferred_to(&self, secondary: IpAddr) {
+        if let Some(l) = &self.learned {
+            l.learn(secondary, Instant::now());
+        }
+    }
+
     fn zone_changed(&self, zone: &Name) {
         // Only the zones it transfers (CoreDNS: the longest `transfer` zone that holds it).
         if !self.zones.iter().any(|z| z.zone_of(zone)) {
@@ -47,7 +132,15 @@ impl ZoneNotifier for NotifySender {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        for &target in &self.targets {
+        let mut targets = self.targets.clone();
+        if let Some(l) = &self.learned {
+            for t in l.targets(Instant::now()) {
+                if !targets.contains(&t) {
+                    targets.push(t);
+                }
+            }
+        }
+        for target in targets {
             let zone = zone.clone();
             let source = self.source;
             runtime.spawn(async move {
@@ -110,4 +203,40 @@ async fn notify(target: SocketAddr, zone: &Name, source: Option<IpAddr>) -> Resu
         last = "no reply".to_owned();
     }
     Err(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn learned_addresses_are_bounded_expire_and_are_counted() {
+        let gauge = prometheus::IntGauge::new("learned", "test").unwrap();
+        let learned = Learned::new(5300, Some(gauge.clone()));
+        let start = Instant::now();
+        for i in 0..=MAX_LEARNED {
+            let ip = IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8]);
+            learned.learn(ip, start + Duration::from_millis(i as u64));
+        }
+        assert_eq!(learned.len(), MAX_LEARNED, "bounded");
+        assert_eq!(gauge.get(), MAX_LEARNED as i64);
+        let targets = learned.targets(start + Duration::from_secs(60));
+        assert!(
+            !targets.contains(&SocketAddr::from(([10, 0, 0, 0], 5300))),
+            "the oldest went"
+        );
+        assert!(
+            targets.contains(&SocketAddr::from(([10, 0, 39, 16], 5300))),
+            "the newest stayed"
+        );
+        // Again: the same address is one entry, its time moved.
+        learned.learn(IpAddr::from([10, 0, 0, 1]), start + LEARNED_FOR);
+        assert_eq!(learned.len(), MAX_LEARNED);
+        // A day later, only the address heard from again remains.
+        let later = learned.targets(start + LEARNED_FOR + Duration::from_secs(60));
+        assert_eq!(later, [SocketAddr::from(([10, 0, 0, 1], 5300))]);
+        assert_eq!(gauge.get(), 1);
+        drop(learned);
+        assert_eq!(gauge.get(), 0, "a dropped set leaves the gauge");
+    }
 }

@@ -4,12 +4,15 @@
 //! transfer [ZONE...] {
 //!     to ADDRESS...
 //!     source ADDRESS
+//!     notify transferred [PORT]
 //! }
 //! ```
 //!
 //! ADDRESS is `*`, an IP address, or one with a port (`1.2.3.4:5300`, `[12:34::56]:5300`); every
 //! address but `*` is also sent NOTIFY when a zone changes (port 53 unless given), from `source`
-//! when it is set.
+//! when it is set. `notify transferred` (cluster-dns's own) also sends NOTIFY to every address
+//! that transferred one of the zones in the last day, at PORT (53), at most 10,000 of them:
+//! node agents following the cluster zone need not be listed.
 //!
 //! And how a configured `transfer` directive becomes its plugin and the [`Notifier`] it offers
 //! its block (`notify.rs`), its [`Configured`] impl. What it parses into is `config.rs`'s, which
@@ -20,7 +23,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use super::config::{Allowed, TransferConfig};
-use super::notify::NotifySender;
+use super::notify::{Learned, NotifySender};
 use crate::chain::{
     AcquireCtx, AcquireFuture, BlockSettings, BuildCtx, Built, Capabilities, Configured, SetupCtx,
 };
@@ -53,6 +56,7 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<TransferConfig, Co
     let mut to = Vec::new();
     let mut notify = Vec::new();
     let mut source = None;
+    let mut notify_transferred = None;
     for opt in &d.block {
         match opt.name.text.as_str() {
             "to" => {
@@ -73,6 +77,19 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<TransferConfig, Co
                     notify.extend(target);
                 }
             }
+            "notify" => {
+                let what = opt.args.first().map(|t| t.text.as_str());
+                if what != Some("transferred") || opt.args.len() > 2 {
+                    return Err(d.error_at(&opt.name, "notify takes 'transferred [PORT]'"));
+                }
+                let port = match opt.args.get(1) {
+                    None => 53,
+                    Some(t) => t.text.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| {
+                        d.error_at(t, format!("notify transferred: '{}' is not a port", t.text))
+                    })?,
+                };
+                notify_transferred = Some(port);
+            }
             "source" => {
                 let a = d.option_arg(opt)?;
                 source = Some(
@@ -81,7 +98,12 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<TransferConfig, Co
                         .map_err(|_| d.error_at(a, format!("source: '{}' is not an IP address", a.text)))?,
                 );
             }
-            other => return Err(d.error_at(&opt.name, format!("unknown property '{other}' (to or source)"))),
+            other => {
+                return Err(d.error_at(
+                    &opt.name,
+                    format!("unknown property '{other}' (to, source or notify)"),
+                ));
+            }
         }
     }
     Ok(TransferConfig {
@@ -89,6 +111,7 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<TransferConfig, Co
         to,
         notify,
         source,
+        notify_transferred,
     })
 }
 
@@ -104,21 +127,47 @@ impl Configured for TransferConfig {
         settings.transfers = true;
     }
 
-    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
-        Built::Plugin(Arc::new(super::Transfer::new(self)))
+    /// Its plugin, telling the block's NOTIFY sender who transferred (`notify transferred`).
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        Built::Plugin(Arc::new(super::Transfer::new(
+            self,
+            ctx.capabilities.get::<Notifier>(),
+        )))
     }
 
     fn offers(&self, capability: TypeId) -> bool {
-        capability == TypeId::of::<Notifier>() && !self.notify.is_empty()
+        capability == TypeId::of::<Notifier>()
+            && (!self.notify.is_empty() || self.notify_transferred.is_some())
     }
 
-    /// Its NOTIFY sender, when a `to` line names an address.
-    fn acquire<'a>(&'a self, _ctx: AcquireCtx<'a>) -> AcquireFuture<'a> {
-        let mut offered = Capabilities::default();
-        if let Some(sender) = NotifySender::new(self) {
-            offered.offer(Arc::new(Notifier(Arc::new(sender))));
-        }
-        Box::pin(std::future::ready(Ok(offered)))
+    /// Its NOTIFY sender, when a `to` line names an address or `notify transferred` is set.
+    /// The addresses `notify transferred` learned are a resource kept across reloads (keyed
+    /// by the zones and the port), so a reloaded Corefile still tells every agent.
+    fn acquire<'a>(&'a self, ctx: AcquireCtx<'a>) -> AcquireFuture<'a> {
+        Box::pin(async move {
+            let mut offered = Capabilities::default();
+            let learned = match self.notify_transferred {
+                Some(port) => {
+                    let gauge = ctx
+                        .metrics
+                        .and_then(|m| m.families::<super::TransferMetrics>().ok())
+                        .map(|m| m.learned);
+                    let key = (self.zones.clone(), port);
+                    let made = ctx
+                        .resources
+                        .get_or_make(key, || async {
+                            Ok::<_, std::convert::Infallible>(Learned::new(port, gauge))
+                        })
+                        .await;
+                    made.ok().map(|a| a.value)
+                }
+                None => None,
+            };
+            if let Some(sender) = NotifySender::new(self, learned) {
+                offered.offer(Arc::new(Notifier(Arc::new(sender))));
+            }
+            Ok(offered)
+        })
     }
 }
 
@@ -150,6 +199,11 @@ mod tests {
         let notified: Vec<String> = c.notify.iter().map(ToString::to_string).collect();
         assert_eq!(notified, ["10.240.1.1:53", "[12:34::56]:5300", "1.2.3.4:5300"]);
         assert_eq!(c.source, Some("10.0.0.1".parse().unwrap()));
+        assert_eq!(c.notify_transferred, None);
+        let c = parse_text(". {\n transfer {\n  to *\n  notify transferred\n }\n}\n").unwrap();
+        assert_eq!(c.notify_transferred, Some(53));
+        let c = parse_text(". {\n transfer {\n  to *\n  notify transferred 5300\n }\n}\n").unwrap();
+        assert_eq!(c.notify_transferred, Some(5300));
         let c = parse_text(". {\n transfer Example.ORG example.net {\n  to 127.0.0.1\n }\n}\n").unwrap();
         assert_eq!(c.zones, ["example.org.", "example.net."]);
         for (text, want) in [
@@ -168,6 +222,14 @@ mod tests {
             (
                 ". {\n transfer {\n  from 1.2.3.4\n }\n}\n",
                 "unknown property 'from'",
+            ),
+            (
+                ". {\n transfer {\n  notify everyone\n }\n}\n",
+                "notify takes 'transferred [PORT]'",
+            ),
+            (
+                ". {\n transfer {\n  notify transferred 0\n }\n}\n",
+                "notify transferred: '0' is not a port",
             ),
         ] {
             let e = parse_text(text).unwrap_err();

@@ -639,3 +639,67 @@ async fn the_soa_check_and_the_transfer_share_one_connection() {
     }
     running.stop().await.unwrap();
 }
+
+/// Issue 46: a central server with `notify transferred` tells the agents that transferred the
+/// cluster zone of each change, without listing them: the agent here is in no `to` line, yet
+/// a Service created after its first copy reaches it by NOTIFY (the zone's SOA refresh is two
+/// hours), also after a reload of the central Corefile, and the central server counts it
+/// among the learned addresses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notify_transferred_tells_an_agent_no_one_listed() {
+    use serde_json::json;
+    let fake = fake_apiserver::FakeApiServer::start().await.unwrap();
+    fake.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}))
+        .unwrap();
+    let service = |name: &str, ip: &str| {
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": name, "namespace": "default"},
+               "spec": {"clusterIP": ip, "ports": [{"port": 80, "protocol": "TCP"}]}})
+    };
+    fake.create(service("one", "10.96.2.1")).unwrap();
+    let agent_port = crate::support::upstream::free_port();
+    let central_dir = support::temp_dir("secondary-learned-central");
+    let central = support::start(
+        &format!(
+            "cluster.local:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n transfer {{\n  to *\n  notify transferred {agent_port}\n }}\n kubernetes cluster.local {{\n  endpoint {}\n }}\n}}\n",
+            fake.url()
+        ),
+        &central_dir,
+    )
+    .await;
+    let central_addr = central.dns_addrs()[0];
+    let agent = support::start(
+        &format!(
+            "cluster.local:{agent_port} {{\n bind 127.0.0.1\n secondary {{\n  transfer from {central_addr}\n }}\n}}\n"
+        ),
+        &support::temp_dir("secondary-learned-agent"),
+    )
+    .await;
+    let agent_addr = agent.dns_addrs()[0];
+    let first = tokio::task::spawn_blocking(move || {
+        answers_within(agent_addr, "one.default.svc.cluster.local", "A", "10.96.2.1")
+    })
+    .await
+    .unwrap();
+    assert_eq!(first, "10.96.2.1");
+    let m = support::scrape(central.http_addr("metrics").unwrap()).await;
+    assert_eq!(support::sum(&m, "cluster_dns_transfer_notify_learned", &[]), 1.0);
+    // A reload of the central Corefile keeps what it learned.
+    let path = central_dir.join("Corefile");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(" bind 127.0.0.1\n", " bind 127.0.0.1\n errors\n");
+    std::fs::write(&path, text).unwrap();
+    let config = cluster_dns::config::Config::load(&path, 53).unwrap();
+    central.reload(config).await.unwrap();
+    assert_eq!(central.dns_addrs(), [central_addr], "the listener is kept");
+    fake.create(service("two", "10.96.2.2")).unwrap();
+    let seen = tokio::task::spawn_blocking(move || {
+        answers_within(agent_addr, "two.default.svc.cluster.local", "A", "10.96.2.2")
+    })
+    .await
+    .unwrap();
+    assert_eq!(seen, "10.96.2.2", "the agent was not told of the change");
+    agent.stop().await.unwrap();
+    central.stop().await.unwrap();
+}
