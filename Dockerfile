@@ -13,7 +13,7 @@
 # Port 53 as uid 65532: the binary carries the file capability cap_net_bind_service=+ep (as
 # CoreDNS's image does), because `capabilities.add: [NET_BIND_SERVICE]` alone does not reach
 # a non-root process on containerd 1.x or CRI-O. binaries.sh sets it; buildah's COPY keeps it
-# (tests/integration/image.rs checks it in the built image). Docker's legacy builder drops
+# (tests/integration/deploy/image.rs checks it in the built image). Docker's legacy builder drops
 # file capabilities from the context: build with buildah, as CI and the release workflow do.
 #
 # .ci/run (test.sh) builds this file for both architectures and runs the images: amd64 with

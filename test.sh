@@ -12,7 +12,7 @@ command -v dig >/dev/null 2>&1 || need_apt+=(bind9-dnsutils)
 [ -x /usr/sbin/unbound ] || need_apt+=(unbound)
 # The TCP limit tests run the server under `prlimit --nofile=1024` (util-linux).
 command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)
-# deploy/monitoring's checks run Debian's promtool and prometheus (tests/integration/monitoring.rs).
+# deploy/monitoring's checks run Debian's promtool and prometheus (tests/integration/deploy/monitoring.rs).
 command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 # The image test reads the binary's dynamic section with readelf (binutils).
 command -v readelf >/dev/null 2>&1 || need_apt+=(binutils)
@@ -40,19 +40,19 @@ command -v runc >/dev/null 2>&1 || need_apt+=(runc)
 command -v dnstap >/dev/null 2>&1 || need_apt+=(golang-github-dnstap-golang-dnstap-cli)
 # The pprof test reads the CPU profile with `go tool pprof` (Debian's golang-go).
 command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
-# node-cache mode's tests (tests/integration/nodecache.rs) install rules with iptables and nft,
+# node-cache mode's tests (tests/integration/deploy/nodecache.rs) install rules with iptables and nft,
 # read metrics with curl and load the server with dnsperf, in private namespaces.
 command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
 command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v dnsperf >/dev/null 2>&1 || need_apt+=(dnsperf)
 # Real peers no one here wrote: `file` is compared with Knot DNS and NSD serving the same zone
-# (tests/integration/differential.rs, file.rs), and dnsdist health-checks the PROXY protocol
+# (tests/integration/conformance/differential.rs, file.rs), and dnsdist health-checks the PROXY protocol
 # listener (proxyproto.rs).
 [ -x /usr/sbin/knotd ] || need_apt+=(knot)
 [ -x /usr/sbin/nsd ] || need_apt+=(nsd)
 [ -x /usr/bin/dnsdist ] || need_apt+=(dnsdist)
-# The chart's `helm test` pod runs busybox's sh and nslookup; tests/integration/chart.rs runs
+# The chart's `helm test` pod runs busybox's sh and nslookup; tests/integration/deploy/chart.rs runs
 # its command with Debian's busybox.
 command -v busybox >/dev/null 2>&1 || need_apt+=(busybox)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -64,7 +64,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 # The install guide's selector patch is run offline with `kubectl patch --local`
-# (tests/integration/install.rs): the `kubectl` package of Kubernetes' (pkgs.k8s.io) or Google
+# (tests/integration/deploy/install.rs): the `kubectl` package of Kubernetes' (pkgs.k8s.io) or Google
 # Cloud's apt repository where one is configured, otherwise Debian's kubernetes-client.
 if ! command -v kubectl >/dev/null 2>&1; then
     SUDO=""
@@ -75,7 +75,7 @@ fi
 
 # deploy/chart is rendered and linted by Helm's own engine through PyPI's helm-python-sdk (Helm
 # v4's Go SDK as a C library; no Go toolchain or helm binary): deploy/render.py,
-# tests/integration/chart.rs.
+# tests/integration/deploy/chart.rs.
 if ! python3 -c 'import helm_python' >/dev/null 2>&1; then
     python3 -m pip --version >/dev/null 2>&1 || {
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip
@@ -86,7 +86,7 @@ if ! python3 -c 'import helm_python' >/dev/null 2>&1; then
 fi
 
 # DNS over HTTP/3 (https3:// blocks) is asked by an HTTP/3 client no one here wrote: PyPI's
-# aioquic, through tests/data/doh3_client.py (tests/integration/doh3.rs).
+# aioquic, through tests/data/doh3_client.py (tests/integration/transport/doh3.rs).
 if ! python3 -c 'import aioquic' >/dev/null 2>&1; then
     python3 -m pip --version >/dev/null 2>&1 || {
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip
@@ -96,13 +96,13 @@ if ! python3 -c 'import aioquic' >/dev/null 2>&1; then
 fi
 
 # The release workflow (.github/workflows/release.yml) is linted by PyPI's check-jsonschema (the
-# GitHub workflow schema) and zizmor (tests/integration/release.rs).
+# GitHub workflow schema) and zizmor (tests/integration/deploy/release.rs).
 if ! command -v zizmor >/dev/null 2>&1 || ! command -v check-jsonschema >/dev/null 2>&1; then
     python3 -m pip install -q check-jsonschema==0.39.0 zizmor==1.33.1 ||
         python3 -m pip install -q --break-system-packages check-jsonschema==0.39.0 zizmor==1.33.1
 fi
 
-# The image's binaries and SBOM (tests/integration/image.rs): static builds for both
+# The image's binaries and SBOM (tests/integration/deploy/image.rs): static builds for both
 # architectures with the unoptimised `image-check` profile (Cargo.toml), and the CycloneDX SBOM
 # by the CycloneDX project's cargo-cyclonedx.
 rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu ||

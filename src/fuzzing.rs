@@ -1,5 +1,5 @@
 //! The bodies of the fuzz targets in `fuzz/`, kept in the library so that `cargo test` replays
-//! their committed corpora through the same code (`tests/integration/fuzz_corpus.rs`). Each
+//! their committed corpora through the same code (`tests/integration/project/fuzz_corpus.rs`). Each
 //! takes arbitrary bytes and panics only when an invariant of the server is broken; bad input
 //! itself must give an error or the right rcode. Not part of the server.
 

@@ -1,6 +1,6 @@
 //! cluster-dns: a Kubernetes cluster DNS server, a drop-in replacement for CoreDNS.
 //!
-//! Layers, imported one way from the bottom up (`tests/integration/layers.rs` holds the rule):
+//! Layers, imported one way from the bottom up (`tests/integration/project/layers.rs` holds the rule):
 //! - [`proto`] and [`corefile`] (leaves): the question, the reply, the transport and wire
 //!   limits; the Corefile language with file:line errors.
 //! - [`telemetry`]: the metric registry and CoreDNS's core families.

@@ -397,7 +397,7 @@ mod tests {
     }
 
     /// `/ready` asks every plugin of every chain (a `loop` that found a loop is not ready:
-    /// `tests/integration/forward.rs`).
+    /// `tests/integration/plugins/forward.rs`).
     #[tokio::test]
     async fn readiness_asks_every_plugin() {
         let dir = std::env::temp_dir().join(format!("cluster-dns-app-ready-{}", std::process::id()));

@@ -8,7 +8,7 @@
 //! plugin keep it, or was it decided for the client who asked?). The safe default is "decided for
 //! this client": a plugin that forgets to declare costs speed, never a leak. Every store of
 //! answers honours it (the memo, the cache and its prefetch and serve_stale); the test
-//! `tests/integration/contract.rs` asks every registered directive from two clients. The server
+//! `tests/integration/project/contract.rs` asks every registered directive from two clients. The server
 //! never names a plugin; which plugins exist and their order is the registry's business
 //! (`plugin::registry`).
 //!

@@ -990,7 +990,7 @@ mod tests {
     /// Every Service and its slice applied at the same moment from two tasks on a
     /// multi-threaded runtime (as the Services and EndpointSlices watches do after a
     /// `kubectl apply`), then every Service must be whole: its Service, its endpoint and its
-    /// reverse record (`tests/integration/concurrency.rs` asks the names over DNS).
+    /// reverse record (`tests/integration/kubernetes/concurrency.rs` asks the names over DNS).
     /// The two writers meet at a spinning barrier before each pair of writes, so they touch the
     /// same entry within a fraction of a microsecond. Before entry writes were serialised, this
     /// lost at least one of 3,000 updates in 20 runs of 20.

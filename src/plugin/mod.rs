@@ -1,5 +1,9 @@
 //! Plugins: each owns one folder with its Corefile setup and its handler, as CoreDNS's do,
-//! and implements the contract in [`crate::chain`]. Which plugins exist, their order in the
+//! and implements the contract in [`crate::chain`]. Every folder has one shape: `mod.rs`
+//! (what the plugin owns, its modules, re-exports and metric families), `setup.rs` (the
+//! Corefile syntax and the one `impl Configured`), `README.md`, and as the plugin needs
+//! `handler.rs`, `config.rs`, `metrics.rs` (the layer test holds the shape; the plugin kit,
+//! `kit/`, is no plugin). Which plugins exist, their order in the
 //! chain and their setups are one list: [`registry::PLUGINS`]. No plugin imports another.
 
 pub mod acl;

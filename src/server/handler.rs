@@ -175,7 +175,7 @@ impl DnsHandler {
         // A UDP answer that has to wait (on an upstream) lets its reply buffer go while it
         // waits: the reply is written, into a buffer grown to its size, once the wait is over.
         // Each UDP question in flight held the worker slot's 1,232 bytes, 12 MiB at forward's
-        // default `max_concurrent` (tests/integration/fairness.rs, the RSS ceiling).
+        // default `max_concurrent` (tests/integration/plugins/fairness.rs, the RSS ceiling).
         let mut resp = {
             let mut responding =
                 std::pin::pin!(self.respond(&router, &mut parsed, protocol, src, stream, req));

@@ -464,7 +464,7 @@ fn check_query(buf: &[u8]) -> Result<(), Malformed> {
 }
 
 /// The body of the `doq_framing` fuzz target (`fuzz/`), kept beside the code it drives so
-/// `cargo test` replays its committed corpus (`tests/integration/fuzz_corpus.rs`). Not part
+/// `cargo test` replays its committed corpus (`tests/integration/project/fuzz_corpus.rs`). Not part
 /// of the server.
 pub mod fuzz {
     use hickory_proto::op::Message;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A DNS-over-HTTP/3 client on aioquic's HTTP/3 stack (PyPI), for tests/integration/doh3.rs.
+"""A DNS-over-HTTP/3 client on aioquic's HTTP/3 stack (PyPI), for tests/integration/transport/doh3.rs.
 
 Usage: doh3_client.py HOST PORT CA_FILE SERVER_NAME REQUEST...
 where each REQUEST is METHOD:PATH[:NAME[:CONTENT_TYPE]]: with a NAME, a query for NAME A with

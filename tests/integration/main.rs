@@ -1,80 +1,21 @@
 //! Integration tests: the real server on loopback, queried over real UDP and TCP sockets and
 //! with the real `dig`. One test binary for the whole suite, to keep builds short.
+//!
+//! Grouped by area, a folder each (a test's name starts with its area: `plugins::acl::...`):
+//! `plugins` (one file per plugin), `transport` (the wire and the listeners), `kubernetes` (the
+//! cluster zone from the API), `deploy` (what is shipped and how it runs), `runtime` (the server
+//! as a whole: CLI, configuration, memo, drain), `conformance` (answers against references) and
+//! `project` (the layering, the docs, the build script, the fuzz corpora, the contract); the
+//! helpers every area shares are `support` (the in-process server and its client, the scripted
+//! upstreams, the reference servers).
 
 #![allow(clippy::unwrap_used)]
 
-mod acl;
-mod any;
-mod autopath;
-mod bufsize;
-mod build_script;
-mod cancel;
-mod chaos;
-mod chart;
-mod cli;
-mod concurrency;
-mod config;
 mod conformance;
-mod contract;
-mod corefiles;
 mod deploy;
-mod differential;
-mod dns64;
-mod dnspolicy;
-mod dnstap;
-mod docs;
-mod doh3;
-mod doq;
-mod dot;
-mod drain;
-mod dropin;
-mod fairness;
-mod file;
-mod forward;
-mod forward_doh;
-mod forward_names;
-mod fuzz_corpus;
-mod harness;
-mod header;
-mod image;
-mod install;
-mod k8s_external;
-mod keys;
-mod layers;
-mod loadbalance;
-mod local;
-mod memo;
-mod metadata;
-mod minimal;
-mod monitoring;
-mod multicluster;
-mod multisocket;
-mod noaaaa;
-mod node_local;
-mod nodecache;
-mod nsid;
-mod peers;
-mod pprof;
-mod privileges;
-mod proxyproto;
-mod release;
-mod rewrite;
-mod root;
-mod rrl;
-mod runtime_metrics;
-mod secondary;
-mod serve_stale;
-mod serve_tls;
-mod shed;
+mod kubernetes;
+mod plugins;
+mod project;
+mod runtime;
 mod support;
-mod tcp_limits;
-mod template;
-mod timeouts;
-mod topology;
-mod transfer;
 mod transport;
-mod tsig;
-mod upstream;
-mod view;
-mod watch;
-mod whoami_debug;

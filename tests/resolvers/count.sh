@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Counts the queries real stub resolvers send for one lookup, with and without autopath.
-# Run by tests/integration/autopath.rs inside a private network and mount namespace
+# Run by tests/integration/plugins/autopath.rs inside a private network and mount namespace
 # (`unshare --net --mount`): its own loopback, a resolv.conf as kubelet writes it bind-mounted
 # over /etc/resolv.conf, and cluster-dns on 127.0.0.1:53 (stub resolvers only speak port 53).
 # The client pod is 127.0.0.1 in namespace `default`.

@@ -10,8 +10,8 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::Name;
 use prometheus::IntCounter;
 
+use super::config::{AclConfig, Action};
 use super::metrics::AclMetrics;
-use super::setup::{AclConfig, Action};
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
 use crate::proto::{Question, Reply};
 

@@ -4,7 +4,7 @@
 
 use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
 
-use super::setup::Action;
+use super::config::Action;
 
 /// The acl families. Cheap to clone.
 #[derive(Debug, Clone)]

@@ -2,14 +2,14 @@
 //! questions by the client's source address and the question type, in the zones it covers.
 //! See this folder's README.
 
-mod build;
+pub mod config;
 pub mod handler;
 pub mod metrics;
 pub mod setup;
 
+pub use config::{AclConfig, Action, Policy, Rule};
 pub use handler::Acl;
 pub use metrics::AclMetrics;
-pub use setup::{AclConfig, Action, Policy, Rule};
 
 /// Registers this plugin's metric families (see the registry).
 pub fn families(metrics: &crate::telemetry::DnsMetrics) -> Result<(), prometheus::Error> {

@@ -9,29 +9,20 @@
 //! ACTION is `allow`, `block`, `filter` or `drop`; QTYPE a record type or `*`; SOURCE an
 //! address, a CIDR network or `*`. A block may hold several `acl` directives (each its own
 //! zones), checked in file order.
+//!
+//! And how a configured `acl` directive becomes its plugin: its [`Configured`] impl, what it
+//! checks against its block and offers it. What it parses into is `config.rs`'s, which the
+//! handler reads too, so the handler never imports this file (the layer test finds import loops).
 
-use std::net::IpAddr;
 use std::str::FromStr;
 use std::sync::Arc;
 
 use hickory_proto::rr::{Name, RecordType};
 
-use crate::chain::{Configured, SetupCtx};
+use super::config::{AclConfig, Action, Policy, Rule};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{Cidr, CorefileError, Directive, Token};
 use crate::plugin::kit::previous;
-
-/// What a matching rule does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// The question goes on down the chain.
-    Allow,
-    /// REFUSED.
-    Block,
-    /// NOERROR with no records.
-    Filter,
-    /// No reply at all.
-    Drop,
-}
 
 /// Parses a `net` SOURCE (an address or a CIDR network).
 fn net(t: &Token) -> Result<Cidr, CorefileError> {
@@ -41,41 +32,6 @@ fn net(t: &Token) -> Result<Cidr, CorefileError> {
             t.text
         ))
     })
-}
-
-/// One rule: an action for questions of some types from some sources.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rule {
-    /// What it does.
-    pub action: Action,
-    /// The types it matches; empty: every type.
-    pub types: Vec<RecordType>,
-    /// The sources it matches; empty: every source.
-    pub nets: Vec<Cidr>,
-}
-
-impl Rule {
-    /// True when the rule applies to a question of `qtype` from `client`.
-    pub fn matches(&self, qtype: RecordType, client: IpAddr) -> bool {
-        (self.types.is_empty() || self.types.contains(&qtype))
-            && (self.nets.is_empty() || self.nets.iter().any(|n| n.contains(client)))
-    }
-}
-
-/// One `acl` directive: its zones and rules.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Policy {
-    /// The zones, lower-case and absolute.
-    pub zones: Vec<Name>,
-    /// The rules, in file order.
-    pub rules: Vec<Rule>,
-}
-
-/// A block's `acl` directives, in file order.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct AclConfig {
-    /// The policies.
-    pub policies: Vec<Policy>,
 }
 
 fn rule(d: &Directive, line: &Directive) -> Result<Rule, CorefileError> {
@@ -159,6 +115,17 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
         .collect::<Result<_, _>>()?;
     config.policies.push(Policy { zones, rules });
     Ok(Arc::new(config))
+}
+
+impl Configured for AclConfig {
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        let metrics = ctx.metrics.and_then(|m| m.families::<super::AclMetrics>().ok());
+        Built::Plugin(Arc::new(super::Acl::new(
+            self.clone(),
+            metrics.as_ref(),
+            ctx.server,
+        )))
+    }
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use hickory_proto::rr::rdata::CNAME;
 use hickory_proto::rr::{DNSClass, Name, RData, Record};
 use prometheus::IntCounter;
 
-use super::setup::{AutoPathConfig, SearchSource};
+use super::config::{AutoPathConfig, SearchSource};
 use crate::chain::{Chain, Next, Plugin, Replay, ReplyFuture};
 use crate::plugin::kit::SearchPaths;
 use crate::proto::{Question, Reply};

@@ -2,14 +2,14 @@
 //! pod's lookup of a name outside its namespace costs one round trip instead of one per search
 //! domain. See this folder's README for its syntax, answers and metric.
 
-mod build;
+pub mod config;
 pub mod handler;
 pub mod metrics;
 pub mod setup;
 
+pub use config::{AutoPathConfig, SearchSource};
 pub use handler::AutoPath;
 pub use metrics::AutoPathMetrics;
-pub use setup::{AutoPathConfig, SearchSource};
 
 /// Registers this plugin's metric families (see the registry).
 pub fn families(metrics: &crate::telemetry::DnsMetrics) -> Result<(), prometheus::Error> {

@@ -1,37 +1,19 @@
 //! The `autopath` directive's Corefile syntax: `autopath [ZONE...] RESOLV-CONF`, where
 //! RESOLV-CONF is `@PLUGIN` (the plugin that knows each client's search path: `@kubernetes`) or
 //! a resolv.conf file whose `search` line is every client's path.
+//!
+//! And how a configured `autopath` directive becomes its plugin: its [`Configured`] impl, what it
+//! checks against its block and offers it. What it parses into is `config.rs`'s, which the
+//! handler reads too, so the handler never imports this file (the layer test finds import loops).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 
-use crate::chain::{Configured, SetupCtx};
-use crate::corefile::{CorefileError, Directive, Token};
-
-/// Where the search path comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SearchSource {
-    /// A plugin of the same block, per client (`@kubernetes`).
-    Plugin(String),
-    /// One path for every client, from a resolv.conf file's `search` line.
-    Fixed(Vec<Name>),
-}
-
-/// `autopath`, as configured.
-#[derive(Debug, Clone)]
-pub struct AutoPathConfig {
-    /// The zones it acts in (the block's when none are given), lower-case and absolute.
-    pub zones: Vec<Name>,
-    /// Where each client's search path comes from.
-    pub source: SearchSource,
-    /// The search domains of this server's own resolv.conf, tried after the client's own
-    /// (with `@PLUGIN`, as CoreDNS does).
-    pub own_search: Vec<Name>,
-    /// The directive and its RESOLV-CONF argument, for errors found by [`Configured::check`].
-    at: (Directive, Token),
-}
+use super::config::{AutoPathConfig, SearchSource};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::corefile::{CorefileError, Directive};
 
 /// The `search` (or last `domain`) domains of a resolv.conf text, as absolute names.
 pub fn parse_search(content: &str) -> Vec<Name> {
@@ -117,6 +99,52 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
 impl AutoPathConfig {
     pub(super) fn source_error(&self, message: String) -> CorefileError {
         self.at.0.error_at(&self.at.1, message)
+    }
+}
+
+impl Configured for AutoPathConfig {
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        let success = ctx
+            .metrics
+            .and_then(|m| m.families::<super::AutoPathMetrics>().ok())
+            .map(|m| m.for_server(ctx.server));
+        Built::Plugin(Arc::new(super::AutoPath::new(self.clone(), success)))
+    }
+
+    /// `@PLUGIN` must name a plugin of the block that can give search paths.
+    fn check(&self, block: &[(&'static str, Arc<dyn Configured>)]) -> Result<(), CorefileError> {
+        let SearchSource::Plugin(name) = &self.source else {
+            return Ok(());
+        };
+        let Some((_, plugin)) = block.iter().find(|(n, _)| n == name) else {
+            return Err(self.source_error(format!(
+                "@{name}: this server block has no '{name}' plugin to take search paths from"
+            )));
+        };
+        match plugin.offers_search_paths() {
+            // It can, but not as configured: a warning (see `warnings`).
+            Some(_) => Ok(()),
+            None => Err(self.source_error(format!(
+                "@{name}: the {name} plugin does not know its clients' search paths (only @kubernetes does)"
+            ))),
+        }
+    }
+
+    /// `@PLUGIN` that offers search paths only with other options (`@kubernetes` without
+    /// `pods verified`): CoreDNS starts and its autopath does nothing; so does this one (the
+    /// plugin gives no search paths), and says what to change.
+    fn warnings(&self, block: &[(&'static str, Arc<dyn Configured>)]) -> Vec<CorefileError> {
+        let SearchSource::Plugin(name) = &self.source else {
+            return Vec::new();
+        };
+        match block
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, p)| p.offers_search_paths())
+        {
+            Some(Err(why)) => vec![self.source_error(format!("@{name}: autopath does nothing: {why}"))],
+            _ => Vec::new(),
+        }
     }
 }
 

@@ -7,17 +7,18 @@
 //! has run out.
 //!
 //! The files: `handler` holds the query path ([`Cache`]), `store` the capacity-bounded stores
-//! and what may be cached for how long, `setup` the Corefile options, `metrics` the families.
+//! and what may be cached for how long, `setup` the Corefile options and how the plugin is made, `config` what they hold, `metrics`
+//! the families.
 
-mod build;
+pub mod config;
 pub mod handler;
 pub mod metrics;
 pub mod setup;
 pub mod store;
 
+pub use config::CacheConfig;
 pub use handler::Cache;
 pub use metrics::CacheMetrics;
-pub use setup::CacheConfig;
 
 /// Registers this plugin's metric families (see the registry).
 pub fn families(metrics: &crate::telemetry::DnsMetrics) -> Result<(), prometheus::Error> {

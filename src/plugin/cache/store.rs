@@ -21,8 +21,8 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
 use tokio::time::Instant;
 
+use super::config::{Prefetch, Section, ServeStale};
 use super::metrics::StoreInstruments;
-use super::setup::{Prefetch, Section, ServeStale};
 use crate::chain::{Lifetime, ZoneMark};
 use crate::proto::{Answer, Failure, FlagEdit, Forwarded, Question, Reply};
 

@@ -8,7 +8,7 @@ use hickory_proto::rr::rdata::TXT;
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use rand::seq::SliceRandom;
 
-use super::setup::ChaosConfig;
+use super::config::ChaosConfig;
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
 use crate::proto::{Answer, FlagEdit, Question, Reply};
 

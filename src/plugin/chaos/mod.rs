@@ -3,7 +3,7 @@
 //! CoreDNS's *chaos* does. It is what lets CH questions into its block (it declares the class
 //! through the plugin contract). See this folder's README.
 
-mod build;
+pub mod config;
 pub mod handler;
 pub mod setup;
 

@@ -1,21 +1,17 @@
 //! The `chaos` directive's Corefile syntax: `chaos [VERSION] [AUTHORS...]`, no block.
+//!
+//! And how a configured `chaos` directive becomes its plugin: its [`Configured`] impl, what it
+//! checks against its block and offers it. What it parses into is `config.rs`'s, which the
+//! handler reads too, so the handler never imports this file (the layer test finds import loops).
 
 use std::sync::Arc;
 
-use crate::chain::{Configured, SetupCtx};
+use super::config::ChaosConfig;
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive};
 
 /// The version string `version.bind` answers by default (CoreDNS: `CoreDNS-<version>`).
 pub const DEFAULT_VERSION: &str = concat!("cluster-dns-", env!("CARGO_PKG_VERSION"));
-
-/// `chaos`, as configured.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChaosConfig {
-    /// What `version.bind` and `version.server` answer.
-    pub version: String,
-    /// What `authors.bind` answers, one TXT record each.
-    pub authors: Vec<String>,
-}
 
 /// The authors `authors.bind` answers by default: the package's, else its name.
 fn default_authors() -> Vec<String> {
@@ -49,4 +45,10 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
             authors
         },
     }))
+}
+
+impl Configured for ChaosConfig {
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        Built::Plugin(Arc::new(super::Chaos::new(self, ctx.hostname)))
+    }
 }

@@ -19,7 +19,7 @@ use hickory_proto::rr::rdata::AAAA;
 use hickory_proto::rr::{DNSClass, RData, Record, RecordType};
 use prometheus::IntCounter;
 
-use super::setup::Dns64Config;
+use super::config::Dns64Config;
 use crate::chain::{Next, Plugin, Replay, ReplyFuture};
 use crate::proto::{Question, Reply};
 

@@ -11,39 +11,20 @@
 //!
 //! PREFIX is an IPv6 network of length 32, 40, 48, 56, 64 or 96 (RFC 6052 section 2.2);
 //! `64:ff9b::/96` (the well-known prefix) by default.
+//!
+//! And how a configured `dns64` directive becomes its plugin: its [`Configured`] impl, what it
+//! checks against its block and offers it. What it parses into is `config.rs`'s, which the
+//! handler reads too, so the handler never imports this file (the layer test finds import loops).
 
 use std::net::Ipv6Addr;
 use std::sync::Arc;
 
-use crate::chain::{Configured, SetupCtx};
+use super::config::Dns64Config;
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token};
 
 /// The RFC 6052 prefix lengths.
 const LENGTHS: [u8; 6] = [32, 40, 48, 56, 64, 96];
-
-/// A block's `dns64`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dns64Config {
-    /// The NAT64 prefix (host bits zero).
-    pub prefix: Ipv6Addr,
-    /// Its length, one of 32, 40, 48, 56, 64, 96.
-    pub prefix_len: u8,
-    /// Synthesize even when the name has AAAA records.
-    pub translate_all: bool,
-    /// Translate for clients asking over IPv4 too (by default only IPv6 clients).
-    pub allow_ipv4: bool,
-}
-
-impl Default for Dns64Config {
-    fn default() -> Self {
-        Self {
-            prefix: Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0, 0),
-            prefix_len: 96,
-            translate_all: false,
-            allow_ipv4: false,
-        }
-    }
-}
 
 /// Parses `ADDR/LEN` as a NAT64 prefix.
 fn prefix(t: &Token) -> Result<(Ipv6Addr, u8), CorefileError> {
@@ -96,6 +77,16 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
         }
     }
     Ok(Arc::new(config))
+}
+
+impl Configured for Dns64Config {
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        let translated = ctx
+            .metrics
+            .and_then(|m| m.families::<super::Dns64Metrics>().ok())
+            .map(|m| m.for_server(ctx.server));
+        Built::Plugin(Arc::new(super::Dns64::new(self.clone(), translated)))
+    }
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, RecordType};
 
+use super::config::Unmapped;
 use super::metrics::PolicyMetrics;
-use super::setup::Unmapped;
 use crate::chain::{Capabilities, ClientClasses, Next, Now, Plugin, Replay, ReplyFuture};
 use crate::cluster::ClusterSource;
 use crate::cluster::policy::{CLOSED_CLASS, ClientView, ClusterNames, reverse_address, zone_of_ci};

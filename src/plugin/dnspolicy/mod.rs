@@ -5,14 +5,14 @@
 //! names get the policy's rcode and never leave the server (here, and in `forward` for every
 //! name asked on the client's behalf). See this folder's README.
 
-mod build;
+pub mod config;
 pub mod handler;
 pub mod metrics;
 pub mod setup;
 
+pub use config::{DnsPolicyConfig, Unmapped};
 pub use handler::DnsPolicy;
 pub use metrics::PolicyMetrics;
-pub use setup::{DnsPolicyConfig, Unmapped};
 
 /// Registers this plugin's metric families (see the registry).
 pub fn families(metrics: &crate::telemetry::DnsMetrics) -> Result<(), prometheus::Error> {

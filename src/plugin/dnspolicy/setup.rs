@@ -12,36 +12,20 @@
 //! existed; `deny`, REFUSED for every name. `observed` serves, at `ADDRESS` (as `prometheus`
 //! takes it; the same address shares its listener), `/dnspolicy/observed`: per `Audit`
 //! policy, the outside names its pods asked, as a merge patch of the policy.
+//!
+//! And how a configured `dnspolicy` directive becomes its plugin (its [`Configured`] impl), what
+//! it checks against its block (a `kubernetes` plugin whose zone knows the pods) and the HTTP page
+//! it serves (`observed`). What it parses into is `config.rs`'s, which the handler reads too.
 
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, PoisonError};
 
-use crate::chain::{Configured, SetupCtx};
+use axum::response::IntoResponse;
+
+use super::config::{DnsPolicyConfig, Unmapped};
+use crate::chain::{BlockSettings, BuildCtx, Built, Configured, HttpRoute, SetupCtx};
 use crate::cluster::ClusterSource;
-use crate::corefile::{CorefileError, Directive, Location};
-
-/// What a client no pod is known at gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unmapped {
-    /// Every name, as if no policy existed.
-    Allow,
-    /// REFUSED, for every name.
-    Deny,
-}
-
-/// A parsed `dnspolicy` directive.
-#[derive(Debug, Clone)]
-pub struct DnsPolicyConfig {
-    /// `unmapped`.
-    pub unmapped: Unmapped,
-    /// `observed ADDRESS`.
-    pub observed: Option<SocketAddr>,
-    /// Where the directive is written (its errors name it).
-    pub at: Location,
-    /// The cluster source the built plugin reads, for the `observed` page (set at build; a
-    /// reload's build sets its own).
-    pub(super) source: Arc<Mutex<Option<Arc<ClusterSource>>>>,
-}
+use crate::cluster::policy::{ClusterNames, Mode};
+use crate::corefile::{CorefileError, Directive};
 
 /// Parses `dnspolicy`.
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
@@ -87,6 +71,91 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
         at: d.name.loc.clone(),
         source: Arc::default(),
     }))
+}
+
+impl Configured for DnsPolicyConfig {
+    fn check(&self, block: &[(&'static str, Arc<dyn Configured>)]) -> Result<(), CorefileError> {
+        let offered = block
+            .iter()
+            .any(|(_, c)| c.offers(std::any::TypeId::of::<ClusterNames>()));
+        if offered {
+            Ok(())
+        } else {
+            Err(CorefileError::Directive {
+                loc: self.at.clone(),
+                directive: "dnspolicy".into(),
+                message: "needs a 'kubernetes' plugin in the same server block (its watch reads the DNSPolicies and the pods)".into(),
+            })
+        }
+    }
+
+    fn configure(&self, settings: &mut BlockSettings) {
+        let Some(addr) = self.observed else { return };
+        let source = self.source.clone();
+        settings.http.push(HttpRoute {
+            addr,
+            path: "/dnspolicy/observed",
+            router: Arc::new(move |_| {
+                let source = source.clone();
+                axum::Router::new().route(
+                    "/dnspolicy/observed",
+                    axum::routing::get(move || {
+                        let source = source.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                        async move { observed_page(source.as_deref()).into_response() }
+                    }),
+                )
+            }),
+            beside: None,
+        });
+    }
+
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        let (Some(source), Some(names)) = (
+            ctx.capabilities.get::<ClusterSource>(),
+            ctx.capabilities.get::<ClusterNames>(),
+        ) else {
+            return Built::Nothing;
+        };
+        let metrics = ctx
+            .metrics
+            .and_then(|m| m.families::<super::PolicyMetrics>().ok());
+        if let Some(m) = &metrics {
+            m.watch(&source);
+        }
+        *self.source.lock().unwrap_or_else(PoisonError::into_inner) = Some(source.clone());
+        Built::Plugin(Arc::new(super::DnsPolicy::new(
+            source,
+            names,
+            self.unmapped,
+            metrics,
+        )))
+    }
+}
+
+/// `/dnspolicy/observed`: one JSON object per line for each `Audit` policy, naming it and
+/// holding the merge patch that makes what its pods asked its allowlist
+/// (`kubectl patch dnspolicy NAME -n NS --type merge -p '<patch>'`).
+fn observed_page(source: Option<&ClusterSource>) -> (axum::http::StatusCode, String) {
+    let Some(source) = source else {
+        return (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "no dnspolicy plugin is running\n".into(),
+        );
+    };
+    let mut out = String::new();
+    for policy in source.zone().policies().policies() {
+        if policy.mode != Mode::Audit {
+            continue;
+        }
+        let line = serde_json::json!({
+            "namespace": &*policy.namespace,
+            "name": &*policy.name,
+            "patch": {"spec": {"external": {"allow": policy.stats.observed()}}},
+        });
+        out.push_str(&line.to_string());
+        out.push('\n');
+    }
+    (axum::http::StatusCode::OK, out)
 }
 
 #[cfg(test)]

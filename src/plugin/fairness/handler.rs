@@ -11,8 +11,8 @@ use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 
+use super::config::FairnessConfig;
 use super::metrics::{Decision, Decisions};
-use super::setup::FairnessConfig;
 use super::table::{Denied, Key, Table, Taken};
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
 use crate::plugin::kit::{ClientDirectory, Refusal, UpstreamShare, UpstreamTicket};

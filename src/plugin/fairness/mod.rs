@@ -6,19 +6,19 @@
 //! truncated reply every `slip`th time and silence otherwise) and never delays the rest. See
 //! this folder's README for the syntax, defaults and metrics.
 //!
-//! The files: `setup` the Corefile syntax, `table` the buckets (bounded, sharded), `handler`
-//! the plugin and the block's upstream share, `build` how they are made and bound, `metrics`
-//! the families.
+//! The files: `setup` the Corefile syntax and how the plugin is made and bound, `config` what
+//! it parses into, `table` the buckets (bounded, sharded), `handler` the plugin and the block's
+//! upstream share, `metrics` the families.
 
-mod build;
+pub mod config;
 pub mod handler;
 pub mod metrics;
 pub mod setup;
 pub mod table;
 
+pub use config::FairnessConfig;
 pub use handler::Fairness;
 pub use metrics::FairnessMetrics;
-pub use setup::{FairnessConfig, setup};
 
 /// Registers this plugin's metric families (see the registry).
 pub fn families(metrics: &crate::telemetry::DnsMetrics) -> Result<(), prometheus::Error> {

@@ -16,88 +16,22 @@
 //! RATE is per second and per client address; a namespace (a pod client's, with the
 //! kubernetes plugin's `pods verified`) or the address prefix of a client no pod index knows
 //! may spend FACTOR times as much.
+//!
+//! And how a configured `fairness` directive becomes its plugin and what it offers its block
+//! (its [`Configured`] impl): the table is made when the block's resources are acquired, offered
+//! to `forward` as the block's [`FairShare`], and bound at build to the kubernetes plugin's pod
+//! index ([`PodNamespaces`], when the block has `pods verified`) and to the block's counters.
+//! What it parses into is `config.rs`'s, which the handler reads too.
 
 use std::sync::Arc;
 
-use super::table::{Limits, Rate};
-use crate::chain::{Configured, SetupCtx};
+use super::config::FairnessConfig;
+use super::handler::{Fairness, Share, Shared};
+use super::metrics::{Decisions, FairnessMetrics};
+use super::table::Rate;
+use crate::chain::{AcquireCtx, AcquireFuture, BuildCtx, Built, Capabilities, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token};
-
-/// Questions per second a client address may ask, by default.
-pub const DEFAULT_QUESTIONS: f64 = 1000.0;
-/// Questions per second a client address may send upstream, by default (a pod resolving 200
-/// new outside names a second is well inside it).
-pub const DEFAULT_UPSTREAM: f64 = 500.0;
-/// Upstream exchanges a client address may hold in flight, by default.
-pub const DEFAULT_INFLIGHT: u32 = 50;
-/// How many times a client's budget a namespace or an address prefix has, by default.
-pub const DEFAULT_GROUP: u32 = 5;
-/// The prefix lengths that group clients no pod index knows, by default.
-pub const DEFAULT_PREFIX: (u8, u8) = (24, 56);
-/// Every Nth refused UDP question gets a truncated reply, by default.
-pub const DEFAULT_SLIP: u32 = 2;
-/// The most client keys the table holds, by default (about 5 MiB).
-pub const DEFAULT_MAX_CLIENTS: usize = 65_536;
-
-/// `fairness`, as configured.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FairnessConfig {
-    /// A client address's limits.
-    pub address: Limits,
-    /// The factor of a namespace's and a prefix's limits to an address's.
-    pub group: u32,
-    /// The prefix lengths of unknown clients (IPv4, IPv6).
-    pub prefix: (u8, u8),
-    /// Every Nth refused UDP question is answered truncated, the rest not at all (0: none is
-    /// answered).
-    pub slip: u32,
-    /// Refused UDP questions get REFUSED instead (no slip, no silence).
-    pub refuse: bool,
-    /// The most client keys tracked.
-    pub max_clients: usize,
-    /// Where the directive is written (for its warnings).
-    pub at: Option<crate::corefile::Location>,
-}
-
-impl Default for FairnessConfig {
-    fn default() -> Self {
-        Self {
-            address: Limits {
-                questions: Rate {
-                    per_second: DEFAULT_QUESTIONS,
-                    burst: 2.0 * DEFAULT_QUESTIONS,
-                },
-                upstream: Rate {
-                    per_second: DEFAULT_UPSTREAM,
-                    burst: 2.0 * DEFAULT_UPSTREAM,
-                },
-                inflight: DEFAULT_INFLIGHT,
-            },
-            group: DEFAULT_GROUP,
-            prefix: DEFAULT_PREFIX,
-            slip: DEFAULT_SLIP,
-            refuse: false,
-            max_clients: DEFAULT_MAX_CLIENTS,
-            at: None,
-        }
-    }
-}
-
-impl FairnessConfig {
-    /// The limits of a namespace or a prefix: the address's times `group`.
-    pub fn grouped(&self) -> Limits {
-        let f = f64::from(self.group);
-        let scale = |r: Rate| Rate {
-            per_second: r.per_second * f,
-            burst: r.burst * f,
-        };
-        Limits {
-            questions: scale(self.address.questions),
-            upstream: scale(self.address.upstream),
-            inflight: self.address.inflight.saturating_mul(self.group),
-        }
-    }
-}
+use crate::plugin::kit::{FairShare, PodNamespaces};
 
 fn number<T: std::str::FromStr>(t: &Token, what: &str, ok: impl Fn(&T) -> bool) -> Result<T, CorefileError> {
     t.text
@@ -207,8 +141,57 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
     Ok(Arc::new(parse(d)?))
 }
 
+impl Configured for FairnessConfig {
+    fn acquire<'a>(&'a self, ctx: AcquireCtx<'a>) -> AcquireFuture<'a> {
+        Box::pin(async move {
+            let families = ctx.metrics.and_then(|m| m.families::<FairnessMetrics>().ok());
+            let shared = Arc::new(Shared::new(
+                self.clone(),
+                families.as_ref().map(|f| f.clients.clone()),
+                families.as_ref().map(|f| f.overflow.clone()),
+            ));
+            let mut offered = Capabilities::default();
+            offered.offer(Arc::new(FairShare(Arc::new(Share::new(shared.clone())))));
+            offered.offer(shared);
+            Ok(offered)
+        })
+    }
+
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        let Some(shared) = ctx.capabilities.get::<Shared>() else {
+            return Built::Nothing;
+        };
+        let directory = ctx.capabilities.get::<PodNamespaces>().map(|p| p.0.clone());
+        let decisions = ctx
+            .metrics
+            .and_then(|m| m.families::<FairnessMetrics>().ok())
+            .map(|f| Decisions::for_server(&f, ctx.server));
+        shared.bind(directory, decisions);
+        Built::Plugin(Arc::new(Fairness::new(shared)))
+    }
+
+    /// Without `pods verified` nothing knows clients' namespaces: every client is grouped by
+    /// its address prefix, which the server starts with and says.
+    fn warnings(&self, block: &[(&'static str, Arc<dyn Configured>)]) -> Vec<CorefileError> {
+        let knows = block
+            .iter()
+            .any(|(_, c)| c.offers(std::any::TypeId::of::<PodNamespaces>()));
+        let Some(at) = &self.at else {
+            return Vec::new();
+        };
+        if knows {
+            return Vec::new();
+        }
+        vec![CorefileError::Invalid {
+            loc: at.clone(),
+            message: "fairness: no plugin of this block knows clients' namespaces (the kubernetes plugin does with `pods verified`): every client is grouped by its address prefix".to_owned(),
+        }]
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::super::config::{DEFAULT_GROUP, DEFAULT_INFLIGHT, DEFAULT_QUESTIONS};
     use super::*;
     use crate::corefile::Corefile;
     use std::path::Path;

@@ -1,6 +1,6 @@
 //! The body of the `zone_file` fuzz target (`fuzz/`), kept beside the code it drives so
 //! `cargo test` replays its committed corpus through the same code
-//! (`tests/integration/fuzz_corpus.rs`): arbitrary text as a zone file, through the parser,
+//! (`tests/integration/project/fuzz_corpus.rs`): arbitrary text as a zone file, through the parser,
 //! the lookup and the transfer. Not part of the server.
 
 use std::path::Path;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, Record, RecordType};
 
-use super::setup::{FileConfig, ZoneFile};
+use super::config::{FileConfig, ZoneFile};
 use crate::chain::{Capabilities, Chain, Next, Plugin, Replay, ReplyFuture};
 use crate::plugin::kit::ZoneData;
 use crate::plugin::kit::{Fallthrough, HeldZone, Notifier, ZoneTransfer, serve_held};

@@ -13,47 +13,23 @@
 //! too when `reload 0` says it will never be read again (otherwise it is a warning, and the
 //! zone answers SERVFAIL until the file appears, as CoreDNS's). A block may name several files:
 //! each `file` line adds its zones.
+//!
+//! And how a configured `file` directive becomes its plugin, and what it tells `--check` (its
+//! [`Configured`] impl). What it parses into is `config.rs`'s, which the handler reads too, so
+//! the handler never imports this file (the layer test finds import loops).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_proto::rr::Name;
 
-use crate::chain::{Configured, SetupCtx};
-use crate::corefile::{
-    CorefileError, Directive, Location, normalize_zone, normalize_zone_or_cidr, parse_duration,
-};
-use crate::plugin::kit::previous;
-use crate::plugin::kit::{ZoneData, ZoneError};
+use super::config::{FileConfig, ZoneFile};
+use crate::chain::{BuildCtx, Built, Configured, NamedFile, SetupCtx};
+use crate::corefile::{CorefileError, Directive, normalize_zone, normalize_zone_or_cidr, parse_duration};
+use crate::plugin::kit::{Notifier, ZoneData, ZoneError, previous};
 
 /// How often the file is checked when `reload` is not given (CoreDNS's minute).
 pub const DEFAULT_RELOAD: Duration = Duration::from_secs(60);
-
-/// One `file` line: a master file and the zones read from it.
-#[derive(Debug, Clone)]
-pub struct ZoneFile {
-    /// The file, as it is opened.
-    pub path: PathBuf,
-    /// Where the Corefile names it.
-    pub at: Location,
-    /// The zones read from it (each with the file's relative names under it) and, for each,
-    /// what was read at setup (`None`: the file could not be read, and is tried again).
-    pub zones: Vec<(Name, Option<Arc<ZoneData>>)>,
-    /// How often the file is checked for a change; zero: never.
-    pub reload: Duration,
-    /// A change is a new modification time (`reload_by_mtime`), not a greater SOA serial.
-    pub by_mtime: bool,
-}
-
-/// The `file` directives of one block.
-#[derive(Debug, Clone, Default)]
-pub struct FileConfig {
-    /// The files, in Corefile order (a zone named twice is answered from the first).
-    pub files: Vec<ZoneFile>,
-    /// `fallthrough [ZONES...]`: `None` off; an empty list for every zone.
-    pub fallthrough: Option<Vec<String>>,
-}
 
 /// Parses one `file` directive of a block serving `block_zones`, reading its file.
 pub fn parse(
@@ -151,10 +127,34 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
     Ok(Arc::new(config))
 }
 
+impl Configured for FileConfig {
+    /// The zone files: needed unless `reload` reads them once they appear.
+    fn files(&self) -> Vec<NamedFile> {
+        self.files
+            .iter()
+            .map(|f| NamedFile {
+                path: f.path.clone(),
+                at: f.at.clone(),
+                what: "file: zone file".to_owned(),
+                needed: f.reload.is_zero(),
+            })
+            .collect()
+    }
+
+    /// Its plugin, with the block's NOTIFY sender when it has one (`transfer`).
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        Built::Plugin(Arc::new(super::File::new(
+            self,
+            ctx.capabilities.get::<Notifier>(),
+        )))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::corefile::Corefile;
+    use std::path::PathBuf;
 
     fn dir() -> PathBuf {
         let d = std::env::temp_dir().join(format!("cluster-dns-file-setup-{}", std::process::id()));

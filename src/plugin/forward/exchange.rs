@@ -222,7 +222,7 @@ pub async fn send(
     let (q, id, query) = (out.q, out.id, out.wire.as_slice());
     // The TLS, HTTPS and TCP exchanges' futures are boxed: inline they made this future about
     // 8 KiB whatever the transport, held by every UDP question in flight (at the default
-    // `max_concurrent` of 10,000, 80 MiB: tests/integration/fairness.rs, the RSS ceiling).
+    // `max_concurrent` of 10,000, 80 MiB: tests/integration/plugins/fairness.rs, the RSS ceiling).
     let work = async {
         let secure = match link {
             Link::Tls(tls) => Some(Box::pin(tls.exchange(addr, query)).await),

@@ -1,6 +1,6 @@
 //! The body of the `forward_reply` fuzz target (`fuzz/`), kept beside the code it drives so
 //! `cargo test` replays its committed corpus through the same code
-//! (`tests/integration/fuzz_corpus.rs`): arbitrary bytes as an upstream's reply, through the
+//! (`tests/integration/project/fuzz_corpus.rs`): arbitrary bytes as an upstream's reply, through the
 //! matcher and the conversion to the answer the chain carries. Not part of the server.
 
 use hickory_proto::op::{Message, MessageType};

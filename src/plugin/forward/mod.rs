@@ -12,12 +12,12 @@
 //! The files: `handler` holds the query path ([`Forward`], its upstreams and their health),
 //! `exchange` one exchange with one upstream, `udp`, `tls` and `doh` (DNS over HTTPS) the upstream
 //! sockets and connections kept for reuse, `chained` several `forward`s in one block and their `next`,
-//! `setup` the Corefile options, `targets` the upstream list (files, hostnames resolved at start),
+//! `setup` the Corefile options and how the plugin is made, `config` what they hold, `targets` the upstream list (files, hostnames resolved at start),
 //! `flight` identical questions in flight sharing one exchange, `metrics` the families, `dnstap` what it reports to the block's `dnstap` outputs, `fuzz`
 //! the body of the `forward_reply` fuzz target.
 
-mod build;
 pub mod chained;
+pub mod config;
 pub mod dnstap;
 pub mod doh;
 pub mod exchange;
@@ -32,13 +32,14 @@ pub mod tls;
 pub mod udp;
 
 pub use chained::Forwards;
+pub use config::{ForwardConfig, Policy};
 pub use exchange::ForwardError;
 pub use handler::{
     Forward, ForwardStats, NO_REPLY_IN_TIME, NO_REPLY_REFUSED, TOO_MANY_IN_FLIGHT, TOTAL_BUDGET, Upstream,
     forwarded,
 };
 pub use metrics::ForwardMetrics;
-pub use setup::{ForwardBlock, ForwardConfig, Policy};
+pub use setup::ForwardBlock;
 
 /// Registers this plugin's metric families (see the registry).
 pub fn families(metrics: &crate::telemetry::DnsMetrics) -> Result<(), prometheus::Error> {

@@ -2,27 +2,33 @@
 //! options and defaults. The options are read first (`resolver` is needed for the upstreams),
 //! then the upstream list ([`super::targets`]: addresses, resolv.conf-style files whose
 //! `nameserver` lines name them, hostnames resolved now).
+//!
+//! And how a configured `forward` block becomes its plugin (its [`Configured`] impl: the
+//! handler's `Forward`s, chained by `chained.rs`). What it parses into is `config.rs`'s, which the
+//! handler reads too, so the handler never imports this file (the layer test finds import loops
+//! of any length).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use tokio_rustls::rustls::pki_types::ServerName;
 
+use super::config::{ForwardConfig, Policy};
 use super::doh::DohMethod;
 pub use super::targets::MAX_UPSTREAMS;
 #[cfg(test)]
 use super::targets::parse_resolv_conf;
-use super::targets::{To, Transport, dedup, parse_addr_or, read_to};
+use super::targets::{Transport, dedup, parse_addr_or, read_to};
 use super::tls::{TlsSettings, client_config};
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{
     CorefileError, Directive, Token, normalize_zone, normalize_zone_or_cidr, parse_duration,
 };
 use crate::plugin::kit::previous;
 use crate::telemetry::rcode_label;
-use std::sync::Arc;
 
 /// Default per-attempt read timeout (CoreDNS: 2 s).
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(2);
@@ -37,79 +43,6 @@ pub const DEFAULT_EXPIRE: Duration = Duration::from_secs(10);
 /// written (CoreDNS: no limit). Each holds a task and a socket for up to 4.5 s, so without a
 /// bound a flood of names the upstream never answers grows memory without end.
 pub const DEFAULT_MAX_CONCURRENT: usize = 10_000;
-
-/// How the next upstream is chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Policy {
-    /// A random order per query (the default).
-    #[default]
-    Random,
-    /// Rotate the starting upstream per query.
-    RoundRobin,
-    /// Always in the order written.
-    Sequential,
-}
-
-/// The `forward` plugin's configuration.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ForwardConfig {
-    /// The zone forwarded (normalized); `.` for everything.
-    pub from: String,
-    /// The upstreams, in the order written (files and hostnames expanded in place, each
-    /// address once).
-    pub to: Vec<To>,
-    /// `resolver IP[:PORT]...`: the servers hostnames in TO were resolved with (the system
-    /// resolver when empty).
-    pub resolver: Vec<SocketAddr>,
-    /// `except ZONES...`: names in these zones are not forwarded.
-    pub except: Vec<String>,
-    /// `force_tcp`.
-    pub force_tcp: bool,
-    /// `prefer_udp`: UDP even when the client asked over TCP.
-    pub prefer_udp: bool,
-    /// `max_fails N` (0: never marked down).
-    pub max_fails: u32,
-    /// `health_check DURATION` (0: no checks, never marked down).
-    pub health_check: Duration,
-    /// `health_check ... domain NAME`: the name the probe asks (`NAME IN NS`; `.` by default).
-    pub health_check_domain: String,
-    /// The probe's RD bit (`health_check ... no_rec` clears it).
-    pub health_check_rd: bool,
-    /// `expire DURATION` (accepted, see [`DEFAULT_EXPIRE`]).
-    pub expire: Duration,
-    /// `max_concurrent N`: queries in flight above this get REFUSED ([`DEFAULT_MAX_CONCURRENT`]
-    /// when not written; `None`, no limit, for `max_concurrent 0`).
-    pub max_concurrent: Option<usize>,
-    /// `policy`.
-    pub policy: Policy,
-    /// `read_timeout DURATION`: per-attempt timeout (default 2 s).
-    pub read_timeout: Duration,
-    /// `failfast_all_unhealthy_upstreams`: SERVFAIL at once when every upstream is down.
-    pub failfast_all_unhealthy: bool,
-    /// DNS over TLS (`tls://` upstreams): its settings; `None` for plain DNS.
-    pub tls: Option<TlsSettings>,
-    /// `failover RCODE...`: a reply with one of these rcodes sends the question to the next
-    /// upstream (never NOERROR); when every upstream answered so, the last reply is returned.
-    pub failover: Vec<ResponseCode>,
-    /// `next RCODE...`: an upstream reply with one of these rcodes goes instead to the block's
-    /// next `forward` (ignored when this is its last).
-    pub next: Vec<ResponseCode>,
-    /// `source_address IP`: the local address outgoing sockets (health probes too) are bound to.
-    pub source_address: Option<IpAddr>,
-    /// `doh_method GET|POST` for `https://` upstreams (POST by default).
-    pub doh_method: DohMethod,
-    /// `max_age DURATION`: a kept connection this old is closed, used or not (`None`: no
-    /// limit, as 0).
-    pub max_age: Option<Duration>,
-    /// `max_idle_conns N`: connections (UDP sockets) kept per upstream and transport (`None`:
-    /// the transport's own bound, as 0).
-    pub max_idle_conns: Option<usize>,
-    /// `next_on_nodata`: a NOERROR reply with no answer goes to the block's next `forward`.
-    pub next_on_nodata: bool,
-    /// `max_connect_attempts N`: failed attempts after which the question gets SERVFAIL;
-    /// `None` (not written) is twice the number of upstreams, `Some(0)` no cap.
-    pub max_connect_attempts: Option<u32>,
-}
 
 /// The rcode named `t` (CoreDNS's names, any case: `NXDOMAIN`, `SERVFAIL`, `REFUSED`, ...).
 fn rcode_arg(d: &Directive, opt: &Directive, t: &Token) -> Result<ResponseCode, CorefileError> {
@@ -482,6 +415,41 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
         .unwrap_or_default();
     configs.push(parse(d, ctx.dir)?);
     Ok(Arc::new(ForwardBlock { configs }))
+}
+
+impl Configured for ForwardBlock {
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        let families = ctx
+            .metrics
+            .and_then(|m| m.families::<super::ForwardMetrics>().ok());
+        let taps: Vec<Arc<dyn crate::plugin::kit::Tap>> = ctx
+            .capabilities
+            .all::<crate::plugin::kit::TapSink>()
+            .into_iter()
+            .map(|s| s.0.clone())
+            .collect();
+        let share = ctx
+            .capabilities
+            .get::<crate::plugin::kit::FairShare>()
+            .map(|s| (*s).clone());
+        let mut forwards: Vec<super::Forward> = self
+            .configs
+            .iter()
+            .map(|c| {
+                let forward = super::Forward::new(c)
+                    .with_taps(taps.clone())
+                    .with_share(share.clone());
+                match &families {
+                    Some(f) => forward.with_metrics(f.clone(), ctx.server),
+                    None => forward,
+                }
+            })
+            .collect();
+        match forwards.len() {
+            1 => Built::Plugin(Arc::new(forwards.remove(0))),
+            _ => Built::Plugin(Arc::new(super::Forwards::new(forwards))),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,16 +3,17 @@
 //! not know are NXDOMAIN, or go to the next plugin where `fallthrough` says so. See this
 //! folder's README.
 //!
-//! Layout: `setup` parses the directive into a [`HostsConfig`], `table` reads hosts files and
+//! Layout: `setup` parses the directive into a [`HostsConfig`] (`config`) and makes the plugin,
+//! `table` reads hosts files and
 //! builds the lookup table, `handler` answers questions ([`Hosts::answer`]) and runs the reload
 //! task ([`Hosts::start_reload`]), `metrics` exports the table's size and build time.
 
-mod build;
+pub mod config;
 pub mod handler;
 pub mod metrics;
 pub mod setup;
 pub mod table;
 
+pub use config::HostsConfig;
 pub use handler::Hosts;
 pub use metrics::HostsMetrics;
-pub use setup::HostsConfig;

@@ -14,16 +14,18 @@
 //!
 //! A block line whose first token is an IP address is an inline entry (`IP NAME...`); it is
 //! parsed here, so a malformed one is a Corefile error with its line.
+//!
+//! And how a configured `hosts` directive becomes its plugin: its [`Configured`] impl, what it
+//! checks against its block and offers it. What it parses into is `config.rs`'s, which the
+//! handler reads too, so the handler never imports this file (the layer test finds import loops).
 
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use hickory_proto::rr::Name;
-
-use crate::chain::{Configured, SetupCtx};
-use crate::corefile::{CorefileError, Directive, Location, Token, normalize_zone_or_cidr, parse_duration};
-use std::sync::Arc;
+use super::config::{HostsConfig, InlineEntry, parse_host_name, parse_ip};
+use crate::chain::{BuildCtx, Built, Configured, NamedFile, SetupCtx};
+use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr, parse_duration};
 
 /// The file read when the directive names none.
 pub const DEFAULT_PATH: &str = "/etc/hosts";
@@ -34,85 +36,10 @@ pub const MAX_TTL: u32 = 65535;
 /// How often the file is checked for changes (CoreDNS: 5 s).
 pub const DEFAULT_RELOAD: Duration = Duration::from_secs(5);
 
-/// One `IP NAME...` line written in the Corefile block.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InlineEntry {
-    /// The address (an IPv4-mapped IPv6 address is stored as IPv4).
-    pub ip: IpAddr,
-    /// The names, lower-case and absolute.
-    pub names: Vec<Name>,
-    /// Where the line stands, `file:line`.
-    pub at: String,
-}
-
-/// The `hosts` plugin's configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostsConfig {
-    /// The hosts file (relative paths joined to the Corefile's directory).
-    pub path: PathBuf,
-    /// Where the Corefile names the file; `None` for the default `/etc/hosts`.
-    pub path_at: Option<Location>,
-    /// The zones served (normalized): the arguments after FILE, else the server block's zones.
-    pub zones: Vec<String>,
-    /// The inline entries, in Corefile order. They take precedence over the file's entries for
-    /// the same name.
-    pub inline: Vec<InlineEntry>,
-    /// TTL of the A, AAAA and PTR records.
-    pub ttl: u32,
-    /// `no_reverse`: no PTR records from the entries.
-    pub no_reverse: bool,
-    /// How often the file is checked for changes (zero: never).
-    pub reload: Duration,
-    /// `fallthrough [ZONES...]`: `None` off; an empty list for every zone served.
-    pub fallthrough: Option<Vec<String>>,
-    /// `fallthrough_unsupported`: types other than A/AAAA/PTR at a name in the hosts data go to the
-    /// next plugin too (within the fallthrough zones) instead of NODATA.
-    pub fallthrough_unsupported: bool,
-}
-
 fn zones(d: &Directive, toks: &[Token]) -> Result<Vec<String>, CorefileError> {
     toks.iter()
         .map(|t| normalize_zone_or_cidr(&t.text).map_err(|m| d.error_at(t, m)))
         .collect()
-}
-
-/// Parses the address of a hosts line: an IPv4 or IPv6 address, an IPv6 zone (`%eth0`) dropped,
-/// an IPv4-mapped IPv6 address taken as IPv4.
-pub fn parse_ip(s: &str) -> Option<IpAddr> {
-    let bare = s.split('%').next().unwrap_or(s);
-    bare.parse::<IpAddr>().ok().map(|ip| ip.to_canonical())
-}
-
-/// Checks and normalizes one host name of a hosts line: lower-case and absolute; labels of 1 to
-/// 63 letters, digits, `-` or `_`; a `*` only as the whole leftmost label (a wildcard); at most
-/// 255 bytes in wire form.
-pub fn parse_host_name(s: &str) -> Result<Name, String> {
-    let lower = s.to_ascii_lowercase();
-    let body = lower.strip_suffix('.').unwrap_or(&lower);
-    if body.is_empty() {
-        return Err(format!("'{s}' is not a host name"));
-    }
-    for (i, label) in body.split('.').enumerate() {
-        if label.is_empty() {
-            return Err(format!("'{s}' has an empty label"));
-        }
-        if label.len() > 63 {
-            return Err(format!("'{s}' has a label longer than 63 characters"));
-        }
-        if label == "*" && i == 0 {
-            continue;
-        }
-        if !label
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
-        {
-            return Err(format!("'{s}' is not a valid host name"));
-        }
-    }
-    if body.len() + 2 > 255 {
-        return Err(format!("'{s}' is longer than 255 bytes"));
-    }
-    Name::from_ascii(format!("{body}.")).map_err(|e| format!("'{s}': {e}"))
 }
 
 /// Parses a `hosts` directive in a block serving `block_zones`; `dir` is the Corefile's
@@ -223,10 +150,37 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
     Ok(Arc::new(parse(d, ctx.zones, ctx.dir)?))
 }
 
+impl Configured for HostsConfig {
+    /// The hosts file the Corefile names, for `--check` to warn about: the server starts without
+    /// it and reads it once it appears (as CoreDNS), so it is not needed.
+    fn files(&self) -> Vec<NamedFile> {
+        let Some(at) = &self.path_at else {
+            return Vec::new();
+        };
+        vec![NamedFile {
+            path: self.path.clone(),
+            at: at.clone(),
+            what: "hosts".to_owned(),
+            needed: false,
+        }]
+    }
+
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        let hosts = super::Hosts::new(self);
+        let hosts = match ctx.metrics.and_then(|m| m.families::<super::HostsMetrics>().ok()) {
+            Some(m) => hosts.with_metrics(m),
+            None => hosts,
+        };
+        Built::Plugin(Arc::new(hosts))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::corefile::Corefile;
+    use hickory_proto::rr::Name;
+    use std::net::IpAddr;
 
     fn parse_text(text: &str) -> Result<HostsConfig, CorefileError> {
         let cf =

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use hickory_proto::rr::Name;
 
-use super::setup::{InlineEntry, parse_host_name, parse_ip};
+use super::config::{InlineEntry, parse_host_name, parse_ip};
 
 /// One usable line of a hosts file: an address and its names (lower-case, absolute).
 pub type FileEntry = (IpAddr, Vec<Name>);

@@ -10,7 +10,7 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, NS, SOA, SRV};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
-use super::setup::K8sExternalConfig;
+use super::config::K8sExternalConfig;
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
 use crate::cluster::ClusterZone;
 use crate::cluster::model::ServiceKind;

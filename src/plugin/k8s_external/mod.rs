@@ -7,7 +7,7 @@
 //! (watched, so a load balancer that gets its address later shows up). See this folder's
 //! README.
 
-mod build;
+pub mod config;
 pub mod handler;
 pub mod setup;
 

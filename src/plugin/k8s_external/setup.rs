@@ -1,33 +1,23 @@
 //! The `k8s_external` directive's Corefile syntax:
 //! `k8s_external [ZONE...] { apex APEX; ttl TTL; headless; fallthrough [ZONE...] }`.
+//!
+//! And how a configured `k8s_external` directive becomes its plugin: its [`Configured`] impl, what it
+//! checks against its block and offers it. What it parses into is `config.rs`'s, which the
+//! handler reads too, so the handler never imports this file (the layer test finds import loops).
 
+use std::any::TypeId;
 use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 
-use crate::chain::{Configured, SetupCtx};
+use super::config::K8sExternalConfig;
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
+use crate::cluster::ClusterSource;
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr};
 use crate::proto::is_dns_label;
 
 /// The default TTL of its answers (CoreDNS's).
 pub const DEFAULT_TTL: u32 = 5;
-
-/// `k8s_external`, as configured.
-#[derive(Debug, Clone, PartialEq)]
-pub struct K8sExternalConfig {
-    /// The external zones, lower-case and absolute: the arguments, else the block's zones.
-    pub zones: Vec<Name>,
-    /// `apex`: the label under each zone that names this server (`dns`).
-    pub apex: String,
-    /// `ttl`, 0 to 3600.
-    pub ttl: u32,
-    /// `headless`: headless Services' ready endpoints are served too.
-    pub headless: bool,
-    /// `fallthrough`: `None` off; empty for every zone.
-    pub fallthrough: Option<Vec<Name>>,
-    /// The directive's name token, for the error `check` gives.
-    pub(super) at: Token,
-}
 
 fn zone_name(d: &Directive, t: &Token) -> Result<Name, CorefileError> {
     let z = normalize_zone_or_cidr(&t.text).map_err(|e| d.error_at(t, e))?;
@@ -99,4 +89,33 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
         }
     }
     Ok(Arc::new(c))
+}
+
+impl Configured for K8sExternalConfig {
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        match ctx.capabilities.get::<ClusterSource>() {
+            Some(source) => Built::Plugin(Arc::new(super::K8sExternal::new(
+                self.clone(),
+                source.zone().clone(),
+                crate::cluster::self_ips_from_env(),
+            ))),
+            None => Built::Nothing,
+        }
+    }
+
+    /// It serves from the cluster zone a plugin of its block offers (the `kubernetes` plugin's;
+    /// CoreDNS refuses a `k8s_external` without one too).
+    fn check(&self, block: &[(&'static str, Arc<dyn Configured>)]) -> Result<(), CorefileError> {
+        if block.iter().any(|(_, c)| c.offers(TypeId::of::<ClusterSource>())) {
+            Ok(())
+        } else {
+            Err(CorefileError::Directive {
+                loc: self.at.loc.clone(),
+                directive: self.at.text.clone(),
+                message:
+                    "needs a 'kubernetes' plugin in the same server block (it serves that plugin's Services)"
+                        .into(),
+            })
+        }
+    }
 }

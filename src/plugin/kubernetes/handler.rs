@@ -13,8 +13,9 @@ use super::answer::answerer::name_under;
 use super::answer::kept::KeptBudget;
 use super::answer::pick::Reason;
 use super::answer::{AnswerSettings, ClusterAnswerer, Outcome, PodRecords};
+use super::config::KubernetesConfig;
 use super::metrics::{TopologyCounters, TransferCounters};
-use super::setup::{KubernetesConfig, PodMode};
+use super::options::PodMode;
 use crate::chain::{
     Capabilities, Chain, ClientClasses, MetadataSource, Next, Now, Plugin, Replay, Replayed, ReplyFuture,
     Scope, StartupWait,

@@ -2,7 +2,7 @@
 //! from the Kubernetes objects. See `README.md` in this folder for its Corefile syntax.
 
 pub mod answer;
-mod build;
+pub mod config;
 pub mod handler;
 mod metadata;
 pub mod metrics;

@@ -5,109 +5,33 @@
 //!
 //! Every mistake is reported at the line of the option at fault, as
 //! `Corefile:7: kubernetes: ttl: ...` or `Corefile:7: kubernetes: unknown property 'foo'`.
+//!
+//! And how a configured `kubernetes` directive becomes its plugin: its [`Configured`] impl, what it
+//! checks against its block and offers it. What it parses into is `config.rs`'s, which the
+//! handler reads too, so the handler never imports this file (the layer test finds import loops).
 
+use std::any::TypeId;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Arc;
 
+use super::config::KubernetesConfig;
 pub use super::options::{MAX_TTL, PodMode};
 use super::options::{
     Opt, SourceOptions, parse_count, parse_endpoint, parse_fallthrough, parse_flag, parse_ignore,
     parse_kubeconfig, parse_manifests, parse_multicluster, parse_namespaces, parse_pods, parse_qps,
     parse_selector, parse_startup_timeout, parse_tls, parse_ttl,
 };
-use crate::chain::{Configured, NamedFile, SetupCtx};
+use crate::chain::{
+    AcquireCtx, AcquireError, AcquireFuture, BuildCtx, Built, Capabilities, Configured, NamedFile,
+    OwnEndpoint, SetupCtx,
+};
+use crate::cluster::ClusterSource;
 use crate::cluster::api_limits::ApiLimits;
+use crate::cluster::metrics::KubernetesMetrics;
 pub use crate::cluster::watch::ApiSource;
 use crate::cluster::watch::WatchOptions;
 use crate::corefile::{CorefileError, Directive, Token, is_reverse_zone, normalize_zone_or_cidr};
-use std::sync::Arc;
-
-/// The `kubernetes` plugin's configuration.
-#[derive(Debug, Clone, PartialEq)]
-pub struct KubernetesConfig {
-    /// The zones, normalized (lower-case, absolute): the directive's arguments, else the server
-    /// block's zones. At least one is not a reverse zone.
-    pub zones: Vec<String>,
-    /// Where the objects come from.
-    pub source: ApiSource,
-    /// `tls CERT KEY CACERT`: client certificate, key and CA for the API connection, relative to
-    /// the Corefile's directory.
-    pub tls: Option<(PathBuf, PathBuf, PathBuf)>,
-    /// `namespaces`: the namespaces exposed, lower-case; empty means all.
-    pub namespaces: Vec<String>,
-    /// `namespace_labels`: a label selector on Namespaces (checked, as written).
-    pub namespace_labels: Option<String>,
-    /// `labels`: a label selector on Services, EndpointSlices and Pods (checked, as written).
-    pub labels: Option<String>,
-    /// `pods`.
-    pub pods: PodMode,
-    /// `endpoint_pod_names`: endpoints are named after their pod when they have no hostname.
-    pub endpoint_pod_names: bool,
-    /// `ttl`: the TTL of answers, 0 to 3600 (default 5).
-    pub ttl: u32,
-    /// `noendpoints`: no endpoint data is kept.
-    pub noendpoints: bool,
-    /// `zonal`: headless services answer CoreDNS's zone-scoped names
-    /// (`<zone>.pin._zone.<svc>...`, `<zone>.prefer._zone.<svc>...`).
-    pub zonal: bool,
-    /// `topology`: headless answers follow the Service's `trafficDistribution` and the
-    /// client pod's node and zone (Pods and Nodes are watched).
-    pub topology: bool,
-    /// `fallthrough`: `None` off; `Some([])` in all of the plugin's zones; else in those zones
-    /// (normalized).
-    pub fallthrough: Option<Vec<String>>,
-    /// `ignore empty_service`: services without ready endpoints are NXDOMAIN.
-    pub ignore_empty_service: bool,
-    /// `startup_timeout`: how long start-up waits for the first sync (default 5 s).
-    pub startup_timeout: Duration,
-    /// `apiserver_qps`: the client's rate limit.
-    pub apiserver_qps: Option<f32>,
-    /// `apiserver_burst`: the client's burst.
-    pub apiserver_burst: Option<u32>,
-    /// `apiserver_max_inflight`: the client's limit on requests in flight.
-    pub apiserver_max_inflight: Option<u32>,
-    /// The files its options name (`kubeconfig`, `tls`, `manifests`), for `--check`.
-    pub files: Vec<NamedFile>,
-    /// `multicluster ZONES...`: those of `zones` answered from ServiceImports (normalized).
-    pub multicluster: Vec<String>,
-    /// The block has `dnspolicy`: DNSPolicies are watched, and pod and namespace labels kept.
-    pub policies: bool,
-}
-
-/// The TTL when `ttl` is not given.
-pub const DEFAULT_TTL: u32 = 5;
-
-/// The start-up timeout when `startup_timeout` is not given.
-pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
-
-impl Default for KubernetesConfig {
-    /// CoreDNS's defaults, with no zones.
-    fn default() -> Self {
-        Self {
-            zones: Vec::new(),
-            source: ApiSource::InCluster,
-            tls: None,
-            namespaces: Vec::new(),
-            namespace_labels: None,
-            labels: None,
-            pods: PodMode::Disabled,
-            endpoint_pod_names: false,
-            ttl: DEFAULT_TTL,
-            noendpoints: false,
-            zonal: false,
-            topology: false,
-            fallthrough: None,
-            ignore_empty_service: false,
-            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
-            apiserver_qps: None,
-            apiserver_burst: None,
-            apiserver_max_inflight: None,
-            files: Vec::new(),
-            multicluster: Vec::new(),
-            policies: false,
-        }
-    }
-}
+use crate::plugin::kit::{ClientDirectory, ClusterFamilies, PodNamespaces, ServiceFamilies};
 
 impl KubernetesConfig {
     /// What the API source watches, as the cluster layer takes it (no Corefile types).
@@ -286,10 +210,168 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
     Ok(Arc::new(config))
 }
 
+impl Configured for KubernetesConfig {
+    /// Search paths come from the pod index, which only `pods verified` keeps.
+    fn files(&self) -> Vec<NamedFile> {
+        self.files.clone()
+    }
+
+    fn offers_search_paths(&self) -> Option<Result<(), String>> {
+        Some(match self.pods {
+            PodMode::Verified => Ok(()),
+            _ => Err("the kubernetes plugin knows its clients' namespaces only with `pods verified` (CoreDNS's autopath does nothing without it too); add `pods verified` to the kubernetes block".to_owned()),
+        })
+    }
+
+    /// Its cluster source, shared with the block (`k8s_external` answers from its zone), and
+    /// with `pods verified` the namespaces of client addresses (`fairness` groups by them).
+    fn offers(&self, capability: TypeId) -> bool {
+        capability == TypeId::of::<ClusterSource>()
+            || capability == TypeId::of::<crate::cluster::policy::ClusterNames>()
+            || (capability == TypeId::of::<PodNamespaces>() && self.pods == PodMode::Verified)
+    }
+
+    /// The cluster source of its watch options: the one a running configuration holds
+    /// (a reload that changes another line keeps the zone and its watches), or a new one.
+    fn acquire<'a>(&'a self, ctx: AcquireCtx<'a>) -> AcquireFuture<'a> {
+        Box::pin(async move {
+            let failed = |source: Box<dyn std::error::Error + Send + Sync>| AcquireError {
+                plugin: "kubernetes",
+                source,
+            };
+            let families = match ctx.metrics {
+                Some(m) => Some(
+                    m.families::<KubernetesMetrics>()
+                        .map_err(|e| failed(Box::new(e)))?,
+                ),
+                None => None,
+            };
+            let options = self.watch_options();
+            let source = ctx
+                .resources
+                .get_or_make(options.clone(), || ClusterSource::start(&options, families))
+                .await
+                .map_err(|e| failed(Box::new(e)))?;
+            if !source.made {
+                tracing::debug!(zones = %self.zones.join(" "), "kubernetes: keeping the running cluster source");
+            }
+            let mut offered = Capabilities::default();
+            offered.offer(Arc::new(Arc::new(OwnEndpointOf {
+                source: source.value.clone(),
+                ips: crate::cluster::self_ips_from_env(),
+            }) as Arc<dyn OwnEndpoint>));
+            // Who a client is, for `fairness`: only the pod index of `pods verified` knows.
+            if self.pods == PodMode::Verified {
+                offered.offer(Arc::new(PodNamespaces(Arc::new(ClientsOf {
+                    source: source.value.clone(),
+                }))));
+            }
+            // The names its zone answers, for `dnspolicy` (every other name is "outside").
+            let names = |reverse: bool| {
+                self.zones
+                    .iter()
+                    .filter(|z| crate::corefile::is_reverse_zone(z) == reverse)
+                    .filter_map(|z| hickory_proto::rr::Name::from_ascii(z).ok())
+                    .collect()
+            };
+            offered.offer(Arc::new(crate::cluster::policy::ClusterNames {
+                zones: names(false),
+                reverse_zones: names(true),
+            }));
+            offered.offer(Arc::new(ClusterFamilies(Arc::new(FamiliesOf {
+                source: source.value.clone(),
+            }))));
+            offered.offer(source.value);
+            Ok(offered)
+        })
+    }
+
+    /// The plugin over the cluster source it acquired.
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        let Some(source) = ctx.capabilities.get::<ClusterSource>() else {
+            return Built::Nothing;
+        };
+        // What the answerer keeps with zone entries, shown in the kubernetes families.
+        let families = ctx.metrics.and_then(|m| m.families::<KubernetesMetrics>().ok());
+        use super::answer::kept::{DEFAULT_KEPT_BYTES, KeptBudget, KeptChange};
+        let observe = families.map(|f| {
+            Box::new(move |change| match change {
+                KeptChange::Used(d) => f.kept_names.add(d),
+                KeptChange::Limit(d) => f.kept_names_limit.add(d),
+            }) as Box<dyn Fn(KeptChange) + Send + Sync>
+        });
+        let budget = KeptBudget::new(DEFAULT_KEPT_BYTES, observe);
+        let mut plugin = super::Kubernetes::new(self, source, crate::cluster::self_ips_from_env(), budget)
+            .with_notifier(ctx.capabilities.get::<crate::plugin::kit::Notifier>());
+        if self.topology
+            && let Some(m) = ctx
+                .metrics
+                .and_then(|m| m.families::<super::metrics::TopologyMetrics>().ok())
+        {
+            plugin = plugin.with_topology_metrics(super::metrics::TopologyCounters::of(&m));
+        }
+        if let Some(m) = ctx
+            .metrics
+            .and_then(|m| m.families::<super::metrics::TransferMetrics>().ok())
+        {
+            plugin.transfer_counts = Some(super::metrics::TransferCounters::of(&m));
+        }
+        Built::Plugin(Arc::new(plugin))
+    }
+}
+
+/// Whether this server's own address (`POD_IP`) is a ready endpoint of a Service, from the
+/// zone its watches keep (SIGTERM's drain reads it).
+struct OwnEndpointOf {
+    source: Arc<ClusterSource>,
+    ips: Vec<std::net::IpAddr>,
+}
+
+impl OwnEndpoint for OwnEndpointOf {
+    /// `None` without `POD_IP`, from manifests (nothing watches the cluster), or while a watch
+    /// is failing or has not listed yet: only a healthy watch's "not listed" is believed.
+    fn listed(&self) -> Option<bool> {
+        if self.ips.is_empty() || !self.source.sync_state()?.is_healthy() {
+            return None;
+        }
+        let zone = self.source.zone();
+        Some(
+            self.ips
+                .iter()
+                .any(|ip| zone.reverse(ip).iter().any(|owner| !owner.cluster_ip)),
+        )
+    }
+}
+
+/// The namespaces of client addresses, from the pod index of `pods verified`.
+struct ClientsOf {
+    source: Arc<ClusterSource>,
+}
+
+impl ClientDirectory for ClientsOf {
+    fn namespace_of(&self, client: std::net::IpAddr) -> Option<Arc<str>> {
+        self.source.zone().pod_namespace(client)
+    }
+}
+
+/// Whether any Service has an IPv6 address, from the zone (`noaaaa auto` reads it).
+struct FamiliesOf {
+    source: Arc<ClusterSource>,
+}
+
+impl ServiceFamilies for FamiliesOf {
+    /// `None` until the zone has synced: an unsynced zone's "no IPv6" is not believed.
+    fn has_ipv6(&self) -> Option<bool> {
+        let zone = self.source.zone();
+        zone.is_synced().then(|| zone.has_ipv6_service())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::corefile::{Corefile, parse_zone_key};
+    use std::time::Duration;
 
     /// kubeadm's default Corefile, as shipped in `config/Corefile`.
     const KUBEADM: &str = include_str!("../../../config/Corefile");

@@ -11,4 +11,4 @@ pub mod handler;
 pub mod setup;
 
 pub use handler::Nsid;
-pub use setup::{NsidConfig, setup};
+pub use setup::NsidConfig;

@@ -1,6 +1,6 @@
 //! The body of the `rewrite_edns0` fuzz target (`fuzz/`), kept beside the code it drives so
 //! `cargo test` replays its committed corpus through the same code
-//! (`tests/integration/fuzz_corpus.rs`): a request's EDNS options rewritten by one of a few
+//! (`tests/integration/project/fuzz_corpus.rs`): a request's EDNS options rewritten by one of a few
 //! `rewrite edns0 ...` rules (or its name by a `rewrite name` rule that lengthens it), then made
 //! into the query a forwarder sends. Not part of the
 //! server.

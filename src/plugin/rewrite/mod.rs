@@ -5,10 +5,10 @@
 //! rcode, `cname` rules send a CNAME's target elsewhere. See this folder's README.
 //!
 //! Layout: `rule` holds what a parsed rule is, `setup` parses `name` and `ttl` rules and
-//! dispatches the others to `fields` (`type`, `class`, `rcode`, `cname`) and `edns0`; `handler`
+//! dispatches the others to `fields` (`type`, `class`, `rcode`, `cname`) and `edns0`, and makes
+//! the plugin; `handler`
 //! applies the rules ([`Rewrite::apply`]) and restores replies ([`Rewritten::restore`]).
 
-mod build;
 pub mod edns0;
 mod fields;
 pub mod fuzz;

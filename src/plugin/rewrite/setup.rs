@@ -13,14 +13,19 @@
 //! OPTIONS are `answer auto`, `answer name FROM TO` and `answer value FROM TO`, any number of
 //! them; `answer` may be left out of all but the first. Without a match type, `exact` is taken
 //! and no options may follow.
+//!
+//! And how the block's configured `rewrite` rules become its plugin: its [`Configured`] impl.
+//! What a rule is is `rule.rs`'s, which the handler reads too, so the handler never imports this
+//! file (the layer test finds import loops).
+
+use std::sync::Arc;
 
 use super::fields::{class_rule, cname_rule, rcode_rule, type_rule};
 pub use super::rule::{Action, Mode, NameMatch, RewriteRule, Template, TtlRange};
 use super::rule::{MATCH_TYPES, absolute, check_name, regex, template};
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token};
 use crate::plugin::kit::previous;
-use std::sync::Arc;
 
 const SUPPORTED: &str = "supported: name, ttl, type, class, rcode, cname, edns0";
 
@@ -308,6 +313,12 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
         .unwrap_or_default();
     rules.push(parse(d)?);
     Ok(Arc::new(RewriteRules(rules)))
+}
+
+impl Configured for RewriteRules {
+    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
+        Built::Plugin(Arc::new(super::Rewrite::new(self.0.clone())))
+    }
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, Record};
 
+use super::config::{TemplateConfig, TemplateRule};
 use super::metrics::TemplateMetrics;
-use super::setup::{TemplateConfig, TemplateRule};
 use super::text::{Data, Template, parse_record};
 use crate::chain::{Next, Plugin, Replay, ReplyFuture};
 use crate::proto::{Answer, Failure, FlagEdit, Question, Reply};

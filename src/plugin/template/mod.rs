@@ -2,15 +2,15 @@
 //! records rendered from templates (wildcard ingress names, NODATA for AAAA on IPv4-only
 //! clusters). See this folder's README.
 
-mod build;
+pub mod config;
 pub mod handler;
 pub mod metrics;
 pub mod setup;
 pub mod text;
 
+pub use config::TemplateConfig;
 pub use handler::TemplatePlugin;
 pub use metrics::TemplateMetrics;
-pub use setup::TemplateConfig;
 
 /// Registers this plugin's metric families (see the registry).
 pub fn families(metrics: &crate::telemetry::DnsMetrics) -> Result<(), prometheus::Error> {

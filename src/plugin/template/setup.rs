@@ -12,6 +12,10 @@
 //! ```
 //!
 //! A block may hold several `template` directives, tried in file order.
+//!
+//! And how a configured `template` directive becomes its plugin: its [`Configured`] impl, what it
+//! checks against its block and offers it. What it parses into is `config.rs`'s, which the
+//! handler reads too, so the handler never imports this file (the layer test finds import loops).
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -20,45 +24,11 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{DNSClass, Name, RecordType};
 use regex::Regex;
 
+use super::config::{TemplateConfig, TemplateRule};
 use super::text::Template;
-use crate::chain::{Configured, SetupCtx};
+use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
 use crate::corefile::{CorefileError, Directive, Token, normalize_zone_or_cidr};
 use crate::plugin::kit::previous;
-
-/// One `template` directive.
-#[derive(Debug, Clone)]
-pub struct TemplateRule {
-    /// The class it answers (`None`: ANY).
-    pub class: Option<DNSClass>,
-    /// The type it answers (`None`: ANY).
-    pub qtype: Option<RecordType>,
-    /// The class and type as written, for the metric labels.
-    pub labels: (String, String),
-    /// Its zones, lower-case and absolute.
-    pub zones: Vec<Name>,
-    /// The expressions a question name must match (one of them); `.*` by default.
-    pub regexes: Vec<Regex>,
-    /// The answer, additional and authority templates.
-    pub answer: Vec<Template>,
-    /// Additional section templates.
-    pub additional: Vec<Template>,
-    /// Authority section templates.
-    pub authority: Vec<Template>,
-    /// The rcode of a match.
-    pub rcode: ResponseCode,
-    /// `fallthrough [ZONES...]`: `None` off; empty for every zone.
-    pub fallthrough: Option<Vec<Name>>,
-    /// `upstream`: a CNAME answer's target is resolved again through the server, and its
-    /// records follow the CNAME.
-    pub upstream: bool,
-}
-
-/// A block's `template` directives, in file order.
-#[derive(Debug, Clone, Default)]
-pub struct TemplateConfig {
-    /// The templates.
-    pub rules: Vec<TemplateRule>,
-}
 
 fn zone_names(toks: &[Token]) -> Result<Vec<Name>, CorefileError> {
     toks.iter()
@@ -205,4 +175,17 @@ pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, C
     let mut config = previous::<TemplateConfig>(ctx).cloned().unwrap_or_default();
     config.rules.push(rule(d, ctx)?);
     Ok(Arc::new(config))
+}
+
+impl Configured for TemplateConfig {
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        let metrics = ctx
+            .metrics
+            .and_then(|m| m.families::<super::TemplateMetrics>().ok());
+        Built::Plugin(Arc::new(super::TemplatePlugin::new(
+            self.clone(),
+            metrics,
+            ctx.server,
+        )))
+    }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, RecordType};
 
-use super::setup::{Allowed, TransferConfig};
+use super::config::{Allowed, TransferConfig};
 use crate::chain::{Next, Now, Plugin, Replay, ReplyFuture};
 use crate::plugin::kit::{Notifier, ZoneTransfer};
 use crate::proto::{Answer, Failure, FlagEdit, Question, Reply};

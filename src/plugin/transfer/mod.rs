@@ -6,15 +6,15 @@
 //! when a plugin says a zone changed (`notify.rs`). See this
 //! folder's README.
 
-mod build;
+pub mod config;
 pub mod handler;
 pub mod metrics;
 mod notify;
 pub mod setup;
 
+pub use config::TransferConfig;
 pub use handler::Transfer;
 pub use metrics::TransferMetrics;
-pub use setup::TransferConfig;
 
 /// Registers this plugin's metric families (see the registry).
 pub fn families(metrics: &crate::telemetry::DnsMetrics) -> Result<(), prometheus::Error> {

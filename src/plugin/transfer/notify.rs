@@ -15,7 +15,7 @@ use hickory_proto::rr::{DNSClass, Name, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 use tokio::net::UdpSocket;
 
-use super::setup::TransferConfig;
+use super::config::TransferConfig;
 use crate::plugin::kit::ZoneNotifier;
 
 /// How long one try waits for the secondary's reply.

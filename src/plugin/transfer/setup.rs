@@ -13,48 +13,22 @@
 //! when it is set. `notify transferred` (cluster-dns's own) also sends NOTIFY to every address
 //! that transferred one of the zones in the last day, at PORT (53), at most 10,000 of them:
 //! node agents following the cluster zone need not be listed.
+//!
+//! And how a configured `transfer` directive becomes its plugin and the [`Notifier`] it offers
+//! its block (`notify.rs`), its [`Configured`] impl. What it parses into is `config.rs`'s, which
+//! the handler and the notifier read too.
 
+use std::any::TypeId;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use crate::chain::{Configured, SetupCtx};
+use super::config::{Allowed, TransferConfig};
+use super::notify::{Learned, NotifySender};
+use crate::chain::{
+    AcquireCtx, AcquireFuture, BlockSettings, BuildCtx, Built, Capabilities, Configured, SetupCtx,
+};
 use crate::corefile::{CorefileError, Directive, normalize_zone};
-
-/// Who may transfer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Allowed {
-    /// `to *`: anyone.
-    Anyone,
-    /// One address.
-    Address(IpAddr),
-}
-
-/// `transfer`, as configured.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TransferConfig {
-    /// The zones transferred, lower-case and absolute.
-    pub zones: Vec<String>,
-    /// The `to` addresses; empty: nobody (every transfer is refused).
-    pub to: Vec<Allowed>,
-    /// Where NOTIFY goes: every `to` address but `*`, port 53 unless one is given.
-    pub notify: Vec<SocketAddr>,
-    /// `source`: NOTIFY's local address.
-    pub source: Option<IpAddr>,
-    /// `notify transferred [PORT]`: NOTIFY also goes to the addresses that transferred, at
-    /// this port.
-    pub notify_transferred: Option<u16>,
-}
-
-impl TransferConfig {
-    /// Its zones as names, lower-case.
-    pub fn zone_names(&self) -> Vec<hickory_proto::rr::Name> {
-        self.zones
-            .iter()
-            .filter_map(|z| hickory_proto::rr::Name::from_ascii(z).ok())
-            .map(|n| n.to_lowercase())
-            .collect()
-    }
-}
+use crate::plugin::kit::Notifier;
 
 /// Who `text` allows, and where NOTIFY goes for it (`None` for `*`).
 fn parse_address(text: &str) -> Option<(Allowed, Option<SocketAddr>)> {
@@ -145,6 +119,56 @@ pub fn parse(d: &Directive, block_zones: &[String]) -> Result<TransferConfig, Co
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
     ctx.refuse_twice(d)?;
     Ok(Arc::new(parse(d, ctx.zones)?))
+}
+
+impl Configured for TransferConfig {
+    /// Its block answers zone transfers (the server refuses them in blocks without it).
+    fn configure(&self, settings: &mut BlockSettings) {
+        settings.transfers = true;
+    }
+
+    /// Its plugin, telling the block's NOTIFY sender who transferred (`notify transferred`).
+    fn build(&self, ctx: &BuildCtx<'_>) -> Built {
+        Built::Plugin(Arc::new(super::Transfer::new(
+            self,
+            ctx.capabilities.get::<Notifier>(),
+        )))
+    }
+
+    fn offers(&self, capability: TypeId) -> bool {
+        capability == TypeId::of::<Notifier>()
+            && (!self.notify.is_empty() || self.notify_transferred.is_some())
+    }
+
+    /// Its NOTIFY sender, when a `to` line names an address or `notify transferred` is set.
+    /// The addresses `notify transferred` learned are a resource kept across reloads (keyed
+    /// by the zones and the port), so a reloaded Corefile still tells every agent.
+    fn acquire<'a>(&'a self, ctx: AcquireCtx<'a>) -> AcquireFuture<'a> {
+        Box::pin(async move {
+            let mut offered = Capabilities::default();
+            let learned = match self.notify_transferred {
+                Some(port) => {
+                    let gauge = ctx
+                        .metrics
+                        .and_then(|m| m.families::<super::TransferMetrics>().ok())
+                        .map(|m| m.learned);
+                    let key = (self.zones.clone(), port);
+                    let made = ctx
+                        .resources
+                        .get_or_make(key, || async {
+                            Ok::<_, std::convert::Infallible>(Learned::new(port, gauge))
+                        })
+                        .await;
+                    made.ok().map(|a| a.value)
+                }
+                None => None,
+            };
+            if let Some(sender) = NotifySender::new(self, learned) {
+                offered.offer(Arc::new(Notifier(Arc::new(sender))));
+            }
+            Ok(offered)
+        })
+    }
 }
 
 #[cfg(test)]

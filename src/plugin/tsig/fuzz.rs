@@ -1,6 +1,6 @@
 //! The body of the `tsig_verify` fuzz target (`fuzz/`), kept beside the code it drives so
 //! `cargo test` replays its committed corpus through the same code
-//! (`tests/integration/fuzz_corpus.rs`): arbitrary bytes as a request, read as the server reads
+//! (`tests/integration/project/fuzz_corpus.rs`): arbitrary bytes as a request, read as the server reads
 //! one, checked by [`TsigAuth`] against a fixed key set, and the response signed. Not part of
 //! the server.
 

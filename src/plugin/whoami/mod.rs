@@ -5,26 +5,7 @@
 //! depend on the client, so they are never memoized. See this folder's README.
 
 pub mod handler;
-
-use std::sync::Arc;
-
-use crate::chain::{BuildCtx, Built, Configured, SetupCtx};
-use crate::corefile::{CorefileError, Directive};
+pub mod setup;
 
 pub use handler::WhoAmI;
-
-/// `whoami`, as configured (it has no options).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WhoAmIConfig;
-
-/// The `whoami` directive's setup: no arguments, no block, once per block.
-pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
-    ctx.bare(d)?;
-    Ok(Arc::new(WhoAmIConfig))
-}
-
-impl Configured for WhoAmIConfig {
-    fn build(&self, _ctx: &BuildCtx<'_>) -> Built {
-        Built::Plugin(Arc::new(WhoAmI))
-    }
-}
+pub use setup::WhoAmIConfig;
