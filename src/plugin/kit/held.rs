@@ -21,7 +21,8 @@ use crate::proto::{Question, Reply};
 pub struct HeldZone {
     origin: Name,
     data: RwLock<Option<Arc<ZoneData>>>,
-    journal: Mutex<Journal>,
+    /// `None` for a zone no one transfers from this server (no journal kept).
+    journal: Option<Mutex<Journal>>,
 }
 
 impl HeldZone {
@@ -30,8 +31,16 @@ impl HeldZone {
         Self {
             origin,
             data: RwLock::new(data),
-            journal: Mutex::new(Journal::default()),
+            journal: Some(Mutex::new(Journal::default())),
         }
+    }
+
+    /// The same zone keeping no journal, for a server no one transfers it from: each new
+    /// version then costs no copy of the one before (IXFR gets the whole zone).
+    #[must_use]
+    pub fn without_journal(mut self) -> Self {
+        self.journal = None;
+        self
     }
 
     /// The zone's name.
@@ -48,9 +57,9 @@ impl HeldZone {
     /// the journal records the differences; otherwise it starts again (no difference leads
     /// to `fresh`). Only the zone's reading task calls this.
     pub fn replace(&self, fresh: ZoneData, follows: bool) {
-        {
+        if let Some(journal) = &self.journal {
             let old = self.current();
-            let mut journal = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut journal = journal.lock().unwrap_or_else(PoisonError::into_inner);
             match old {
                 Some(old) if follows => journal.record(&old.transfer(), &fresh.transfer()),
                 _ => journal.clear(),
@@ -67,6 +76,7 @@ impl HeldZone {
     /// The differences since version `held`, for an IXFR, when the journal reaches back to it.
     pub fn changes(&self, held: u32) -> Option<Vec<Record>> {
         self.journal
+            .as_ref()?
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .since(held)

@@ -288,17 +288,19 @@ impl ZoneData {
     /// again (RFC 5936 section 2.2).
     pub fn transfer(&self) -> Vec<Record> {
         let mut out = Vec::with_capacity(self.records + 1);
-        out.push(self.soa.clone());
-        for records in self.nodes.values() {
-            out.extend(
-                records
-                    .iter()
-                    .filter(|r| r.record_type() != RecordType::SOA)
-                    .cloned(),
-            );
-        }
+        out.extend(self.iter().cloned());
         out.push(self.soa.clone());
         out
+    }
+
+    /// Every record once, borrowed: the SOA, then the rest in canonical name order (a
+    /// transfer without its closing SOA, copying nothing).
+    pub fn iter(&self) -> impl Iterator<Item = &Record> {
+        std::iter::once(&self.soa).chain(
+            self.nodes
+                .values()
+                .flat_map(|records| records.iter().filter(|r| r.record_type() != RecordType::SOA)),
+        )
     }
 
     /// How many records it holds.

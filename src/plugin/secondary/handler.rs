@@ -43,12 +43,14 @@ impl fmt::Debug for Secondary {
 impl Secondary {
     /// The plugin following `zones` from `primaries` (asked in that order), holding no zone
     /// until the first transfer, or the copies kept in `snapshots` (a folder) when there are
-    /// sound ones; it tells `notifier` (the block's `transfer`) of each new version; it counts
-    /// in `metrics` when given.
+    /// sound ones, each with a journal of its versions when `journal` (someone may transfer
+    /// it on); it tells `notifier` (the block's `transfer`) of each new version; it counts in
+    /// `metrics` when given.
     pub fn new(
         zones: &[Name],
         primaries: &[SocketAddr],
         snapshots: Option<&Path>,
+        journal: bool,
         notifier: Option<Arc<Notifier>>,
         metrics: Option<&super::SecondaryMetrics>,
     ) -> Self {
@@ -58,6 +60,7 @@ impl Secondary {
                 Arc::new(ZoneSlot::open(
                     origin,
                     snapshots,
+                    journal,
                     metrics.map(|m| m.zone(&origin.to_string())),
                 ))
             })

@@ -64,8 +64,8 @@ pub(super) async fn follow(weak: Weak<Inner>, index: usize) {
         let versions = inner.versions.clone();
         drop(inner);
         let wake = slot.wake.clone();
-        let held = slot.held.current();
-        let timers = held.as_ref().and_then(|z| match &z.soa().data {
+        // (The version held is not kept past this line: once replaced, it must be freed.)
+        let timers = slot.held.current().and_then(|z| match &z.soa().data {
             RData::SOA(s) => Some((s.refresh, s.retry, s.expire)),
             _ => None,
         });
@@ -78,6 +78,9 @@ pub(super) async fn follow(weak: Weak<Inner>, index: usize) {
                 if let Checked::Replaced(_) = checked {
                     versions.moved();
                     keep(&slot).await;
+                    // A transfer's messages, the records read and the version replaced are
+                    // freed now: their pages go back to the kernel, not into the agent's RSS.
+                    crate::cluster::heap::release_freed_heap();
                     if let Some(n) = &notifier {
                         n.0.zone_changed(slot.held.origin());
                     }

@@ -32,6 +32,10 @@ pub struct SecondaryConfig {
     pub primaries: Vec<SocketAddr>,
     /// `snapshot DIR`: the folder the copies are kept in, across restarts.
     pub snapshot: Option<PathBuf>,
+    /// The block has `transfer`: the copies may be transferred on, so each keeps a journal of
+    /// its versions for IXFR (a node agent without `transfer` keeps none: no copy of the
+    /// version before on every change).
+    pub journal: bool,
 }
 
 /// A primary's address: `IP` (port 53) or `IP:PORT`.
@@ -117,12 +121,15 @@ pub fn parse(d: &Directive, block_zones: &[String], dir: &Path) -> Result<Second
         zones,
         primaries,
         snapshot,
+        journal: true,
     })
 }
 
 /// The `secondary` directive's setup.
 pub fn setup(d: &Directive, ctx: &SetupCtx<'_>) -> Result<Arc<dyn Configured>, CorefileError> {
-    Ok(Arc::new(parse(d, ctx.zones, ctx.dir)?))
+    let mut config = parse(d, ctx.zones, ctx.dir)?;
+    config.journal = ctx.block.contains(&"transfer");
+    Ok(Arc::new(config))
 }
 
 impl Configured for SecondaryConfig {
@@ -136,6 +143,7 @@ impl Configured for SecondaryConfig {
             &self.zones,
             &self.primaries,
             self.snapshot.as_deref(),
+            self.journal,
             ctx.capabilities.get::<Notifier>(),
             metrics.as_ref(),
         )))

@@ -24,13 +24,6 @@ const MAGIC: &[u8] = b"cluster-dns zone snapshot 1\n";
 /// The fixed part after the magic: confirmed time, record count, body length.
 const HEADER: usize = 8 + 4 + 8;
 
-/// FNV-1a, 64 bits: a check against a damaged file, not against an adversary.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// Where zone `origin`'s snapshot lives in `dir`.
 pub fn path_of(dir: &Path, origin: &Name) -> PathBuf {
     let text = origin.to_lowercase().to_ascii();
@@ -41,37 +34,62 @@ pub fn path_of(dir: &Path, origin: &Name) -> PathBuf {
     dir.join(format!("{stem}.zone-snapshot"))
 }
 
-/// The bytes of `zone`'s snapshot, confirmed by a primary at `confirmed`.
-fn encode(zone: &ZoneData, confirmed: SystemTime) -> std::io::Result<Vec<u8>> {
-    let records = zone.transfer();
-    // Every record but the closing SOA.
-    let records = &records[..records.len().saturating_sub(1)];
-    let mut body = Vec::new();
-    for r in records {
+/// Writes `zone`'s snapshot, confirmed by a primary at `confirmed`, to `out`: the header
+/// with its counts left zero, the body record by record (nothing of the zone copied whole),
+/// the hash; then the counts written in place.
+fn encode_into(out: &mut std::fs::File, zone: &ZoneData, confirmed: SystemTime) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom};
+    let secs = confirmed.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let mut w = std::io::BufWriter::new(&mut *out);
+    w.write_all(MAGIC)?;
+    w.write_all(&[0u8; HEADER])?;
+    let (mut count, mut body_len, mut hash) = (0u32, 0u64, Fnv1a::default());
+    for r in zone.iter() {
         let wire = r.to_bytes().map_err(std::io::Error::other)?;
         let len = u16::try_from(wire.len()).map_err(std::io::Error::other)?;
-        body.extend_from_slice(&len.to_be_bytes());
-        body.extend_from_slice(&wire);
+        for part in [&len.to_be_bytes()[..], &wire] {
+            w.write_all(part)?;
+            hash.update(part);
+            body_len += part.len() as u64;
+        }
+        count = count
+            .checked_add(1)
+            .ok_or_else(|| std::io::Error::other("too many records"))?;
     }
-    let secs = confirmed.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let count = u32::try_from(records.len()).map_err(std::io::Error::other)?;
-    let mut out = Vec::with_capacity(MAGIC.len() + HEADER + body.len() + 8);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&secs.to_be_bytes());
-    out.extend_from_slice(&count.to_be_bytes());
-    out.extend_from_slice(&(body.len() as u64).to_be_bytes());
-    out.extend_from_slice(&body);
-    out.extend_from_slice(&fnv1a(&body).to_be_bytes());
-    Ok(out)
+    w.write_all(&hash.0.to_be_bytes())?;
+    w.flush()?;
+    drop(w);
+    out.seek(SeekFrom::Start(MAGIC.len() as u64))?;
+    let mut header = Vec::with_capacity(HEADER);
+    header.extend_from_slice(&secs.to_be_bytes());
+    header.extend_from_slice(&count.to_be_bytes());
+    header.extend_from_slice(&body_len.to_be_bytes());
+    out.write_all(&header)
+}
+
+/// FNV-1a, 64 bits, fed in parts.
+struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv1a {
+    fn update(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
 }
 
 /// Writes `zone`'s snapshot to `path`, atomically (see the module's top comment).
 pub fn write(path: &Path, zone: &ZoneData, confirmed: SystemTime) -> std::io::Result<()> {
-    let bytes = encode(zone, confirmed)?;
     let tmp = path.with_extension("zone-snapshot.tmp");
     {
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
+        encode_into(&mut f, zone, confirmed)?;
         f.sync_all()?;
     }
     std::fs::rename(&tmp, path)?;
@@ -151,7 +169,9 @@ fn decode(bytes: &[u8], path: &Path, origin: &Name) -> Result<(ZoneData, SystemT
         ));
     }
     let (body, hash) = rest.split_at(body_len);
-    if fnv1a(body).to_be_bytes() != hash {
+    let mut check = Fnv1a::default();
+    check.update(body);
+    if check.0.to_be_bytes() != hash {
         return Err("the body does not match its hash".into());
     }
     let mut records: Vec<Record> = Vec::new();

@@ -36,8 +36,14 @@ pub(super) struct ZoneSlot {
 
 impl ZoneSlot {
     /// Zone `origin`, holding the copy kept in `snapshots` when there is a sound one there (a
-    /// damaged one is logged and not served); counted in `metrics`.
-    pub(super) fn open(origin: &Name, snapshots: Option<&Path>, metrics: Option<ZoneInstruments>) -> Self {
+    /// damaged one is logged and not served), with a journal when `journal`; counted in
+    /// `metrics`.
+    pub(super) fn open(
+        origin: &Name,
+        snapshots: Option<&Path>,
+        journal: bool,
+        metrics: Option<ZoneInstruments>,
+    ) -> Self {
         let snapshot = snapshots.map(|dir| super::snapshot::path_of(dir, origin));
         let mut held = None;
         let mut confirmed = 0;
@@ -62,7 +68,11 @@ impl ZoneSlot {
             }
         }
         Self {
-            held: HeldZone::new(origin.clone(), held),
+            held: if journal {
+                HeldZone::new(origin.clone(), held)
+            } else {
+                HeldZone::new(origin.clone(), held).without_journal()
+            },
             expired: AtomicBool::new(false),
             wake: Arc::new(Notify::new()),
             metrics,

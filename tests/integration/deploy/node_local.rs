@@ -612,11 +612,11 @@ async fn the_fabric_agent_answers_cluster_names_from_its_copy() {
         .find("    transfer cluster.local {")
         .expect("the transfer block");
     let end = start + central_text[start..].find("    }\n").unwrap() + 6;
-    let agent_port = crate::upstream::free_port();
+    let agent_port = crate::support::upstream::free_port();
     let transfer =
         central_text[start..end].replace("notify transferred", &format!("notify transferred {agent_port}"));
     let upstream: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
-    let central_corefile = crate::dropin::kubeadm_corefile_for_test(&fake.url(), upstream).replacen(
+    let central_corefile = crate::deploy::dropin::kubeadm_corefile_for_test(&fake.url(), upstream).replacen(
         "    kubernetes cluster.local",
         &format!("{transfer}    kubernetes cluster.local"),
         1,
