@@ -132,8 +132,9 @@ NODE_LOCAL = {
 # of the cluster zone transferred from the central Deployment (deploy/cluster-dns.yaml) through
 # the kube-dns-upstream Service (AXFR, then IXFR on the central pods' NOTIFY), and answering
 # cluster names from it: no API access at all, and cluster names keep answering on the node
-# while the API server or the central pods are away. This file also holds the central
-# Corefile (ConfigMap cluster-dns) with the transfer block the agents need.
+# while the API server or the central pods are away. The central Corefile (ConfigMap
+# cluster-dns, not in this file: applying it would reset an edited Corefile) needs the
+# transfer block the agents follow it with: deploy/node-local/README.md, "Fabric mode".
 #
 # Apply after deploy/cluster-dns.yaml: the central pods must exist. See README.md.
 """,
@@ -273,9 +274,7 @@ def generate(out_dir, values=None, described=""):
         print(f"wrote {path}", file=sys.stderr)
     for mode, (name, text) in NODE_LOCAL.items():
         docs = plain(documents(merge(values, {"nodeLocal": {"enabled": True, "mode": mode}})))
-        # The fabric mode changes the central Corefile too (its transfer block).
-        sources = NODE_LOCAL_SOURCES + (("/templates/configmap.yaml",) if mode == "fabric" else ())
-        part = [d for d in docs if d[0].endswith(sources)]
+        part = [d for d in docs if d[0].endswith(NODE_LOCAL_SOURCES)]
         path = os.path.join(out_dir, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:

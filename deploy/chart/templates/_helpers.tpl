@@ -49,6 +49,8 @@ scale the same Deployment against each other. */}}
 (config/Corefile) with clusterDomain when corefile.kubeadm is true; or else kubeadm's with the
 protection (fairness, pods verified, topology: deploy/README.md, "Which Corefile"); then
 corefile.extraServerBlocks. */}}
+{{/* With nodeLocal.mode=fabric, the central Corefile gives the agents the cluster zone
+(AXFR, IXFR) and tells them of its changes (NOTIFY) once they have transferred it. */}}
 {{- define "cluster-dns.corefile" -}}
 {{- $fabric := and .Values.nodeLocal.enabled (eq .Values.nodeLocal.mode "fabric") -}}
 {{- include "cluster-dns.corefileText" (dict "root" . "protected" (not .Values.corefile.kubeadm) "transfer" $fabric) -}}
@@ -75,8 +77,6 @@ Pods and Nodes watches every node would then open. */}}
     fairness
     {{- end }}
     {{- if .transfer }}
-    # The fabric mode's agents follow the cluster zone (AXFR, IXFR) and are told of its
-    # changes (NOTIFY) once they have transferred it.
     transfer {{ $v.clusterDomain }} {
        to *
        notify transferred

@@ -88,15 +88,6 @@ fn node_local_manifests_are_valid_kubernetes_objects() {
                 "Service",
                 "ServiceAccount",
             ],
-            // The fabric mode's file holds the central Corefile (its transfer block) too.
-            "node-local/prefer-same-node-fabric.yaml" => &[
-                "ConfigMap",
-                "ConfigMap",
-                "DaemonSet",
-                "Service",
-                "Service",
-                "ServiceAccount",
-            ],
             _ => &["ConfigMap", "DaemonSet", "Service", "Service", "ServiceAccount"],
         };
         assert_eq!(kinds, want, "{file}");
@@ -460,38 +451,51 @@ fn prefer_same_node_fabric_mode_follows_the_cluster_zone_from_the_central_pods()
     );
     assert!(stdout.contains("OK (3 server block(s))"), "{stdout}");
 
-    // The central Corefile: deploy/cluster-dns-corefile.yaml's plus the transfer block.
-    let central: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns"));
-    let central = central.data.unwrap()["Corefile"].clone();
+    // The central Corefile the chart writes in this mode: deploy/cluster-dns-corefile.yaml's
+    // plus the transfer block (the file leaves the ConfigMap out: applying it would reset an
+    // edited Corefile; the README gives the block to add).
+    let central = fabric_central_corefile();
     let default: ConfigMap = typed(find(
         &docs_of("cluster-dns-corefile.yaml"),
         "ConfigMap",
         "cluster-dns",
     ));
     let default = default.data.unwrap()["Corefile"].clone();
-    assert!(
-        central.contains("    transfer cluster.local {\n       to *\n       notify transferred\n    }\n"),
-        "{central}"
-    );
-    let without: String = central
-        .lines()
-        .filter(|l| {
-            !(l.contains("transfer cluster.local")
-                || l.trim() == "to *"
-                || l.trim() == "notify transferred"
-                || l.trim().starts_with("# The fabric mode's agents")
-                || l.trim().starts_with("# changes (NOTIFY)"))
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let default_lines = default.lines().collect::<Vec<_>>().join("\n");
-    // (The transfer block's closing brace is the one line left over.)
+    let block = fabric_transfer_block(&central);
     assert_eq!(
-        without.replacen("\n    }\n    kubernetes", "\n    kubernetes", 1),
-        default_lines
+        block,
+        "    transfer cluster.local {\n       to *\n       notify transferred\n    }\n"
+    );
+    assert_eq!(
+        central.replacen(&block, "", 1),
+        default,
+        "the rest is the default Corefile"
+    );
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/node-local/README.md"))
+            .unwrap();
+    assert!(
+        readme.contains(&block),
+        "deploy/node-local/README.md gives the block to add:\n{block}"
     );
     let stdout = check_with_env("prefer-same-node-fabric-central", &central, &[]);
     assert!(stdout.contains("OK (1 server block(s))"), "{stdout}");
+}
+
+/// The central Corefile the chart writes with `nodeLocal.mode=fabric`.
+fn fabric_central_corefile() -> String {
+    let docs = crate::deploy::chart::template(&["--set", "nodeLocal.enabled=true,nodeLocal.mode=fabric"]);
+    let cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns"));
+    cm.data.unwrap()["Corefile"].clone()
+}
+
+/// The `transfer` block of `corefile` (its comment lines left out), as the README gives it.
+fn fabric_transfer_block(corefile: &str) -> String {
+    let start = corefile
+        .find("    transfer cluster.local {")
+        .expect("a transfer block");
+    let end = start + corefile[start..].find("    }\n").unwrap() + 6;
+    corefile[start..end].to_owned()
 }
 
 /// Every file in deploy/node-local/ is one of those the tests above cover.
@@ -590,8 +594,8 @@ async fn the_forward_agent_answers_cluster_names_from_the_central_server() {
 }
 
 /// The fabric mode's Corefiles, on loopback: the central server (kubeadm's Corefile against
-/// the fake API server, with the transfer block of prefer-same-node-fabric.yaml's central
-/// Corefile) and an agent running that file's cluster block. The agent answers cluster names
+/// the fake API server, with the transfer block the chart adds to the central
+/// Corefile) and an agent running prefer-same-node-fabric.yaml's cluster block. The agent answers cluster names
 /// from its copy, a Service created later reaches it by NOTIFY (the agent is in no `to`
 /// line), and its snapshot is written. (kubeadm's Corefile has `loadbalance`, which once
 /// reordered the transfer: the first ExternalName's CNAME came before the SOA, and the agent
@@ -606,15 +610,9 @@ async fn the_fabric_agent_answers_cluster_names_from_its_copy() {
     let fake = FakeApiServer::start().await.unwrap();
     fake.load(crate::support::fixture()).unwrap();
     let docs = docs_of("node-local/prefer-same-node-fabric.yaml");
-    let central_cm: ConfigMap = typed(find(&docs, "ConfigMap", "cluster-dns"));
-    let central_text = central_cm.data.unwrap()["Corefile"].clone();
-    let start = central_text
-        .find("    transfer cluster.local {")
-        .expect("the transfer block");
-    let end = start + central_text[start..].find("    }\n").unwrap() + 6;
     let agent_port = crate::support::upstream::free_port();
-    let transfer =
-        central_text[start..end].replace("notify transferred", &format!("notify transferred {agent_port}"));
+    let transfer = fabric_transfer_block(&fabric_central_corefile())
+        .replace("notify transferred", &format!("notify transferred {agent_port}"));
     let upstream: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
     let central_corefile = crate::deploy::dropin::kubeadm_corefile_for_test(&fake.url(), upstream).replacen(
         "    kubernetes cluster.local",
