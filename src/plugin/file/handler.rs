@@ -16,7 +16,7 @@ use hickory_proto::rr::{Name, Record, RecordType};
 use super::config::{FileConfig, ZoneFile};
 use crate::chain::{Capabilities, Chain, Next, Plugin, Replay, ReplyFuture};
 use crate::plugin::kit::ZoneData;
-use crate::plugin::kit::{Fallthrough, HeldZone, Notifier, ZoneTransfer, serve_held};
+use crate::plugin::kit::{Fallthrough, HeldZone, Notifier, ZoneTransfer, serial_after, serve_held};
 use crate::proto::{Failure, Question, Reply};
 
 /// One file and its zones.
@@ -64,11 +64,6 @@ impl fmt::Debug for File {
 
 fn mtime_of(path: &std::path::Path) -> Option<SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
-}
-
-/// True when serial `new` follows `old` (RFC 1982 serial number arithmetic).
-fn serial_after(new: u32, old: u32) -> bool {
-    new != old && new.wrapping_sub(old) < (1 << 31)
 }
 
 impl Watched {
@@ -294,22 +289,5 @@ impl ZoneTransfer for File {
             .iter()
             .find(|z| z.origin() == zone)?
             .changes(held)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn serials_follow_rfc_1982() {
-        assert!(serial_after(2, 1));
-        assert!(!serial_after(1, 1));
-        assert!(!serial_after(1, 2));
-        assert!(serial_after(0, u32::MAX), "wraps");
-        assert!(
-            !serial_after(1 << 31, 0),
-            "half the space away is undefined: not after"
-        );
     }
 }

@@ -36,4 +36,4 @@ pub use periodic::reload_every;
 pub use setup::previous;
 pub use share::{ClientDirectory, FairShare, PodNamespaces, Refusal, UpstreamShare, UpstreamTicket};
 pub use tap::{Tap, TapKind, TapMessage, TapSink};
-pub use zone::{Lookup, ZoneData, ZoneError};
+pub use zone::{Lookup, ZoneData, ZoneError, serial_after};

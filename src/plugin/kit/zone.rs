@@ -75,6 +75,12 @@ pub enum ZoneError {
     },
 }
 
+/// True when SOA serial `new` follows `old` (RFC 1982 serial number arithmetic; half the
+/// space away is undefined, so not after). Every zone here compares serials with this.
+pub fn serial_after(new: u32, old: u32) -> bool {
+    new != old && new.wrapping_sub(old) < (1 << 31)
+}
+
 /// One zone's records.
 #[derive(Debug)]
 pub struct ZoneData {
@@ -796,6 +802,18 @@ fn failing_line<T, E: std::fmt::Display>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn serials_follow_rfc_1982() {
+        assert!(serial_after(2, 1));
+        assert!(!serial_after(1, 1));
+        assert!(!serial_after(1, 2));
+        assert!(serial_after(0, u32::MAX), "wraps");
+        assert!(
+            !serial_after(1 << 31, 0),
+            "half the space away is undefined: not after"
+        );
+    }
 
     const ZONE: &str = "$ORIGIN example.org.
 @	3600 IN	SOA sns.dns.icann.org. noc.dns.icann.org. 2017042745 7200 3600 1209600 300

@@ -17,6 +17,7 @@ use super::answer::answerer::name_under;
 use super::handler::Kubernetes;
 use crate::cluster::model::PortProtocol;
 use crate::cluster::zone::ServiceEntry;
+use crate::plugin::kit::serial_after;
 use crate::proto::Question;
 
 impl Kubernetes {
@@ -168,7 +169,7 @@ impl Kubernetes {
         let (last, journal) = &mut *held;
         let later = match (last.as_deref().and_then(serial), serial(now)) {
             (None, _) => true,
-            (Some(old), Some(new)) => new != old && new.wrapping_sub(old) < (1 << 31),
+            (Some(old), Some(new)) => serial_after(new, old),
             (Some(_), None) => false,
         };
         if !later {

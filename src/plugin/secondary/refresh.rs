@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::apply::apply;
 use super::xfr::{self, serial_of};
 use super::zones::{Inner, ZoneSlot};
+use crate::plugin::kit::serial_after;
 
 /// The shortest wait between two checks (an SOA may say 0).
 const MIN_WAIT: Duration = Duration::from_secs(1);
@@ -25,11 +26,6 @@ const MIN_WAIT: Duration = Duration::from_secs(1);
 const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
 /// The longest wait between tries while no copy is held.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-
-/// True when serial `new` follows `old` (RFC 1982 serial number arithmetic).
-fn serial_after(new: u32, old: u32) -> bool {
-    new != old && new.wrapping_sub(old) < (1 << 31)
-}
 
 /// What one check did.
 #[derive(Debug, PartialEq, Eq)]

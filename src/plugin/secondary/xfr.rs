@@ -12,6 +12,8 @@ use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::plugin::kit::serial_after;
+
 /// How long a whole exchange (connect, request, every message) may take.
 pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long connecting may take.
@@ -96,10 +98,7 @@ fn progress(qtype: RecordType, held: Option<u32>, records: &[Record]) -> Progres
     }
     // IXFR: a lone SOA no later than the one held says the zone is up to date (RFC 1995
     // section 2). A lone SOA of a later serial may be the start of either form: wait.
-    if qtype == RecordType::IXFR
-        && records.len() == 1
-        && held.is_some_and(|h| h == newest || newest.wrapping_sub(h) >= 1 << 31)
-    {
+    if qtype == RecordType::IXFR && records.len() == 1 && held.is_some_and(|h| !serial_after(newest, h)) {
         return Progress::Done;
     }
     if records.len() < 2 {

@@ -209,6 +209,45 @@ async fn notify(target: SocketAddr, zone: &Name, source: Option<IpAddr>) -> Resu
 mod tests {
     use super::*;
 
+    /// Many transfers at once (each `transfer` answer learns its client, from any task) and a
+    /// sender reading the set: no address lost, the bound and the gauge exact.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_learners_keep_the_set_and_the_gauge_exact() {
+        let gauge = prometheus::IntGauge::new("learned_concurrent", "test").unwrap();
+        let learned = Arc::new(Learned::new(53, Some(gauge.clone())));
+        let start = Instant::now();
+        let writers: Vec<_> = (0..8u8)
+            .map(|w| {
+                let learned = learned.clone();
+                tokio::spawn(async move {
+                    for i in 0..2_000u16 {
+                        let ip = IpAddr::from([10, w, (i >> 8) as u8, i as u8]);
+                        learned.learn(ip, start + Duration::from_micros(u64::from(i)));
+                        if i % 500 == 0 {
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let reader = {
+            let learned = learned.clone();
+            tokio::spawn(async move {
+                for _ in 0..50 {
+                    assert!(learned.targets(start).len() <= MAX_LEARNED);
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        for w in writers {
+            w.await.unwrap();
+        }
+        reader.await.unwrap();
+        // 16,000 distinct addresses through a set of 10,000.
+        assert_eq!(learned.len(), MAX_LEARNED);
+        assert_eq!(gauge.get(), MAX_LEARNED as i64);
+    }
+
     #[test]
     fn learned_addresses_are_bounded_expire_and_are_counted() {
         let gauge = prometheus::IntGauge::new("learned", "test").unwrap();
