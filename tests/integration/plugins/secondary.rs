@@ -368,14 +368,10 @@ async fn an_agent_follows_the_cluster_zone_from_a_central_server() {
     use serde_json::json;
     let fake = fake_apiserver::FakeApiServer::start().await.unwrap();
     for ns in ["default", "apps"] {
-        fake.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
-            .unwrap();
+        fake.create(fake_apiserver::synthetic::namespace(ns)).unwrap();
     }
-    let service = |ns: &str, name: &str, ip: &str| {
-        json!({"apiVersion": "v1", "kind": "Service",
-               "metadata": {"name": name, "namespace": ns},
-               "spec": {"clusterIP": ip, "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
-    };
+    let service =
+        |ns: &str, name: &str, ip: &str| fake_apiserver::synthetic::service(ns, name, ip.parse().ok());
     fake.create(service("default", "web", "10.96.0.10")).unwrap();
     fake.create(service("apps", "db", "None")).unwrap();
     fake.create(
@@ -457,15 +453,10 @@ async fn an_agent_follows_the_cluster_zone_from_a_central_server() {
 /// answers on the agent within seconds, not after the 30 s the cache would hold it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_cache_drops_a_name_the_next_copy_changed() {
-    use serde_json::json;
     let fake = fake_apiserver::FakeApiServer::start().await.unwrap();
-    fake.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "jobs"}}))
-        .unwrap();
-    let service = |name: &str, ip: &str| {
-        json!({"apiVersion": "v1", "kind": "Service",
-               "metadata": {"name": name, "namespace": "jobs"},
-               "spec": {"clusterIP": ip, "ports": [{"port": 80, "protocol": "TCP"}]}})
-    };
+    fake.create(fake_apiserver::synthetic::namespace("jobs")).unwrap();
+    let service =
+        |name: &str, ip: &str| fake_apiserver::synthetic::service("jobs", name, Some(ip.parse().unwrap()));
     fake.create(service("coordinator", "10.96.1.1")).unwrap();
     let dir = support::temp_dir("secondary-agent-cache");
     let agent_port = crate::support::upstream::free_port();
@@ -657,15 +648,11 @@ async fn the_soa_check_and_the_transfer_share_one_connection() {
 /// among the learned addresses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notify_transferred_tells_an_agent_no_one_listed() {
-    use serde_json::json;
     let fake = fake_apiserver::FakeApiServer::start().await.unwrap();
-    fake.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}))
+    fake.create(fake_apiserver::synthetic::namespace("default"))
         .unwrap();
-    let service = |name: &str, ip: &str| {
-        json!({"apiVersion": "v1", "kind": "Service",
-               "metadata": {"name": name, "namespace": "default"},
-               "spec": {"clusterIP": ip, "ports": [{"port": 80, "protocol": "TCP"}]}})
-    };
+    let service =
+        |name: &str, ip: &str| fake_apiserver::synthetic::service("default", name, Some(ip.parse().unwrap()));
     fake.create(service("one", "10.96.2.1")).unwrap();
     let agent_port = crate::support::upstream::free_port();
     let central_dir = support::temp_dir("secondary-learned-central");

@@ -330,15 +330,11 @@ async fn knot_follows_a_file_zone_by_ixfr() {
 /// SOA's two-hour refresh), as the difference from the version Knot holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn knot_follows_the_cluster_zone_on_notify() {
-    use serde_json::json;
     let fake = fake_apiserver::FakeApiServer::start().await.unwrap();
-    fake.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}))
+    fake.create(fake_apiserver::synthetic::namespace("default"))
         .unwrap();
-    let service = |name: &str, ip: &str| {
-        json!({"apiVersion": "v1", "kind": "Service",
-               "metadata": {"name": name, "namespace": "default"},
-               "spec": {"clusterIP": ip, "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
-    };
+    let service =
+        |name: &str, ip: &str| fake_apiserver::synthetic::service("default", name, Some(ip.parse().unwrap()));
     fake.create(service("first", "10.96.0.51")).unwrap();
     let dir = support::temp_dir("transfer-knot-cluster");
     let knot_port = crate::support::upstream::free_port();
@@ -378,15 +374,11 @@ async fn knot_follows_the_cluster_zone_on_notify() {
 /// transfer builds again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transfers_of_an_unchanged_cluster_zone_build_it_once() {
-    use serde_json::json;
     let fake = fake_apiserver::FakeApiServer::start().await.unwrap();
-    fake.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}))
+    fake.create(fake_apiserver::synthetic::namespace("default"))
         .unwrap();
-    let service = |name: &str, ip: &str| {
-        json!({"apiVersion": "v1", "kind": "Service",
-               "metadata": {"name": name, "namespace": "default"},
-               "spec": {"clusterIP": ip, "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
-    };
+    let service =
+        |name: &str, ip: &str| fake_apiserver::synthetic::service("default", name, Some(ip.parse().unwrap()));
     fake.create(service("first", "10.96.0.51")).unwrap();
     let dir = support::temp_dir("transfer-kept");
     let corefile = format!(
@@ -470,15 +462,11 @@ async fn transfers_of_an_unchanged_cluster_zone_build_it_once() {
 /// incremental transfer and answers the new name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nsd_follows_the_cluster_zone_by_ixfr() {
-    use serde_json::json;
     let fake = fake_apiserver::FakeApiServer::start().await.unwrap();
-    fake.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}))
+    fake.create(fake_apiserver::synthetic::namespace("default"))
         .unwrap();
-    let service = |name: &str, ip: &str| {
-        json!({"apiVersion": "v1", "kind": "Service",
-               "metadata": {"name": name, "namespace": "default"},
-               "spec": {"clusterIP": ip, "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
-    };
+    let service =
+        |name: &str, ip: &str| fake_apiserver::synthetic::service("default", name, Some(ip.parse().unwrap()));
     fake.create(service("first", "10.96.0.61")).unwrap();
     let dir = support::temp_dir("transfer-nsd-cluster");
     let nsd_port = crate::support::upstream::free_port();
