@@ -179,8 +179,7 @@ async fn file_answers_as_knot_and_nsd() {
                     continue;
                 }
                 // Asked again, alone: a difference that does not stay is reported, not failed
-                // (once in a few thousand questions cluster-dns's reply has come back empty
-                // with AA clear, not reproduced since; see the file README).
+                // (see the file README).
                 let again = peers::ask_many_with(addr, options, std::slice::from_ref(q)).remove(0);
                 let theirs_again = peers::ask_many_with(peer.addr, options, std::slice::from_ref(q)).remove(0);
                 let (o3, t3) = allowed(&again, &theirs_again);

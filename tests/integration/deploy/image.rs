@@ -281,18 +281,16 @@ fn the_arm64_image_answers_dig_under_qemu_user() {
     let mut answer = String::new();
     for _ in 0..100 {
         // (dig fails with "connection refused" until the server listens.)
-        let out = Command::new("dig")
-            .args([
-                "@127.0.0.1",
-                "-p",
-                &port.to_string(),
-                "+short",
-                "+time=1",
-                "+tries=1",
-            ])
-            .args(["arm64.example.org", "A"])
-            .output()
-            .expect("dig runs (bind9-dnsutils; test.sh installs it)");
+        let out = crate::support::run_dig(&[
+            "@127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "+short",
+            "+time=1",
+            "+tries=1",
+            "arm64.example.org",
+            "A",
+        ]);
         answer = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         if answer == "192.0.2.64" {
             break;

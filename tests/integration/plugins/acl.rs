@@ -2,7 +2,6 @@
 //! block (REFUSED), filter (empty NOERROR) and drop (no reply), first matching rule first.
 
 use std::net::SocketAddr;
-use std::process::Command;
 
 use crate::support;
 
@@ -26,20 +25,21 @@ const COREFILE: &str = ".:0 {
 /// `dig -b FROM TYPE NAME` against `server`: its status (`NOERROR`, ...) and answer count,
 /// or `None` when no reply came.
 fn dig_from(server: SocketAddr, from: &str, qtype: &str, name: &str) -> Option<(String, usize)> {
-    let out = Command::new("dig")
-        .arg(format!("@{}", server.ip()))
-        .args(["-p", &server.port().to_string(), "-b", from])
-        .args([
-            "+time=1",
-            "+tries=1",
-            "+noall",
-            "+comments",
-            "+answer",
-            qtype,
-            name,
-        ])
-        .output()
-        .expect("dig is installed (apt-get install bind9-dnsutils)");
+    let (at, port) = (format!("@{}", server.ip()), server.port().to_string());
+    let out = support::run_dig(&[
+        &at,
+        "-p",
+        &port,
+        "-b",
+        from,
+        "+time=1",
+        "+tries=1",
+        "+noall",
+        "+comments",
+        "+answer",
+        qtype,
+        name,
+    ]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
         assert!(text.contains("timed out"), "dig failed otherwise: {text}");

@@ -5,7 +5,6 @@
 //! errors name their line.
 
 use std::net::SocketAddr;
-use std::process::Command;
 
 use crate::support;
 
@@ -15,12 +14,10 @@ const OTHER: &str = "X28hl0BOfAL5G0jsmJWSacrwn7YRm2f6U5brnzwWEus=";
 
 /// `dig` with `args`, whatever its exit status: stdout and stderr.
 fn dig(addr: SocketAddr, args: &[&str]) -> String {
-    let out = Command::new("dig")
-        .arg(format!("@{}", addr.ip()))
-        .args(["-p", &addr.port().to_string(), "+time=2", "+tries=1", "+nocookie"])
-        .args(args)
-        .output()
-        .expect("dig is installed (apt-get install bind9-dnsutils)");
+    let (at, port) = (format!("@{}", addr.ip()), addr.port().to_string());
+    let mut all = vec![at.as_str(), "-p", &port, "+time=2", "+tries=1", "+nocookie"];
+    all.extend_from_slice(args);
+    let out = support::run_dig(&all);
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

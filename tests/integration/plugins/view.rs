@@ -3,7 +3,6 @@
 //! Corefile errors.
 
 use std::net::SocketAddr;
-use std::process::Command;
 
 use crate::support;
 
@@ -36,12 +35,19 @@ const COREFILE: &str = ".:0 {
 ";
 
 fn short(server: SocketAddr, from: &str, qtype: &str) -> String {
-    let out = Command::new("dig")
-        .arg(format!("@{}", server.ip()))
-        .args(["-p", &server.port().to_string(), "-b", from])
-        .args(["+time=2", "+tries=1", "+short", qtype, "www.example.org"])
-        .output()
-        .expect("dig is installed (apt-get install bind9-dnsutils)");
+    let (at, port) = (format!("@{}", server.ip()), server.port().to_string());
+    let out = support::run_dig(&[
+        &at,
+        "-p",
+        &port,
+        "-b",
+        from,
+        "+time=2",
+        "+tries=1",
+        "+short",
+        qtype,
+        "www.example.org",
+    ]);
     assert!(out.status.success(), "dig failed");
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }

@@ -259,14 +259,20 @@ fn view_corefile(store: &str, port: u16) -> String {
 /// or how the exchange failed (no reply within 3 s: a loaded machine still answers within it).
 /// whoami's port (dig's own, new each run) is left out.
 fn ask(server: SocketAddr, from: &str, extra: &[&str], ask: &[&str]) -> String {
-    let out = std::process::Command::new("dig")
-        .arg(format!("@{}", server.ip()))
-        .args(["-p", &server.port().to_string(), "-b", from])
-        .args(["+nocookie", "+time=3", "+tries=1"])
-        .args(extra)
-        .args(ask)
-        .output()
-        .expect("dig is installed (apt-get install bind9-dnsutils)");
+    let (at, port) = (format!("@{}", server.ip()), server.port().to_string());
+    let mut args = vec![
+        at.as_str(),
+        "-p",
+        &port,
+        "-b",
+        from,
+        "+nocookie",
+        "+time=3",
+        "+tries=1",
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(ask);
+    let out = crate::support::run_dig(&args);
     let text = String::from_utf8_lossy(&out.stdout);
     if text.contains("Transfer failed") {
         return "transfer failed".to_owned();

@@ -135,12 +135,10 @@ impl Peer {
         let mut last = String::new();
         for _ in 0..150 {
             // (dig fails until the server listens.)
-            let out = Command::new("dig")
-                .arg(format!("@{}", self.addr.ip()))
-                .args(["-p", &self.addr.port().to_string(), "+short", "+norec"])
-                .args(["+time=1", "+tries=1", name, qtype])
-                .output()
-                .expect("dig runs");
+            let (at, port) = (format!("@{}", self.addr.ip()), self.addr.port().to_string());
+            let out = support::run_dig(&[
+                &at, "-p", &port, "+short", "+norec", "+time=1", "+tries=1", name, qtype,
+            ]);
             last = String::from_utf8_lossy(&out.stdout).into_owned();
             if last.trim() == want {
                 return last;
@@ -274,20 +272,9 @@ impl Peer {
     fn wait_ready(&self, origin: &str) {
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(10) {
-            let out = std::process::Command::new("dig")
-                .arg(format!("@{}", self.addr.ip()))
-                .args([
-                    "-p",
-                    &self.addr.port().to_string(),
-                    "+time=1",
-                    "+tries=1",
-                    "+norec",
-                ])
-                .args([origin, "SOA"])
-                .output();
-            if let Ok(out) = out
-                && support::dig_status(&String::from_utf8_lossy(&out.stdout)) == "NOERROR"
-            {
+            let (at, port) = (format!("@{}", self.addr.ip()), self.addr.port().to_string());
+            let out = support::run_dig(&[&at, "-p", &port, "+time=1", "+tries=1", "+norec", origin, "SOA"]);
+            if support::dig_status(&String::from_utf8_lossy(&out.stdout)) == "NOERROR" {
                 return;
             }
             std::thread::sleep(Duration::from_millis(100));

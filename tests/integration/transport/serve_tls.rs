@@ -46,18 +46,20 @@ async fn dns_over_tls_answers_dig_with_a_verified_certificate() {
     let addr = running.dns_addrs()[0];
     let d = dir.clone();
     let (good, missing, wrong_name, plain) = tokio::task::spawn_blocking(move || {
-        let wrong = std::process::Command::new("dig")
-            .args([format!("@{}", addr.ip()), "-p".into(), addr.port().to_string()])
-            .args(["+time=2", "+tries=1", "+tls", "+tls-hostname=other.test"])
-            .arg(format!("+tls-ca={}", d.join("ca.pem").display()))
-            .arg("www.example.org")
-            .output()
-            .unwrap();
-        let plain = std::process::Command::new("dig")
-            .args([format!("@{}", addr.ip()), "-p".into(), addr.port().to_string()])
-            .args(["+time=2", "+tries=1", "+tcp", "www.example.org"])
-            .output()
-            .unwrap();
+        let (at, port) = (format!("@{}", addr.ip()), addr.port().to_string());
+        let ca = format!("+tls-ca={}", d.join("ca.pem").display());
+        let wrong = support::run_dig(&[
+            &at,
+            "-p",
+            &port,
+            "+time=2",
+            "+tries=1",
+            "+tls",
+            "+tls-hostname=other.test",
+            &ca,
+            "www.example.org",
+        ]);
+        let plain = support::run_dig(&[&at, "-p", &port, "+time=2", "+tries=1", "+tcp", "www.example.org"]);
         (
             ask(addr, &d, &["+tls", "+tls-hostname=dns.test"], "www.example.org"),
             ask(addr, &d, &["+tls"], "nothere.example.org"),
