@@ -13,6 +13,7 @@
 //! | `journal.rs` | [`Journal`]: a zone's differences between versions, for IXFR (`file`, `kubernetes`, `secondary`) |
 //! | `held.rs` | [`HeldZone`]: a zone's version answering now and its journal, replaced whole by one task (`file`, `secondary`) |
 //! | `zone.rs` | [`ZoneData`]: one authoritative zone's records and the lookup that answers from them (`file`, `secondary`) |
+//! | `tsig.rs` | TSIG's MACs ([`tsig::Algorithm`]) and its client side ([`tsig::TsigKey`]: a request signed, each message of its response checked; `tsig`, `secondary`) |
 //!
 //! Imports `proto` and `chain`.
 
@@ -24,6 +25,7 @@ mod periodic;
 mod setup;
 mod share;
 mod tap;
+pub mod tsig;
 mod zone;
 
 pub use capability::{

@@ -14,6 +14,7 @@ use hickory_proto::rr::{Name, Record, RecordType};
 
 use super::zones::{Inner, ZoneSlot};
 use crate::chain::{Capabilities, Chain, Next, Plugin, Replay, ReplyFuture};
+use crate::plugin::kit::tsig::TsigKey;
 use crate::plugin::kit::{Notifier, ZoneTransfer, serve_held};
 use crate::proto::{ChangeCounter, Failure, NotifyTaker, Question, Reply, ZoneNotified};
 
@@ -49,6 +50,7 @@ impl Secondary {
     pub fn new(
         zones: &[Name],
         primaries: &[SocketAddr],
+        tsig: Option<TsigKey>,
         snapshots: Option<&Path>,
         journal: bool,
         notifier: Option<Arc<Notifier>>,
@@ -70,6 +72,7 @@ impl Secondary {
             inner: Arc::new(Inner {
                 zones,
                 primaries: primaries.to_vec(),
+                tsig,
                 notifier,
                 versions: Arc::default(),
                 started: AtomicBool::new(false),

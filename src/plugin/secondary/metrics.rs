@@ -5,7 +5,9 @@
 //! `refused` from anyone else), `cluster_dns_secondary_confirmed_timestamp_seconds{zone}`
 //! (when a primary last confirmed the copy held: its age is `time() -` this) and
 //! `cluster_dns_secondary_from_snapshot{zone}` (1 while the copy held is the snapshot read at
-//! start and no primary has confirmed it since).
+//! start and no primary has confirmed it since) and
+//! `cluster_dns_secondary_check_failures_total{zone,reason}` (SOA checks a primary did not
+//! answer usably, by reason: `unreachable`, `timeout`, `rcode`, `tsig`, `malformed`).
 
 use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
@@ -17,6 +19,7 @@ pub struct SecondaryMetrics {
     notifies: IntCounterVec,
     confirmed: IntGaugeVec,
     from_snapshot: IntGaugeVec,
+    check_failures: IntCounterVec,
 }
 
 impl crate::telemetry::Families for SecondaryMetrics {
@@ -56,9 +59,17 @@ impl crate::telemetry::Families for SecondaryMetrics {
             ),
             &["zone"],
         )?;
+        let check_failures = IntCounterVec::new(
+            Opts::new(
+                "cluster_dns_secondary_check_failures_total",
+                "SOA checks of a secondary zone a primary did not answer usably, by reason (unreachable, timeout, rcode, tsig, malformed).",
+            ),
+            &["zone", "reason"],
+        )?;
         crate::telemetry::register_all(
             registry,
             vec![
+                Box::new(check_failures.clone()),
                 Box::new(transfers.clone()),
                 Box::new(serial.clone()),
                 Box::new(notifies.clone()),
@@ -72,6 +83,7 @@ impl crate::telemetry::Families for SecondaryMetrics {
             notifies,
             confirmed,
             from_snapshot,
+            check_failures,
         })
     }
 }
@@ -86,6 +98,7 @@ impl SecondaryMetrics {
             notifies: self.notifies.clone(),
             confirmed: self.confirmed.with_label_values(&[zone]),
             from_snapshot: self.from_snapshot.with_label_values(&[zone]),
+            check_failures: self.check_failures.clone(),
         }
     }
 }
@@ -99,9 +112,15 @@ pub struct ZoneInstruments {
     notifies: IntCounterVec,
     confirmed: IntGauge,
     from_snapshot: IntGauge,
+    check_failures: IntCounterVec,
 }
 
 impl ZoneInstruments {
+    /// An SOA check failed for `reason` (`unreachable`, `timeout`, `rcode`, `tsig`, `malformed`).
+    pub fn check_failed(&self, reason: &'static str) {
+        self.check_failures.with_label_values(&[&self.zone, reason]).inc();
+    }
+
     /// A transfer of `kind` (`axfr`, `ixfr`) ended, `ok` or not.
     pub fn transfer(&self, kind: &str, ok: bool) {
         let result = if ok { "ok" } else { "failed" };

@@ -19,6 +19,7 @@ use super::apply::apply;
 use super::xfr::{self, serial_of};
 use super::zones::{Inner, ZoneSlot};
 use crate::plugin::kit::serial_after;
+use crate::plugin::kit::tsig::TsigKey;
 
 /// The shortest wait between two checks (an SOA may say 0).
 const MIN_WAIT: Duration = Duration::from_secs(1);
@@ -56,6 +57,7 @@ pub(super) async fn follow(weak: Weak<Inner>, index: usize) {
             return;
         };
         let primaries = inner.primaries.clone();
+        let tsig = inner.tsig.clone();
         let notifier = inner.notifier.clone();
         let versions = inner.versions.clone();
         drop(inner);
@@ -65,7 +67,7 @@ pub(super) async fn follow(weak: Weak<Inner>, index: usize) {
             RData::SOA(s) => Some((s.refresh, s.retry, s.expire)),
             _ => None,
         });
-        let wait = match check(&slot, &primaries).await {
+        let wait = match check(&slot, &primaries, tsig.as_ref()).await {
             Ok(checked) => {
                 last_success = Instant::now();
                 confirm(&slot);
@@ -150,10 +152,15 @@ fn seconds(s: i32) -> Duration {
 }
 
 /// Checks `slot`'s zone with each primary in turn until one answers.
-async fn check(slot: &ZoneSlot, primaries: &[std::net::SocketAddr]) -> Result<Checked, String> {
+/// Its requests signed with `tsig`, when given, and the responses checked against it.
+async fn check(
+    slot: &ZoneSlot,
+    primaries: &[std::net::SocketAddr],
+    tsig: Option<&TsigKey>,
+) -> Result<Checked, String> {
     let mut errors = Vec::new();
     for &primary in primaries {
-        match check_with(slot, primary).await {
+        match check_with(slot, primary, tsig).await {
             Ok(c) => return Ok(c),
             Err(e) => errors.push(e),
         }
@@ -162,15 +169,23 @@ async fn check(slot: &ZoneSlot, primaries: &[std::net::SocketAddr]) -> Result<Ch
 }
 
 /// Checks `slot`'s zone with `primary`: its SOA, then a transfer when it has a later serial.
-async fn check_with(slot: &ZoneSlot, primary: std::net::SocketAddr) -> Result<Checked, String> {
+async fn check_with(
+    slot: &ZoneSlot,
+    primary: std::net::SocketAddr,
+    tsig: Option<&TsigKey>,
+) -> Result<Checked, String> {
     let held = slot.held.current();
-    let mut session = xfr::Session::open(primary)
-        .await
-        .map_err(|e| format!("SOA check: {e}"))?;
+    let failed = |e: xfr::XfrError| {
+        if let Some(m) = &slot.metrics {
+            m.check_failed(e.reason());
+        }
+        format!("SOA check: {e}")
+    };
+    let mut session = xfr::Session::open(primary, tsig.cloned()).await.map_err(failed)?;
     let soa = session
         .ask(slot.held.origin(), RecordType::SOA, None)
         .await
-        .map_err(|e| format!("SOA check: {e}"))?;
+        .map_err(failed)?;
     let Some(serial) = soa.first().and_then(serial_of) else {
         return Err(format!("SOA check: {primary}: no SOA"));
     };
@@ -195,7 +210,7 @@ async fn check_with(slot: &ZoneSlot, primary: std::net::SocketAddr) -> Result<Ch
     let asked = match asked {
         // A primary that closes a connection after one request: once more, on a new one.
         Err(xfr::XfrError::BrokeOff { records: 0, .. } | xfr::XfrError::Io { .. }) => {
-            match xfr::Session::open(primary).await {
+            match xfr::Session::open(primary, tsig.cloned()).await {
                 Ok(mut again) => {
                     again
                         .ask(slot.held.origin(), qtype, held.as_ref().map(|z| z.soa()))

@@ -13,6 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::plugin::kit::serial_after;
+use crate::plugin::kit::tsig::{ResponseCheck, TsigError, TsigKey, unix_now};
 
 /// How long a whole exchange (connect, request, every message) may take.
 pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -55,6 +56,14 @@ pub enum XfrError {
         /// What is wrong.
         reason: String,
     },
+    /// The request was signed and a message of the response fails its check (RFC 8945).
+    #[error("{primary}: TSIG: {source}")]
+    Tsig {
+        /// The primary.
+        primary: SocketAddr,
+        /// What failed.
+        source: TsigError,
+    },
     /// The primary answered with an error rcode (REFUSED, NOTAUTH, SERVFAIL...).
     #[error("{primary}: answered {rcode}")]
     Rcode {
@@ -63,6 +72,19 @@ pub enum XfrError {
         /// Its rcode.
         rcode: ResponseCode,
     },
+}
+
+impl XfrError {
+    /// Its kind as a metric label: `unreachable`, `timeout`, `rcode`, `tsig` or `malformed`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Io { .. } | Self::BrokeOff { .. } => "unreachable",
+            Self::Timeout { .. } => "timeout",
+            Self::Rcode { .. } => "rcode",
+            Self::Tsig { .. } => "tsig",
+            Self::Malformed { .. } => "malformed",
+        }
+    }
 }
 
 /// The serial of an SOA record; `None` for another record.
@@ -157,16 +179,22 @@ fn request(zone: &Name, qtype: RecordType, held: Option<&Record>) -> Message {
 pub struct Session {
     primary: SocketAddr,
     stream: TcpStream,
+    /// The key each request is signed with, and each response checked against.
+    tsig: Option<TsigKey>,
 }
 
 impl Session {
-    /// Connects to `primary`.
-    pub async fn open(primary: SocketAddr) -> Result<Self, XfrError> {
+    /// Connects to `primary`; its requests signed with `tsig` when given.
+    pub async fn open(primary: SocketAddr, tsig: Option<TsigKey>) -> Result<Self, XfrError> {
         let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(primary))
             .await
             .map_err(|_| XfrError::Timeout { primary })?
             .map_err(|source| XfrError::Io { primary, source })?;
-        Ok(Self { primary, stream })
+        Ok(Self {
+            primary,
+            stream,
+            tsig,
+        })
     }
 
     /// Asks for `qtype` (SOA, AXFR or IXFR) of `zone`, as a secondary holding `held` (its SOA,
@@ -180,24 +208,56 @@ impl Session {
         let primary = self.primary;
         tokio::time::timeout(
             EXCHANGE_TIMEOUT,
-            exchange(primary, &mut self.stream, zone, qtype, held),
+            exchange(primary, &mut self.stream, self.tsig.as_ref(), (zone, qtype, held)),
         )
         .await
         .unwrap_or(Err(XfrError::Timeout { primary }))
     }
 }
 
+/// A message of a response, checked against the request's signature when it had one: a
+/// response to a signed request that is an unsigned error (a primary without the key answers
+/// NOTAUTH or REFUSED unsigned) is reported by its rcode.
+fn checked(
+    primary: SocketAddr,
+    check: Option<&mut ResponseCheck>,
+    reply: &Message,
+    wire: &[u8],
+) -> Result<(), XfrError> {
+    let Some(check) = check else {
+        return Ok(());
+    };
+    match check.message(wire, unix_now()) {
+        Ok(()) => Ok(()),
+        Err(TsigError::Unsigned) if reply.metadata.response_code != ResponseCode::NoError => {
+            Err(XfrError::Rcode {
+                primary,
+                rcode: reply.metadata.response_code,
+            })
+        }
+        Err(source) => Err(XfrError::Tsig { primary, source }),
+    }
+}
+
 async fn exchange(
     primary: SocketAddr,
     stream: &mut TcpStream,
-    zone: &Name,
-    qtype: RecordType,
-    held: Option<&Record>,
+    tsig: Option<&TsigKey>,
+    (zone, qtype, held): (&Name, RecordType, Option<&Record>),
 ) -> Result<Vec<Record>, XfrError> {
     let io = |source| XfrError::Io { primary, source };
     let malformed = |reason: String| XfrError::Malformed { primary, reason };
     let m = request(zone, qtype, held);
-    let bytes = m.to_bytes().map_err(|e| malformed(e.to_string()))?;
+    let mut bytes = m.to_bytes().map_err(|e| malformed(e.to_string()))?;
+    let mut check = match tsig {
+        Some(key) => {
+            let mac = key
+                .sign(&mut bytes, unix_now())
+                .map_err(|source| XfrError::Tsig { primary, source })?;
+            Some(key.response_check(mac))
+        }
+        None => None,
+    };
     let len = u16::try_from(bytes.len()).map_err(|_| malformed("request too long".into()))?;
     let mut framed = Vec::with_capacity(bytes.len() + 2);
     framed.extend_from_slice(&len.to_be_bytes());
@@ -234,6 +294,7 @@ async fn exchange(
         if reply.metadata.id != m.metadata.id || reply.metadata.message_type != MessageType::Response {
             return Err(malformed("a message is not the response to the request".into()));
         }
+        checked(primary, check.as_mut(), &reply, &buf)?;
         if reply.metadata.response_code != ResponseCode::NoError {
             return Err(XfrError::Rcode {
                 primary,
@@ -245,7 +306,12 @@ async fn exchange(
         }
         records.extend(reply.answers);
         match progress(qtype, held_serial, &records) {
-            Progress::Done => return Ok(records),
+            Progress::Done => {
+                if let Some(c) = &check {
+                    c.finish().map_err(|source| XfrError::Tsig { primary, source })?;
+                }
+                return Ok(records);
+            }
             Progress::More if qtype == RecordType::SOA => {
                 return Err(malformed("the SOA question got no SOA".into()));
             }

@@ -108,6 +108,8 @@ impl ChangeCounter for Versions {
 pub(super) struct Inner {
     pub(super) zones: Vec<Arc<ZoneSlot>>,
     pub(super) primaries: Vec<SocketAddr>,
+    /// The key its requests are signed with, and its primaries' responses checked against.
+    pub(super) tsig: Option<crate::plugin::kit::tsig::TsigKey>,
     pub(super) notifier: Option<Arc<Notifier>>,
     /// Moves with every new copy of any of its zones.
     pub(super) versions: Arc<Versions>,

@@ -10,9 +10,9 @@ use hickory_proto::op::{Header, Message, Query, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, RData, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncoder, NameEncoding};
 
-use super::mac::{Algorithm, same};
 use super::verify::{Require, TsigAuth};
 use crate::chain::{RequestAuth, SignedRequest, Verdict};
+use crate::plugin::kit::tsig::{Algorithm, same};
 
 /// The time the requests are checked at (2027-01-15T08:00:00Z); the seeds are signed at it.
 pub const NOW: u64 = 1_800_000_000;

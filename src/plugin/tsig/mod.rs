@@ -5,7 +5,6 @@
 //! folder's README.
 
 pub mod fuzz;
-pub mod mac;
 pub mod setup;
 pub mod verify;
 

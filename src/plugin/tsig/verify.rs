@@ -8,123 +8,16 @@ use std::collections::HashMap;
 
 use hickory_proto::op::{OpCode, ResponseCode};
 use hickory_proto::rr::{Name, RecordType};
-use hickory_proto::serialize::binary::{BinDecodable as _, BinDecoder, BinEncodable as _};
 
-use super::mac::{Algorithm, same};
 use crate::chain::{RequestAuth, ResponseSigner, SignedRequest, Verdict};
+use crate::plugin::kit::tsig::{
+    ANY, Algorithm, BADTIME, FUDGE, TSIG, TsigRecord, alg_name, same, tsig_record, unix_now, variables,
+    wire_name, with_len,
+};
 
-/// TSIG's record type and class (ANY).
-const TSIG: u16 = 250;
-const ANY: u16 = 255;
-/// The TSIG error codes (RFC 8945 §3).
+/// The TSIG error codes the server gives (RFC 8945 §3).
 const BADSIG: u16 = 16;
 const BADKEY: u16 = 17;
-const BADTIME: u16 = 18;
-/// The fudge of the responses' signatures, as dig and CoreDNS use.
-const FUDGE: u16 = 300;
-
-/// A request's TSIG record, as read from its wire form.
-#[derive(Debug)]
-struct RequestTsig {
-    /// Where the record starts in the request.
-    start: usize,
-    key: Name,
-    algorithm: Name,
-    time: u64,
-    fudge: u16,
-    mac: Vec<u8>,
-    original_id: u16,
-    error: u16,
-    other: Vec<u8>,
-}
-
-/// A misplaced or unreadable TSIG record (FORMERR, RFC 8945 §5.1).
-#[derive(Debug)]
-struct Malformed;
-
-fn u16_at(d: &mut BinDecoder<'_>) -> Result<u16, Malformed> {
-    d.read_u16().map(|v| v.unverified()).map_err(|_| Malformed)
-}
-
-fn u48_at(d: &mut BinDecoder<'_>) -> Result<u64, Malformed> {
-    let s = d.read_slice(6).map_err(|_| Malformed)?.unverified();
-    Ok(s.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
-}
-
-fn bytes_at(d: &mut BinDecoder<'_>, len: usize) -> Result<Vec<u8>, Malformed> {
-    Ok(d.read_slice(len).map_err(|_| Malformed)?.unverified().to_vec())
-}
-
-/// The request's TSIG record, if its last additional record is one; a TSIG anywhere else in
-/// that section is malformed.
-fn find(req: &SignedRequest<'_>) -> Result<Option<RequestTsig>, Malformed> {
-    let mut d = BinDecoder::new(req.wire);
-    d.read_slice(req.additional_at).map_err(|_| Malformed)?;
-    for i in 0..req.additional_count {
-        let start = d.index();
-        let owner = Name::read(&mut d).map_err(|_| Malformed)?;
-        let rtype = u16_at(&mut d)?;
-        let class = u16_at(&mut d)?;
-        d.read_u32().map_err(|_| Malformed)?;
-        let rdlen = usize::from(u16_at(&mut d)?);
-        if rtype != TSIG {
-            d.read_slice(rdlen).map_err(|_| Malformed)?;
-            continue;
-        }
-        if i + 1 != req.additional_count || class != ANY {
-            return Err(Malformed);
-        }
-        let rdata_at = d.index();
-        let algorithm = Name::read(&mut d).map_err(|_| Malformed)?;
-        let time = u48_at(&mut d)?;
-        let fudge = u16_at(&mut d)?;
-        let mac_len = usize::from(u16_at(&mut d)?);
-        let mac = bytes_at(&mut d, mac_len)?;
-        let original_id = u16_at(&mut d)?;
-        let error = u16_at(&mut d)?;
-        let other_len = usize::from(u16_at(&mut d)?);
-        let other = bytes_at(&mut d, other_len)?;
-        if d.index() != rdata_at + rdlen {
-            return Err(Malformed);
-        }
-        return Ok(Some(RequestTsig {
-            start,
-            key: owner.to_lowercase(),
-            algorithm: algorithm.to_lowercase(),
-            time,
-            fudge,
-            mac,
-            original_id,
-            error,
-            other,
-        }));
-    }
-    Ok(None)
-}
-
-/// A name's canonical wire form (lower-case, uncompressed).
-fn wire_name(name: &Name) -> Vec<u8> {
-    name.to_lowercase().to_bytes().unwrap_or_default()
-}
-
-/// The TSIG variables of a digest (RFC 8945 §4.3.3) after the key name: class, TTL, algorithm,
-/// time, fudge, error and other data.
-fn variables(algorithm: Algorithm, time: u64, fudge: u16, error: u16, other: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(64);
-    v.extend_from_slice(&ANY.to_be_bytes());
-    v.extend_from_slice(&0u32.to_be_bytes());
-    v.extend_from_slice(&wire_name(&alg_name(algorithm)));
-    v.extend_from_slice(&time.to_be_bytes()[2..]);
-    v.extend_from_slice(&fudge.to_be_bytes());
-    v.extend_from_slice(&error.to_be_bytes());
-    v.extend_from_slice(&u16::try_from(other.len()).unwrap_or(0).to_be_bytes());
-    v.extend_from_slice(other);
-    v
-}
-
-fn alg_name(algorithm: Algorithm) -> Name {
-    Name::from_ascii(algorithm.name()).unwrap_or_else(|_| Name::root())
-}
 
 /// Which unsigned requests are refused.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -160,7 +53,7 @@ impl TsigAuth {
         Self { zones, keys, require }
     }
 
-    fn reject(&self, t: &RequestTsig, algorithm: Algorithm, error: u16, now: u64) -> Verdict {
+    fn reject(&self, t: &TsigRecord, algorithm: Algorithm, error: u16, now: u64) -> Verdict {
         let key = self.keys.get(&t.key).cloned().unwrap_or_default();
         Verdict::Reject(
             ResponseCode::NotAuth,
@@ -187,8 +80,8 @@ impl TsigAuth {
 
 impl RequestAuth for TsigAuth {
     fn check(&self, req: &SignedRequest<'_>, now: u64) -> Verdict {
-        let t = match find(req) {
-            Err(Malformed) => return Verdict::Rcode(ResponseCode::FormErr),
+        let t = match tsig_record(req.wire) {
+            Err(_) => return Verdict::Rcode(ResponseCode::FormErr),
             Ok(t) => t,
         };
         let required = || self.require.applies(req.qtype, req.opcode);
@@ -270,30 +163,18 @@ struct TsigSigner {
 }
 
 impl TsigSigner {
-    fn now() -> u64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-    }
-
     fn mac_of(&self, msg: &[u8], time: u64) -> Vec<u8> {
-        let mac_with_len = |m: &[u8]| {
-            let mut v = u16::try_from(m.len()).unwrap_or(0).to_be_bytes().to_vec();
-            v.extend_from_slice(m);
-            v
-        };
         match &self.prior {
             // A later message of a transfer: prior MAC, message, timers (§4.3.2).
             Some(prior) => {
                 let mut timers = time.to_be_bytes()[2..].to_vec();
                 timers.extend_from_slice(&FUDGE.to_be_bytes());
-                self.algorithm
-                    .mac(&self.key, &[&mac_with_len(prior), msg, &timers])
+                self.algorithm.mac(&self.key, &[&with_len(prior), msg, &timers])
             }
             None => self.algorithm.mac(
                 &self.key,
                 &[
-                    &mac_with_len(&self.request_mac),
+                    &with_len(&self.request_mac),
                     msg,
                     &wire_name(&self.key_name),
                     &variables(self.algorithm, time, FUDGE, self.error, &self.other),
@@ -317,7 +198,7 @@ impl ResponseSigner for TsigSigner {
         if msg.len() < 12 {
             return Err("the message has no header".into());
         }
-        let time = self.time.unwrap_or_else(Self::now);
+        let time = self.time.unwrap_or_else(unix_now);
         let mac = if self.signs {
             self.mac_of(msg, time)
         } else {
@@ -364,6 +245,7 @@ pub fn qtype_of(text: &str) -> Option<RecordType> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plugin::kit::tsig::{TsigError, TsigKey};
     use hickory_proto::op::{Message, Query};
 
     const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
@@ -376,8 +258,17 @@ mod tests {
         }
     }
 
-    /// A query for `a.example.` A signed with KEY at `time` (a client's TSIG).
-    fn signed(time: u64) -> (Vec<u8>, usize) {
+    fn key() -> TsigKey {
+        TsigKey {
+            name: Name::from_ascii("k.").unwrap(),
+            algorithm: Algorithm::Sha256,
+            secret: KEY.to_vec(),
+        }
+    }
+
+    /// A query for `a.example.` A signed with KEY at `time` (the client side's TSIG), where
+    /// its additional section starts, and the request's MAC.
+    fn signed_with_mac(time: u64) -> (Vec<u8>, usize, Vec<u8>) {
         let mut m = Message::query();
         m.metadata.id = 7;
         m.add_query(Query::query(
@@ -386,22 +277,13 @@ mod tests {
         ));
         let mut wire = m.to_vec().unwrap();
         let additional_at = wire.len();
-        let key = Name::from_ascii("k.").unwrap();
-        let vars = variables(Algorithm::Sha256, time, 300, 0, &[]);
-        let mac = Algorithm::Sha256.mac(KEY, &[&wire, &wire_name(&key), &vars]);
-        let mut rdata = wire_name(&alg_name(Algorithm::Sha256));
-        rdata.extend_from_slice(&time.to_be_bytes()[2..]);
-        rdata.extend_from_slice(&300u16.to_be_bytes());
-        rdata.extend_from_slice(&32u16.to_be_bytes());
-        rdata.extend_from_slice(&mac);
-        rdata.extend_from_slice(&7u16.to_be_bytes());
-        rdata.extend_from_slice(&[0, 0, 0, 0]);
-        wire[11] = 1;
-        wire.extend_from_slice(&wire_name(&key));
-        wire.extend_from_slice(&[0, 250, 0, 255, 0, 0, 0, 0]);
-        wire.extend_from_slice(&u16::try_from(rdata.len()).unwrap().to_be_bytes());
-        wire.extend_from_slice(&rdata);
-        (wire, additional_at)
+        let mac = key().sign(&mut wire, time).unwrap();
+        (wire, additional_at, mac)
+    }
+
+    fn signed(time: u64) -> (Vec<u8>, usize) {
+        let (wire, at, _) = signed_with_mac(time);
+        (wire, at)
     }
 
     fn check(wire: &[u8], additional_at: usize, count: u16, now: u64) -> Verdict {
@@ -438,7 +320,8 @@ mod tests {
         assert_eq!(tail[4..], 1_000_301u64.to_be_bytes()[2..]);
         // A flipped bit of the request is BADSIG.
         let mut bad = wire.clone();
-        bad[at - 5] ^= 1;
+        // (The question's type: the request still parses.)
+        bad[at - 3] ^= 1;
         assert!(matches!(
             check(&bad, at, 1, 1_000_000),
             Verdict::Reject(ResponseCode::NotAuth, _)
@@ -461,5 +344,58 @@ mod tests {
             check(&wire[..wire.len() - 3], at, 1, 1_000_000),
             Verdict::Rcode(ResponseCode::FormErr)
         ));
+    }
+
+    /// The client side (`secondary`'s) checks what this side signs: a transfer's three
+    /// messages, the later ones over the prior MAC; a changed byte, a message signed with the
+    /// MAC of another request, or an unsigned last message fail.
+    #[test]
+    fn the_client_side_checks_a_signed_transfer() {
+        let now = 1_000_000;
+        let (wire, at, request_mac) = signed_with_mac(now);
+        let Verdict::Verified(mut signer) = check(&wire, at, 1, now) else {
+            panic!("the client's signature verifies")
+        };
+        // The request's header and question, without its TSIG, as a response.
+        let mut base = wire[..at].to_vec();
+        base[2] |= 0x80;
+        base[11] = 0;
+        let messages: Vec<Vec<u8>> = (0..3u8)
+            .map(|i| {
+                let mut m = base.clone();
+                m[3] |= i << 4;
+                signer.sign(&mut m).unwrap();
+                m
+            })
+            .collect();
+        let at_time = unix_now();
+        let mut ok = key().response_check(request_mac.clone());
+        for m in &messages {
+            ok.message(m, at_time).unwrap();
+        }
+        ok.finish().unwrap();
+
+        let mut flipped = key().response_check(request_mac.clone());
+        flipped.message(&messages[0], at_time).unwrap();
+        let mut bad = messages[1].clone();
+        bad[at - 3] ^= 1;
+        assert_eq!(flipped.message(&bad, at_time), Err(TsigError::BadSignature));
+
+        let mut other_request = key().response_check(vec![0; 32]);
+        assert_eq!(
+            other_request.message(&messages[0], at_time),
+            Err(TsigError::BadSignature)
+        );
+
+        let mut unsigned_last = key().response_check(request_mac.clone());
+        unsigned_last.message(&messages[0], at_time).unwrap();
+        unsigned_last.message(&base, at_time).unwrap();
+        assert_eq!(unsigned_last.finish(), Err(TsigError::Unsigned));
+        let mut unsigned_first = key().response_check(request_mac.clone());
+        assert_eq!(unsigned_first.message(&base, at_time), Err(TsigError::Unsigned));
+        let late = key()
+            .response_check(request_mac)
+            .message(&messages[0], at_time + 301);
+        assert!(matches!(late, Err(TsigError::BadTime { .. })), "{late:?}");
     }
 }

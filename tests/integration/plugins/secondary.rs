@@ -174,6 +174,103 @@ async fn follows_nsd_by_notify() {
     follows(Kind::Nsd).await;
 }
 
+/// The TSIG key of the signed tests (base64 of 32 bytes).
+const FABRIC_KEY: &str = "c2VjcmV0IG9mIHRoZSBmYWJyaWMgb2Ygbm9kZSBhZ2VudHM=";
+
+/// TSIG (RFC 8945) with a primary that transfers only to signed requests: a secondary with the
+/// key signs its SOA checks, AXFR and IXFR, and takes the primary's signed messages after
+/// checking each (a mistake on either side and nothing arrives); one with another secret gets
+/// nothing, answers SERVFAIL and is never confirmed.
+async fn follows_with_tsig(kind: Kind) {
+    let dir = support::temp_dir(&format!("secondary-tsig-{kind}"));
+    for d in ["right", "wrong"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    let primary_port = crate::support::upstream::free_port();
+    let block = |secret: &str| {
+        format!(
+            "example.org:0 {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n tsig {{\n  secret fabric.key. {secret}\n }}\n secondary {{\n  transfer from 127.0.0.1:{primary_port}\n  tsig fabric.key. {secret} hmac-sha256\n }}\n}}\n"
+        )
+    };
+    let right = support::start(&block(FABRIC_KEY), &dir.join("right")).await;
+    let addr = right.dns_addrs()[0];
+    let primary = tokio::task::spawn_blocking(move || {
+        let primary = Peer::primary_signed_on(
+            kind,
+            "example.org.",
+            ZONE,
+            (addr, primary_port),
+            ("fabric.key.", FABRIC_KEY),
+        );
+        let first = answers_within(addr, "www.example.org", "A", "192.0.2.1");
+        assert_eq!(
+            first,
+            "192.0.2.1",
+            "{kind}'s zone never arrived:\n{}",
+            primary.logs()
+        );
+        primary.reload(&version_2());
+        let moved = answers_within(addr, "www.example.org", "A", "192.0.2.2");
+        assert_eq!(moved, "192.0.2.2", "the edit never arrived:\n{}", primary.logs());
+        primary
+    })
+    .await
+    .unwrap();
+    let m = support::scrape(right.http_addr("metrics").expect("/metrics")).await;
+    assert_eq!(support::sum(&m, "cluster_dns_secondary_serial", &[]), 2.0);
+    assert_eq!(
+        support::sum(
+            &m,
+            "cluster_dns_secondary_transfers_total",
+            &["result=\"failed\""]
+        ),
+        0.0
+    );
+    // Another secret, with the primary up from the start: its SOA checks are refused by the
+    // primary (BADSIG), counted, and no copy is ever taken.
+    let wrong = support::start(&block("b3RoZXIgc2VjcmV0"), &dir.join("wrong")).await;
+    let wrong_addr = wrong.dns_addrs()[0];
+    let wrong_metrics = wrong.http_addr("metrics").expect("/metrics");
+    let mut refused = 0.0;
+    for _ in 0..50 {
+        let m = support::scrape(wrong_metrics).await;
+        refused = support::sum(
+            &m,
+            "cluster_dns_secondary_check_failures_total",
+            &["reason=\"tsig\""],
+        );
+        if refused > 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(refused >= 1.0, "no SOA check refused for its signature");
+    let out = support::dig(wrong_addr, &["www.example.org", "A"]);
+    assert_eq!(support::dig_status(&out), "SERVFAIL", "{out}");
+    let m = support::scrape(wrong_metrics).await;
+    assert_eq!(support::sum(&m, "cluster_dns_secondary_serial", &[]), 0.0);
+    assert_eq!(
+        support::sum(&m, "cluster_dns_secondary_confirmed_timestamp_seconds", &[]),
+        0.0
+    );
+    // With `tsig` in its block, the secondary's reply to the signed NOTIFY is signed too.
+    let logs = primary.logs();
+    assert!(!logs.contains("failed to verify TSIG"), "{logs}");
+    drop(primary);
+    right.stop().await.unwrap();
+    wrong.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_knot_with_tsig() {
+    follows_with_tsig(Kind::Knot).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_nsd_with_tsig() {
+    follows_with_tsig(Kind::Nsd).await;
+}
+
 /// A NOTIFY message for `zone`.
 fn notify(zone: &str) -> Message {
     let mut m = Message::new(0x4e4f, MessageType::Query, OpCode::Notify);

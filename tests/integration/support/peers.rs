@@ -60,7 +60,14 @@ impl Peer {
     /// installed (`./test.sh` installs Debian's `knot` and `nsd`), or does not come up (with
     /// its log).
     pub fn start(kind: Kind, origin: &str, zone: &str) -> Peer {
-        Self::launch(kind, origin, zone, None, crate::support::upstream::free_port())
+        Self::launch(
+            kind,
+            origin,
+            zone,
+            None,
+            crate::support::upstream::free_port(),
+            None,
+        )
     }
 
     /// `kind` on `port` as the primary of zone `origin` (master file text `zone`) for a
@@ -69,7 +76,19 @@ impl Peer {
     /// keeps the differences of each reload (`zonefile-load: difference`), so it answers IXFR
     /// with them; NSD 4.6 answers IXFR with the whole zone.
     pub fn primary_on(kind: Kind, origin: &str, zone: &str, secondary: SocketAddr, port: u16) -> Peer {
-        Self::launch(kind, origin, zone, Some(secondary), port)
+        Self::launch(kind, origin, zone, Some(secondary), port, None)
+    }
+
+    /// [`Peer::primary_on`] that transfers the zone only to requests signed with the TSIG key
+    /// `key` (name, base64 secret; hmac-sha256), signs its responses and its NOTIFY with it.
+    pub fn primary_signed_on(
+        kind: Kind,
+        origin: &str,
+        zone: &str,
+        (secondary, port): (SocketAddr, u16),
+        key: (&str, &str),
+    ) -> Peer {
+        Self::launch(kind, origin, zone, Some(secondary), port, Some(key))
     }
 
     /// `kind` on `port` as a secondary of zone `origin`, following it from `primary` and
@@ -190,7 +209,24 @@ impl Peer {
         );
     }
 
-    fn launch(kind: Kind, origin: &str, zone: &str, secondary: Option<SocketAddr>, port: u16) -> Peer {
+    fn launch(
+        kind: Kind,
+        origin: &str,
+        zone: &str,
+        secondary: Option<SocketAddr>,
+        port: u16,
+        key: Option<(&str, &str)>,
+    ) -> Peer {
+        // Knot's key section and the key its remote and ACL name; NSD's key clause and name.
+        let (knot_key, knot_uses, nsd_key, nsd_uses) = match key {
+            Some((name, secret)) => (
+                format!("key:\n  - id: {name}\n    algorithm: hmac-sha256\n    secret: {secret}\n"),
+                format!("    key: {name}\n"),
+                format!("key:\n    name: {name}\n    algorithm: hmac-sha256\n    secret: \"{secret}\"\n"),
+                name.to_owned(),
+            ),
+            None => (String::new(), String::new(), String::new(), "NOKEY".to_owned()),
+        };
         assert!(
             Path::new(kind.binary()).exists(),
             "{kind} is not installed: ./test.sh installs it (apt-get install knot nsd)"
@@ -203,7 +239,7 @@ impl Peer {
             Kind::Knot => (
                 format!(
                     "server:\n    rundir: \"{d}\"\n    listen: 127.0.0.1@{port}\n    udp-workers: 1\n    tcp-workers: 1\n    background-workers: 1\n\
-                     database:\n    storage: \"{d}\"\n\
+                     {knot_key}database:\n    storage: \"{d}\"\n\
                      log:\n  - target: stderr\n    any: {}\n\
                      template:\n  - id: default\n    storage: \"{d}\"\n    zonefile-sync: -1\n{}\
                      zone:\n  - domain: {origin}\n    file: \"{}\"\n{}",
@@ -211,8 +247,8 @@ impl Peer {
                     match secondary {
                         Some(to) => format!(
                             "    journal-content: changes\n    zonefile-load: difference\n\
-                             remote:\n  - id: secondary\n    address: {}@{}\n\
-                             acl:\n  - id: transfer\n    address: 127.0.0.1\n    action: transfer\n",
+                             remote:\n  - id: secondary\n    address: {}@{}\n{knot_uses}\
+                             acl:\n  - id: transfer\n    address: 127.0.0.1\n    action: transfer\n{knot_uses}",
                             to.ip(),
                             to.port()
                         ),
@@ -231,11 +267,11 @@ impl Peer {
                 format!(
                     "server:\n    ip-address: 127.0.0.1@{port}\n    port: {port}\n    username: \"\"\n    chroot: \"\"\n    zonesdir: \"{d}\"\n    zonelistfile: \"{d}/zone.list\"\n    database: \"\"\n    pidfile: \"{d}/nsd.pid\"\n    xfrdfile: \"{d}/xfrd.state\"\n    xfrdir: \"{d}\"\n    server-count: 1\n    verbosity: 1\n    logfile: \"{d}/peer.log\"\n\
                      remote-control:\n    control-enable: no\n\
-                     zone:\n    name: {origin}\n    zonefile: \"{}\"\n{}",
+                     {nsd_key}zone:\n    name: {origin}\n    zonefile: \"{}\"\n{}",
                     db.display(),
                     match secondary {
                         Some(to) => format!(
-                            "    provide-xfr: 127.0.0.1 NOKEY\n    notify: {}@{} NOKEY\n",
+                            "    provide-xfr: 127.0.0.1 {nsd_uses}\n    notify: {}@{} {nsd_uses}\n",
                             to.ip(),
                             to.port()
                         ),
