@@ -196,3 +196,102 @@ pub fn k8s_objects(data: &[u8]) {
         }
     }
 }
+
+/// `DNSPolicy` objects (JSON: one object or a list, at most 64) read as the watch
+/// and the manifests read them ([`PolicyInfo::from_json`](crate::cluster::policy::PolicyInfo::from_json)),
+/// applied one by one to a policy store beside a fixed `Enforce` policy (`team-a/fixed`:
+/// `team-a` and `shared` visible, outside names `*.pypi.org`) and labelled namespaces; after
+/// each, the views of pods of three label sets in every namespace named are computed.
+/// Invariants: no panic; a pod always sees its own namespace; and a malformed policy never
+/// widens what anyone sees: after it, no pod sees a namespace or may ask an outside name it
+/// could not before.
+pub fn dns_policy(data: &[u8]) {
+    use crate::cluster::policy::{PolicyInfo, PolicyStore, label_set};
+    use crate::proto::Visibility as _;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    let Ok(value) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    let objects: Vec<Value> = match value {
+        Value::Array(items) => items.into_iter().take(MAX_OBJECTS).collect(),
+        one => vec![one],
+    };
+    let labels = |pairs: &[(&str, &str)]| {
+        let m: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        label_set(&m)
+    };
+    let store = PolicyStore::default();
+    store.set_namespace(Arc::from("shared"), labels(&[("tier", "shared")]));
+    store.set_namespace(Arc::from("team-b"), labels(&[("team", "b")]));
+    store.apply(
+        PolicyInfo::from_json(&serde_json::json!({
+            "metadata": {"name": "fixed", "namespace": "team-a"},
+            "spec": {"visibleNamespaces": {"names": ["team-a", "shared"]}, "external": {"allow": ["*.pypi.org"]}},
+        }))
+        .expect("the fixed policy"),
+    );
+    let pods = [
+        labels(&[]),
+        labels(&[("app", "web")]),
+        labels(&[("app", "db"), ("tier", "back")]),
+    ];
+    let outside: Vec<Name> = ["files.pypi.org.", "github.com.", "example.com."]
+        .iter()
+        .map(|n| Name::from_ascii(n).expect("a name"))
+        .collect();
+    let mut namespaces: Vec<Arc<str>> = ["team-a", "team-b", "shared", "kube-system"]
+        .map(Arc::from)
+        .to_vec();
+    // What every pod sees now: (namespace, labels) -> (namespaces seen, outside names allowed).
+    let mut round = 0u32;
+    let mut seen = |store: &PolicyStore, namespaces: &[Arc<str>]| {
+        round += 1;
+        let mut all = Vec::new();
+        for (i, ns) in namespaces.iter().enumerate() {
+            for (j, pod) in pods.iter().enumerate() {
+                let key = (round, u32::try_from(i * pods.len() + j).unwrap_or(u32::MAX));
+                let view = store.view(key, ns, pod);
+                assert!(
+                    view.sees_namespace(ns),
+                    "a pod of {ns} does not see its own namespace"
+                );
+                let sees: Vec<bool> = namespaces
+                    .iter()
+                    .map(|other| view.sees_namespace(other))
+                    .collect();
+                let asks: Vec<bool> = outside.iter().map(|n| view.may_ask_outside(n)).collect();
+                all.push((sees, asks));
+            }
+        }
+        all
+    };
+    for object in objects {
+        let Ok(info) = PolicyInfo::from_json(&object) else {
+            continue;
+        };
+        if !namespaces.contains(&info.namespace) && namespaces.len() < 8 {
+            namespaces.push(info.namespace.clone());
+        }
+        let malformed = info.rule.is_err();
+        let before = seen(&store, &namespaces);
+        store.apply(info);
+        let after = seen(&store, &namespaces);
+        if malformed {
+            for ((sees_b, asks_b), (sees_a, asks_a)) in before.iter().zip(&after) {
+                let wider = |b: &[bool], a: &[bool]| a.iter().zip(b).any(|(a, b)| *a && !*b);
+                assert!(
+                    !wider(sees_b, sees_a),
+                    "a malformed policy widened the namespaces seen"
+                );
+                assert!(
+                    !wider(asks_b, asks_a),
+                    "a malformed policy widened the outside names"
+                );
+            }
+        }
+    }
+}

@@ -52,6 +52,16 @@ pub enum ZoneError {
         /// The zone.
         origin: String,
     },
+    /// A record without data (an empty RDATA, which only a dynamic update's deletions carry).
+    #[error("{}: the {rtype} record of {name} has no data", path.display())]
+    NoData {
+        /// Where the records came from.
+        path: PathBuf,
+        /// The record's owner.
+        name: String,
+        /// Its type.
+        rtype: RecordType,
+    },
     /// A record's owner is outside the zone.
     #[error("{}: {name} is outside the zone {origin}", path.display())]
     OutOfZone {
@@ -229,6 +239,15 @@ impl ZoneData {
                     origin: origin.to_string(),
                 });
             }
+            // From a transfer or a snapshot (a zone file has none): nothing to answer with, and
+            // an SOA without its data would leave the zone without a serial.
+            if matches!(r.data, RData::Update0(_)) {
+                return Err(ZoneError::NoData {
+                    path: path.to_owned(),
+                    name: name.to_string(),
+                    rtype: r.record_type(),
+                });
+            }
             if let RData::Unknown {
                 code: RecordType::DNAME,
                 rdata,
@@ -262,7 +281,11 @@ impl ZoneData {
                 origin: origin.to_string(),
             })?;
         let RData::SOA(s) = &soa.data else {
-            unreachable!("a record of type SOA holds SOA data");
+            return Err(ZoneError::NoData {
+                path: path.to_owned(),
+                name: origin.to_string(),
+                rtype: RecordType::SOA,
+            });
         };
         let serial = s.serial;
         Ok(Self {
@@ -802,6 +825,43 @@ fn failing_line<T, E: std::fmt::Display>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Records without data (an empty RDATA, as a transfer or a snapshot can carry) are refused
+    /// with the name and type, the SOA's too (it panicked: the `zone_snapshot` fuzz target).
+    #[test]
+    fn a_record_without_data_is_refused() {
+        use hickory_proto::rr::rdata::{A, SOA};
+        let origin = Name::from_ascii("example.org.").unwrap();
+        let soa = Record::from_rdata(
+            origin.clone(),
+            60,
+            RData::SOA(SOA::new(origin.clone(), origin.clone(), 1, 60, 60, 60, 60)),
+        );
+        let www = Name::from_ascii("www.example.org.").unwrap();
+        let a = Record::from_rdata(www.clone(), 60, RData::A(A::new(192, 0, 2, 1)));
+        let empty = |name: &Name, rtype| {
+            let mut r = Record::update0(name.clone(), 60, rtype);
+            r.dns_class = hickory_proto::rr::DNSClass::IN;
+            r
+        };
+        let path = Path::new("transfer");
+        assert!(ZoneData::from_records(vec![soa.clone(), a.clone()], path, &origin).is_ok());
+        for (records, want) in [
+            (
+                vec![empty(&origin, RecordType::SOA), a.clone()],
+                "the SOA record of example.org. has no data",
+            ),
+            (
+                vec![soa, empty(&www, RecordType::A)],
+                "the A record of www.example.org. has no data",
+            ),
+        ] {
+            let e = ZoneData::from_records(records, path, &origin)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{e}");
+        }
+    }
 
     #[test]
     fn serials_follow_rfc_1982() {

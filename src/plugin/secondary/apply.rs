@@ -108,6 +108,16 @@ pub fn apply(
     let Some(soa) = soa.filter(|_| !removing) else {
         return Err(mismatch("the differences end inside a difference".into()));
     };
+    // The last difference brings the zone to the serial the response starts with (RFC 1995
+    // section 4). Another serial would be held as the zone's, and the next IXFR asked from a
+    // version the primary never had (found by the `secondary_transfer` fuzz target).
+    let newest = serial_of(&records[0]);
+    if newest != Some(serial) {
+        return Err(mismatch(format!(
+            "the differences end at serial {serial}, the response announces {}",
+            newest.unwrap_or_default()
+        )));
+    }
     let mut all = Vec::with_capacity(held.records() + added.len());
     all.push(soa);
     let mut found = 0;
@@ -182,6 +192,20 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("does not hold"), "{e}");
+        // Ending at another serial than the response announces (a later one, which would have
+        // been held as the zone's and left it stuck): refused.
+        let e = apply(
+            Some(&held),
+            vec![soa(5), soa(3), a(1), soa(786_438), a(2), soa(5)],
+            "t",
+            &origin(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("the differences end at serial 786438, the response announces 5"),
+            "{e}"
+        );
         // Added by one difference and removed by the next: gone, not an error.
         let seq = vec![soa(5), soa(3), soa(4), a(7), soa(4), a(7), soa(5), soa(5)];
         let next = apply(Some(&held), seq, "test", &origin()).unwrap().unwrap();

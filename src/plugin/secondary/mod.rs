@@ -7,9 +7,10 @@
 //! copies and takes NOTIFY ([`Secondary`]), `zones` the state both share, `refresh` runs each zone's refresh task, `xfr`
 //! is the transfer client, `apply` makes a transfer's records into the next copy, `snapshot` keeps a copy on
 //! disk, `metrics`
-//! the families.
+//! the families, `fuzz` the bodies of the fuzz targets `secondary_transfer` and `zone_snapshot`.
 
 mod apply;
+pub mod fuzz;
 pub mod handler;
 pub mod metrics;
 mod refresh;

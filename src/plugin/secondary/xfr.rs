@@ -9,7 +9,7 @@ use std::time::Duration;
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::plugin::kit::serial_after;
@@ -160,9 +160,9 @@ fn progress(qtype: RecordType, held: Option<u32>, records: &[Record]) -> Progres
     }
 }
 
-/// The request: `qtype` for `zone`, with the SOA held (IXFR) in its authority section.
-fn request(zone: &Name, qtype: RecordType, held: Option<&Record>) -> Message {
-    let mut m = Message::new(rand::random(), MessageType::Query, OpCode::Query);
+/// The request `id`: `qtype` for `zone`, with the SOA held (IXFR) in its authority section.
+pub(super) fn request(id: u16, zone: &Name, qtype: RecordType, held: Option<&Record>) -> Message {
+    let mut m = Message::new(id, MessageType::Query, OpCode::Query);
     let mut q = Query::query(zone.clone(), qtype);
     q.set_query_class(DNSClass::IN);
     m.add_query(q);
@@ -208,7 +208,12 @@ impl Session {
         let primary = self.primary;
         tokio::time::timeout(
             EXCHANGE_TIMEOUT,
-            exchange(primary, &mut self.stream, self.tsig.as_ref(), (zone, qtype, held)),
+            exchange(
+                primary,
+                &mut self.stream,
+                self.tsig.as_ref(),
+                request(rand::random(), zone, qtype, held),
+            ),
         )
         .await
         .unwrap_or(Err(XfrError::Timeout { primary }))
@@ -239,15 +244,18 @@ fn checked(
     }
 }
 
-async fn exchange(
+/// Sends `m` (a request of [`request`]) to `primary` over `stream`, signed with `tsig` when
+/// given, and reads its whole response.
+pub(super) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     primary: SocketAddr,
-    stream: &mut TcpStream,
+    stream: &mut S,
     tsig: Option<&TsigKey>,
-    (zone, qtype, held): (&Name, RecordType, Option<&Record>),
+    m: Message,
 ) -> Result<Vec<Record>, XfrError> {
     let io = |source| XfrError::Io { primary, source };
     let malformed = |reason: String| XfrError::Malformed { primary, reason };
-    let m = request(zone, qtype, held);
+    let qtype = m.queries.first().map_or(RecordType::SOA, |q| q.query_type);
+    let held = m.authorities.first();
     let mut bytes = m.to_bytes().map_err(|e| malformed(e.to_string()))?;
     let mut check = match tsig {
         Some(key) => {

@@ -150,3 +150,24 @@ fn zone_file_dname_seeds_are_zones() {
     }
     assert!(named >= 5, "the named seeds are in the corpus");
 }
+
+#[test]
+fn secondary_transfer_corpus() {
+    replay(
+        "secondary_transfer",
+        cluster_dns::plugin::secondary::fuzz::secondary_transfer,
+    );
+}
+
+#[test]
+fn zone_snapshot_corpus() {
+    replay(
+        "zone_snapshot",
+        cluster_dns::plugin::secondary::fuzz::zone_snapshot,
+    );
+}
+
+#[test]
+fn dns_policy_corpus() {
+    replay("dns_policy", cluster_dns::fuzzing::dns_policy);
+}
