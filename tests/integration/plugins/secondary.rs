@@ -544,6 +544,125 @@ async fn an_agent_follows_the_cluster_zone_from_a_central_server() {
     central.stop().await.unwrap();
 }
 
+/// The fabric signed as `deploy/node-local/README.md` says: the central server's `tsig`
+/// requires a key for transfers, the agent's `secondary` signs with it and checks every message
+/// of the central server's answers. A zone of several messages (each signed over the prior
+/// MAC, RFC 8945 section 5.3.1) arrives, a new Service follows by IXFR; an unsigned AXFR is
+/// refused, and an agent with another secret is refused at its SOA check and holds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_fabric_takes_only_what_its_key_signs() {
+    let fake = fake_apiserver::FakeApiServer::start().await.unwrap();
+    fake.create(fake_apiserver::synthetic::namespace("default"))
+        .unwrap();
+    // 600 Services: a transfer of several 64 KiB messages.
+    for i in 0..600u32 {
+        let ip = format!("10.96.{}.{}", i / 250, i % 250 + 1);
+        fake.create(fake_apiserver::synthetic::service(
+            "default",
+            &format!("svc-{i}"),
+            ip.parse().ok(),
+        ))
+        .unwrap();
+    }
+    let dir = support::temp_dir("secondary-signed-fabric");
+    let agent_port = crate::support::upstream::free_port();
+    let central = support::start(
+        &format!(
+            "cluster.local:0 {{\n bind 127.0.0.1\n tsig cluster.local {{\n  secret fabric.key. {FABRIC_KEY}\n  require AXFR IXFR\n }}\n transfer {{\n  to *\n  notify transferred {agent_port}\n }}\n kubernetes cluster.local {{\n  endpoint {}\n }}\n}}\n",
+            fake.url()
+        ),
+        &dir,
+    )
+    .await;
+    let central_addr = central.dns_addrs()[0];
+    let agent_corefile = |port: u16, secret: &str| {
+        format!(
+            "cluster.local:{port} {{\n bind 127.0.0.1\n prometheus 127.0.0.1:0\n tsig {{\n  secret fabric.key. {secret}\n }}\n secondary {{\n  transfer from {central_addr}\n  tsig fabric.key. {secret}\n }}\n}}\n"
+        )
+    };
+    let agent_dir = support::temp_dir("secondary-signed-agent");
+    let agent = support::start(&agent_corefile(agent_port, FABRIC_KEY), &agent_dir).await;
+    let agent_addr = agent.dns_addrs()[0];
+    let first = tokio::task::spawn_blocking(move || {
+        answers_within(
+            agent_addr,
+            "svc-599.default.svc.cluster.local",
+            "A",
+            "10.96.2.100",
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(first, "10.96.2.100", "the signed transfer never arrived");
+    fake.create(fake_apiserver::synthetic::service(
+        "default",
+        "late",
+        "10.96.9.9".parse().ok(),
+    ))
+    .unwrap();
+    let late = tokio::task::spawn_blocking(move || {
+        answers_within(agent_addr, "late.default.svc.cluster.local", "A", "10.96.9.9")
+    })
+    .await
+    .unwrap();
+    assert_eq!(late, "10.96.9.9", "the change never reached the agent");
+    let m = support::scrape(agent.http_addr("metrics").expect("/metrics")).await;
+    assert!(
+        support::sum(
+            &m,
+            "cluster_dns_secondary_transfers_total",
+            &["kind=\"ixfr\"", "result=\"ok\""]
+        ) >= 1.0
+    );
+    assert_eq!(
+        support::sum(&m, "cluster_dns_secondary_check_failures_total", &[]),
+        0.0
+    );
+    // Unsigned, the central server refuses the transfer; signed, dig checks its messages too.
+    let unsigned = support::dig(central_addr, &["+tcp", "AXFR", "cluster.local"]);
+    assert!(unsigned.contains("Transfer failed"), "{unsigned}");
+    let key = format!("hmac-sha256:fabric.key.:{FABRIC_KEY}");
+    let signed = support::dig(central_addr, &["-y", &key, "AXFR", "cluster.local"]);
+    let messages: u32 = signed
+        .split("(messages ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no XFR size line:\n{signed}"));
+    assert!(messages >= 2, "one message only:\n{signed}");
+    assert!(
+        !signed.contains("failure") && !signed.contains("Transfer failed"),
+        "{signed}"
+    );
+    // Another secret: refused at its SOA check, nothing held.
+    let other_dir = support::temp_dir("secondary-signed-other");
+    let other_port = crate::support::upstream::free_port();
+    let other = support::start(&agent_corefile(other_port, "b3RoZXIgc2VjcmV0"), &other_dir).await;
+    let other_metrics = other.http_addr("metrics").expect("/metrics");
+    let mut refused = 0.0;
+    for _ in 0..50 {
+        let m = support::scrape(other_metrics).await;
+        refused = support::sum(
+            &m,
+            "cluster_dns_secondary_check_failures_total",
+            &["reason=\"tsig\""],
+        );
+        if refused > 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        refused >= 1.0,
+        "the other secret was not refused for its signature"
+    );
+    let m = support::scrape(other_metrics).await;
+    assert_eq!(support::sum(&m, "cluster_dns_secondary_serial", &[]), 0.0);
+    other.stop().await.unwrap();
+    agent.stop().await.unwrap();
+    central.stop().await.unwrap();
+}
+
 /// Issue 46, never stale through the fabric: an agent with `cache 30` in front of its copy of
 /// the cluster zone (TTL 30) asked for a Service that does not exist yet keeps the NXDOMAIN
 /// only until a copy that has the name comes: the Service created at the central server
