@@ -14,7 +14,8 @@
 //! secondary holding the new serial.
 //!
 //! Usage: `fabric-fanout-bench PATH/TO/cluster-dns [--agents 5000] [--changes 10]
-//! [--services 1000] [--endpoints 10000]`.
+//! [--services 1000] [--endpoints 10000] [--tcp-max N]` (`--tcp-max`: the central server's
+//! TCP connection limit, `CLUSTER_DNS_TCP_MAX_CONNECTIONS`; its default is 1,000).
 
 #![allow(clippy::unwrap_used)]
 
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use fake_apiserver::bench::{cpu_time, spawn_cluster_dns, status_kb, usize_arg};
+use fake_apiserver::bench::{cpu_time, spawn_cluster_dns_with, status_kb, usize_arg};
 use fake_apiserver::synthetic::{self, SyntheticCluster};
 use fake_apiserver::{FakeApiServer, Options};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -295,7 +296,13 @@ fn main() {
         ),
     )
     .unwrap();
-    let mut central = spawn_cluster_dns(&bin, &corefile).unwrap();
+    let tcp_max = usize_arg(&args, "--tcp-max", 0).to_string();
+    let env: &[(&str, &str)] = if tcp_max == "0" {
+        &[]
+    } else {
+        &[("CLUSTER_DNS_TCP_MAX_CONNECTIONS", tcp_max.as_str())]
+    };
+    let mut central = spawn_cluster_dns_with(&bin, &corefile, env).unwrap();
     let pid = central.child.id();
     let addr = central.addr;
     // The central serial, once the zone is built.
@@ -375,13 +382,9 @@ fn main() {
     delays.sort_by(f64::total_cmp);
     cpu_per_change.sort_by(f64::total_cmp);
     bytes_per_change.sort_by(f64::total_cmp);
-    let watches = fake
-        .requests()
-        .iter()
-        .filter(|r| r.contains("watch=true") || r.contains("watch=1"))
-        .count();
+    let watches = fake.open_watches();
     println!(
-        "\n| secondaries | API watches | change to new serial on every secondary: p50 / p99 / max | missed | central CPU per change (median) | bytes to secondaries per change (median) | per secondary | NOTIFYs taken | central RSS after |"
+        "\n| secondaries | API watches open | change to new serial on every secondary: p50 / p99 / max | missed | central CPU per change (median) | bytes to secondaries per change (median) | per secondary | NOTIFYs taken | central RSS after |"
     );
     println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     if delays.is_empty() {
