@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use fake_apiserver::bench::{cpu_time, spawn_cluster_dns_with, status_kb, usize_arg};
+use fake_apiserver::bench::{cpu_time, skip_name, spawn_cluster_dns_with, status_kb, usize_arg};
 use fake_apiserver::synthetic::{self, SyntheticCluster};
 use fake_apiserver::{FakeApiServer, Options};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -66,20 +66,6 @@ fn query(id: u16, qtype: u16, serial: Option<u32>) -> Vec<u8> {
         m.extend_from_slice(&[0; 16]);
     }
     m
-}
-
-/// The offset past the (possibly compressed) name at `at`.
-fn skip_name(m: &[u8], mut at: usize) -> Option<usize> {
-    loop {
-        let len = *m.get(at)?;
-        if len & 0xC0 == 0xC0 {
-            return Some(at + 2);
-        }
-        if len == 0 {
-            return Some(at + 1);
-        }
-        at += 1 + usize::from(len);
-    }
 }
 
 fn u16_at(m: &[u8], at: usize) -> Option<u16> {

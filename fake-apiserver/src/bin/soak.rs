@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fake_apiserver::FakeApiServer;
-use fake_apiserver::bench::spawn_cluster_dns;
+use fake_apiserver::bench::{skip_name, spawn_cluster_dns};
 use serde_json::{Value, json};
 use tokio::net::UdpSocket;
 
@@ -212,20 +212,6 @@ fn encode(id: u16, name: &str, qtype: u16) -> Vec<u8> {
     q.extend_from_slice(&qtype.to_be_bytes());
     q.extend_from_slice(&[0, 1]);
     q
-}
-
-/// The end of the name at `at` in `m` (labels or a compression pointer).
-fn skip_name(m: &[u8], mut at: usize) -> Option<usize> {
-    loop {
-        let len = *m.get(at)?;
-        if len & 0xC0 == 0xC0 {
-            return Some(at + 2);
-        }
-        if len == 0 {
-            return Some(at + 1);
-        }
-        at += 1 + usize::from(len);
-    }
 }
 
 /// The reply's rcode, the answer records of `qtype`, and the A addresses among them.

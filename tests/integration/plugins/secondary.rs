@@ -174,6 +174,25 @@ async fn follows_nsd_by_notify() {
     follows(Kind::Nsd).await;
 }
 
+/// The SOA checks refused for their signature (`check_failures_total{reason="tsig"}`) on the
+/// server whose metrics are at `metrics`, once there is one (up to 5 s).
+async fn tsig_refusals(metrics: SocketAddr) -> f64 {
+    let mut refused = 0.0;
+    for _ in 0..50 {
+        let m = support::scrape(metrics).await;
+        refused = support::sum(
+            &m,
+            "cluster_dns_secondary_check_failures_total",
+            &["reason=\"tsig\""],
+        );
+        if refused > 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    refused
+}
+
 /// The TSIG key of the signed tests (base64 of 32 bytes).
 const FABRIC_KEY: &str = "c2VjcmV0IG9mIHRoZSBmYWJyaWMgb2Ygbm9kZSBhZ2VudHM=";
 
@@ -231,19 +250,7 @@ async fn follows_with_tsig(kind: Kind) {
     let wrong = support::start(&block("b3RoZXIgc2VjcmV0"), &dir.join("wrong")).await;
     let wrong_addr = wrong.dns_addrs()[0];
     let wrong_metrics = wrong.http_addr("metrics").expect("/metrics");
-    let mut refused = 0.0;
-    for _ in 0..50 {
-        let m = support::scrape(wrong_metrics).await;
-        refused = support::sum(
-            &m,
-            "cluster_dns_secondary_check_failures_total",
-            &["reason=\"tsig\""],
-        );
-        if refused > 0.0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let refused = tsig_refusals(wrong_metrics).await;
     assert!(refused >= 1.0, "no SOA check refused for its signature");
     let out = support::dig(wrong_addr, &["www.example.org", "A"]);
     assert_eq!(support::dig_status(&out), "SERVFAIL", "{out}");
@@ -639,19 +646,7 @@ async fn a_signed_fabric_takes_only_what_its_key_signs() {
     let other_port = crate::support::upstream::free_port();
     let other = support::start(&agent_corefile(other_port, "b3RoZXIgc2VjcmV0"), &other_dir).await;
     let other_metrics = other.http_addr("metrics").expect("/metrics");
-    let mut refused = 0.0;
-    for _ in 0..50 {
-        let m = support::scrape(other_metrics).await;
-        refused = support::sum(
-            &m,
-            "cluster_dns_secondary_check_failures_total",
-            &["reason=\"tsig\""],
-        );
-        if refused > 0.0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let refused = tsig_refusals(other_metrics).await;
     assert!(
         refused >= 1.0,
         "the other secret was not refused for its signature"
